@@ -1,0 +1,6 @@
+"""``python -m lightning_order``: the same as the ``lightning-order`` command."""
+
+from lightning_order.cli import main
+
+if __name__ == "__main__":
+    main()

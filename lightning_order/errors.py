@@ -1,0 +1,98 @@
+"""The errors and warnings of lightning_order.
+
+One base class, :class:`LightningOrderError`, and subclasses that also inherit the built-in kind
+a caller would expect (``OrderError`` is a ``RuntimeError``, ``DataError`` a ``ValueError``), so
+``except ValueError`` keeps working for users who do not know this library.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from lightning_order.order import Violation
+
+__all__ = [
+    "DataError",
+    "LightningOrderError",
+    "ManifestError",
+    "OrderError",
+    "OrderWarning",
+]
+
+
+class LightningOrderError(Exception):
+    """Base class of every error raised by lightning_order."""
+
+
+class OrderError(LightningOrderError, RuntimeError):
+    """Steps ran (or were about to run) in an order that silently breaks training.
+
+    Args:
+        violations: what was found; each carries a stable ``rule`` code users can match on.
+        header: an optional first line for the message (e.g. where the check ran).
+
+    Attributes:
+        violations: the list of :class:`~lightning_order.order.Violation`.
+        rules: the rule codes of the violations, in order, without duplicates.
+    """
+
+    def __init__(self, violations: Iterable[Violation], header: str | None = None) -> None:
+        self.violations = list(violations)
+        self.header = header
+        super().__init__(self._render())
+
+    @property
+    def rules(self) -> list[str]:
+        """The distinct rule codes of the violations, in the order found."""
+        return list(dict.fromkeys(v.rule for v in self.violations))
+
+    def _render(self) -> str:
+        count = len(self.violations)
+        lines = [self.header or f"{count} order violation{'s' if count != 1 else ''} found:"]
+        for number, violation in enumerate(self.violations, start=1):
+            lines.append(f"  {number}. {violation.describe()}")
+        return "\n".join(lines)
+
+    def __reduce__(self):  # keeps the error picklable across processes (DDP spawn, num_proc)
+        return (type(self), (self.violations, self.header))
+
+
+class OrderWarning(UserWarning):
+    """The warning issued instead of :class:`OrderError` in warn mode; filter it like any warning."""
+
+
+class DataError(LightningOrderError, ValueError):
+    """The input data cannot be prepared: the message names the step, the column and the fix.
+
+    Args:
+        message: what is wrong and what to do.
+        step: the pipeline step that found the problem.
+        column: the offending column, when there is one.
+    """
+
+    def __init__(self, message: str, *, step: str | None = None, column: str | None = None) -> None:
+        self.step = step
+        self.column = column
+        where = []
+        if step is not None:
+            where.append(f"step '{step}'")
+        if column is not None:
+            where.append(f"column '{column}'")
+        prefix = f"[{', '.join(where)}] " if where else ""
+        super().__init__(prefix + message)
+
+    def __reduce__(self):
+        return (_rebuild_data_error, (str(self), self.step, self.column))
+
+
+def _rebuild_data_error(text: str, step: str | None, column: str | None) -> DataError:
+    error = DataError.__new__(DataError)
+    ValueError.__init__(error, text)
+    error.step, error.column = step, column
+    return error
+
+
+class ManifestError(LightningOrderError, ValueError):
+    """A ledger manifest is unreadable, truncated, tampered with, or of an unknown format."""

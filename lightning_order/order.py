@@ -1,0 +1,647 @@
+"""The mandated order of data preparation and model set-up, as data, and the engine that checks it.
+
+A :class:`Pipeline` is a DAG of :class:`Step` s, validated when it is built (no cycle, no
+requirement that names no step). :meth:`Pipeline.check` judges a :class:`~lightning_order.ledger.
+StepLedger` (what really ran) against the DAG and returns every :class:`Violation` with a stable
+rule code. It judges the ledger so far: a step that has not happened yet is no violation. The
+latest record of each step is the one judged, so a step re-run correctly clears its old mistake,
+and a step re-run upstream makes what consumed its old output ``stale-input``.
+
+:data:`STANDARD_PIPELINE` is DESIGN.md §1, stated once; everything else reads it.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeVar, get_args
+
+from lightning_order.errors import OrderError, OrderWarning
+from lightning_order.ledger import StepLedger, StepRecord
+
+__all__ = [
+    "KINDS",
+    "RULES",
+    "STANDARD_PIPELINE",
+    "OrderError",
+    "OrderWarning",
+    "Pipeline",
+    "Step",
+    "Violation",
+    "require_steps",
+]
+
+StepKind = Literal["source", "rowwise", "partition", "fitted", "apply", "model", "loop"]
+KINDS: tuple[str, ...] = get_args(StepKind)
+
+
+@dataclass(frozen=True)
+class _Rule:
+    title: str
+    symptom: str
+    fix: str
+
+
+#: The stable rule codes, with what a user sees and what to do. Tests and users match on the keys.
+RULES: dict[str, _Rule] = {
+    "missing-step": _Rule(
+        "a step ran although a step it requires never ran",
+        "the step consumed data nobody produced: results depend on whatever was lying around",
+        "run the missing step first, or declare your own step with Pipeline.extend",
+    ),
+    "out-of-order": _Rule(
+        "a step ran before a step it requires",
+        "the step worked on inputs that did not exist yet in their final form",
+        "run the steps in the pipeline's order (OrderedDataModule does it by default)",
+    ),
+    "stale-input": _Rule(
+        "a step's input is not the latest output of the step that produces it",
+        "artefacts no longer match their inputs: silently wrong tokens or statistics",
+        "re-run every step downstream of the re-run step (prepare the data again)",
+    ),
+    "vocab-before-clean": _Rule(
+        "the vocabulary was built from text that was not cleaned",
+        "markup and '##' pieces become tokens, many unknown tokens, semantic drift",
+        "build the vocabulary from the cleaned train text: clean -> split -> build_vocab",
+    ),
+    "fit-before-split": _Rule(
+        "a fitted step learned from data that includes validation rows",
+        "validation metrics inflated by leakage; they drop on truly unseen data",
+        "split first, then fit statistics and the vocabulary on the train split only",
+    ),
+    "shard-before-normalize": _Rule(
+        "the data was sharded before its statistics were fitted: each rank normalised on its own",
+        "loss oscillates early, ranks disagree, convergence slows",
+        "fit statistics once on the whole train split in prepare_data, then shard in setup",
+    ),
+    "init-before-data": _Rule(
+        "the model was built before the data's dimensions were known",
+        "dimension mismatch, or a silently wrong embedding table; retraining needed",
+        "build the model from the datamodule's dims: Model(**dm.dims), or LightningCLI "
+        "link_arguments(..., apply_on='instantiate')",
+    ),
+    "train-val-overlap": _Rule(
+        "the same examples are in the train and the validation split",
+        "validation metrics inflated: the model is scored on examples it trained on",
+        "split by a hash of the cleaned key (or a group column), after cleaning",
+    ),
+    "rank-mismatch": _Rule(
+        "the ranks do not hold the same prepared data",
+        "ranks train on different data or vocabularies; loss disagrees; DDP may hang",
+        "prepare once (rank 0, shared cache) and let every rank load that cache in setup",
+    ),
+    "resume-data-changed": _Rule(
+        "the checkpoint was trained on other prepared data than this run's",
+        "token ids and features mean something else than the weights learned: metrics collapse",
+        "resume with the original data config, or use lightning_order.recover() to remap",
+    ),
+    "cycle": _Rule(
+        "the pipeline's requirements form a cycle",
+        "the pipeline cannot run in any order",
+        "remove one requirement of the cycle",
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of a pipeline.
+
+    Args:
+        name: the step's name, unique in its pipeline.
+        requires: the names of the steps that must run before it.
+        kind: ``source`` (produces data), ``rowwise`` (one example at a time), ``partition``
+            (splits the data), ``fitted`` (learns from many examples: must come after the split
+            and learn from the train split only), ``apply`` (applies fitted state), ``model``
+            or ``loop``.
+        description: a line for tables and graphs.
+    """
+
+    name: str
+    requires: tuple[str, ...] = ()
+    kind: StepKind = "rowwise"
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise TypeError(f"Step name must be a non-empty string, got {self.name!r}")
+        if isinstance(self.requires, str):
+            object.__setattr__(self, "requires", (self.requires,))
+        else:
+            object.__setattr__(self, "requires", tuple(self.requires))
+        if self.kind not in KINDS:
+            raise ValueError(f"Step '{self.name}' has kind {self.kind!r}; expected one of {', '.join(KINDS)}")
+        if self.name in self.requires:
+            raise OrderError([Violation("cycle", (self.name,), f"step '{self.name}' requires itself")])
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One thing wrong with the order, with a stable ``rule`` code.
+
+    Attributes:
+        rule: one of :data:`RULES` (``missing-step``, ``out-of-order``, ``stale-input``, ...).
+        steps: the steps involved, the offending step first.
+        message: what happened, in this run's terms.
+        symptom: what a user would see if training went on.
+        fix: what to do.
+    """
+
+    rule: str
+    steps: tuple[str, ...]
+    message: str
+    symptom: str = ""
+    fix: str = ""
+    details: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        if self.rule not in RULES:
+            raise ValueError(f"unknown rule code {self.rule!r}; expected one of {', '.join(RULES)}")
+        object.__setattr__(self, "steps", tuple(self.steps))
+        if not self.symptom:
+            object.__setattr__(self, "symptom", RULES[self.rule].symptom)
+        if not self.fix:
+            object.__setattr__(self, "fix", RULES[self.rule].fix)
+
+    def describe(self) -> str:
+        """The violation as a few readable lines."""
+        return f"[{self.rule}] {self.message}\n     likely symptom: {self.symptom}\n     fix: {self.fix}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data (for all-gathers, logs and JSON)."""
+        return {
+            "rule": self.rule,
+            "steps": list(self.steps),
+            "message": self.message,
+            "symptom": self.symptom,
+            "fix": self.fix,
+        }
+
+
+# Where running a step before one of its (transitive) requirements has a name of its own.
+_SPECIFIC_BY_NAME: dict[tuple[str, str], str] = {("build_vocab", "clean"): "vocab-before-clean"}
+_SPECIFIC_BY_KIND: dict[tuple[str, str], str] = {
+    ("fitted", "partition"): "fit-before-split",  # learned before the split: saw validation rows
+    ("partition", "fitted"): "shard-before-normalize",  # sharded before the statistics existed
+    ("model", "apply"): "init-before-data",  # the model was built before the data was encoded
+    ("model", "fitted"): "init-before-data",
+}
+
+
+class Pipeline:
+    """A DAG of steps, checked when it is built.
+
+    Args:
+        steps: the steps; their ``requires`` must name steps of this pipeline.
+
+    Raises:
+        OrderError: rule ``cycle`` (with the cycle's path) or ``missing-step`` (a requirement
+            that names no step), or a duplicated step name.
+    """
+
+    def __init__(self, steps: Iterable[Step]) -> None:
+        self._steps: dict[str, Step] = {}
+        for step in steps:
+            if not isinstance(step, Step):
+                raise TypeError(f"Pipeline takes Step objects, got {type(step).__name__}: {step!r}")
+            if step.name in self._steps:
+                raise ValueError(f"Pipeline has two steps named '{step.name}'")
+            self._steps[step.name] = step
+        self._validate()
+        self._order = self._topological_order()
+        self._ancestors = {name: self._collect_ancestors(name) for name in self._steps}
+
+    # -- construction ----------------------------------------------------------------------
+    def _validate(self) -> None:
+        unknown = [
+            Violation(
+                "missing-step",
+                (step.name, req),
+                f"step '{step.name}' requires '{req}', which is no step of this pipeline "
+                f"(steps: {', '.join(self._steps)})",
+            )
+            for step in self._steps.values()
+            for req in step.requires
+            if req not in self._steps
+        ]
+        if unknown:
+            raise OrderError(unknown, header="the pipeline names a step it does not have:")
+        cycle = self._find_cycle()
+        if cycle:
+            raise OrderError(
+                [
+                    Violation(
+                        "cycle",
+                        tuple(cycle),
+                        f"the requirements form a cycle (each requires the next): {' -> '.join(cycle)}",
+                    )
+                ],
+                header="the pipeline cannot run in any order:",
+            )
+
+    def _find_cycle(self) -> list[str] | None:
+        white, grey, black = 0, 1, 2
+        colour = dict.fromkeys(self._steps, white)
+        stack: list[str] = []
+
+        def visit(name: str) -> list[str] | None:
+            colour[name] = grey
+            stack.append(name)
+            for req in self._steps[name].requires:
+                if colour[req] == grey:
+                    # The requirement chain from req back to req: each step requires the next.
+                    return [*stack[stack.index(req) :], req]
+                if colour[req] == white:
+                    found = visit(req)
+                    if found:
+                        return found
+            stack.pop()
+            colour[name] = black
+            return None
+
+        for name in self._steps:
+            if colour[name] == white:
+                found = visit(name)
+                if found:
+                    return found
+        return None
+
+    def _topological_order(self) -> list[str]:
+        # Kahn's algorithm, ties broken by declaration order so the order is stable and readable.
+        position = {name: i for i, name in enumerate(self._steps)}
+        pending = {name: set(step.requires) for name, step in self._steps.items()}
+        order: list[str] = []
+        while pending:
+            ready = sorted((n for n, reqs in pending.items() if not reqs), key=position.__getitem__)
+            name = ready[0]
+            order.append(name)
+            del pending[name]
+            for reqs in pending.values():
+                reqs.discard(name)
+        return order
+
+    def _collect_ancestors(self, name: str) -> frozenset[str]:
+        seen: set[str] = set()
+        todo = list(self._steps[name].requires)
+        while todo:
+            req = todo.pop()
+            if req not in seen:
+                seen.add(req)
+                todo.extend(self._steps[req].requires)
+        return frozenset(seen)
+
+    def extend(self, *steps: Step, before: str | Sequence[str] = ()) -> Pipeline:
+        """A new pipeline with user steps added (this one is left unchanged).
+
+        A step whose name already exists replaces it. ``before`` names existing steps that must
+        now also require the new steps.
+
+        Example:
+            >>> dedupe = Step("dedupe", requires=("clean",), kind="rowwise")
+            >>> pipeline = STANDARD_PIPELINE.extend(dedupe, before="split")
+            >>> pipeline.order().index("dedupe") < pipeline.order().index("split")
+            True
+
+        Args:
+            *steps: the steps to add or replace.
+            before: steps that must run after the new ones.
+        """
+        targets = (before,) if isinstance(before, str) else tuple(before)
+        new_names = tuple(s.name for s in steps)
+        merged = dict(self._steps)
+        for step in steps:
+            merged[step.name] = step
+        for target in targets:
+            if target not in merged:
+                raise OrderError(
+                    [Violation("missing-step", (target,), f"extend(before='{target}'): no such step")]
+                )
+            old = merged[target]
+            extra = tuple(n for n in new_names if n not in old.requires and n != target)
+            merged[target] = Step(old.name, old.requires + extra, old.kind, old.description)
+        return Pipeline(merged.values())
+
+    # -- reading ---------------------------------------------------------------------------
+    @property
+    def steps(self) -> dict[str, Step]:
+        """The steps by name (a copy)."""
+        return dict(self._steps)
+
+    def __getitem__(self, name: str) -> Step:
+        return self._steps[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._steps
+
+    def __iter__(self):
+        return (self._steps[name] for name in self._order)
+
+    def __len__(self) -> int:
+        return len(self._steps)
+
+    def __repr__(self) -> str:
+        return f"Pipeline({' -> '.join(self._order)})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Pipeline) and self._steps == other._steps
+
+    def __hash__(self) -> int:
+        return hash(tuple(sorted(self._steps.items())))
+
+    def order(self) -> list[str]:
+        """A topological order of the steps (ties broken by declaration order)."""
+        return list(self._order)
+
+    def ancestors(self, name: str) -> frozenset[str]:
+        """Every step that must run before ``name`` (requirements, transitively)."""
+        return self._ancestors[name]
+
+    def descendants(self, name: str) -> frozenset[str]:
+        """Every step that must run after ``name``."""
+        return frozenset(n for n, anc in self._ancestors.items() if name in anc)
+
+    def subset(self, names: Iterable[str]) -> list[str]:
+        """``names`` sorted in this pipeline's order (names of no step are left out)."""
+        wanted = set(names)
+        return [n for n in self._order if n in wanted]
+
+    def rule_for(self, step: str, prerequisite: str) -> str:
+        """The rule code for running ``step`` before its prerequisite ``prerequisite``."""
+        specific = _SPECIFIC_BY_NAME.get((step, prerequisite))
+        if specific is None and step in self._steps and prerequisite in self._steps:
+            kinds = (self._steps[step].kind, self._steps[prerequisite].kind)
+            specific = _SPECIFIC_BY_KIND.get(kinds)
+        return specific or "out-of-order"
+
+    def expected_order_text(self, names: Iterable[str] | None = None) -> str:
+        """The order as ``a -> b -> c`` (all steps, or just ``names``)."""
+        return " -> ".join(self._order if names is None else self.subset(names))
+
+    # -- checking --------------------------------------------------------------------------
+    def check(self, ledger: StepLedger | Iterable[StepRecord]) -> list[Violation]:
+        """Judges what ran against this DAG.
+
+        Only the latest record of each step is judged; steps that have not run yet are no
+        violation. Records of steps this pipeline does not know are ignored.
+
+        Args:
+            ledger: a :class:`StepLedger` or its records.
+
+        Returns:
+            Every violation found, in ledger order, without duplicates.
+        """
+        records = list(ledger)
+        latest: dict[str, StepRecord] = {}
+        first_seq: dict[str, int] = {}
+        for record in records:
+            latest[record.step] = record
+            first_seq.setdefault(record.step, record.seq)
+        ran_before = _RanBefore(records)
+
+        found: dict[tuple[str, tuple[str, ...]], Violation] = {}
+
+        def add(violation: Violation) -> None:
+            found.setdefault((violation.rule, violation.steps), violation)
+
+        judged = sorted((r for r in latest.values() if r.step in self._steps), key=lambda r: r.seq)
+        for record in judged:
+            for violation in self._check_order(record, latest, ran_before):
+                add(violation)
+            for violation in self._check_stale(record, latest):
+                add(violation)
+            for violation in self._check_fitted_on(record, latest, records):
+                add(violation)
+        return list(found.values())
+
+    def _check_order(
+        self, record: StepRecord, latest: dict[str, StepRecord], ran_before: _RanBefore
+    ) -> list[Violation]:
+        step = self._steps[record.step]
+        violations = []
+        missing = [req for req in step.requires if req not in latest]
+        for req in missing:
+            violations.append(
+                Violation(
+                    "missing-step",
+                    (step.name, req),
+                    f"'{step.name}' ran (seq {record.seq}) but '{req}', which it requires, never "
+                    f"ran; expected order: {self.expected_order_text(self.ancestors(step.name) | {step.name})}",
+                )
+            )
+        early = [
+            a for a in self.subset(self.ancestors(step.name)) if a in latest and not ran_before(a, record.seq)
+        ]
+        by_rule: dict[str, list[str]] = {}
+        for ancestor in early:
+            rule = self.rule_for(step.name, ancestor)
+            if rule == "out-of-order" and ancestor not in step.requires:
+                continue  # reported where the chain broke, at the step that directly required it
+            by_rule.setdefault(rule, []).append(ancestor)
+        specific = {rule: names for rule, names in by_rule.items() if rule != "out-of-order"}
+        for rule, names in (specific or by_rule).items():
+            later = ", ".join(f"'{n}' (seq {latest[n].seq})" for n in names)
+            violations.append(
+                Violation(
+                    rule,
+                    (step.name, *names),
+                    f"'{step.name}' ran at seq {record.seq}, before {later}, which must come "
+                    f"first; expected order: {self.expected_order_text(self.ancestors(step.name) | {step.name})}",
+                    symptom=RULES[rule].symptom,
+                )
+            )
+        return violations
+
+    def _check_stale(self, record: StepRecord, latest: dict[str, StepRecord]) -> list[Violation]:
+        violations = []
+        for name, consumed in record.inputs.items():
+            producer = latest.get(name)
+            if producer is None or name not in self._steps:
+                continue
+            if consumed in producer.produced or not producer.produced:
+                continue
+            violations.append(
+                Violation(
+                    "stale-input",
+                    (record.step, name),
+                    f"'{record.step}' (seq {record.seq}) consumed {name} output {consumed[:12]}, "
+                    f"but '{name}' was re-run (seq {producer.seq}) and now produces "
+                    f"{(producer.output or '')[:12]}: '{record.step}' and what follows are stale",
+                    fix=f"re-run '{record.step}' and every step after it on the new '{name}' output",
+                )
+            )
+        return violations
+
+    def _check_fitted_on(
+        self, record: StepRecord, latest: dict[str, StepRecord], records: list[StepRecord]
+    ) -> list[Violation]:
+        step = self._steps[record.step]
+        if step.kind != "fitted" or record.fitted_on is None:
+            return []
+        splits = [
+            latest[a]
+            for a in self.subset(self.ancestors(step.name))
+            if self._steps[a].kind == "partition" and a in latest and "train" in latest[a].parts
+        ]
+        if not splits:
+            return []
+        allowed = {split.parts["train"] for split in splits}
+        if record.fitted_on in allowed:
+            return []
+        producer = next((r for r in reversed(records) if record.fitted_on in r.produced), None)
+        if (
+            producer is not None
+            and producer.step in self.descendants(step.name)
+            and self._steps[producer.step].kind == "partition"
+        ):
+            rule = self.rule_for(producer.step, step.name)
+            source = f"a '{producer.step}' part (seq {producer.seq}): one rank's shard"
+        else:
+            rule = "fit-before-split"
+            source = f"the output of '{producer.step}' (seq {producer.seq})" if producer else "unknown data"
+            if producer is not None and producer.step in {s.step for s in splits}:
+                source = f"a non-train part of '{producer.step}' (seq {producer.seq})"
+        return [
+            Violation(
+                rule,
+                (step.name, splits[-1].step),
+                f"'{step.name}' learned from {source} ({record.fitted_on[:12]}), not from the "
+                f"train split of '{splits[-1].step}' ({splits[-1].parts['train'][:12]})",
+            )
+        ]
+
+    def validate(
+        self, ledger: StepLedger | Iterable[StepRecord], on_violation: str = "raise"
+    ) -> list[Violation]:
+        """Runs :meth:`check` and raises :class:`OrderError` (or warns) when anything is wrong.
+
+        Args:
+            ledger: what ran.
+            on_violation: ``"raise"`` or ``"warn"`` (an :class:`OrderWarning`).
+
+        Returns:
+            The violations (empty when the ledger is clean).
+        """
+        if on_violation not in ("raise", "warn"):
+            raise ValueError(f"on_violation must be 'raise' or 'warn', got {on_violation!r}")
+        violations = self.check(ledger)
+        if violations:
+            error = OrderError(violations)
+            if on_violation == "raise":
+                raise error
+            import warnings
+
+            warnings.warn(str(error), OrderWarning, stacklevel=2)
+        return violations
+
+
+class _RanBefore:
+    """Answers "did step X run before seq N?" from the first record of each step."""
+
+    def __init__(self, records: Sequence[StepRecord]) -> None:
+        self._first: dict[str, int] = {}
+        for record in records:
+            self._first.setdefault(record.step, record.seq)
+
+    def __call__(self, step: str, seq: int) -> bool:
+        first = self._first.get(step)
+        return first is not None and first < seq
+
+
+#: The mandated order of DESIGN.md §1.
+STANDARD_PIPELINE = Pipeline(
+    [
+        Step("load", (), "source", "read the raw data"),
+        Step("clean", ("load",), "rowwise", "normalise text: unicode, markup, '##', whitespace"),
+        Step("engineer_features", ("clean",), "rowwise", "stateless per-example features"),
+        Step("split", ("clean", "engineer_features"), "partition", "train/validation by key hash"),
+        Step("fit_features", ("split",), "fitted", "standardisation statistics, train only"),
+        Step("build_vocab", ("clean", "split"), "fitted", "tokenizer vocabulary, train only"),
+        Step("encode", ("fit_features", "build_vocab"), "apply", "token ids, scaled features"),
+        Step("shard", ("encode",), "partition", "one equal-length shard per rank"),
+        Step("init_model", ("encode",), "model", "build the model from the data's dims"),
+        Step("configure_optimizers", ("init_model",), "model", "optimizer over the parameters"),
+        Step("train", ("shard", "configure_optimizers"), "loop", "the training loop"),
+        Step("evaluate", ("train",), "loop", "validation and test"),
+    ]
+)
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def require_steps(
+    *steps: str, step: str | None = None, pipeline: Pipeline | None = None
+) -> Callable[[_F], _F]:
+    """A method decorator: the method may run only after ``steps`` are done.
+
+    A step counts as done when the instance has ``_<step>_done`` set, or when its ``ledger``
+    (a :class:`StepLedger`) has a record of it. On success the decorator sets
+    ``_<method>_done`` and, when the instance has a ledger and the method did not record itself,
+    records the step with the latest outputs of ``steps`` as inputs.
+
+    Example:
+        >>> class Prep:
+        ...     @require_steps("clean")
+        ...     def build_vocab(self): ...
+        >>> Prep().build_vocab()
+        Traceback (most recent call last):
+        ...
+        lightning_order.errors.OrderError: ...
+
+    Args:
+        *steps: the steps that must be done first.
+        step: the name to record (default: the method's name).
+        pipeline: the pipeline whose rule codes name the violation (default: the standard one).
+
+    Raises:
+        OrderError: when called before the named steps are done; the rule is the specific code
+            where one exists (``vocab-before-clean`` for ``build_vocab`` before ``clean``), else
+            ``missing-step``.
+    """
+    rules_from = pipeline or STANDARD_PIPELINE
+
+    def decorate(method: _F) -> _F:
+        name = step or method.__name__
+
+        @functools.wraps(method)
+        def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+            ledger = getattr(self, "ledger", None)
+            ledger = ledger if isinstance(ledger, StepLedger) else None
+            missing = [s for s in steps if not _is_done(self, ledger, s)]
+            if missing:
+                order = (
+                    rules_from.expected_order_text(set(steps) | {name})
+                    if name in rules_from
+                    else " -> ".join((*steps, name))
+                )
+                raise OrderError(
+                    [
+                        Violation(
+                            _rule_for_missing(rules_from, name, req),
+                            (name, req),
+                            f"{type(self).__name__}.{method.__name__}() was called before "
+                            f"'{req}' was done; required order: {order}",
+                        )
+                        for req in missing
+                    ]
+                )
+            before = len(ledger) if ledger is not None else 0
+            result = method(self, *args, **kwargs)
+            setattr(self, f"_{method.__name__}_done", True)
+            if ledger is not None and len(ledger) == before:
+                inputs = {s: (ledger.latest(s).output if ledger.latest(s) else None) for s in steps}
+                ledger.record(name, inputs=inputs)
+            return result
+
+        return wrapper  # type: ignore[return-value]
+
+    return decorate
+
+
+def _is_done(instance: Any, ledger: StepLedger | None, step: str) -> bool:
+    return bool(getattr(instance, f"_{step}_done", False)) or (ledger is not None and ledger.has(step))
+
+
+def _rule_for_missing(pipeline: Pipeline, step: str, requirement: str) -> str:
+    rule = pipeline.rule_for(step, requirement) if step in pipeline and requirement in pipeline else None
+    return rule if rule not in (None, "out-of-order") else "missing-step"
