@@ -460,6 +460,21 @@ class Pipeline:
                 continue
             if consumed in producer.produced or not producer.produced:
                 continue
+            bypassed = next(
+                (latest[a] for a in self.ancestors(name) if a in latest and consumed in latest[a].produced),
+                None,
+            )
+            if bypassed is not None:
+                # It consumed what came before the required step: the step was bypassed.
+                violations.append(
+                    Violation(
+                        self.rule_for(record.step, name),
+                        (record.step, name),
+                        f"'{record.step}' (seq {record.seq}) consumed the output of '{bypassed.step}' "
+                        f"where it needed the output of '{name}': it worked on data '{name}' never saw",
+                    )
+                )
+                continue
             violations.append(
                 Violation(
                     "stale-input",
