@@ -8,8 +8,15 @@ from lightning_order.ledger import StepLedger, StepRecord, fingerprint, step_fin
 from lightning_order.order import RULES, STANDARD_PIPELINE, Pipeline, Step, Violation, require_steps
 
 # -- data (OrderedDataModule) --
+from lightning_order.data import OrderedDataModule, make_demo_corpus
+
 # -- callbacks (OrderValidator, SymptomMonitor) --
+from lightning_order.callbacks import OrderValidator, SymptomMonitor
+from lightning_order.checks.symptoms import Diagnosis
+
 # -- models and recovery --
+from lightning_order.models import OrderedTextClassifier
+from lightning_order.recovery import recover
 
 __version__ = "0.1.0"
 
@@ -17,16 +24,23 @@ __all__ = [
     "RULES",
     "STANDARD_PIPELINE",
     "DataError",
+    "Diagnosis",
     "LightningOrderError",
     "ManifestError",
     "OrderError",
+    "OrderValidator",
+    "OrderedTextClassifier",
     "OrderWarning",
+    "OrderedDataModule",
     "Pipeline",
     "Step",
     "StepLedger",
     "StepRecord",
+    "SymptomMonitor",
     "Violation",
     "fingerprint",
+    "make_demo_corpus",
+    "recover",
     "require_steps",
     "step_fingerprint",
 ]

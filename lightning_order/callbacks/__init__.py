@@ -1,4 +1,6 @@
 """Lightning callbacks: they gather data from the Trainer, call the pure checks, and act."""
 
-# OrderValidator (order_validator.py) and SymptomMonitor (symptom_monitor.py) export here.
-__all__: list[str] = []
+from lightning_order.callbacks.order_validator import OrderValidator
+from lightning_order.callbacks.symptom_monitor import SymptomMonitor
+
+__all__ = ["OrderValidator", "SymptomMonitor"]

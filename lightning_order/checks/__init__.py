@@ -3,4 +3,29 @@
 The callbacks gather the data and act on the result; nothing here touches a Trainer.
 """
 
-__all__: list[str] = []
+from lightning_order.checks.leakage import (
+    check_fitted_on_train,
+    check_key_overlap,
+    check_row_overlap,
+    row_hashes,
+)
+from lightning_order.checks.ledger import check_init_order, check_ledger
+from lightning_order.checks.model import check_model_dims
+from lightning_order.checks.ranks import check_ranks
+from lightning_order.checks.report import estimate_waste, format_report, merge_violations
+from lightning_order.checks.resume import check_resume
+
+__all__ = [
+    "check_fitted_on_train",
+    "check_init_order",
+    "check_key_overlap",
+    "check_ledger",
+    "check_model_dims",
+    "check_ranks",
+    "check_resume",
+    "check_row_overlap",
+    "estimate_waste",
+    "format_report",
+    "merge_violations",
+    "row_hashes",
+]

@@ -1,0 +1,300 @@
+"""Benchmark: ``OrderedDataModule.prepare_data`` against a hand-written datasets + tokenizers pipeline.
+
+Both sides start from the same Parquet file of demo corpus (written first, untimed) and do the same
+work: load, clean, engineer features, split by a hash of the cleaned text, fit mean/std on the
+train split, train a WordPiece vocabulary on the train text, encode (ids, mask, standardised
+features, labels) and ``save_to_disk``. The reference is the code a careful engineer would write
+by hand with ``datasets.map`` and ``tokenizers``, with no ledger, cache, lock or checks. Each run is
+a fresh subprocess so the peak RSS (``ru_maxrss``) is its own. A third run repeats our
+``prepare_data`` on the finished cache (the cached case).
+
+Usage::
+
+    python benchmarks/bench_prepare.py --sizes-mb 50 200 [--num-proc 1] [--workdir DIR]
+
+Prints one JSON line per size and a summary table: our time / reference time (target <= 1.15),
+peak RSS of each (target: flat from 50 MB to 200 MB), and the cached run's time (target < 3 s).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+_BYTES_PER_ROW = 187  # mean text length of the demo corpus, measured
+
+
+def _write_corpus(path: Path, size_mb: float) -> int:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from lightning_order.data.demo import demo_rows
+
+    rows = int(size_mb * 1e6 / _BYTES_PER_ROW)
+    writer = None
+    chunk: list[dict] = []
+    for row in demo_rows(rows, seed=0):
+        chunk.append(row)
+        if len(chunk) == 50000:
+            table = pa.Table.from_pylist(chunk)
+            writer = writer or pq.ParquetWriter(str(path), table.schema)
+            writer.write_table(table)
+            chunk = []
+    if chunk:
+        table = pa.Table.from_pylist(chunk)
+        writer = writer or pq.ParquetWriter(str(path), table.schema)
+        writer.write_table(table)
+    writer.close()
+    return rows
+
+
+# -- the two sides, each run in its own process -------------------------------------------------
+def _ours(data: str, cache: str, num_proc: int) -> dict:
+    from lightning_order import OrderedDataModule
+
+    dm = OrderedDataModule(
+        "parquet",
+        data_files=data,
+        numeric_columns=["ratio", "score", "amount"],
+        vocab_size=8000,
+        max_length=128,
+        num_proc=num_proc,
+        cache_dir=cache,
+    )
+    start = time.perf_counter()
+    dm.prepare_data()
+    elapsed = time.perf_counter() - start
+    return {"seconds": elapsed, "dims": dm.dims}
+
+
+def _reference(data: str, out: str, num_proc: int) -> dict:
+    import datasets
+    import numpy as np
+    import xxhash
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    from lightning_order.data.cleaning import clean_text
+    from lightning_order.data.features import engineer_batch
+
+    numeric = ["ratio", "score", "amount"]
+    names = [*numeric, "feat_chars", "feat_words", "feat_mean_word_len", "feat_punct"]
+    nproc = num_proc if num_proc > 1 else None
+    start = time.perf_counter()
+    work = Path(out) / "work"
+    ds = datasets.load_dataset("parquet", data_files=data, split="train", cache_dir=str(work))
+
+    def clean(batch):
+        texts = [clean_text(t) for t in batch["text"]]
+        keep = [i for i, t in enumerate(texts) if t]
+        batch["text"] = texts
+        return {k: [v[i] for i in keep] for k, v in batch.items()}
+
+    ds = ds.map(clean, batched=True, num_proc=nproc, new_fingerprint="ref-clean")
+    ds = ds.map(
+        engineer_batch,
+        batched=True,
+        num_proc=nproc,
+        new_fingerprint="ref-features",
+        fn_kwargs={"text_column": "text", "numeric_columns": numeric},
+    )
+    flags, train_labels = [], set()
+    for batch in ds.select_columns(["text", "label"]).iter(batch_size=10000):
+        f = np.fromiter((xxhash.xxh3_64_intdigest(t.encode()) % 1000 < 100 for t in batch["text"]), bool)
+        flags.append(f)
+        train_labels.update(np.asarray(batch["label"])[~f].tolist())
+    flag = np.concatenate(flags)
+    train, val = ds.select(np.flatnonzero(~flag)), ds.select(np.flatnonzero(flag))
+    count, total, total_sq = 0, np.zeros(len(names)), np.zeros(len(names))
+    for batch in train.select_columns(names).with_format("arrow").iter(batch_size=65536):
+        block = np.stack([np.asarray(batch[c].to_numpy(), dtype=np.float64) for c in names], axis=1)
+        count += len(block)
+        total += block.sum(0)
+        total_sq += (block**2).sum(0)
+    mean = total / count
+    std = np.sqrt(total_sq / count - mean**2)
+    tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tokenizer.decoder = decoders.WordPiece()
+    trainer = trainers.WordPieceTrainer(
+        vocab_size=8000, special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"], show_progress=False
+    )
+    tokenizer.train_from_iterator(
+        (b["text"] for b in train.select_columns(["text"]).iter(batch_size=2048)),
+        trainer=trainer,
+        length=len(train),
+    )
+    tokenizer.enable_padding(pad_id=0, pad_token="[PAD]", length=128)
+    tokenizer.enable_truncation(max_length=128)
+    labels = {v: i for i, v in enumerate(sorted(train_labels))}
+
+    def encode(batch):
+        enc = tokenizer.encode_batch(batch["text"], add_special_tokens=False)
+        feats = (np.stack([np.asarray(batch[c], dtype=np.float64) for c in names], axis=1) - mean) / std
+        return {
+            "input_ids": np.asarray([e.ids for e in enc], dtype=np.int32),
+            "attention_mask": np.asarray([e.attention_mask for e in enc], dtype=np.int8),
+            "features": feats.astype(np.float32),
+            "labels": np.asarray([labels[v] for v in batch["label"]]),
+            "key_hash": np.fromiter(
+                (xxhash.xxh3_64_intdigest(t.encode()) for t in batch["text"]), np.uint64
+            ).view(np.int64),
+        }
+
+    for name, part in (("train", train), ("val", val)):
+        part.map(
+            encode,
+            batched=True,
+            num_proc=nproc,
+            remove_columns=part.column_names,
+            new_fingerprint=f"ref-encode-{name}",
+        ).save_to_disk(f"{out}/{name}")
+    tokenizer.save(f"{out}/tokenizer.json")
+    shutil.rmtree(work, ignore_errors=True)
+    return {"seconds": time.perf_counter() - start}
+
+
+class _AnonPeak:
+    """Samples this process's anonymous resident memory (``RssAnon``: heap, not mapped files).
+
+    ``ru_maxrss`` also counts the pages of memory-mapped Arrow files that were read, which the
+    kernel can drop at any time; ``RssAnon`` is the memory the process really holds.
+    """
+
+    def __init__(self, interval: float = 0.05) -> None:
+        import threading
+
+        self.peak_kb = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(interval,), daemon=True)
+        self._thread.start()
+
+    def _sample(self) -> None:
+        try:
+            for line in Path("/proc/self/status").read_text().splitlines():
+                if line.startswith("RssAnon:"):
+                    self.peak_kb = max(self.peak_kb, int(line.split()[1]))
+        except OSError:
+            pass
+
+    def _run(self, interval: float) -> None:
+        while not self._stop.wait(interval):
+            self._sample()
+
+    def stop(self) -> float:
+        self._stop.set()
+        self._thread.join()
+        self._sample()
+        return self.peak_kb / 1024
+
+
+def _worker(args: argparse.Namespace) -> None:
+    os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "true")
+    import datasets
+
+    datasets.disable_progress_bars()
+    # The same imports on both sides before the clock starts (datasets loads its builders lazily).
+    import datasets.packaged_modules.parquet.parquet
+    import pyarrow.parquet  # noqa: F401
+    import tokenizers  # noqa: F401
+
+    import lightning_order.data.datamodule  # noqa: F401
+
+    anon = _AnonPeak()
+    if args.worker == "reference":
+        result = _reference(args.data, args.cache, args.num_proc)
+    else:
+        result = _ours(args.data, args.cache, args.num_proc)
+    result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    result["peak_anon_mb"] = anon.stop()
+    print("RESULT " + json.dumps(result))
+
+
+def _run(kind: str, data: Path, cache: Path, num_proc: int) -> dict:
+    cmd = [
+        sys.executable,
+        __file__,
+        "--worker",
+        kind,
+        "--data",
+        str(data),
+        "--cache",
+        str(cache),
+        "--num-proc",
+        str(num_proc),
+    ]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{kind} failed:\n{proc.stderr[-4000:]}")
+    line = next(x for x in proc.stdout.splitlines() if x.startswith("RESULT "))
+    return json.loads(line[len("RESULT ") :])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--sizes-mb", type=float, nargs="+", default=[50, 200], help="corpus sizes, MB of text"
+    )
+    parser.add_argument("--num-proc", type=int, default=1, help="processes for Dataset.map (both sides)")
+    parser.add_argument("--workdir", type=str, default=None, help="scratch folder (default: a temp dir)")
+    parser.add_argument("--worker", choices=["ours", "reference"], help=argparse.SUPPRESS)
+    parser.add_argument("--data", help=argparse.SUPPRESS)
+    parser.add_argument("--cache", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        _worker(args)
+        return
+    root = Path(args.workdir or tempfile.mkdtemp(prefix="bench_prepare_"))
+    root.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for size in args.sizes_mb:
+        folder = root / f"{size:g}mb"
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir()
+        data = folder / "corpus.parquet"
+        n = _write_corpus(data, size)
+        reference = _run("reference", data, folder / "reference", args.num_proc)
+        ours = _run("ours", data, folder / "cache", args.num_proc)
+        cached = _run("ours", data, folder / "cache", args.num_proc)
+        row = {
+            "size_mb": size,
+            "rows": n,
+            "reference_s": round(reference["seconds"], 2),
+            "ours_s": round(ours["seconds"], 2),
+            "ratio": round(ours["seconds"] / reference["seconds"], 3),
+            "cached_s": round(cached["seconds"], 3),
+            "reference_peak_rss_mb": round(reference["peak_rss_mb"]),
+            "ours_peak_rss_mb": round(ours["peak_rss_mb"]),
+            "reference_peak_anon_mb": round(reference["peak_anon_mb"]),
+            "ours_peak_anon_mb": round(ours["peak_anon_mb"]),
+        }
+        print(json.dumps(row), flush=True)
+        rows.append(row)
+        shutil.rmtree(folder, ignore_errors=True)
+    print(
+        f"\n{'MB':>6} {'rows':>9} {'ref s':>8} {'ours s':>8} {'ratio':>6} {'cached s':>9} "
+        f"{'ref RSS':>8} {'our RSS':>8} {'ref anon':>9} {'our anon':>9}"
+    )
+    for r in rows:
+        print(
+            f"{r['size_mb']:>6g} {r['rows']:>9} {r['reference_s']:>8} {r['ours_s']:>8} {r['ratio']:>6} "
+            f"{r['cached_s']:>9} {r['reference_peak_rss_mb']:>8} {r['ours_peak_rss_mb']:>8} "
+            f"{r['reference_peak_anon_mb']:>9} {r['ours_peak_anon_mb']:>9}"
+        )
+    if not math.isfinite(sum(r["ratio"] for r in rows)):
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

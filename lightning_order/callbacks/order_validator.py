@@ -1,0 +1,532 @@
+"""``OrderValidator``: proves the data order before the first optimizer step, or stops the run.
+
+The callback only gathers and acts; every judgement is a pure function in
+:mod:`lightning_order.checks`. Where each check runs, and why there:
+
+- ``setup`` (after the datamodule's own ``setup``, on every rank): the ledger against the
+  pipeline, leakage (fitted steps and train/validation key overlap), and the rank summaries
+  (fingerprints, shard length, sampled feature statistics), all-gathered so every rank decides on
+  the same data and raises together instead of leaving the others hanging in a collective.
+- weight restore (resume): Lightning restores weights after ``setup`` and before ``on_fit_start``.
+  The validator wraps the strategy's ``load_model_state_dict`` for the duration of the run, so it
+  compares the checkpoint's stored data fingerprints with this run's just before the weights are
+  loaded: a changed vocabulary surfaces as ``resume-data-changed``, not as a raw size mismatch.
+  When ``trainer.ckpt_path`` is already known in ``setup`` (set by the user), it checks there.
+- ``on_fit_start`` (after ``configure_model`` and the restore): the model's dims against the data's.
+
+Nothing runs per training step: the callback implements no batch hook.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import warnings
+from collections.abc import Mapping
+from typing import Any, Literal
+
+import numpy as np
+import pytorch_lightning as pl
+import torch
+from pytorch_lightning.callbacks import Callback
+from pytorch_lightning.utilities.rank_zero import rank_zero_info
+from torch import nn
+from typing_extensions import override
+
+from lightning_order.checks.leakage import check_key_overlap, check_row_overlap, row_hashes
+from lightning_order.checks.ledger import DIM_KEYS, check_ledger
+from lightning_order.checks.model import check_model_dims
+from lightning_order.checks.ranks import check_ranks
+from lightning_order.checks.report import format_report, merge_violations
+from lightning_order.checks.resume import check_resume
+from lightning_order.errors import OrderError, OrderWarning
+from lightning_order.ledger import StepLedger, fingerprint
+from lightning_order.order import STANDARD_PIPELINE, Pipeline, Violation
+
+__all__ = ["OrderValidator"]
+
+log = logging.getLogger(__name__)
+
+_STATE_VERSION = 1
+_CHECKPOINT_KEY = "lightning_order"
+_KEY_HASH = "key_hash"
+
+
+class OrderValidator(Callback):
+    """Checks the order of data preparation and model set-up before step 1; raises or warns.
+
+    Example:
+        >>> from pytorch_lightning import Trainer
+        >>> trainer = Trainer(callbacks=[OrderValidator(planned_hours=12, gpu_hour_price=2.5)])  # doctest: +SKIP
+
+    Args:
+        on_violation: ``"raise"`` an :class:`~lightning_order.errors.OrderError` on every rank
+            (the run stops before any optimizer step), or ``"warn"`` with an
+            :class:`~lightning_order.errors.OrderWarning` and carry on.
+        pipeline: the pipeline the ledger is judged against (extend it for your own steps).
+        planned_hours: how long the run is planned to train, for the waste estimate.
+        gpu_hour_price: the price of one device-hour, for the waste estimate.
+        sample_rows: rows sampled per rank for feature statistics and, for datamodules without
+            dims or key hashes, for the dims and overlap checks.
+        overlap_max_rows: key hashes compared per split at most (bounded cost); larger splits are
+            subsampled by hash value, which keeps a shared key on both sides or neither: a
+            systematic leak is still found, a single duplicated row with the sampling rate.
+        record: append the model and loop steps (``init_model``, ``configure_optimizers``,
+            ``train``, ``evaluate``) to the datamodule's ledger.
+    """
+
+    def __init__(
+        self,
+        on_violation: Literal["raise", "warn"] = "raise",
+        pipeline: Pipeline = STANDARD_PIPELINE,
+        planned_hours: float | None = None,
+        gpu_hour_price: float | None = None,
+        sample_rows: int = 512,
+        overlap_max_rows: int = 262_144,
+        record: bool = True,
+    ) -> None:
+        super().__init__()
+        if on_violation not in ("raise", "warn"):
+            raise ValueError(f"on_violation must be 'raise' or 'warn', got {on_violation!r}")
+        if not isinstance(pipeline, Pipeline):
+            raise TypeError(f"pipeline must be a Pipeline, got {type(pipeline).__name__}")
+        if sample_rows < 1 or overlap_max_rows < 1:
+            raise ValueError(
+                f"sample_rows and overlap_max_rows must be at least 1, got {sample_rows} and {overlap_max_rows}"
+            )
+        self.on_violation = on_violation
+        self.pipeline = pipeline
+        self.planned_hours = planned_hours
+        self.gpu_hour_price = gpu_hour_price
+        self.sample_rows = sample_rows
+        self.overlap_max_rows = overlap_max_rows
+        self.record = record
+        # State: what this run validated (saved in checkpoints) and what a checkpoint held.
+        self.fingerprints: dict[str, str] = {}
+        self.dims: dict[str, Any] = {}
+        self._restored: dict[str, Any] = {}
+        self._resume_checked = False
+        self._model_checked = False
+        self._evaluated = False
+        self._observed: dict[str, Any] = {}
+        self._guarded: Any = None
+        self._state_key: str | None = None
+
+    # -- identity and state ----------------------------------------------------------------
+    @property
+    @override
+    def state_key(self) -> str:
+        # Lightning reads the key in every hook call (profiler labels), so it is computed once.
+        # The pipeline identifies what was validated; raise/warn and the cost inputs do not.
+        if self._state_key is None:
+            pipeline_id = fingerprint([s.name for s in self.pipeline], repr(self.pipeline))[:12]
+            self._state_key = self._generate_state_key(pipeline=pipeline_id)
+        return self._state_key
+
+    @override
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "version": _STATE_VERSION,
+            "fingerprints": dict(self.fingerprints or self._restored.get("fingerprints", {})),
+            "dims": dict(self.dims or self._restored.get("dims", {})),
+        }
+
+    @override
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        # Older or foreign states may lack keys: default them, never fail a resume on that.
+        self._restored = {
+            "version": state_dict.get("version", 0),
+            "fingerprints": dict(state_dict.get("fingerprints") or {}),
+            "dims": dict(state_dict.get("dims") or {}),
+        }
+
+    @override
+    def on_save_checkpoint(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict[str, Any]
+    ) -> None:
+        # Outside the callback's own state too, so tools (recover, audit) find the data's identity
+        # without knowing this callback's state key.
+        saved = checkpoint.setdefault(_CHECKPOINT_KEY, {})
+        saved["fingerprints"] = dict(self.fingerprints)
+        ledger = _ledger(trainer.datamodule)
+        if ledger is not None:
+            saved["ledger"] = ledger.state_dict()
+
+    # -- the checks ------------------------------------------------------------------------
+    @override
+    def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
+        self._resume_checked = self._model_checked = self._evaluated = False
+        self._restored = {}  # a checkpoint of this run is restored after setup, never before
+        dm = trainer.datamodule
+        ledger = _ledger(dm)
+        self.fingerprints = _data_fingerprints(dm)
+        self.dims = _data_dims(dm)
+        # Without fingerprints and dims (a plain datamodule), sampled rows are the evidence.
+        train_sample: tuple[Any, int | None] = (None, None)
+        if dm is not None and not self.fingerprints:
+            train_sample = _sample(dm, "train_dataloader", 4 * self.sample_rows)
+        self._observed = {} if self.dims else _observed_dims(train_sample[0])
+        local: list[Violation] = []
+        if ledger is not None:
+            local += check_ledger(ledger, self.pipeline)
+        elif dm is not None:
+            rank_zero_info(
+                f"OrderValidator: {type(dm).__name__} keeps no ledger; checking dims, ranks and overlap "
+                "from sampled batches (OrderedDataModule's ledger would allow the full order check)"
+            )
+        else:
+            rank_zero_info("OrderValidator: no datamodule; only the model and resume checks run")
+        local += self._overlap(dm, train_sample)
+        summary = self._rank_summary(trainer, dm, ledger, train_sample[0])
+        gathered = _all_gather(trainer, {"summary": summary, "violations": [v.to_dict() for v in local]})
+        violations = _agree([g["violations"] for g in gathered])
+        violations = merge_violations(violations, check_ranks([g["summary"] for g in gathered]))
+        self._act(trainer, violations, f"OrderValidator.setup ({getattr(stage, 'value', stage)})")
+
+        path = trainer.ckpt_path  # known this early only when the user set trainer.ckpt_path
+        if path and os.path.isfile(path):  # "last", "best" or a URL: the restore guard checks it
+            checkpoint = torch.load(path, map_location="cpu", weights_only=False)
+            self._check_checkpoint(trainer, checkpoint)
+        self._guard_weight_restore(trainer)
+
+    @override
+    def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._late_checks(trainer, pl_module, "OrderValidator.on_fit_start")
+        ledger = _ledger(trainer.datamodule)
+        if self.record and ledger is not None:
+            encode = ledger.latest("encode")
+            init = ledger.record(
+                "init_model",
+                inputs={"encode": encode.output if encode else None},
+                params={k: v for k, v in _model_dims(pl_module).items() if k in DIM_KEYS},
+            )
+            # Lightning's strategy set-up (before this hook) already called configure_optimizers.
+            ledger.record("configure_optimizers", inputs={"init_model": init.output})
+
+    @override
+    def on_validation_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if trainer.state.fn != "fit":
+            fn = getattr(trainer.state.fn, "value", trainer.state.fn)
+            self._late_checks(trainer, pl_module, f"OrderValidator (start of {fn})")
+
+    @override
+    def on_test_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self.on_validation_start(trainer, pl_module)
+
+    @override
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        ledger = _ledger(trainer.datamodule)
+        if self.record and ledger is not None:
+            shard, optim = ledger.latest("shard"), ledger.latest("configure_optimizers")
+            ledger.record(
+                "train",
+                inputs={
+                    "shard": shard.output if shard else None,
+                    "configure_optimizers": optim.output if optim else None,
+                },
+            )
+
+    @override
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        ledger = _ledger(trainer.datamodule)
+        if not self.record or ledger is None or trainer.sanity_checking or self._evaluated:
+            return
+        train = ledger.latest("train")
+        if train is None:  # validating a model this ledger never saw trained: nothing to record
+            return
+        ledger.record("evaluate", inputs={"train": train.output})
+        self._evaluated = True
+
+    @override
+    def on_exception(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException
+    ) -> None:
+        self._unguard()
+
+    @override
+    def teardown(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
+        self._unguard()
+
+    # -- helpers ---------------------------------------------------------------------------
+    def _late_checks(self, trainer: pl.Trainer, pl_module: pl.LightningModule, where: str) -> None:
+        """The model's dims, and the resume check when no weight restore went through the guard.
+
+        The guard stays in place: strategies with ``restore_checkpoint_after_setup`` restore the
+        weights after ``on_fit_start``; ``teardown`` removes it.
+        """
+        if self._model_checked:
+            return
+        self._model_checked = True
+        local = check_model_dims(_model_dims(pl_module), self.dims, observed=self._observed)
+        if not self._resume_checked and self._restored:
+            local += check_resume(self._restored.get("fingerprints"), self.fingerprints)
+            self._resume_checked = True
+        self._act(trainer, _agree(_all_gather(trainer, [v.to_dict() for v in local])), where)
+
+    def _act(self, trainer: pl.Trainer, violations: list[Violation], where: str) -> None:
+        if not violations:
+            return
+        header = format_report(
+            violations,
+            devices=max(1, int(trainer.world_size)),
+            planned_hours=self.planned_hours,
+            gpu_hour_price=self.gpu_hour_price,
+            where=where,
+        )
+        error = OrderError(violations, header=header)
+        if self.on_violation == "raise":
+            self._unguard()
+            raise error
+        if trainer.is_global_zero:
+            warnings.warn(str(error), OrderWarning, stacklevel=2)
+
+    def _check_checkpoint(self, trainer: pl.Trainer, checkpoint: Mapping[str, Any]) -> None:
+        stored = _stored_fingerprints(checkpoint, self.state_key)
+        local = check_resume(stored, self.fingerprints)
+        self._resume_checked = True
+        violations = _agree(_all_gather(trainer, [v.to_dict() for v in local]))
+        self._act(trainer, violations, "OrderValidator (resume, before the weights are restored)")
+
+    def _guard_weight_restore(self, trainer: pl.Trainer) -> None:
+        strategy = trainer.strategy
+        if self._guarded is not None or "load_model_state_dict" in vars(strategy):
+            return
+        original = strategy.load_model_state_dict
+
+        def load_model_state_dict(checkpoint: Mapping[str, Any], *args: Any, **kwargs: Any) -> Any:
+            self._unguard()
+            if not self._resume_checked:
+                self._check_checkpoint(trainer, checkpoint)
+            return original(checkpoint, *args, **kwargs)
+
+        strategy.load_model_state_dict = load_model_state_dict  # type: ignore[method-assign]
+        self._guarded = strategy
+
+    def _unguard(self) -> None:
+        if self._guarded is not None:
+            vars(self._guarded).pop("load_model_state_dict", None)
+            self._guarded = None
+
+    def _overlap(self, dm: Any, train_sample: tuple[Any, int | None]) -> list[Violation]:
+        if dm is None:
+            return []
+        train, val = _split_key_hashes(dm, "train"), _split_key_hashes(dm, "val")
+        if train is not None and val is not None:
+            return check_key_overlap(train, val, max_rows=self.overlap_max_rows)
+        train_batch, train_rows = train_sample
+        if train_batch is None:
+            return []
+        # No key hashes: hash the inputs of sampled rows.
+        val_batch, _ = _sample(dm, "val_dataloader", self.sample_rows)
+        train_inputs, val_inputs = _inputs(train_batch), _inputs(val_batch)
+        if not train_inputs or not val_inputs or len(train_inputs) != len(val_inputs):
+            return []
+        return check_row_overlap(row_hashes(*train_inputs), row_hashes(*val_inputs), train_rows=train_rows)
+
+    def _rank_summary(
+        self, trainer: pl.Trainer, dm: Any, ledger: StepLedger | None, train_batch: Any
+    ) -> dict[str, Any]:
+        shard_info = getattr(dm, "shard_info", None) if dm is not None else None
+        summary: dict[str, Any] = {
+            "rank": int(trainer.global_rank),
+            "fingerprints": dict(self.fingerprints),
+            "shard_length": shard_info.get("length") if isinstance(shard_info, Mapping) else None,
+        }
+        fitted = ledger.latest("fit_features") if ledger is not None else None
+        if fitted is not None:
+            summary["feature_names"] = fitted.stats.get("columns")
+            summary["fitted_mean"] = fitted.stats.get("mean")
+        if trainer.world_size > 1 and train_batch is not None:
+            # No fingerprints to compare: sampled feature statistics are the evidence left.
+            features = _as_numpy(_get(train_batch, "features"))
+            if features is not None and features.ndim == 2 and len(features):
+                summary["feature_mean"] = features.mean(axis=0).tolist()
+                summary["feature_std"] = features.std(axis=0).tolist()
+                summary["feature_rows"] = int(features.shape[0])
+        return summary
+
+
+# -- gatherers: plain functions over duck-typed objects ----------------------------------------
+def _ledger(dm: Any) -> StepLedger | None:
+    ledger = getattr(dm, "ledger", None) if dm is not None else None
+    return ledger if isinstance(ledger, StepLedger) else None
+
+
+def _data_fingerprints(dm: Any) -> dict[str, str]:
+    method = getattr(dm, "data_fingerprints", None)
+    if not callable(method):
+        return {}
+    return {str(k): str(v) for k, v in (method() or {}).items() if v is not None}
+
+
+def _data_dims(dm: Any) -> dict[str, Any]:
+    dims = getattr(dm, "dims", None) if dm is not None else None
+    return {k: v for k, v in dims.items() if v is not None} if isinstance(dims, Mapping) else {}
+
+
+def _stored_fingerprints(checkpoint: Mapping[str, Any], state_key: str) -> dict[str, str]:
+    """The data fingerprints a checkpoint was trained on: this callback's state, else the top-level copy."""
+    states = checkpoint.get("callbacks") or {}
+    state = states.get(state_key)
+    if state is None:  # saved under another pipeline's key: any OrderValidator state will do
+        state = next((s for k, s in states.items() if str(k).startswith(OrderValidator.__qualname__)), None)
+    if isinstance(state, Mapping) and state.get("fingerprints"):
+        return dict(state["fingerprints"])
+    return dict((checkpoint.get(_CHECKPOINT_KEY) or {}).get("fingerprints") or {})
+
+
+def _split_key_hashes(dm: Any, split: str) -> np.ndarray | None:
+    """The ``key_hash`` column of a split (this rank's shard for train), read from Arrow alone.
+
+    A datamodule may offer ``key_hashes(split)``; otherwise the column is read from the dataset
+    behind its dataloader (``OrderedDataModule`` keeps it in every encoded split).
+    """
+    method = getattr(dm, "key_hashes", None)
+    if callable(method):
+        hashes = method(split)
+        return None if hashes is None else np.asarray(hashes, dtype=np.int64)
+    try:
+        loader = getattr(dm, f"{split}_dataloader")()
+    except Exception as err:  # no such split, or not set up: no hashes
+        log.debug("OrderValidator: no %s key hashes (%s)", split, err)
+        return None
+    dataset = getattr(loader, "dataset", None)
+    if _KEY_HASH not in (getattr(dataset, "column_names", None) or ()):
+        return None
+    # Arrow format reads the column (through any shard/select indices) without per-row Python.
+    return dataset.with_format("arrow")[_KEY_HASH].to_numpy().astype(np.int64, copy=False)
+
+
+def _sample(dm: Any, loader_name: str, rows: int) -> tuple[Any, int | None]:
+    """Up to ``rows`` rows of a datamodule's dataloader, collated as one batch, and the dataset size.
+
+    Map-style datasets are indexed directly (a fixed seed, so every rank samples the same rows of
+    the same data) without starting workers; iterable ones yield their first batches.
+    """
+    try:
+        loader = getattr(dm, loader_name)()
+    except Exception as err:  # a datamodule without that split, or not ready: nothing to sample
+        log.debug("OrderValidator: no %s to sample (%s)", loader_name, err)
+        return None, None
+    if isinstance(loader, (list, tuple)):
+        loader = loader[0] if loader else None
+    dataset = getattr(loader, "dataset", None)
+    if loader is None or dataset is None:
+        return None, None
+    collate = getattr(loader, "collate_fn", None) or torch.utils.data.default_collate
+    if not isinstance(dataset, torch.utils.data.IterableDataset) and hasattr(dataset, "__len__"):
+        size = len(dataset)
+        if size == 0:
+            return None, 0
+        picked = np.sort(np.random.default_rng(0).choice(size, size=min(rows, size), replace=False))
+        getitems = getattr(dataset, "__getitems__", None)
+        items = getitems(picked.tolist()) if callable(getitems) else [dataset[int(i)] for i in picked]
+        return collate(items), size
+    batches, seen = [], 0
+    for batch in loader:
+        batches.append(batch)
+        seen += len(_get(batch, "labels") if _get(batch, "labels") is not None else batch[0])
+        if seen >= rows:
+            break
+    return (_concat(batches) if batches else None), None
+
+
+def _get(batch: Any, key: str) -> Any:
+    if isinstance(batch, Mapping):
+        return batch.get(key)
+    if isinstance(batch, (list, tuple)) and len(batch) >= 2:
+        first = batch[0]
+        if key == "labels":
+            return batch[-1]
+        is_float = torch.is_tensor(first) and first.is_floating_point()
+        if key == "features" and is_float:
+            return first
+        if key == "input_ids" and torch.is_tensor(first) and not is_float:
+            return first
+    return None
+
+
+def _concat(batches: list[Any]) -> Any:
+    if isinstance(batches[0], Mapping):
+        return {k: torch.cat([b[k] for b in batches]) for k in batches[0] if torch.is_tensor(batches[0][k])}
+    return type(batches[0])(torch.cat([b[i] for b in batches]) for i in range(len(batches[0])))
+
+
+def _as_numpy(value: Any) -> np.ndarray | None:
+    if value is None:
+        return None
+    if torch.is_tensor(value):
+        return value.detach().cpu().numpy()
+    return np.asarray(value)
+
+
+def _inputs(batch: Any) -> list[np.ndarray]:
+    """The model inputs of a batch (everything but the labels), as numpy arrays."""
+    if batch is None:
+        return []
+    if isinstance(batch, Mapping):
+        keys = [k for k in sorted(batch) if k not in ("labels", "label", "y", _KEY_HASH)]
+        return [a for a in (_as_numpy(batch[k]) for k in keys) if a is not None and a.ndim >= 1]
+    if isinstance(batch, (list, tuple)) and len(batch) >= 2:
+        return [a for a in (_as_numpy(x) for x in batch[:-1]) if a is not None and a.ndim >= 1]
+    return []
+
+
+def _observed_dims(batch: Any) -> dict[str, Any]:
+    """What a sampled batch shows about the data's dims (lower bounds)."""
+    observed: dict[str, Any] = {}
+    ids = _as_numpy(_get(batch, "input_ids"))
+    if ids is not None and ids.size and np.issubdtype(ids.dtype, np.integer):
+        observed["max_token_id"] = int(ids.max())
+    features = _as_numpy(_get(batch, "features"))
+    if features is not None and features.ndim == 2:
+        observed["num_features"] = int(features.shape[1])
+    labels = _as_numpy(_get(batch, "labels"))
+    if labels is not None and labels.size and np.issubdtype(labels.dtype, np.integer) and labels.ndim == 1:
+        observed["max_label"] = int(labels.max())
+    return observed
+
+
+def _model_dims(module: nn.Module) -> dict[str, Any]:
+    """The data dims a module was built for: ``hparams`` keys and the shapes of its input layers."""
+    dims: dict[str, Any] = {}
+    hparams = getattr(module, "hparams", None) or {}
+    for key in DIM_KEYS:
+        value = hparams.get(key) if isinstance(hparams, Mapping) else None
+        if isinstance(value, int) and not isinstance(value, bool):
+            dims[key] = value
+    for name, layer in module.named_modules():
+        # The token table: the first embedding that is not a position table.
+        if isinstance(layer, nn.Embedding) and "pos" not in name.lower() and "embedding_rows" not in dims:
+            dims["embedding_rows"] = int(layer.num_embeddings)
+        if isinstance(layer, nn.Linear) and "feature" in name.lower() and "feature_in" not in dims:
+            if not isinstance(layer, nn.LazyLinear) or layer.in_features:
+                dims["feature_in"] = int(layer.in_features)
+    return dims
+
+
+def _all_gather(trainer: pl.Trainer, obj: Any) -> list[Any]:
+    """``obj`` from every rank, in rank order (a one-element list in a single process)."""
+    if trainer.world_size > 1 and torch.distributed.is_available() and torch.distributed.is_initialized():
+        gathered: list[Any] = [None] * torch.distributed.get_world_size()
+        torch.distributed.all_gather_object(gathered, obj)
+        return gathered
+    return [obj]
+
+
+def _agree(per_rank: list[list[dict[str, Any]]]) -> list[Violation]:
+    """One list from every rank's violations (as dicts), identical on every rank.
+
+    Rank 0's violations come first, all of them; another rank adds what rank 0 did not report
+    under the same rule and steps (ranks word the same finding with their own fingerprints).
+    """
+    found: list[Violation] = []
+    for rank, dicts in enumerate(per_rank):
+        known = {(v.rule, v.steps) for v in found}
+        for d in dicts:
+            violation = Violation(
+                d["rule"], tuple(d["steps"]), d["message"], d.get("symptom", ""), d.get("fix", "")
+            )
+            if rank == 0 or (violation.rule, violation.steps) not in known:
+                found.append(violation)
+    return merge_violations(found)

@@ -1,0 +1,175 @@
+"""Rank checks: do all processes hold the same prepared data?
+
+Input is one plain dict per rank (what the callback all-gathered), so every rank runs this on
+the same list and reaches the same decision. A summary may hold:
+
+- ``rank`` (int);
+- ``fingerprints``: ``{"manifest", "split", "statistics", "vocab"}`` -> str, from
+  ``data_fingerprints()``; any disagreement is ``rank-mismatch``;
+- ``shard_length`` (int): rows (or batches) of the local train shard; unequal lengths make DDP
+  hang at the first collective a short rank no longer reaches, so they are reported up front;
+- ``fitted_mean`` (list of floats) and ``feature_names``: the statistics the rank normalises
+  with (from its ledger), to name an example when the statistics fingerprints differ;
+- ``feature_mean`` / ``feature_std`` (lists of floats) and ``feature_rows`` (int): per-feature
+  statistics of a sample of the local shard's ``features``. They are compared to the pooled
+  values with a tolerance of several standard errors, so sampling noise never trips them.
+
+Missing keys are skipped: a plain datamodule has no fingerprints, a run without features has no
+feature statistics.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from lightning_order.order import Violation
+
+__all__ = ["check_ranks"]
+
+# What each data fingerprint stands for, and the step that produced it.
+_FINGERPRINTS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "manifest": ("prepared data (manifest)", ("shard",)),
+    "split": ("train/validation split", ("split", "shard")),
+    "statistics": ("fitted feature statistics", ("fit_features", "shard")),
+    "vocab": ("vocabulary", ("build_vocab", "shard")),
+}
+
+
+def _groups(values: Mapping[int, Any]) -> str:
+    """``rank 0, 1: 'ab12…'; rank 2: 'cd34…'`` for a rank -> value map."""
+    by_value: dict[str, list[int]] = {}
+    for rank, value in values.items():
+        by_value.setdefault(str(value), []).append(rank)
+    parts = []
+    for value, ranks in by_value.items():
+        shown = value if len(value) <= 14 else value[:12] + "…"
+        parts.append(f"rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks))}: {shown}")
+    return "; ".join(parts)
+
+
+def check_ranks(
+    summaries: Sequence[Mapping[str, Any]], *, z_max: float = 6.0, min_rows: int = 32
+) -> list[Violation]:
+    """``rank-mismatch``: the ranks disagree on their prepared data.
+
+    Args:
+        summaries: one dict per rank (see the module docstring), in rank order.
+        z_max: how many standard errors a rank's feature mean or std may sit from the pooled
+            value before it counts as a disagreement.
+        min_rows: fewer sampled rows than this on any rank skips the feature comparison.
+
+    Returns:
+        One violation per disagreeing item: each differing fingerprint, unequal shard lengths,
+        features whose distribution differs between ranks.
+    """
+    if len(summaries) < 2:
+        return []
+    ranks = [int(s.get("rank", i)) for i, s in enumerate(summaries)]
+    violations: list[Violation] = []
+
+    keys = dict.fromkeys(k for s in summaries for k in (s.get("fingerprints") or {}))
+    for key in keys:
+        values = {r: (s.get("fingerprints") or {}).get(key) for r, s in zip(ranks, summaries)}
+        present = {r: v for r, v in values.items() if v is not None}
+        if len(set(present.values())) > 1:
+            meaning, steps = _FINGERPRINTS.get(key, (key, ("shard",)))
+            example = _fitted_example(summaries, ranks) if key == "statistics" else ""
+            violations.append(
+                Violation(
+                    "rank-mismatch",
+                    steps,
+                    f"the ranks hold different {meaning}: {_groups(present)}{example}",
+                    details={"item": key, "values": present},
+                )
+            )
+
+    lengths = {r: s["shard_length"] for r, s in zip(ranks, summaries) if s.get("shard_length") is not None}
+    if len(set(lengths.values())) > 1:
+        violations.append(
+            Violation(
+                "rank-mismatch",
+                ("shard",),
+                f"the ranks' train shards have unequal lengths ({_groups(lengths)}): the shorter rank "
+                "would stop early and DDP would hang waiting for it",
+                symptom="training hangs at the end of the first epoch (a rank waits in a collective)",
+                fix="shard to equal lengths (drop or pad the remainder), e.g. OrderedDataModule's shard step",
+                details={"item": "shard_length", "values": lengths},
+            )
+        )
+
+    differing = _differing_features(summaries, ranks, z_max=z_max, min_rows=min_rows)
+    if differing:
+        shown = ", ".join(f"{name} ({why})" for name, why in differing[:4])
+        violations.append(
+            Violation(
+                "rank-mismatch",
+                ("shard",),
+                f"{len(differing)} feature{'s' if len(differing) != 1 else ''} differ between ranks beyond "
+                f"sampling noise: {shown}{', ...' if len(differing) > 4 else ''}",
+                details={"item": "features", "features": [name for name, _ in differing]},
+            )
+        )
+    return violations
+
+
+def _fitted_example(summaries: Sequence[Mapping[str, Any]], ranks: list[int]) -> str:
+    """``; e.g. 'amount' is normalised with mean 1.2e+04 on rank 0, 3.4e+04 on rank 1``, from the
+    statistics each rank fitted (``fitted_mean``), naming the feature whose means differ most."""
+    means = {r: s["fitted_mean"] for r, s in zip(ranks, summaries) if s.get("fitted_mean")}
+    if len(means) < 2 or len({len(m) for m in means.values()}) != 1:
+        return ""
+    names = next((s.get("feature_names") for s in summaries if s.get("feature_names")), None)
+
+    def spread(j: int) -> float:
+        values = [float(m[j]) for m in means.values()]
+        return (max(values) - min(values)) / (abs(sum(values) / len(values)) + 1e-12)
+
+    j = max(range(len(next(iter(means.values())))), key=spread, default=None)
+    if j is None or spread(j) == 0:
+        return ""
+    name = names[j] if names and j < len(names) else f"feature {j}"
+    per_rank = ", ".join(f"{float(m[j]):.3g} on rank {r}" for r, m in means.items())
+    return f"; e.g. '{name}' is normalised with mean {per_rank}"
+
+
+def _differing_features(
+    summaries: Sequence[Mapping[str, Any]], ranks: list[int], *, z_max: float, min_rows: int
+) -> list[tuple[str, str]]:
+    stats = [
+        (r, s["feature_mean"], s["feature_std"], int(s.get("feature_rows", 0)))
+        for r, s in zip(ranks, summaries)
+        if s.get("feature_mean") is not None and s.get("feature_std") is not None
+    ]
+    if len(stats) < 2 or any(n < min_rows for *_, n in stats):
+        return []
+    widths = {len(mean) for _, mean, _, _ in stats} | {len(std) for _, _, std, _ in stats}
+    if len(widths) > 1:
+        return [("features", f"different widths per rank: {sorted(widths)}")]
+    names = next((s.get("feature_names") for s in summaries if s.get("feature_names")), None)
+    width = widths.pop()
+    total = sum(n for *_, n in stats)
+    found = []
+    for j in range(width):
+        pooled_mean = sum(mean[j] * n for _, mean, _, n in stats) / total
+        # Pooled variance: within-rank variance plus the spread of the rank means.
+        pooled_var = (
+            sum(n * (std[j] ** 2 + (mean[j] - pooled_mean) ** 2) for _, mean, std, n in stats) / total
+        )
+        pooled_std = math.sqrt(max(pooled_var, 0.0))
+        if pooled_std < 1e-12:
+            continue  # constant on every rank: nothing to compare beyond equal means
+        name = names[j] if names and j < len(names) else f"feature {j}"
+        for rank, mean, std, n in stats:
+            mean_z = abs(mean[j] - pooled_mean) / (pooled_std / math.sqrt(n))
+            # Std's standard error is about sigma / sqrt(2n) for normal data; heavy tails make it
+            # larger, hence also the relative-size floor.
+            std_z = abs(std[j] - pooled_std) / (pooled_std / math.sqrt(2 * n))
+            if mean_z > z_max and abs(mean[j] - pooled_mean) > 0.1 * pooled_std:
+                found.append((name, f"rank {rank} mean {mean[j]:.3g} vs {pooled_mean:.3g} pooled"))
+                break
+            if std_z > 2 * z_max and abs(std[j] / pooled_std - 1.0) > 0.25:
+                found.append((name, f"rank {rank} std {std[j]:.3g} vs {pooled_std:.3g} pooled"))
+                break
+    return found

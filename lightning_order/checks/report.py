@@ -1,0 +1,94 @@
+"""The report a user reads when the validator stops (or warns about) a run.
+
+Pure text from plain inputs: the violations, the number of devices, the planned hours and, when
+the user gives one, the price of a device-hour. The table is drawn with ``rich`` (no colour, fixed
+width) so it reads the same in a terminal, a log file and an exception message.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterable, Sequence
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from lightning_order.order import Violation
+
+__all__ = ["estimate_waste", "format_report", "merge_violations"]
+
+
+def merge_violations(*groups: Iterable[Violation]) -> list[Violation]:
+    """The violations of all groups in order, each (rule, steps, message) once."""
+    seen: dict[tuple[str, tuple[str, ...], str], Violation] = {}
+    for group in groups:
+        for violation in group:
+            seen.setdefault((violation.rule, violation.steps, violation.message), violation)
+    return list(seen.values())
+
+
+def estimate_waste(
+    devices: int, planned_hours: float | None = None, gpu_hour_price: float | None = None
+) -> str:
+    """One sentence on what the run would have wasted had it gone on.
+
+    Args:
+        devices: devices the run uses (all nodes together).
+        planned_hours: how long the run was planned to train, in hours.
+        gpu_hour_price: the price of one device-hour (any currency).
+
+    Returns:
+        ``devices × planned hours`` device-hours, priced when a price is given.
+    """
+    if devices < 1:
+        raise ValueError(f"devices must be at least 1, got {devices}")
+    unit = "device" if devices == 1 else "devices"
+    if planned_hours is None:
+        return (
+            f"Left running, every device-hour of this run ({devices} {unit} × its planned hours) would have "
+            "trained on wrong data; pass planned_hours= (and gpu_hour_price=) to OrderValidator for a figure."
+        )
+    hours = devices * planned_hours
+    text = f"Left running, this run would have wasted {devices} {unit} × {planned_hours:g} h = {hours:,.1f} device-hours"
+    if gpu_hour_price is not None:
+        text += f", about {hours * gpu_hour_price:,.2f} at {gpu_hour_price:,.2f} per device-hour"
+    return text + "."
+
+
+def format_report(
+    violations: Sequence[Violation],
+    *,
+    devices: int = 1,
+    planned_hours: float | None = None,
+    gpu_hour_price: float | None = None,
+    where: str = "",
+    width: int = 110,
+) -> str:
+    """A readable table of violations with the waste estimate.
+
+    Args:
+        violations: what the checks found.
+        devices: devices the run uses, for the waste estimate.
+        planned_hours: planned training hours, for the waste estimate.
+        gpu_hour_price: price of a device-hour, for the waste estimate.
+        where: where the checks ran (e.g. ``"OrderValidator.setup (fit)"``), for the first line.
+        width: the table's width in characters.
+
+    Returns:
+        The title line, the table (rule, steps, symptom, fix) and the estimate.
+    """
+    count = len(violations)
+    title = f"{count} order violation{'s' if count != 1 else ''} found" + (f" in {where}" if where else "")
+    table = Table(box=box.SIMPLE_HEAD, show_lines=False, expand=False, pad_edge=False)
+    table.add_column("rule", no_wrap=True)
+    table.add_column("steps")
+    table.add_column("symptom", ratio=3)
+    table.add_column("fix", ratio=3)
+    for violation in violations:
+        table.add_row(violation.rule, " > ".join(violation.steps), violation.symptom, violation.fix)
+    buffer = io.StringIO()
+    Console(file=buffer, width=width, color_system=None, force_terminal=False, soft_wrap=False).print(table)
+    rendered = "\n".join(line.rstrip() for line in buffer.getvalue().strip("\n").splitlines())
+    lines = [title + ":", rendered, estimate_waste(devices, planned_hours, gpu_hour_price)]
+    return "\n".join(lines) + "\nDetails:"

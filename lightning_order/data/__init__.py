@@ -1,0 +1,22 @@
+"""The data side of lightning_order: :class:`OrderedDataModule` and its steps as plain functions.
+
+Modules, one per step: :mod:`~.demo` (the demo corpus), :mod:`~.cleaning`, :mod:`~.features`
+(engineered features and the streaming statistics), :mod:`~.split`, :mod:`~.vocab`,
+:mod:`~.encode`, :mod:`~.shard`, :mod:`~.cache` (folder naming, file lock, atomic publish) and
+:mod:`~.datamodule` (the thin stateful shell).
+"""
+
+from lightning_order.data.cleaning import clean_text
+from lightning_order.data.datamodule import DATA_STEPS, OrderedDataModule
+from lightning_order.data.demo import make_demo_corpus
+from lightning_order.data.features import fit_statistics
+from lightning_order.data.shard import shard_bounds
+
+__all__ = [
+    "DATA_STEPS",
+    "OrderedDataModule",
+    "clean_text",
+    "fit_statistics",
+    "make_demo_corpus",
+    "shard_bounds",
+]

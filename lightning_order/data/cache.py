@@ -1,0 +1,101 @@
+"""The prepared-data cache: one folder per pipeline fingerprint, published atomically.
+
+Preparation writes into a temporary folder beside the final one (same file system), writes the
+manifest last, and renames the folder into place: a reader finds a complete cache or none, and a
+process killed mid-way leaves only a temporary folder that the next preparation deletes. A file
+lock beside the folder (``<key>.lock``, :mod:`filelock`) makes one process prepare while the
+others (DDP ranks, other nodes on a shared file system) wait and then reuse its result.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import uuid
+from pathlib import Path
+
+from filelock import FileLock
+
+from lightning_order.errors import ManifestError
+from lightning_order.ledger import MANIFEST_NAME, StepLedger
+
+__all__ = [
+    "CACHE_ENV",
+    "cache_lock",
+    "default_cache_dir",
+    "is_complete",
+    "new_temp_dir",
+    "publish",
+    "remove_stale",
+]
+
+#: The environment variable that overrides the default cache folder.
+CACHE_ENV = "LIGHTNING_ORDER_CACHE"
+_REQUIRED = ("train", "val", "tokenizer.json")
+
+
+def default_cache_dir() -> Path:
+    """``$LIGHTNING_ORDER_CACHE`` if set, else ``~/.cache/lightning_order``."""
+    env = os.environ.get(CACHE_ENV)
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "lightning_order"
+
+
+def cache_lock(root: Path, key: str, timeout: float = -1) -> FileLock:
+    """The lock that serialises preparation of ``key`` (a file beside the cache folder)."""
+    root.mkdir(parents=True, exist_ok=True)
+    return FileLock(str(root / f"{key}.lock"), timeout=timeout)
+
+
+def _split_complete(folder: Path) -> bool:
+    try:
+        state = json.loads((folder / "state.json").read_text())
+    except (OSError, ValueError):
+        return False
+    files = [f.get("filename") for f in state.get("_data_files", [])]
+    return bool(files) and all((folder / name).is_file() for name in files)
+
+
+def is_complete(path: Path, key: str | None = None) -> bool:
+    """Whether ``path`` holds a finished cache (readable manifest of ``key``, every artefact present)."""
+    if not (path / MANIFEST_NAME).is_file():
+        return False
+    try:
+        ledger = StepLedger.load(path)
+    except ManifestError:
+        return False
+    if key is not None and ledger.info.get("cache_key") != key:
+        return False
+    if not all((path / name).exists() for name in _REQUIRED):
+        return False
+    return _split_complete(path / "train") and _split_complete(path / "val")
+
+
+def remove_stale(root: Path, key: str) -> list[Path]:
+    """Deletes leftovers of interrupted preparations of ``key`` (call it holding the lock).
+
+    Returns:
+        The folders removed: temporary folders, and a final folder that is not complete.
+    """
+    removed = []
+    for tmp in root.glob(f".tmp-{key}-*"):
+        shutil.rmtree(tmp, ignore_errors=True)
+        removed.append(tmp)
+    final = root / key
+    if final.exists() and not is_complete(final, key):
+        shutil.rmtree(final, ignore_errors=True)
+        removed.append(final)
+    return removed
+
+
+def new_temp_dir(root: Path, key: str) -> Path:
+    """A fresh temporary folder for preparing ``key``, beside the final folder."""
+    path = root / f".tmp-{key}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    path.mkdir(parents=True)
+    return path
+
+
+def publish(tmp: Path, final: Path) -> Path:
+    """Renames the finished temporary folder to its final name (atomic on one file system)."""
+    os.rename(tmp, final)
+    return final

@@ -1,0 +1,148 @@
+"""Step 3, ``engineer_features``: stateless per-row features, and the numeric columns' checks.
+
+Every feature here looks at one row only, so it may run before the split (DESIGN.md §1).
+Engineered features are appended after the configured numeric columns; together they are the
+model's ``features`` vector. Non-finite values are rejected here, row-wise, so a NaN in a
+validation row is caught as surely as one in a train row.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from lightning_order.errors import DataError
+
+__all__ = ["ENGINEERED_FEATURES", "check_numeric", "engineer_batch", "fit_statistics", "streaming_moments"]
+
+#: The default engineered features, in order (column names in the prepared data).
+ENGINEERED_FEATURES: tuple[str, ...] = ("feat_chars", "feat_words", "feat_mean_word_len", "feat_punct")
+
+_PUNCT = frozenset("!?.,;:")
+
+
+def check_numeric(batch: dict[str, list[Any]], numeric_columns: Sequence[str], step: str) -> None:
+    """Raises :class:`DataError` when a numeric column holds a missing, NaN or infinite value."""
+    for column in numeric_columns:
+        try:
+            values = np.asarray(batch[column], dtype=np.float64)
+        except (TypeError, ValueError):
+            raise DataError(
+                f"expected numbers, got non-numeric values (e.g. {batch[column][:3]!r}); "
+                "convert the column or remove it from numeric_columns",
+                step=step,
+                column=column,
+            ) from None
+        bad = ~np.isfinite(values)
+        if bad.any():
+            example = values[bad][0]
+            raise DataError(
+                f"{int(bad.sum())} value(s) in this batch are missing, NaN or infinite (e.g. {example}); "
+                "impute or drop those rows before preparing (statistics would be NaN)",
+                step=step,
+                column=column,
+            )
+
+
+def engineer_batch(
+    batch: dict[str, list[Any]], text_column: str, numeric_columns: Sequence[str]
+) -> dict[str, list[Any]]:
+    """Adds the :data:`ENGINEERED_FEATURES` columns to a batch (row-wise, stateless)."""
+    check_numeric(batch, numeric_columns, "engineer_features")
+    chars, words, mean_len, punct = [], [], [], []
+    for text in batch[text_column]:
+        n_words = len(text.split())
+        chars.append(float(len(text)))
+        words.append(float(n_words))
+        mean_len.append(len(text) / n_words if n_words else 0.0)
+        punct.append(math.log1p(sum(1 for c in text if c in _PUNCT)))
+    batch["feat_chars"] = chars
+    batch["feat_words"] = words
+    batch["feat_mean_word_len"] = mean_len
+    batch["feat_punct"] = punct
+    return batch
+
+
+def streaming_moments(blocks: Iterable[np.ndarray]) -> tuple[int, np.ndarray, np.ndarray]:
+    """Count, mean and population standard deviation of 2-D blocks (rows x columns), in one pass.
+
+    Blocks are combined with Chan et al.'s parallel update (count, mean, sum of squared
+    deviations) in float64, so the data is never in memory at once and the result matches a
+    two-pass computation to rounding.
+    """
+    count, mean, m2 = 0, None, None
+    for block in blocks:
+        block = np.asarray(block, dtype=np.float64)
+        n = block.shape[0]
+        if n == 0:
+            continue
+        if mean is None:
+            mean, m2 = np.zeros(block.shape[1]), np.zeros(block.shape[1])
+        b_mean = block.mean(axis=0)
+        b_m2 = ((block - b_mean) ** 2).sum(axis=0)
+        delta = b_mean - mean
+        total = count + n
+        mean = mean + delta * (n / total)
+        m2 = m2 + b_m2 + delta**2 * (count * n / total)
+        count = total
+    if mean is None:
+        return 0, np.zeros(0), np.zeros(0)
+    return count, mean, np.sqrt(m2 / count)
+
+
+def fit_statistics(
+    dataset: Any, columns: Sequence[str], batch_size: int = 65536, matrix_column: str | None = None
+) -> dict[str, Any]:
+    """Step 5, ``fit_features``: mean and standard deviation of each column, in one streaming pass.
+
+    The standard deviation is the population one (``ddof=0``, as scikit-learn's
+    ``StandardScaler``).
+
+    Args:
+        dataset: a :class:`datasets.Dataset` (the train split, when the order is right).
+        columns: the numeric columns (their names, when ``matrix_column`` is given).
+        batch_size: rows per batch.
+        matrix_column: read the values from this fixed-length list column instead of
+            ``columns`` (an encoded ``features`` column).
+
+    Returns:
+        ``{"columns": [...], "mean": [...], "std": [...], "count": n}``.
+
+    Raises:
+        DataError: a column is constant (zero variance) or the data is empty.
+    """
+    columns = list(columns)
+    # Arrow format, not numpy: datasets' numpy formatter narrows floats to float32.
+    if matrix_column is not None:
+        view = dataset.select_columns([matrix_column]).with_format("arrow")
+        blocks = (_arrow_matrix(b[matrix_column], len(columns)) for b in view.iter(batch_size=batch_size))
+    else:
+        view = dataset.select_columns(columns).with_format("arrow")
+        blocks = (
+            np.stack([_arrow_vector(b[c]) for c in columns], axis=1) for b in view.iter(batch_size=batch_size)
+        )
+    count, mean, std = streaming_moments(blocks)
+    if count == 0:
+        raise DataError("no rows to fit statistics on", step="fit_features")
+    for column, value, centre in zip(columns, std, mean):
+        if not value > 1e-12 * max(1.0, abs(centre)):
+            raise DataError(
+                f"the column is constant (every value seen is {centre:g}): zero variance, it cannot "
+                "be standardised and carries no information; remove it from numeric_columns "
+                "(or from engineered_features)",
+                step="fit_features",
+                column=column,
+            )
+    return {"columns": columns, "mean": mean.tolist(), "std": std.tolist(), "count": int(count)}
+
+
+def _arrow_vector(column: Any) -> np.ndarray:
+    return np.asarray(column.to_numpy(), dtype=np.float64)
+
+
+def _arrow_matrix(column: Any, width: int) -> np.ndarray:
+    flat = column.combine_chunks().flatten() if hasattr(column, "combine_chunks") else column.flatten()
+    return np.asarray(flat.to_numpy(), dtype=np.float64).reshape(-1, width)

@@ -1,0 +1,66 @@
+"""Runs OrderedDataModule.prepare_data in its own process, optionally SIGKILLing itself mid-way.
+
+Usage: python data_prepare.py OUT_DIR CACHE_DIR [KILL_AT]
+KILL_AT is a data step (killed right after it ran), ``save`` (after the splits and tokenizer are
+written, before the manifest) or ``publish`` (after the manifest, before the atomic rename).
+Without KILL_AT, writes OUT_DIR/result.json: the data fingerprints and a digest of every encoded
+column of both splits.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+
+import datasets
+import numpy as np
+import xxhash
+
+from lightning_order import OrderedDataModule, StepLedger
+from lightning_order.data import cache
+
+
+def _die() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+class Killed(OrderedDataModule):
+    kill_at: str | None = None
+
+    def _run_step(self, step, state, ledger, work):
+        super()._run_step(step, state, ledger, work)
+        if step == self.kill_at:
+            _die()
+
+
+def main() -> None:
+    out, root = Path(sys.argv[1]), sys.argv[2]
+    kill_at = sys.argv[3] if len(sys.argv) > 3 else None
+    if kill_at == "save":
+        StepLedger.save = lambda *a, **k: _die()
+    elif kill_at == "publish":
+        cache.publish = lambda *a, **k: _die()
+    Killed.kill_at = kill_at
+    dm = Killed(cache_dir=root, demo_size=1500, vocab_size=300, max_length=16)
+    dm.prepare_data()
+    digests = {}
+    for split in ("train", "val"):
+        ds = datasets.load_from_disk(str(dm.cache_path / split)).with_format("numpy")
+        for column in ds.column_names:
+            digests[f"{split}/{column}"] = xxhash.xxh3_64_hexdigest(
+                np.ascontiguousarray(ds[:][column]).tobytes()
+            )
+    result = {
+        "fingerprints": dm.data_fingerprints(),
+        "digests": digests,
+        "tokenizer": (dm.cache_path / "tokenizer.json").read_text(),
+        "cache_key": dm.cache_key,
+    }
+    (out / "result.json").write_text(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,352 @@
+"""``lightning-order``: fit end to end, prepare then audit, audit's exit codes, graph, the order group."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lightning_order import OrderedTextClassifier, OrderValidator, StepLedger
+from lightning_order.cli import OrderCLI, find_manifests, main
+from lightning_order.graph import graph_marks, ledger_rows, to_dot, to_mermaid
+from lightning_order.order import STANDARD_PIPELINE
+
+pytestmark = pytest.mark.filterwarnings("ignore:LightningCLI's args parameter")
+
+ROOT = Path(__file__).resolve().parents[1]
+DEMO = str(ROOT / "configs" / "demo.yaml")
+TINY = ["--data.demo_size=300", "--data.vocab_size=200", "--data.max_length=32"]
+
+
+def _clean_ledger() -> StepLedger:
+    ledger = StepLedger(info={"dims": {"vocab_size": 10}})
+    load = ledger.record("load", stats={"rows": 10})
+    clean = ledger.record("clean", inputs={"load": load.output}, stats={"rows": 10})
+    feats = ledger.record("engineer_features", inputs={"clean": clean.output})
+    split = ledger.record(
+        "split",
+        inputs={"clean": clean.output, "engineer_features": feats.output},
+        parts={"train": "t" * 32, "val": "v" * 32},
+        stats={"train_rows": 9, "val_rows": 1},
+    )
+    stats = ledger.record(
+        "fit_features", inputs={"split": split.parts["train"]}, fitted_on=split.parts["train"]
+    )
+    vocab = ledger.record(
+        "build_vocab",
+        inputs={"clean": clean.output, "split": split.parts["train"]},
+        fitted_on=split.parts["train"],
+    )
+    ledger.record("encode", inputs={"fit_features": stats.output, "build_vocab": vocab.output})
+    return ledger
+
+
+def _leaky_ledger() -> StepLedger:
+    """Statistics fitted on the validation part: fit-before-split."""
+    ledger = StepLedger()
+    load = ledger.record("load")
+    clean = ledger.record("clean", inputs={"load": load.output})
+    feats = ledger.record("engineer_features", inputs={"clean": clean.output})
+    split = ledger.record(
+        "split",
+        inputs={"clean": clean.output, "engineer_features": feats.output},
+        parts={"train": "t" * 32, "val": "v" * 32},
+    )
+    ledger.record("fit_features", inputs={"split": split.parts["train"]}, fitted_on=split.parts["val"])
+    return ledger
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A cache root holding one prepared tiny demo pipeline, made by `lightning-order prepare`."""
+    root = tmp_path_factory.mktemp("cache")
+    assert main(["prepare", "--config", DEMO, *TINY, "--data.cache_dir", str(root)]) == 0
+    return root
+
+
+# -- prepare and audit -----------------------------------------------------------------------
+def test_prepare_writes_cache_and_manifest(prepared: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    manifests = find_manifests(prepared)
+    assert len(manifests) == 1
+    ledger = StepLedger.load(manifests[0])
+    assert ledger.steps()[:3] == ["load", "clean", "engineer_features"]
+    assert STANDARD_PIPELINE.check(ledger) == []
+
+
+@pytest.mark.parametrize("target", ["root", "folder", "manifest"])
+def test_audit_clean_exits_zero(prepared: Path, target: str, capsys: pytest.CaptureFixture[str]) -> None:
+    manifest = find_manifests(prepared)[0]
+    path = {"root": prepared, "folder": manifest.parent, "manifest": manifest}[target]
+    assert main(["audit", str(path)]) == 0
+    out = capsys.readouterr().out
+    for column in ("step", "seq", "kind", "fitted on", "rows", "fingerprint"):
+        assert column in out
+    assert "build_vocab" in out and "train split" in out
+    assert "no violation" in out
+
+
+def test_audit_violation_exits_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _leaky_ledger().save(tmp_path / "leaky")
+    assert main(["audit", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert "fit-before-split" in out and "val split" in out
+
+
+def test_audit_cache_root_with_one_bad_pipeline(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for name, ledger in (("good", _clean_ledger()), ("bad", _leaky_ledger())):
+        (tmp_path / name).mkdir()
+        ledger.save(tmp_path / name)  # <root>/<folder>/manifest.json, as a cache root holds them
+    assert main(["audit", str(tmp_path)]) == 1
+    assert "2 prepared pipelines audited: violations found" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("damage", ["edited", "truncated"])
+def test_audit_unreadable_manifest_exits_two(
+    tmp_path: Path, damage: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _clean_ledger().save(tmp_path / "p")
+    text = path.read_text()
+    if damage == "edited":
+        state = json.loads(text)
+        state["records"][0]["stats"]["rows"] = 11
+        path.write_text(json.dumps(state))
+    else:
+        path.write_text(text[: len(text) // 2])
+    assert main(["audit", str(path)]) == 2
+    out = capsys.readouterr().out
+    assert ("checksum" if damage == "edited" else "not valid JSON") in out
+
+
+def test_audit_prepared_folder_missing_data_exits_two(
+    prepared: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = find_manifests(prepared)[0].parent
+    copy = shutil.copytree(folder, tmp_path / folder.name)
+    shutil.rmtree(copy / "train")
+    assert main(["audit", str(copy)]) == 2
+    assert "incomplete" in capsys.readouterr().out
+
+
+def test_audit_nothing_there_exits_two(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["audit", str(tmp_path / "missing")]) == 2
+    assert main(["audit", str(tmp_path)]) == 2  # a folder without any manifest
+    assert "lightning-order prepare" in capsys.readouterr().out
+
+
+def test_audit_via_subprocess_exit_code(tmp_path: Path) -> None:
+    path = _leaky_ledger().save(tmp_path / "leaky")
+    proc = subprocess.run(
+        [sys.executable, "-m", "lightning_order", "audit", str(path)], capture_output=True, text=True
+    )
+    assert proc.returncode == 1, proc.stderr
+    assert "fit-before-split" in proc.stdout
+
+
+# -- graph -----------------------------------------------------------------------------------
+def test_graph_mermaid_default(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["graph"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("flowchart TD")
+    for step in STANDARD_PIPELINE:
+        assert f"    {step.name}[" in out
+    assert "split --> fit_features" in out
+
+
+def test_graph_dot_with_manifest_marks_violations(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _leaky_ledger().save(tmp_path / "leaky")
+    assert main(["graph", "--format", "dot", "--manifest", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("digraph pipeline {")
+    assert '"split" -> "fit_features" [color="#c00000"' in out and "fit-before-split" in out
+    assert "seq 4" in out  # fit_features ran at seq 4
+
+
+def test_graph_marks_transitive_violation_as_extra_edge() -> None:
+    ledger = StepLedger()
+    for step in (
+        "load",
+        "clean",
+        "engineer_features",
+        "split",
+        "build_vocab",
+        "shard",
+        "fit_features",
+        "encode",
+    ):
+        ledger.record(step)  # shard before fit_features: no direct edge joins them
+    marks = graph_marks(STANDARD_PIPELINE, ledger)
+    assert marks.extra_edges == {("fit_features", "shard"): ["shard-before-normalize"]}
+    assert marks.steps == {"shard"} and marks.seq["shard"] == 5
+    mermaid = to_mermaid(STANDARD_PIPELINE, marks)
+    assert 'fit_features -.->|"shard-before-normalize"| shard' in mermaid
+    assert "class shard violated" in mermaid and "linkStyle 15 stroke" in mermaid
+    assert '"fit_features" -> "shard" [color="#c00000", style=dashed' in to_dot(STANDARD_PIPELINE, marks)
+
+
+def test_ledger_rows_columns() -> None:
+    rows = ledger_rows(_clean_ledger())
+    assert [r[0] for r in rows] == [
+        "load",
+        "clean",
+        "engineer_features",
+        "split",
+        "fit_features",
+        "build_vocab",
+        "encode",
+    ]
+    split = rows[3]
+    assert split[1:3] == ("3", "partition") and split[4] == "9 / 1"
+    assert rows[4][3].startswith("train split")
+
+
+# -- help and the order group ----------------------------------------------------------------
+def test_help_lists_every_subcommand(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--help"])
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    for name in ("fit", "validate", "test", "predict", "prepare", "audit", "graph"):
+        assert f"    {name} " in out, name
+
+
+def _cli(tmp_path: Path, prepared: Path, *extra: str) -> OrderCLI:
+    return OrderCLI(
+        args=[
+            "--config",
+            DEMO,
+            *TINY,
+            "--data.cache_dir",
+            str(prepared),
+            "--trainer.default_root_dir",
+            str(tmp_path),
+            *extra,
+        ],
+        run=False,
+    )
+
+
+def test_dims_are_linked_into_the_model(tmp_path: Path, prepared: Path) -> None:
+    cli = _cli(tmp_path, prepared)
+    for dim in ("vocab_size", "num_features", "num_classes", "max_length"):
+        assert cli.model.hparams[dim] == cli.datamodule.dims[dim] == getattr(cli.datamodule, dim)
+
+
+def test_dims_linked_without_subclass_mode(tmp_path: Path, prepared: Path) -> None:
+    cli = OrderCLI(
+        model_class=OrderedTextClassifier,
+        subclass_mode_model=False,
+        args=[*TINY, "--data.cache_dir", str(prepared), "--trainer.default_root_dir", str(tmp_path)],
+        run=False,
+    )
+    assert cli.model.hparams.vocab_size == cli.datamodule.vocab_size
+
+
+def test_order_validator_on_by_default_and_switchable(tmp_path: Path, prepared: Path) -> None:
+    def validators(cli: OrderCLI) -> list[OrderValidator]:
+        return [cb for cb in cli.trainer.callbacks if isinstance(cb, OrderValidator)]
+
+    default = validators(_cli(tmp_path, prepared))
+    assert len(default) == 1 and default[0].on_violation == "raise"
+    assert validators(_cli(tmp_path, prepared, "--order.validate=false")) == []
+    warn = validators(_cli(tmp_path, prepared, "--order.on_violation=warn"))
+    assert warn[0].on_violation == "warn"
+    # The user's own validator (e.g. from trainer.callbacks in a config) is not doubled.
+    own = validators(
+        _cli(
+            tmp_path,
+            prepared,
+            "--trainer.callbacks+=lightning_order.OrderValidator",
+            "--trainer.callbacks.on_violation=warn",
+        )
+    )
+    assert len(own) == 1 and own[0].on_violation == "warn"
+
+
+def test_symptom_monitor_on_by_default_and_switchable(tmp_path: Path, prepared: Path) -> None:
+    monitor_cls = pytest.importorskip("lightning_order.callbacks").__dict__.get("SymptomMonitor")
+    if monitor_cls is None:
+        pytest.skip("SymptomMonitor is not in this version")
+
+    def monitors(cli: OrderCLI) -> int:
+        return sum(isinstance(cb, monitor_cls) for cb in cli.trainer.callbacks)
+
+    assert monitors(_cli(tmp_path, prepared)) == 1
+    assert monitors(_cli(tmp_path, prepared, "--order.symptoms=false")) == 0
+
+
+def test_order_cli_refuses_the_tool_subcommands(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit):
+        OrderCLI(args=["graph"])
+
+
+# -- fit, end to end -------------------------------------------------------------------------
+@pytest.mark.slow
+def test_fit_demo_end_to_end(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "lightning_order",
+            "fit",
+            "--config",
+            DEMO,
+            "--data.demo_size=300",
+            "--trainer.max_epochs=1",
+            "--data.cache_dir",
+            str(tmp_path / "cache"),
+            "--trainer.default_root_dir",
+            str(tmp_path),
+            "--trainer.enable_progress_bar=false",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    out = proc.stdout
+    assert "the order is correct" in out
+    assert "val_acc" in out and "best checkpoint" in out
+    assert list(tmp_path.glob("lightning_logs/version_0/checkpoints/*.ckpt"))
+    assert (tmp_path / "lightning_logs" / "version_0" / "config.yaml").is_file()
+    # The run's ledger recorded the model and loop steps after the data steps, in order.
+    assert STANDARD_PIPELINE.check(StepLedger.load(find_manifests(tmp_path / "cache")[0])) == []
+
+
+@pytest.mark.slow
+def test_fit_ddp_config_on_two_cpu_processes(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PL_DISABLE_FORK": "1"}
+    for var in ("LOCAL_RANK", "NODE_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "GLOBAL_RANK"):
+        env.pop(var, None)  # Lightning's launcher sets these for the rank it starts
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "lightning_order",
+            "fit",
+            "--config",
+            str(ROOT / "configs" / "ddp.yaml"),
+            *TINY,
+            "--trainer.max_epochs=1",
+            "--data.cache_dir",
+            str(tmp_path / "cache"),
+            "--trainer.default_root_dir",
+            str(tmp_path),
+            "--trainer.enable_progress_bar=false",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    assert proc.stdout.count("final metrics") == 1  # the summary comes from rank 0 only
+    assert "shard [rank 0]" in proc.stdout and "the order is correct" in proc.stdout

@@ -1,0 +1,70 @@
+"""OrderedDataModule across processes: two DDP ranks on CPU, and prepare_data killed mid-way."""
+
+from __future__ import annotations
+
+import signal
+
+import pytest
+from ddp_utils import read_json, run_script
+
+pytestmark = pytest.mark.slow
+
+
+def _ranks(out):
+    return [read_json(out / f"rank{r}.json") for r in range(2)]
+
+
+def test_two_ddp_ranks_get_equal_disjoint_shards_and_prepare_once(tmp_path):
+    out = tmp_path / "out"
+    run_script("data_ddp.py", out, str(tmp_path / "cache"), "default")
+    r0, r1 = _ranks(out)
+    assert r0["shard_info"]["world_size"] == r1["shard_info"]["world_size"] == 2
+    assert r0["shard_info"]["length"] == r1["shard_info"]["length"] == r0["train_rows"] // 2
+    assert r0["shard_info"]["dropped"] == r1["shard_info"]["dropped"] == r0["train_rows"] % 2
+    assert r0["train_batches"] == r1["train_batches"] > 0
+    assert not set(r0["key_hashes"]) & set(r1["key_hashes"])
+    assert r0["fingerprints"] == r1["fingerprints"]
+    assert r0["pipeline_runs"] + r1["pipeline_runs"] == 1  # prepared once, under the lock
+    assert r0["rules"] == r1["rules"] == []
+    assert r0["ledger_steps"][-1] == "shard"
+
+
+def test_two_ddp_ranks_shard_before_normalize(tmp_path):
+    out = tmp_path / "out"
+    run_script("data_ddp.py", out, str(tmp_path / "cache"), "shard-before-normalize")
+    r0, r1 = _ranks(out)
+    assert "shard-before-normalize" in r0["rules"] and "shard-before-normalize" in r1["rules"]
+    assert r0["fingerprints"]["statistics"] != r1["fingerprints"]["statistics"]
+    assert r0["fingerprints"]["split"] == r1["fingerprints"]["split"]
+    assert r0["fingerprints"]["vocab"] == r1["fingerprints"]["vocab"]
+
+
+KILL_POINTS = ["load", "clean", "split", "build_vocab", "encode", "save", "publish"]
+
+
+def test_prepare_killed_mid_way_then_rerun_matches_uninterrupted(tmp_path):
+    run_script("data_prepare.py", tmp_path / "ref", str(tmp_path / "ref-cache"))
+    reference = read_json(tmp_path / "ref" / "result.json")
+    root = tmp_path / "cache"
+    key = reference["cache_key"]
+    for point in KILL_POINTS:
+        proc = run_script("data_prepare.py", tmp_path / point, str(root), point, check=False)
+        assert proc.returncode == -signal.SIGKILL, (point, proc.stderr[-2000:])
+        assert not (root / key).exists(), point  # nothing a later run would trust
+        assert list(root.glob(f".tmp-{key}-*")), point  # the half-written folder stayed temporary
+    run_script("data_prepare.py", tmp_path / "again", str(root))
+    again = read_json(tmp_path / "again" / "result.json")
+    assert again == reference
+    assert not list(root.glob(".tmp-*"))
+
+
+def test_num_proc_does_not_change_the_prepared_data(tmp_path):
+    from lightning_order import OrderedDataModule
+
+    one = OrderedDataModule(cache_dir=str(tmp_path / "a"), demo_size=1500, vocab_size=300, max_length=16)
+    two = OrderedDataModule(
+        cache_dir=str(tmp_path / "b"), demo_size=1500, vocab_size=300, max_length=16, num_proc=2
+    )
+    assert one.cache_key == two.cache_key
+    two.prepare_data()
+    assert one.data_fingerprints() == two.data_fingerprints()

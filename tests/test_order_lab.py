@@ -1,0 +1,113 @@
+"""The order-error lab in its tiny configuration: every faulty run flagged with its rule, no correct run.
+
+Runs ``benchmarks/order_lab.py --tiny`` end to end (real training, DDP with 2 CPU ranks for the
+sharding case) and reads its ``results.json``. The lab script is imported through ``importlib``
+because ``benchmarks/`` is not a package.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+LAB_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "order_lab.py"
+
+
+def _load_lab():
+    spec = importlib.util.spec_from_file_location("order_lab", LAB_PATH)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("order_lab", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+lab = _load_lab()
+
+
+@pytest.fixture(scope="module")
+def tiny_results(tmp_path_factory) -> dict:
+    out = tmp_path_factory.mktemp("lab")
+    lab.main(["--tiny", "--out", str(out)])
+    results = json.loads((out / "results.json").read_text())
+    results["_out"] = str(out)
+    return results
+
+
+# -- the pure measurements ------------------------------------------------------------------------
+def test_steps_to_target_and_target_loss():
+    curve = [(10, 1.2), (20, 0.9), (30, 0.6), (40, 0.5)]
+    target = lab.target_loss(curve, initial=1.5, fraction=0.9)
+    assert target == pytest.approx(1.5 - 0.9 * 1.0)
+    assert lab.steps_to_target(curve, target) == 30
+    assert lab.steps_to_target(curve, 0.1) is None
+
+
+def test_oscillation_separates_smooth_from_jumpy():
+    smooth = [2.0 - 0.01 * t for t in range(60)]
+    jumpy = [2.0 + (0.5 if t % 2 else -0.5) for t in range(60)]
+    assert lab.oscillation(smooth) < 0.01 < 0.4 < lab.oscillation(jumpy)
+    assert math.isnan(lab.oscillation([1.0]))
+
+
+def test_unk_rate_and_dead_vocab_ignore_padding():
+    import numpy as np
+
+    ids = np.array([[5, 1, 0, 0], [1, 6, 7, 0]])
+    mask = (ids != 0).astype(int)
+    assert lab.unk_rate(ids, mask, unk_id=1) == pytest.approx(2 / 5)
+    assert lab.dead_vocab_share(ids, mask, vocab_size=10) == pytest.approx(1 - 4 / 10)
+
+
+def test_lab_corpus_holds_out_near_duplicates_together(tmp_path):
+    from lightning_order.data.cleaning import clean_text
+
+    corpus = lab.build_lab_corpus(tmp_path, size=600, seed=0, sources=3, test_fraction=0.2)
+    pool = [json.loads(line) for line in Path(corpus["pool"]).read_text().splitlines()]
+    test = [json.loads(line) for line in Path(corpus["test"]).read_text().splitlines()]
+    assert len(pool) + len(test) == 600 and 60 < len(test) < 200
+    assert not {clean_text(r["text"]) for r in pool} & {clean_text(r["text"]) for r in test}
+    sources = [r["source"] for r in pool]
+    assert sources == sorted(sources) and set(sources) == {0, 1, 2}  # contiguous blocks
+
+
+# -- the lab end to end ---------------------------------------------------------------------------
+@pytest.mark.slow
+def test_every_faulty_run_is_flagged_with_its_rule_before_step_one(tiny_results):
+    runs = {(r["seed"], r["case"]): r for r in tiny_results["runs"]}
+    assert set(tiny_results["summary"]) == set(lab.CASES)
+    for name, case in lab.CASES.items():
+        run = runs[(0, name)]
+        assert set(run["validator_rules"]) & set(case.expected_rules), (name, run["validator_rules"])
+        assert run["validator_flagged_before_step_1"], name
+        # The ledger (STANDARD_PIPELINE.check plus the init check) tells the same story.
+        assert set(run["ledger_rules"]) & set(case.expected_rules), (name, run["ledger_rules"])
+
+
+@pytest.mark.slow
+def test_no_correct_run_is_flagged(tiny_results):
+    correct = [r for r in tiny_results["runs"] if r["case"].startswith("correct")]
+    assert {r["case"] for r in correct} == {"correct", "correct-ddp"}
+    for run in correct:
+        assert run["validator_rules"] == [], run["validator_first_warning"]
+        assert run["ledger_rules"] == []
+        assert run["monitor_diagnoses"] == []
+        assert run["error"] is None and run["global_step"] == tiny_results["config"]["max_steps"]
+
+
+@pytest.mark.slow
+def test_lab_writes_table_and_plots(tiny_results):
+    out = Path(tiny_results["_out"])
+    table = (out / "table.md").read_text()
+    for name, case in lab.CASES.items():
+        assert name in table and (out / f"loss_{name}.png").stat().st_size > 1000
+        if case.in_claims:
+            assert case.claimed_impact in table
+    ddp = next(r for r in tiny_results["runs"] if r["case"] == "shard-before-normalize")
+    assert ddp["devices"] == 2 and len(ddp["rank_losses"]) == 2
+    # Each rank fitted its own statistics: they differ, which is the error being measured.
+    assert ddp["rank_statistics"][0]["mean"] != ddp["rank_statistics"][1]["mean"]

@@ -1,0 +1,314 @@
+"""Recovery: the waste report, the two repairs, and a paused vocab-before-clean run recovered for real."""
+
+from __future__ import annotations
+
+import math
+import warnings
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import pytorch_lightning as pl
+import torch
+
+from lightning_order.errors import OrderWarning
+from lightning_order.models import OrderedTextClassifier
+from lightning_order.recovery import (
+    PAUSE_KEY,
+    RecoveryPlan,
+    recover,
+    reinit_mismatched,
+    remap_embedding,
+    waste_report,
+)
+
+VOCAB_BEFORE_CLEAN = [
+    "load",
+    "build_vocab",
+    "clean",
+    "engineer_features",
+    "split",
+    "fit_features",
+    "encode",
+    "shard",
+]
+
+
+# -- waste ------------------------------------------------------------------------------------
+def test_waste_report_counts_device_hours_cost_and_progress() -> None:
+    report = waste_report(1800, 8, step=250, planned_steps=1000, gpu_hour_price=2.0)
+    assert report["device_hours"] == pytest.approx(4.0)
+    assert report["cost"] == pytest.approx(8.0)
+    assert report["progress"] == pytest.approx(0.25)
+    bare = waste_report(60, step=3, planned_steps=math.inf)
+    assert bare["cost"] is None and bare["progress"] is None and bare["planned_steps"] is None
+    with pytest.raises(ValueError, match="num_devices"):
+        waste_report(10, 0)
+
+
+# -- remap_embedding --------------------------------------------------------------------------
+OLD_VOCAB = {"[PAD]": 0, "[UNK]": 1, "<b>": 2, "goal": 3, "##vote": 4, "vote": 5, "Chef": 6}
+NEW_VOCAB = {"[PAD]": 0, "[UNK]": 1, "vote": 2, "goal": 3, "chef": 4, "oven": 5}
+
+
+def test_remap_embedding_moves_rows_by_token_bit_for_bit() -> None:
+    old = torch.randn(len(OLD_VOCAB), 8)
+    init = torch.full((len(NEW_VOCAB), 8), 7.0)
+    new = remap_embedding(old, OLD_VOCAB, NEW_VOCAB, init=init)
+    assert new.shape == (6, 8)
+    for token, new_id in NEW_VOCAB.items():
+        if token in OLD_VOCAB:
+            assert torch.equal(new[new_id], old[OLD_VOCAB[token]]), token
+        else:
+            assert torch.equal(new[new_id], init[new_id]), token  # new tokens: the fresh init
+    assert not torch.equal(init[2], new[2])  # the input init tensor is not modified in place...
+    assert torch.equal(init, torch.full((6, 8), 7.0))
+
+
+def test_remap_embedding_init_function_and_extra_rows() -> None:
+    old = torch.randn(len(OLD_VOCAB), 4, dtype=torch.float64)
+    new = remap_embedding(old, OLD_VOCAB, NEW_VOCAB, init=torch.nn.init.zeros_, num_embeddings=10)
+    assert new.shape == (10, 4) and new.dtype == torch.float64
+    assert torch.equal(new[5], torch.zeros(4)) and torch.equal(new[9], torch.zeros(4))
+    assert torch.equal(new[3], old[3])
+    with pytest.raises(ValueError, match="expected"):
+        remap_embedding(old, OLD_VOCAB, NEW_VOCAB, init=torch.zeros(3, 4))
+
+
+# -- reinit_mismatched and the init path ------------------------------------------------------
+DIMS = {"vocab_size": 80, "num_features": 5, "num_classes": 4, "max_length": 32}
+
+
+def _wrong_model() -> OrderedTextClassifier:
+    torch.manual_seed(0)
+    return OrderedTextClassifier(vocab_size=50, num_features=3, num_classes=4, max_length=32)
+
+
+def test_reinit_mismatched_keeps_every_parameter_whose_shape_matches() -> None:
+    model = _wrong_model()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    names = reinit_mismatched(model, DIMS)
+    assert names == ["embedding.weight", "feature_proj.weight"]
+    after = model.state_dict()
+    for name, value in before.items():
+        if name in names:
+            assert after[name].shape != value.shape
+        else:
+            assert torch.equal(after[name], value), name  # feature_proj.bias included
+    assert model.hparams.vocab_size == 80 and model.hparams.num_features == 5
+    batch = {
+        "input_ids": torch.randint(1, 80, (2, 6)),
+        "attention_mask": torch.ones(2, 6, dtype=torch.long),
+        "features": torch.randn(2, 5),
+    }
+    assert model(batch).shape == (2, 4)
+
+
+def _paused_checkpoint(
+    tmp_path: Path, model: torch.nn.Module, reason: dict, progress_steps: int = 50
+) -> Path:
+    path = tmp_path / "pause.ckpt"
+    torch.save(
+        {
+            "state_dict": model.state_dict(),
+            "hyper_parameters": dict(model.hparams),
+            PAUSE_KEY: {
+                "reason": [reason],
+                "model": {"class": "lightning_order.models.OrderedTextClassifier"},
+                "waste": waste_report(600, 2, step=progress_steps, planned_steps=1000, gpu_hour_price=3.0),
+            },
+        },
+        path,
+    )
+    return path
+
+
+def test_recover_init_path_keeps_matching_weights(tmp_path: Path) -> None:
+    model = _wrong_model()
+    reason = {
+        "type": "violation",
+        "rule": "init-before-data",
+        "steps": ["init_model", "encode"],
+        "message": "x",
+    }
+    path = _paused_checkpoint(tmp_path, model, reason)
+    plan = recover(path, datamodule=SimpleNamespace(dims=DIMS))
+    assert isinstance(plan, RecoveryPlan)
+    assert plan.path == "init" and plan.ckpt_path is None
+    assert sorted(plan.reinitialised) == ["embedding.weight", "feature_proj.weight"]
+    new_state = plan.model.state_dict()
+    for name, value in model.state_dict().items():
+        if name not in plan.reinitialised:
+            assert torch.equal(new_state[name], value), name
+    assert plan.advice == "continue" and "device-hours" in plan.reason
+    assert plan.fit_kwargs() == {"model": plan.model, "datamodule": plan.datamodule, "ckpt_path": None}
+
+
+@pytest.mark.parametrize(
+    ("steps", "advice"),
+    [(10, "restart"), (400, "continue")],
+)
+def test_recover_advice_follows_progress(tmp_path: Path, steps: int, advice: str) -> None:
+    reason = {"type": "violation", "rule": "init-before-data", "steps": ["init_model"], "message": "x"}
+    path = _paused_checkpoint(tmp_path, _wrong_model(), reason, progress_steps=steps)
+    plan = recover(path, datamodule=SimpleNamespace(dims=DIMS))
+    assert plan.advice == advice
+    assert f"{steps / 1000:.0%}" in plan.reason
+    fresh = plan.fresh_model()
+    assert fresh.hparams.vocab_size == DIMS["vocab_size"]
+    assert not torch.equal(fresh.head[0].weight, plan.model.head[0].weight)
+
+
+def test_recover_resume_path_for_starvation(tmp_path: Path) -> None:
+    model = OrderedTextClassifier(**DIMS)
+    reason = {"type": "diagnosis", "symptom": "data-starvation", "suspected_rule": "out-of-order", "step": 30}
+    path = _paused_checkpoint(tmp_path, model, reason)
+    plan = recover(path)
+    assert plan.path == "resume" and plan.advice == "continue" and plan.ckpt_path == str(path)
+    assert all(
+        torch.equal(a, b) for a, b in zip(plan.model.state_dict().values(), model.state_dict().values())
+    )
+
+
+# -- the data path, end to end ----------------------------------------------------------------
+class ValAccuracyTrace(pl.Callback):
+    """Records (step, val_acc) at each validation; stops once ``target`` is reached."""
+
+    def __init__(self, target: float) -> None:
+        self.target = target
+        self.trace: list[tuple[int, float]] = []
+
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if trainer.sanity_checking:
+            return
+        accuracy = float(trainer.callback_metrics["val_acc"])
+        self.trace.append((trainer.global_step, accuracy))
+        if accuracy >= self.target:
+            trainer.should_stop = True
+
+    @property
+    def reached_at(self) -> int | None:
+        return next((step for step, acc in self.trace if acc >= self.target), None)
+
+
+def _trainer(tmp_path: Path, callbacks: list, **kwargs) -> pl.Trainer:
+    return pl.Trainer(
+        accelerator="cpu",
+        devices=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+        default_root_dir=str(tmp_path),
+        callbacks=callbacks,
+        **kwargs,
+    )
+
+
+@pytest.mark.slow
+def test_vocab_before_clean_run_paused_then_recovered_beats_a_fresh_run(tmp_path: Path, capsys) -> None:
+    from lightning_order.callbacks.symptom_monitor import SymptomMonitor
+    from lightning_order.data.datamodule import OrderedDataModule
+
+    cache = str(tmp_path / "cache")
+    pl.seed_everything(0)
+    wrong = OrderedDataModule(
+        demo_size=2000, vocab_size=2000, seed=0, cache_dir=cache, order=VOCAB_BEFORE_CLEAN, enforce=False
+    )
+    monitor = SymptomMonitor(on_symptom="stop", gpu_hour_price=4.0)
+    trainer = _trainer(tmp_path / "paused", [monitor], max_epochs=3, limit_val_batches=0)
+    with pytest.warns(OrderWarning, match="plateau"):
+        trainer.fit(OrderedTextClassifier(**wrong.dims), wrong)
+    assert monitor.pause_path is not None
+    paused_at = trainer.global_step
+    checkpoint = torch.load(monitor.pause_path, weights_only=False)
+    payload = checkpoint[PAUSE_KEY]
+    assert payload["ledger"]["records"][1]["step"] == "build_vocab"  # the wrong order, in the ledger
+    assert payload["reason"][0]["suspected_rule"] == "vocab-before-clean"
+    assert payload["waste"]["cost"] == pytest.approx(payload["waste"]["device_hours"] * 4.0)
+
+    plan = recover(monitor.pause_path)
+    assert plan.path == "data" and plan.ckpt_path is None and plan.advice == "continue"
+    assert list(plan.datamodule.order) == list(OrderedDataModule(cache_dir=cache).order)  # mandated
+    assert plan.datamodule.enforce
+    # Rows of tokens in both vocabularies are bit-identical after the remap.
+    old_vocab, new_vocab = payload["vocab"], plan.datamodule.tokenizer.get_vocab()
+    common = [t for t in new_vocab if t in old_vocab]
+    assert plan.remapped["embedding.weight"]["common"] == len(common) > 50
+    old_table, new_table = checkpoint["state_dict"]["embedding.weight"], plan.model.embedding.weight
+    for token in common:
+        assert torch.equal(new_table[new_vocab[token]], old_table[old_vocab[token]]), token
+    # Every other parameter whose shape matches is kept.
+    for name in plan.kept:
+        assert torch.equal(plan.model.state_dict()[name], checkpoint["state_dict"][name]), name
+    assert "head.3.weight" in plan.kept and "feature_proj.weight" in plan.kept
+
+    # Further steps to a target validation accuracy: recovered vs a fresh correct run.
+    target, budget = 0.9, 120
+    recovered = ValAccuracyTrace(target)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", OrderWarning)
+        _trainer(tmp_path / "recovered", [recovered], max_steps=budget, val_check_interval=5).fit(
+            **plan.fit_kwargs()
+        )
+    pl.seed_everything(0)
+    correct = OrderedDataModule(demo_size=2000, vocab_size=2000, seed=0, cache_dir=cache)
+    fresh = ValAccuracyTrace(target)
+    _trainer(tmp_path / "fresh", [fresh], max_steps=budget, val_check_interval=5).fit(
+        OrderedTextClassifier(**correct.dims), correct
+    )
+    with capsys.disabled():
+        print(
+            f"\n[recovery] paused at step {paused_at}; val_acc >= {target}: recovered after "
+            f"{recovered.reached_at} further steps, fresh correct run after {fresh.reached_at} steps"
+        )
+    assert recovered.reached_at is not None and fresh.reached_at is not None
+    assert recovered.reached_at < fresh.reached_at
+
+
+# -- pause() called by another check (e.g. a mid-run order check) ----------------------------
+class PauseAt(pl.Callback):
+    def __init__(self, step: int, path: Path, reason: list) -> None:
+        self.step, self.path, self.reason = step, path, reason
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        if trainer.global_step == self.step:
+            from lightning_order.recovery import pause
+
+            pause(trainer, self.path, reason=self.reason, gpu_hour_price=1.5, elapsed_s=7200.0)
+
+
+def _contract_batches(n: int = 64) -> torch.utils.data.DataLoader:
+    g = torch.Generator().manual_seed(0)
+    rows = [
+        {
+            "input_ids": torch.randint(1, 80, (12,), generator=g),
+            "attention_mask": torch.ones(12, dtype=torch.long),
+            "features": torch.randn(5, generator=g),
+            "labels": torch.randint(0, 4, (), generator=g),
+        }
+        for _ in range(n)
+    ]
+    return torch.utils.data.DataLoader(rows, batch_size=8)
+
+
+def test_pause_from_a_violation_stops_and_recovers_on_the_init_path(tmp_path: Path) -> None:
+    from lightning_order.order import Violation
+
+    violation = Violation("init-before-data", ("init_model", "encode"), "the model was built before the data")
+    trainer = _trainer(tmp_path, [PauseAt(3, tmp_path / "pause.ckpt", [violation])], max_steps=50)
+    model = OrderedTextClassifier(**DIMS)
+    trainer.fit(model, _contract_batches())
+    assert trainer.global_step == 3  # stopped right after the pause
+    checkpoint = torch.load(tmp_path / "pause.ckpt", weights_only=False)
+    payload = checkpoint[PAUSE_KEY]
+    assert payload["reason"][0]["type"] == "violation" and payload["reason"][0]["rule"] == "init-before-data"
+    assert payload["waste"]["device_hours"] == pytest.approx(2.0) and payload["waste"][
+        "cost"
+    ] == pytest.approx(3.0)
+    assert payload["ledger"] is None and payload["vocab"] is None  # no OrderedDataModule here
+    assert checkpoint["global_step"] == 3 and checkpoint["optimizer_states"]
+    plan = recover(tmp_path / "pause.ckpt", datamodule=SimpleNamespace(dims={**DIMS, "num_features": 6}))
+    assert plan.path == "init" and plan.reinitialised == ["feature_proj.weight"]
+    assert plan.advice == "continue"  # 3 of 50 steps is 6%: above the 5% restart line

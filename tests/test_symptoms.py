@@ -1,0 +1,229 @@
+"""The pure symptom detectors, on recorded numbers from real runs and on shaped synthetic ones."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from lightning_order.checks.symptoms import (
+    SYMPTOMS,
+    Diagnosis,
+    detect_data_starvation,
+    detect_early_oscillation,
+    detect_memory_swing,
+    detect_plateau,
+    detect_rank_divergence,
+    detect_train_val_gap,
+)
+from lightning_order.order import RULES
+
+# Recorded: the first 120 per-step train losses of a correct run (OrderedTextClassifier on the
+# demo corpus, demo_size=2000, batch 32, seed 0). It drops steeply, with ordinary batch noise.
+CORRECT_LOSSES = [
+    1.414, 1.362, 1.347, 1.294, 1.275, 1.284, 1.296, 1.218, 1.261, 1.101, 1.15, 1.005, 1.06, 0.929,
+    0.923, 1.034, 0.798, 0.802, 0.945, 0.681, 0.84, 0.53, 0.94, 0.505, 0.767, 0.719, 0.735, 0.659,
+    0.581, 0.499, 0.602, 0.583, 0.728, 0.466, 0.66, 0.671, 0.517, 0.46, 0.418, 0.334, 0.284, 0.521,
+    0.343, 0.339, 0.38, 0.315, 0.339, 0.342, 0.272, 0.252, 0.204, 0.256, 0.267, 0.328, 0.29, 0.16,
+    0.109, 0.102, 0.152, 0.148, 0.146, 0.223, 0.152, 0.125, 0.069, 0.196, 0.115, 0.151, 0.193, 0.144,
+    0.149, 0.104, 0.139, 0.123, 0.101, 0.033, 0.111, 0.217, 0.142, 0.036, 0.027, 0.141, 0.064, 0.119,
+    0.098, 0.058, 0.048, 0.061, 0.05, 0.064, 0.028, 0.098, 0.09, 0.085, 0.064, 0.054, 0.049, 0.039,
+    0.042, 0.05, 0.037, 0.058, 0.028, 0.045, 0.045, 0.027, 0.042, 0.053, 0.029, 0.05, 0.009, 0.038,
+    0.039, 0.135, 0.009, 0.015, 0.03, 0.024, 0.034, 0.016,
+]  # fmt: skip
+# Recorded: the last 60 losses of the same run (converged: it stalls, but low).
+CONVERGED_LOSSES = [
+    0.034, 0.015, 0.012, 0.006, 0.003, 0.003, 0.001, 0.004, 0.003, 0.034, 0.006, 0.017, 0.012, 0.004,
+    0.014, 0.006, 0.01, 0.005, 0.006, 0.004, 0.002, 0.008, 0.004, 0.005, 0.009, 0.005, 0.003, 0.005,
+    0.011, 0.007, 0.003, 0.003, 0.004, 0.006, 0.005, 0.008, 0.012, 0.003, 0.002, 0.003, 0.009, 0.007,
+    0.01, 0.011, 0.007, 0.018, 0.007, 0.0, 0.002, 0.003, 0.004, 0.006, 0.019, 0.005, 0.008, 0.002,
+    0.004, 0.004, 0.004, 0.005,
+]  # fmt: skip
+# Recorded (same run): milliseconds waited for each batch, and each step's compute time.
+CORRECT_TIMES_MS = [
+    [11.82, 29.22], [11.59, 138.62], [8.13, 47.09], [10.81, 12.29], [10.65, 12.37], [7.56, 59.34],
+    [1.97, 24.43], [14.52, 19.01], [1.94, 13.1], [15.08, 22.0], [1.97, 12.78], [9.74, 49.84],
+    [10.51, 59.96], [2.15, 20.15], [2.25, 158.32], [2.36, 21.84], [18.49, 80.38], [13.7, 17.62],
+    [11.41, 45.13], [11.47, 67.53], [11.66, 95.96], [23.62, 150.48], [2.25, 106.71], [11.73, 14.43],
+    [11.53, 62.3], [11.18, 14.51], [11.55, 42.51], [11.19, 57.56], [11.39, 67.7], [11.59, 42.03],
+]  # fmt: skip
+# Recorded (same run): train loss near each validation (mean of the last 10 steps) and val loss.
+CORRECT_EPOCH_TRAIN = [0.2481, 0.0467, 0.0225, 0.012, 0.0059]
+CORRECT_EPOCH_VAL = [0.1955, 0.0839, 0.0698, 0.0584, 0.0470]
+
+GIB = 2**30
+
+
+def _steady_memory(n: int = 40, seed: int = 0) -> list[float]:
+    """Shaped like torch.cuda.memory_allocated() at the end of each step of a steady run."""
+    rng = random.Random(seed)
+    return [1.5 * GIB + rng.randint(-4, 4) * 2**20 for _ in range(n)]
+
+
+# -- the table and the record ---------------------------------------------------------------
+@pytest.mark.parametrize("code", list(SYMPTOMS))
+def test_symptom_table_names_real_rules(code: str) -> None:
+    info = SYMPTOMS[code]
+    assert info.suspected_rule in RULES
+    assert info.signal and info.explanation and info.fix
+
+
+def test_diagnosis_validates_codes_and_round_trips() -> None:
+    with pytest.raises(ValueError, match="unknown symptom"):
+        Diagnosis("wobble", 1, "vocab-before-clean")
+    with pytest.raises(ValueError, match="unknown rule"):
+        Diagnosis("plateau", 1, "no-such-rule")
+    diagnosis = Diagnosis("plateau", 12, "vocab-before-clean", {"unk_rate": 0.2}, "many unknown tokens")
+    again = Diagnosis.from_dict(diagnosis.to_dict())
+    assert again == diagnosis and again.evidence == {"unk_rate": 0.2}
+    text = diagnosis.describe()
+    assert "[plateau] at step 12" in text and "vocab-before-clean" in text and diagnosis.fix in text
+
+
+# -- every detector: silent on correct numbers, fires on the symptom ------------------------
+def _oscillating(n: int = 60) -> list[float]:
+    return [2.0 - 0.01 * i + (0.9 if i % 2 else -0.9) for i in range(n)]
+
+
+def _diverging_ranks() -> list[list[float]]:
+    rng = random.Random(1)
+    return [[0.7 + rng.gauss(0, 0.05) for _ in range(10)], [1.1 + rng.gauss(0, 0.05) for _ in range(10)]]
+
+
+def _same_ranks(seed: int) -> list[list[float]]:
+    rng = random.Random(seed)
+    return [[0.7 + rng.gauss(0, 0.15) for _ in range(10)] for _ in range(4)]
+
+
+CASES = {
+    "early-oscillation": (
+        lambda: detect_early_oscillation(_oscillating()),
+        lambda: detect_early_oscillation(CORRECT_LOSSES),
+    ),
+    "plateau": (
+        lambda: detect_plateau([1.39 + 0.01 * (i % 3) for i in range(100)]),
+        lambda: detect_plateau(CORRECT_LOSSES),
+    ),
+    "rank-divergence": (
+        lambda: detect_rank_divergence(_diverging_ranks()),
+        lambda: detect_rank_divergence(_same_ranks(0)),
+    ),
+    "train-val-gap": (
+        lambda: detect_train_val_gap([1.0, 0.4, 0.2], [0.9, 0.35, 0.15]),
+        lambda: detect_train_val_gap(CORRECT_EPOCH_TRAIN, CORRECT_EPOCH_VAL),
+    ),
+    "data-starvation": (
+        lambda: detect_data_starvation([0.06] * 30, [0.01] * 30),
+        lambda: detect_data_starvation(
+            [w / 1000 for w, _ in CORRECT_TIMES_MS], [s / 1000 for _, s in CORRECT_TIMES_MS]
+        ),
+    ),
+    "memory-swing": (
+        lambda: detect_memory_swing([(1.5 if i % 2 else 3.5) * GIB for i in range(40)]),
+        lambda: detect_memory_swing(_steady_memory()),
+    ),
+}
+
+
+@pytest.mark.parametrize("code", list(SYMPTOMS))
+def test_detector_fires_on_symptom(code: str) -> None:
+    diagnosis = CASES[code][0]()
+    assert isinstance(diagnosis, Diagnosis)
+    assert diagnosis.symptom == code
+    assert diagnosis.suspected_rule in RULES
+    assert diagnosis.evidence and diagnosis.message
+
+
+@pytest.mark.parametrize("code", list(SYMPTOMS))
+def test_detector_silent_on_correct_run(code: str) -> None:
+    assert CASES[code][1]() is None
+
+
+# -- the edges of each decision -----------------------------------------------------------
+def test_early_oscillation_needs_enough_steps_and_sign_flips() -> None:
+    assert detect_early_oscillation(_oscillating(20)) is None  # under half the window judged
+    # Large but one-directional drops (a fast, healthy start) are no oscillation.
+    falling = [3.0 * 0.85**i for i in range(60)]
+    assert detect_early_oscillation(falling, large_delta=0.05) is None
+    diagnosis = detect_early_oscillation(_oscillating(), step=45)
+    assert diagnosis.step == 45 and diagnosis.suspected_rule == "shard-before-normalize"
+    assert diagnosis.evidence["flip_ratio"] >= 0.5
+
+
+def test_plateau_stall_is_flagged_only_when_high() -> None:
+    assert detect_plateau(CONVERGED_LOSSES * 2, warmup_steps=20) is None  # converged: low start too
+    stalled = [1.4 - 0.002 * min(i, 30) for i in range(100)]
+    diagnosis = detect_plateau(stalled)
+    assert diagnosis.evidence["trigger"] == "stall" and diagnosis.evidence["progress"] < 0.25
+    assert detect_plateau(stalled[:50]) is None  # shorter than warm-up + window
+
+
+@pytest.mark.parametrize(("unk_rate", "fires"), [(None, False), (0.0, False), (0.001, False), (0.01, True)])
+def test_plateau_unknown_token_rate(unk_rate: float | None, fires: bool) -> None:
+    diagnosis = detect_plateau(CORRECT_LOSSES[:25], unk_rate=unk_rate)
+    assert (diagnosis is not None) is fires
+    if fires:
+        assert diagnosis.evidence["trigger"] == "unk-rate"
+        assert diagnosis.suspected_rule == "vocab-before-clean"
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_rank_divergence_silent_on_shared_noise(seed: int) -> None:
+    assert detect_rank_divergence(_same_ranks(seed)) is None
+
+
+def test_rank_divergence_needs_relative_size_and_two_ranks() -> None:
+    # 6 standard errors apart but only 1% of the loss: too small to be an order error.
+    stable = [[1.00 + 0.0001 * (i % 2) for i in range(10)], [1.01 + 0.0001 * (i % 2) for i in range(10)]]
+    assert detect_rank_divergence(stable) is None
+    assert detect_rank_divergence([[0.5, 0.6, 0.7]]) is None
+    summaries = [{"mean": 0.7, "std": 0.05, "count": 10}, {"mean": 1.1, "std": 0.05, "count": 10}]
+    diagnosis = detect_rank_divergence(summaries, step=30)
+    assert diagnosis.step == 30 and diagnosis.evidence["rank_means"] == [0.7, 1.1]
+
+
+def test_train_val_gap_leakage_needs_learning() -> None:
+    # A model that learned nothing has val == train on any split: no verdict.
+    assert detect_train_val_gap([1.38, 1.37, 1.37], [1.36, 1.36, 1.35]) is None
+    assert detect_train_val_gap([1.0, 0.4], [0.9, 0.35]) is None  # fewer than leak_epochs
+    leak = detect_train_val_gap([1.0, 0.4, 0.2], [0.9, 0.35, 0.15])
+    assert leak.evidence["kind"] == "leakage" and leak.suspected_rule == "train-val-overlap"
+
+
+def test_train_val_gap_overfitting_needs_absolute_gap() -> None:
+    assert detect_train_val_gap([0.005], [0.05]) is None  # 10x, but 0.045 nats: a fine model
+    diagnosis = detect_train_val_gap([0.1], [1.2])
+    assert diagnosis.evidence["kind"] == "overfitting" and diagnosis.evidence["ratio"] == pytest.approx(12)
+
+
+def test_data_starvation_ignores_tiny_waits() -> None:
+    assert detect_data_starvation([0.004] * 30, [0.001] * 30) is None  # 80% share, but 4 ms
+    assert detect_data_starvation([0.06] * 10, [0.01] * 10) is None  # too few steps
+
+
+def test_memory_swing_ignores_one_off_jump() -> None:
+    readings = [1.0 * GIB] * 5 + [2.0 * GIB] * 35  # optimizer state appears once
+    assert detect_memory_swing(readings) is None
+    small = [(1.0 if i % 2 else 1.1) * 2**20 for i in range(40)]  # large share, tiny bytes
+    assert detect_memory_swing(small) is None
+
+
+@pytest.mark.parametrize(
+    ("call", "arg"),
+    [
+        (lambda: detect_early_oscillation(CORRECT_LOSSES, window=0), "window"),
+        (lambda: detect_plateau(CORRECT_LOSSES, max_unk_rate=0), "max_unk_rate"),
+        (lambda: detect_rank_divergence(_same_ranks(0), z=-1), "z"),
+        (lambda: detect_data_starvation([], [], max_wait_share=0), "max_wait_share"),
+        (lambda: detect_memory_swing([], max_relative_swing=0), "max_relative_swing"),
+    ],
+)
+def test_thresholds_are_checked(call, arg: str) -> None:
+    with pytest.raises(ValueError, match=arg):
+        call()
+
+
+def test_non_finite_values_are_ignored() -> None:
+    losses = [float("nan")] * 10 + CORRECT_LOSSES
+    assert detect_early_oscillation(losses, warmup_steps=15) is None
+    assert detect_rank_divergence([[float("nan")] * 5, [0.5, 0.6]]) is None
