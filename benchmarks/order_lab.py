@@ -193,7 +193,7 @@ class LabConfig:
     """Everything that shapes a lab run (stored in ``results.json``)."""
 
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2, 3, 4])
-    size: int = 6000
+    size: int = 10000
     test_fraction: float = 0.15
     val_fraction: float = 0.15
     sources: int = 3
@@ -204,6 +204,7 @@ class LabConfig:
     batch_size: int = 32
     max_steps: int = 300
     eval_every: int = 10
+    val_every: int = 50
     embed_dim: int = 32
     hidden_dim: int = 64
     lr: float = 3e-3
@@ -214,7 +215,7 @@ class LabConfig:
     @classmethod
     def tiny_config(cls) -> LabConfig:
         """The test configuration: a small corpus, few steps, one seed, still every error."""
-        return cls(seeds=[0], size=900, max_steps=24, eval_every=6, vocab_size=200, tiny=True)
+        return cls(seeds=[0], size=900, max_steps=24, eval_every=6, val_every=8, vocab_size=200, tiny=True)
 
 
 # -- the lab corpus ---------------------------------------------------------------------------------
@@ -455,6 +456,10 @@ def run_training(spec: dict[str, Any]) -> dict[str, Any]:
         devices=devices,
         strategy="ddp" if devices > 1 else "auto",
         max_steps=cfg.max_steps,
+        # Lightning's own validation (what the monitor's train/validation check reads) every
+        # val_every steps, across epoch boundaries.
+        val_check_interval=cfg.val_every,
+        check_val_every_n_epoch=None,
         num_sanity_val_steps=0,
         callbacks=[validator, monitor, recorder],
         logger=False,
@@ -754,6 +759,7 @@ def summarise(cfg: LabConfig, runs: list[dict[str, Any]]) -> dict[str, Any]:
                     "test_acc_faulty": faulty.get("test_acc"),
                     "val_loss_correct": correct.get("val_loss"),
                     "val_loss_faulty": faulty.get("val_loss"),
+                    "rank_val_loss_faulty": faulty.get("rank_val_loss"),
                     "gap_correct": _gap(correct),
                     "gap_faulty": _gap(faulty),
                     "error": faulty["error"],
@@ -817,6 +823,12 @@ def _aggregate(rows: list[dict[str, Any]], max_steps: int) -> dict[str, Any]:
             if r["gap_faulty"] is not None and r["gap_correct"] is not None
         ]
     )
+    per_rank = [
+        r["rank_val_loss_faulty"]
+        for r in rows
+        if r["rank_val_loss_faulty"] and None not in r["rank_val_loss_faulty"]
+    ]
+    agg["rank_val_loss_faulty"] = [_mean_std(values) for values in zip(*per_rank)] if per_rank else []
     agg["validator_hits"] = sum(r["validator_expected_hit"] and r["validator_before_step_1"] for r in rows)
     agg["monitor_hits"] = sum(bool(r["monitor"]) for r in rows)
     firsts = [min(d[1] for d in r["monitor"]) for r in rows if r["monitor"]]
@@ -855,6 +867,15 @@ def _measured_impact(name: str, agg: dict[str, Any]) -> str:
             f"steps to target val loss {_pm(agg['steps_faulty'], '{:.0f}')} vs "
             f"{_pm(agg['steps_correct'], '{:.0f}')} ({_pm(agg['slowdown_pct'], '{:+.0f}')} %){never}; "
             f"final val loss {_pm(agg['val_loss_faulty'], '{:.3f}')} vs {_pm(agg['val_loss_correct'], '{:.3f}')}"
+            + (
+                " (faulty, by the statistics of rank "
+                + ", ".join(
+                    f"{i}: {_pm(tuple(v), '{:.3f}')}" for i, v in enumerate(agg["rank_val_loss_faulty"])
+                )
+                + ")"
+                if agg["rank_val_loss_faulty"]
+                else ""
+            )
         )
     if name.startswith("init-before-data"):
         if agg["errors"]:
@@ -955,6 +976,12 @@ def plot_curves(results: dict[str, Any], out: Path) -> list[Path]:
                 k = min(10, losses.size)
                 smooth = np.convolve(losses, np.ones(k) / k, mode="valid")
                 left.plot(np.arange(k, losses.size + 1), smooth, color=colour, ls=style, lw=1.5, label=label)
+            if run is faulty and len(run.get("rank_evals") or []) > 1:
+                for rank, evals in enumerate(run["rank_evals"]):
+                    steps, vals = zip(*[(s, v) for s, v, _ in evals])
+                    right.plot(
+                        steps, vals, color=colour, lw=0.7, alpha=0.5, ls=":", label=f"faulty, rank {rank}"
+                    )
             if run["evals"]:
                 steps, vals = zip(*[(s, v) for s, v, _ in run["evals"]])
                 right.plot(steps, vals, color=colour, ls=style, marker=".", lw=1.2, label=label)
@@ -968,7 +995,9 @@ def plot_curves(results: dict[str, Any], out: Path) -> list[Path]:
                 color="#d62728",
             )
         left.set_title("train loss (rank 0; 10-step mean)", fontsize=9)
-        right.set_title("validation loss", fontsize=9)
+        right.set_title(
+            "validation loss (mean over ranks)" if faulty["devices"] > 1 else "validation loss", fontsize=9
+        )
         for ax in (left, right):
             ax.set_xlabel("step", fontsize=8)
             ax.tick_params(labelsize=7)
@@ -989,7 +1018,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any] | None:
     parser.add_argument(
         "--seeds", type=int, nargs="+", help="corpus, split and training seeds (default: 0 1 2 3 4)"
     )
-    parser.add_argument("--size", type=int, help="rows of the lab corpus, test split included (default 6000)")
+    parser.add_argument(
+        "--size", type=int, help="rows of the lab corpus, test split included (default 10000)"
+    )
     parser.add_argument("--max-steps", type=int, help="optimizer steps per run (default 300)")
     parser.add_argument(
         "--cases", nargs="+", choices=list(CASES), help="the order errors to run (default: all)"
