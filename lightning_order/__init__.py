@@ -3,20 +3,14 @@
 The public API lives here and only here; import from ``lightning_order``.
 """
 
-from lightning_order.errors import DataError, LightningOrderError, ManifestError, OrderError, OrderWarning
-from lightning_order.ledger import StepLedger, StepRecord, fingerprint, step_fingerprint
-from lightning_order.order import RULES, STANDARD_PIPELINE, Pipeline, Step, Violation, require_steps
-
-# -- data (OrderedDataModule) --
-from lightning_order.data import OrderedDataModule, make_demo_corpus
-
-# -- callbacks (OrderValidator, SymptomMonitor) --
 from lightning_order.callbacks import OrderValidator, SymptomMonitor
 from lightning_order.checks.symptoms import Diagnosis
-
-# -- models and recovery --
+from lightning_order.data import OrderedDataModule, make_demo_corpus
+from lightning_order.errors import DataError, LightningOrderError, ManifestError, OrderError, OrderWarning
+from lightning_order.ledger import StepLedger, StepRecord, fingerprint, step_fingerprint
 from lightning_order.models import OrderedTextClassifier
-from lightning_order.recovery import recover
+from lightning_order.order import RULES, STANDARD_PIPELINE, Pipeline, Step, Violation, require_steps
+from lightning_order.recovery import RecoveryPlan, recover
 
 __version__ = "0.1.0"
 
@@ -29,10 +23,11 @@ __all__ = [
     "ManifestError",
     "OrderError",
     "OrderValidator",
-    "OrderedTextClassifier",
     "OrderWarning",
     "OrderedDataModule",
+    "OrderedTextClassifier",
     "Pipeline",
+    "RecoveryPlan",
     "Step",
     "StepLedger",
     "StepRecord",

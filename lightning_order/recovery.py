@@ -141,7 +141,9 @@ def pause(
     # What Trainer.save_checkpoint does, with our entry added before the single write; every rank
     # takes part (a sharded strategy gathers here) and only global rank 0 writes.
     checkpoint = trainer._checkpoint_connector.dump_checkpoint(weights_only=False)
-    checkpoint[PAUSE_KEY] = payload
+    # Merge, so what OrderValidator.on_save_checkpoint put under the same key (the data's
+    # fingerprints) survives the pause.
+    checkpoint[PAUSE_KEY] = {**(checkpoint.get(PAUSE_KEY) or {}), **payload}
     trainer.strategy.save_checkpoint(checkpoint, path)
     trainer.strategy.barrier("lightning_order.pause")
     trainer.should_stop = True
