@@ -112,7 +112,9 @@ def _reference(data: str, out: str, num_proc: int) -> dict:
         flags.append(f)
         train_labels.update(np.asarray(batch["label"])[~f].tolist())
     flag = np.concatenate(flags)
-    train, val = ds.select(np.flatnonzero(~flag)), ds.select(np.flatnonzero(flag))
+    # Written contiguously, as ours does: reading through an index mapping is slower and its memory grows.
+    train = ds.select(np.flatnonzero(~flag)).flatten_indices(num_proc=nproc, new_fingerprint="ref-train")
+    val = ds.select(np.flatnonzero(flag)).flatten_indices(num_proc=nproc, new_fingerprint="ref-val")
     count, total, total_sq = 0, np.zeros(len(names)), np.zeros(len(names))
     for batch in train.select_columns(names).with_format("arrow").iter(batch_size=65536):
         block = np.stack([np.asarray(batch[c].to_numpy(), dtype=np.float64) for c in names], axis=1)

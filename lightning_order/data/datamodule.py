@@ -26,6 +26,8 @@ from typing import Any
 
 import datasets
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 import pytorch_lightning as pl
 import torch
 from tokenizers import Tokenizer
@@ -39,7 +41,13 @@ from lightning_order.data.encode import Encoder, encoded_features
 from lightning_order.data.features import ENGINEERED_FEATURES, engineer_batch, fit_statistics
 from lightning_order.data.shard import shard_dataset
 from lightning_order.data.split import is_val
-from lightning_order.data.vocab import TOKENIZERS, check_vocab_size, text_batches, train_tokenizer
+from lightning_order.data.vocab import (
+    TOKENIZERS,
+    check_vocab_size,
+    text_alphabet,
+    text_batches,
+    train_tokenizer,
+)
 from lightning_order.errors import DataError, OrderError
 from lightning_order.ledger import StepLedger, fingerprint
 from lightning_order.order import STANDARD_PIPELINE
@@ -537,14 +545,13 @@ class OrderedDataModule(pl.LightningDataModule):
         inputs.setdefault(state.data_step, state.data_fp)
         data = state.data
         flags, train_labels, val_labels = [], set(), set()
-        for batch in data.select_columns(list(dict.fromkeys([key, self.label_column]))).iter(
-            batch_size=10000
-        ):
-            f = is_val(batch[key], self.val_fraction, self.seed)
+        columns = list(dict.fromkeys([key, self.label_column]))
+        for batch in data.select_columns(columns).with_format("arrow").iter(batch_size=10000):
+            f = is_val(batch[key].to_pylist(), self.val_fraction, self.seed)
             flags.append(f)
-            labels = np.asarray(batch[self.label_column], dtype=object)
-            train_labels.update(labels[~f].tolist())
-            val_labels.update(labels[f].tolist())
+            labels = batch[self.label_column]
+            train_labels.update(pc.unique(labels.filter(pa.array(~f))).to_pylist())
+            val_labels.update(pc.unique(labels.filter(pa.array(f))).to_pylist())
         flag = np.concatenate(flags) if flags else np.zeros(0, dtype=bool)
         params = {"val_fraction": self.val_fraction, "seed": self.seed, "key": key}
         fp = fingerprint("split", CODE_VERSION, inputs, params)
@@ -572,7 +579,15 @@ class OrderedDataModule(pl.LightningDataModule):
                 step="split",
                 column=self.label_column,
             )
-        state.parts = {"train": data.select(train_idx), "val": data.select(val_idx)}
+        # Flattened: later steps then read contiguous Arrow; iterating an index mapping instead
+        # gathers rows and keeps memory that grows with the data.
+        nproc = self.num_proc if self.num_proc > 1 else None
+        state.parts = {
+            name: data.select(idx).flatten_indices(
+                num_proc=nproc, new_fingerprint=fingerprint(fp, name, "rows")
+            )
+            for name, idx in (("train", train_idx), ("val", val_idx))
+        }
         state.part_fps = {"train": fingerprint(digest, "train"), "val": fingerprint(digest, "val")}
         state.data, state.data_fp, state.data_step = None, fp, "split"
         state.label_names = sorted(train_labels, key=lambda v: (str(type(v)), v))
@@ -618,6 +633,7 @@ class OrderedDataModule(pl.LightningDataModule):
             self.target_vocab_size,
             self.tokenizer_kind,
             length=len(source),
+            alphabet=text_alphabet(source, self.text_column) if self.tokenizer_kind == "wordpiece" else None,
         )
         state.tokenizer = tokenizer
         fp = fingerprint("vocab", tokenizer.to_str())

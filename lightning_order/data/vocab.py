@@ -11,11 +11,21 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from lightning_order.errors import DataError
 
-__all__ = ["SPECIAL_TOKENS", "TOKENIZERS", "check_vocab_size", "train_tokenizer", "text_batches"]
+__all__ = [
+    "SPECIAL_TOKENS",
+    "TOKENIZERS",
+    "check_vocab_size",
+    "text_alphabet",
+    "text_batches",
+    "train_tokenizer",
+]
 
 SPECIAL_TOKENS: tuple[str, ...] = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 TOKENIZERS: tuple[str, ...] = ("wordpiece", "bpe")
@@ -37,11 +47,42 @@ def text_batches(dataset: Any, column: str, batch_size: int = 2048) -> Iterator[
         yield batch[column]
 
 
+def text_alphabet(dataset: Any, column: str, batch_size: int = 65536) -> set[str]:
+    """The set of characters in a string column, read from the Arrow buffers.
+
+    ASCII rows are counted byte-wise with numpy (no Python per row); only rows with other
+    characters are decoded.
+    """
+    counts = np.zeros(256, dtype=np.int64)
+    alphabet: set[str] = set()
+    for batch in dataset.select_columns([column]).with_format("arrow").iter(batch_size=batch_size):
+        values = batch[column]
+        chunks = values.chunks if hasattr(values, "chunks") else [values]
+        for chunk in chunks:
+            if len(chunk) == 0:
+                continue
+            ascii_rows = pc.string_is_ascii(chunk)
+            plain = chunk.filter(ascii_rows)
+            if len(plain):
+                offsets_type = np.int64 if pa.types.is_large_string(plain.type) else np.int32
+                offsets = np.frombuffer(plain.buffers()[1], dtype=offsets_type)[
+                    plain.offset : plain.offset + len(plain) + 1
+                ]
+                data = np.frombuffer(plain.buffers()[2], dtype=np.uint8)[offsets[0] : offsets[-1]]
+                counts += np.bincount(data, minlength=256)
+            other = chunk.filter(pc.invert(ascii_rows))
+            if len(other):
+                alphabet.update("".join(v for v in other.to_pylist() if v))
+    alphabet.update(chr(b) for b in np.flatnonzero(counts))
+    return alphabet
+
+
 def train_tokenizer(
     batches: Iterable[list[str]] | Callable[[], Iterable[list[str]]],
     vocab_size: int,
     kind: str = "wordpiece",
     length: int | None = None,
+    alphabet: set[str] | None = None,
 ) -> Tokenizer:
     """Trains a tokenizer, deterministically.
 
@@ -58,6 +99,8 @@ def train_tokenizer(
         vocab_size: the target vocabulary size, special tokens included.
         kind: ``"wordpiece"`` or ``"bpe"``.
         length: the number of texts (for progress reporting only).
+        alphabet: the characters of the texts, when already known (see :func:`text_alphabet`);
+            otherwise a first pass over ``batches`` collects them.
 
     Returns:
         The trained :class:`tokenizers.Tokenizer` (BERT pre-tokenizer: whitespace and
@@ -68,10 +111,11 @@ def train_tokenizer(
     make = batches if callable(batches) else None
     if kind == "wordpiece":
         seeds: list[str] = []
-        if make is not None:
-            alphabet: set[str] = set()
+        if alphabet is None and make is not None:
+            alphabet = set()
             for batch in make():
                 alphabet.update("".join(batch))
+        if alphabet is not None:
             seeds = [f"##{c}" for c in sorted(alphabet) if not c.isspace()]
         trainer = trainers.WordPieceTrainer(
             vocab_size=vocab_size, special_tokens=specials + seeds, show_progress=False
@@ -84,7 +128,7 @@ def train_tokenizer(
         raise DataError(f"tokenizer must be one of {', '.join(TOKENIZERS)}, got {kind!r}", step="build_vocab")
     tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tokenizer.train_from_iterator(make() if make is not None else batches, trainer=trainer, length=length)
-    if kind == "wordpiece" and make is not None:
+    if kind == "wordpiece" and seeds:
         vocab = tokenizer.get_vocab(with_added_tokens=True)
         rebuilt = Tokenizer(models.WordPiece(vocab=vocab, unk_token="[UNK]", max_input_chars_per_word=100))
         rebuilt.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
