@@ -169,12 +169,6 @@ class OrderCLI(LightningCLI):
     # -- trainer ---------------------------------------------------------------------------
     def instantiate_trainer(self, **kwargs: Any) -> Trainer:
         """Builds the trainer with the order callbacks appended to the configured ones."""
-        if getattr(self.datamodule, "_log_hyperparams", False):
-            # The saved config.yaml already holds the whole data section. Logging the
-            # datamodule's arguments as hparams too would clash with the model's dims: its
-            # vocab_size is the size *asked for*, the model's the vocabulary actually built,
-            # and Lightning refuses to merge two different values of one key.
-            self.datamodule._log_hyperparams = False
         config = self.config_init.get(str(self.subcommand), self.config_init)
         order = self.config.get(str(self.subcommand), self.config).get("order")
         trainer_config = config.get("trainer")

@@ -531,3 +531,28 @@ def test_constructor_is_a_typed_config_schema(tmp_path):
     assert cfg.data.demo_size == 700 and cfg.data.order == ["load", "clean"]
     help_text = parser.format_help()
     assert "val_fraction" in help_text and "the validation share" in help_text
+
+
+def test_text_without_punctuation_prepares(tmp_path):
+    # The engineered punctuation feature is constant here; the user did not choose it, so it
+    # standardises to 0 instead of failing (user numeric columns still fail: "constant" above).
+    rows = [{"text": f"word{i % 7} other{i % 3} plain", "label": i % 2} for i in range(200)]
+    path = tmp_path / "plain.csv"
+    _write_csv(path, rows)
+    dm = OrderedDataModule(
+        "csv", data_files=str(path), cache_dir=str(tmp_path / "c"), vocab_size=80, max_length=8
+    )
+    dm.setup("fit")
+    punct = dm.feature_names.index("feat_punct")
+    assert dm.statistics["std"][punct] == 1.0
+    features = next(iter(dm.train_dataloader()))["features"]
+    assert torch.isfinite(features).all()
+
+
+def test_test_and_predict_dataloaders_serve_the_validation_split(prepared):
+    dm = prepared
+    dm.setup("test")
+    test_rows = sum(len(b["labels"]) for b in dm.test_dataloader())
+    val_rows = sum(len(b["labels"]) for b in dm.val_dataloader())
+    assert test_rows == val_rows == len(dm._val)
+    assert len(next(iter(dm.predict_dataloader()))["labels"]) > 0

@@ -179,7 +179,9 @@ class OrderedDataModule(pl.LightningDataModule):
         shuffle: bool = True,
     ) -> None:
         super().__init__()
-        self.save_hyperparameters()
+        # logger=False: the requested vocab_size (a target) would clash with the model's logged
+        # vocab_size (the size actually built) when Lightning merges the two sets of hparams.
+        self.save_hyperparameters(logger=False)
         if not isinstance(val_fraction, (int, float)) or not 0.0 < float(val_fraction) < 1.0:
             raise DataError(
                 f"val_fraction must be in (0, 1), got {val_fraction!r}; e.g. val_fraction=0.1",
@@ -612,7 +614,7 @@ class OrderedDataModule(pl.LightningDataModule):
     def _step_fit_features(self, state: _State, ledger: StepLedger, work: Path) -> None:
         source, seen, inputs = self._fit_source(state, ledger)
         names = self.feature_names
-        stats = fit_statistics(source, names)
+        stats = fit_statistics(source, names, constant_ok=self.engineered_features)
         fp = fingerprint("statistics", stats)
         state.statistics = stats
         ledger.record(
@@ -795,7 +797,9 @@ class OrderedDataModule(pl.LightningDataModule):
         if self.deferred_fit:
             # The wrong order, on purpose: each rank fits statistics on its own shard.
             names = ledger.info["feature_names"]
-            stats = fit_statistics(shard, names, matrix_column="features")
+            stats = fit_statistics(
+                shard, names, matrix_column="features", constant_ok=self.engineered_features
+            )
             self._rank_statistics = stats
             ledger.record(
                 "fit_features",
@@ -839,6 +843,18 @@ class OrderedDataModule(pl.LightningDataModule):
 
     def val_dataloader(self) -> DataLoader:
         """Batches of the whole validation split (the same on every rank)."""
+        return self._loader(self._val, False)
+
+    def test_dataloader(self) -> DataLoader:
+        """The validation split again: this module splits train/validation only.
+
+        ``trainer.test`` then reports on held-out rows the model never trained on; for a truly
+        separate test set, keep those rows out of ``data_files`` and evaluate them yourself.
+        """
+        return self._loader(self._val, False)
+
+    def predict_dataloader(self) -> DataLoader:
+        """The validation split, in order (see :meth:`test_dataloader`)."""
         return self._loader(self._val, False)
 
 

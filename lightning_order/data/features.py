@@ -94,7 +94,11 @@ def streaming_moments(blocks: Iterable[np.ndarray]) -> tuple[int, np.ndarray, np
 
 
 def fit_statistics(
-    dataset: Any, columns: Sequence[str], batch_size: int = 65536, matrix_column: str | None = None
+    dataset: Any,
+    columns: Sequence[str],
+    batch_size: int = 65536,
+    matrix_column: str | None = None,
+    constant_ok: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Step 5, ``fit_features``: mean and standard deviation of each column, in one streaming pass.
 
@@ -107,6 +111,9 @@ def fit_statistics(
         batch_size: rows per batch.
         matrix_column: read the values from this fixed-length list column instead of
             ``columns`` (an encoded ``features`` column).
+        constant_ok: columns that may be constant (engineered features, which the user did not
+            choose: e.g. a punctuation count on text without punctuation). They get ``std = 1``,
+            so they standardise to 0 instead of failing; user columns still fail loudly.
 
     Returns:
         ``{"columns": [...], "mean": [...], "std": [...], "count": n}``.
@@ -127,12 +134,16 @@ def fit_statistics(
     count, mean, std = streaming_moments(blocks)
     if count == 0:
         raise DataError("no rows to fit statistics on", step="fit_features")
-    for column, value, centre in zip(columns, std, mean):
+    allowed = set(constant_ok)
+    std = std.copy()
+    for index, (column, value, centre) in enumerate(zip(columns, std, mean)):
         if not value > 1e-12 * max(1.0, abs(centre)):
+            if column in allowed:
+                std[index] = 1.0
+                continue
             raise DataError(
                 f"the column is constant (every value seen is {centre:g}): zero variance, it cannot "
-                "be standardised and carries no information; remove it from numeric_columns "
-                "(or from engineered_features)",
+                "be standardised and carries no information; remove it from numeric_columns",
                 step="fit_features",
                 column=column,
             )
