@@ -12,7 +12,8 @@ Usage (from the repository root)::
     python benchmarks/order_lab.py --tiny --out /tmp/lab   # the test configuration (about a minute)
 
 Outputs in ``--out``: ``results.json`` (every run, every number), ``table.md`` (claimed versus
-measured, and detection) and ``loss_<error>.png`` (loss curves, correct versus faulty).
+measured, and detection) and ``loss_<error>.png`` (loss curves, correct versus faulty). With the
+default ``--out`` the generated table in ``docs/order-error-lab.md`` is refreshed as well.
 
 The lab corpus comes from the demo generator (:func:`lightning_order.data.demo.demo_rows`) with
 the traits that make each error bite in scraped corpora: several sources with different numeric
@@ -51,6 +52,8 @@ from typing import Any
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# Runnable from a checkout without installing the package (python benchmarks/order_lab.py).
+sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 import pytorch_lightning as pl
@@ -72,16 +75,26 @@ __all__ = [
     "CASES",
     "LabConfig",
     "build_lab_corpus",
+    "dead_vocab_share",
+    "evaluate",
     "main",
+    "near_duplicate_key",
     "oscillation",
+    "plot_curves",
+    "render_tables",
     "run_lab",
     "run_training",
     "steps_to_target",
+    "summarise",
     "target_loss",
     "unk_rate",
+    "update_doc",
 ]
 
 REPO = Path(__file__).resolve().parents[1]
+DEFAULT_OUT = REPO / "docs" / "lab"
+#: The lab's page: its generated table is refreshed when the lab writes to DEFAULT_OUT.
+DOC = REPO / "docs" / "order-error-lab.md"
 RIGHT: tuple[str, ...] = DATA_STEPS
 
 
@@ -98,7 +111,8 @@ class Case:
     """One order error of the lab.
 
     Attributes:
-        name: the error's rule code (also the PNG's name).
+        name: the case's name: the rule code of the error, with a suffix for a second variant
+            (also the name of its PNG).
         title: the error in words (the problem description's wording).
         order: the data order of the faulty run.
         expected_rules: the rule codes the validator should report (any of them counts).
@@ -225,16 +239,18 @@ def build_lab_corpus(
     """Writes the lab corpus: ``pool.jsonl`` (what the datamodule sees) and ``test.jsonl`` (held out).
 
     Rows come from the demo generator in its order (the sources stay in contiguous blocks). A row
-    goes to the test split by a hash of its *cleaned* text, with a seed of its own, so a
-    near-duplicate never sits on both sides and the test split is independent of the
-    datamodule's validation split.
+    goes to the test split by a hash of its :func:`near_duplicate_key`, with a seed of its own,
+    so a near-duplicate never sits on both sides and the test split is independent of the
+    datamodule's validation split. With ``label_noise``, that share of the distinct keys gets a
+    random label (the same for all its near-duplicates): without it the demo task is about 99%
+    separable and no effect on accuracy can show.
 
     Returns:
         ``{"pool": path, "test": path, "pool_rows": n, "test_rows": m}``.
     """
     folder.mkdir(parents=True, exist_ok=True)
     rows = list(demo_rows(size, seed=seed, sources=sources))
-    keys = [clean_text(r["text"]) for r in rows]
+    keys = [near_duplicate_key(r["text"]) for r in rows]
     flags = is_val(keys, test_fraction, seed + 7919)
     if label_noise > 0:
         # Annotation noise by cleaned text: near-duplicates keep sharing their (possibly wrong) label.
@@ -252,6 +268,19 @@ def build_lab_corpus(
         "pool_rows": int((~flags).sum()),
         "test_rows": int(flags.sum()),
     }
+
+
+_WORD = re.compile(r"[^\W\d_]+")
+
+
+def near_duplicate_key(text: str) -> str:
+    """The words of the cleaned text, without punctuation: equal for a row and its near-duplicates.
+
+    The demo's near-duplicates repeat a row's words with other dirt. Cleaning alone does not make
+    them equal (an entity becomes ``&`` or ``"``, a run of ``!!!`` becomes ``!``), so the cleaned
+    text would let a near-duplicate pair straddle the held-out split; the word sequence does not.
+    """
+    return " ".join(_WORD.findall(clean_text(text)))
 
 
 def _read_jsonl(path: str | Path) -> list[dict[str, Any]]:
@@ -409,7 +438,7 @@ def _rules_in(text: str) -> list[str]:
 
 def make_datamodule(
     cfg: LabConfig, corpus: dict[str, Any], seed: int, order: Sequence[str], cache: str, **kw: Any
-):
+) -> OrderedDataModule:
     """The lab's ``OrderedDataModule`` for one seed and order (``enforce=False``: it runs as asked)."""
     options: dict[str, Any] = {
         "dataset": "json",
@@ -520,7 +549,39 @@ def run_training(spec: dict[str, Any]) -> dict[str, Any]:
         result.update(
             {"val_loss": val_loss, "val_acc": val_acc, "test_loss": test_loss, "test_acc": test_acc}
         )
+        result.update(_overlap_accuracy(model, dm))
     return result
+
+
+def _overlap_accuracy(model: pl.LightningModule, dm: OrderedDataModule) -> dict[str, Any]:
+    """Validation accuracy on rows whose cleaned key is also in the train split, and on the others.
+
+    A paired view of leakage: the same model on the same validation split, rows it may have
+    memorised (their twin was trained on) against rows it cannot have seen.
+    """
+    import datasets
+
+    train = datasets.load_from_disk(str(dm.cache_path / "train")).with_format("numpy", columns=["key_hash"])
+    val = datasets.load_from_disk(str(dm.cache_path / "val")).with_format("numpy", columns=["key_hash"])
+    overlap = np.isin(np.asarray(val[:]["key_hash"]), np.asarray(train[:]["key_hash"]))
+    correct = np.concatenate([flags for flags in _correct_flags(model, dm.val_dataloader())])
+    if correct.size != overlap.size or not overlap.any():
+        return {"val_overlap_share": float(overlap.mean()) if overlap.size else 0.0}
+    return {
+        "val_overlap_share": float(overlap.mean()),
+        "val_acc_overlapping": float(correct[overlap].mean()),
+        "val_acc_unseen": float(correct[~overlap].mean()),
+    }
+
+
+@torch.no_grad()
+def _correct_flags(model: pl.LightningModule, batches: Any) -> Iterator[np.ndarray]:
+    was_training = model.training
+    model.eval()
+    for batch in batches:
+        batch = {k: v.to(model.device) for k, v in batch.items()}
+        yield (model(batch).argmax(-1) == batch["labels"]).cpu().numpy()
+    model.train(was_training)
 
 
 _SPECIALS = frozenset({"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"})
@@ -638,7 +699,9 @@ def _runs_for(cfg: LabConfig) -> list[tuple[str, Case | None]]:
     return [(b, None) for b in baselines] + [(c.name, c) for c in cases]
 
 
-def run_lab(cfg: LabConfig, out: Path, work: Path, log: Any = print) -> dict[str, Any]:
+def run_lab(
+    cfg: LabConfig, out: Path, work: Path, log: Any = print, command: str = "python benchmarks/order_lab.py"
+) -> dict[str, Any]:
     """Runs every case for every seed and returns the results (also written to ``out``)."""
     started = time.perf_counter()
     runs: list[dict[str, Any]] = []
@@ -689,7 +752,7 @@ def run_lab(cfg: LabConfig, out: Path, work: Path, log: Any = print) -> dict[str
                 runs.append(_log_run(result, spec["run"], log))
     summary = summarise(cfg, runs)
     results = {
-        "command": "python benchmarks/order_lab.py " + " ".join(sys.argv[1:]) if sys.argv else "",
+        "command": command,
         "config": asdict(cfg),
         "seconds": round(time.perf_counter() - started, 1),
         "cpus": os.cpu_count(),
@@ -698,10 +761,26 @@ def run_lab(cfg: LabConfig, out: Path, work: Path, log: Any = print) -> dict[str
         "runs": runs,
     }
     out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(json.dumps(results, indent=1, default=float))
+    (out / "results.json").write_text(json.dumps(results, default=float))
     (out / "table.md").write_text(render_tables(results))
     plot_curves(results, out)
+    if out.resolve() == DEFAULT_OUT.resolve():
+        update_doc(DOC, render_tables(results))
     return results
+
+
+def update_doc(doc: Path, table: str) -> bool:
+    """Replaces the generated table between the ``lab-table`` markers of ``doc``; ``False`` if it has none."""
+    if not doc.exists():
+        return False
+    text = doc.read_text()
+    start, end = "<!-- lab-table:start -->", "<!-- lab-table:end -->"
+    if start not in text or end not in text:
+        return False
+    head, rest = text.split(start, 1)
+    _, tail = rest.split(end, 1)
+    doc.write_text(f"{head}{start}\n{table}{end}{tail}")
+    return True
 
 
 def _log_run(result: dict[str, Any], name: str, log: Any) -> dict[str, Any]:
@@ -760,6 +839,9 @@ def summarise(cfg: LabConfig, runs: list[dict[str, Any]]) -> dict[str, Any]:
                     "val_loss_correct": correct.get("val_loss"),
                     "val_loss_faulty": faulty.get("val_loss"),
                     "rank_val_loss_faulty": faulty.get("rank_val_loss"),
+                    "overlap_share_faulty": faulty.get("val_overlap_share"),
+                    "acc_overlapping_faulty": faulty.get("val_acc_overlapping"),
+                    "acc_unseen_faulty": faulty.get("val_acc_unseen"),
                     "gap_correct": _gap(correct),
                     "gap_faulty": _gap(faulty),
                     "error": faulty["error"],
@@ -808,6 +890,9 @@ def _aggregate(rows: list[dict[str, Any]], max_steps: int) -> dict[str, Any]:
         "gap_correct",
         "gap_faulty",
         "steps_correct",
+        "overlap_share_faulty",
+        "acc_overlapping_faulty",
+        "acc_unseen_faulty",
     ):
         agg[key] = _mean_std([r[key] for r in rows])
     # Steps to target: a faulty run that never reached it counts as the budget (a lower bound).
@@ -847,12 +932,14 @@ def _pm(pair: tuple[float | None, float | None], fmt: str = "{:.1f}", scale: flo
     if mean is None:
         return "-"
     text = fmt.format(mean * scale)
-    return text + (f" ± {fmt.format(std * scale)}" if std else "")
+    return text + (f" ± {fmt.replace('+', '').format(std * scale)}" if std else "")
 
 
 def _measured_impact(name: str, agg: dict[str, Any]) -> str:
     if name == "vocab-before-clean":
         return (
+            f"steps to target val loss {_pm(agg['steps_faulty'], '{:.0f}')} vs {_pm(agg['steps_correct'], '{:.0f}')}; "
+            f"final val loss {_pm(agg['val_loss_faulty'], '{:.3f}')} vs {_pm(agg['val_loss_correct'], '{:.3f}')}; "
             f"val acc {_pm(agg['val_acc_faulty'], scale=100)} vs {_pm(agg['val_acc_correct'], scale=100)} %; "
             f"test acc {_pm(agg['test_acc_faulty'], scale=100)} vs {_pm(agg['test_acc_correct'], scale=100)} %; "
             f"markup/unicode vocab entries {_pm(agg['markup_vocab_faulty'], '{:.0f}')} vs "
@@ -861,7 +948,10 @@ def _measured_impact(name: str, agg: dict[str, Any]) -> str:
         )
     if name == "shard-before-normalize":
         never = (
-            f" ({agg['faulty_never_reached']} run(s) never reached it)" if agg["faulty_never_reached"] else ""
+            f" ({agg['faulty_never_reached']} of {agg['seeds']} faulty runs never reached it and count as "
+            "the step budget: a lower bound)"
+            if agg["faulty_never_reached"]
+            else ""
         )
         return (
             f"steps to target val loss {_pm(agg['steps_faulty'], '{:.0f}')} vs "
@@ -885,10 +975,17 @@ def _measured_impact(name: str, agg: dict[str, Any]) -> str:
             f"{_pm(agg['val_acc_correct'], scale=100)} %, test acc {_pm(agg['test_acc_faulty'], scale=100)} vs "
             f"{_pm(agg['test_acc_correct'], scale=100)} %"
         )
+    overlap = ""
+    if agg["acc_overlapping_faulty"][0] is not None:
+        overlap = (
+            f"; faulty val acc on the {_pm(agg['overlap_share_faulty'], scale=100)} % of validation rows whose "
+            f"cleaned text is also in train {_pm(agg['acc_overlapping_faulty'], scale=100)} %, on the others "
+            f"{_pm(agg['acc_unseen_faulty'], scale=100)} %"
+        )
     return (
         f"val - test acc {_pm(agg['gap_faulty'])} vs {_pm(agg['gap_correct'])} pts "
         f"(inflation {_pm(agg['inflation_pts'], '{:+.1f}')} pts); val acc "
-        f"{_pm(agg['val_acc_faulty'], scale=100)} vs {_pm(agg['val_acc_correct'], scale=100)} %"
+        f"{_pm(agg['val_acc_faulty'], scale=100)} vs {_pm(agg['val_acc_correct'], scale=100)} %{overlap}"
     )
 
 
@@ -1025,7 +1122,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any] | None:
     parser.add_argument(
         "--cases", nargs="+", choices=list(CASES), help="the order errors to run (default: all)"
     )
-    parser.add_argument("--out", type=Path, default=REPO / "docs" / "lab", help="output folder")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output folder (default docs/lab/)")
     parser.add_argument("--work", type=Path, help="keep corpora and caches here (default: a temp folder)")
     parser.add_argument("--label-noise", type=float, help="share of texts with a random label (default 0.2)")
     parser.add_argument("--tiny", action="store_true", help="the test configuration (small, fast, 1 seed)")
@@ -1050,7 +1147,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any] | None:
         cfg.cases = list(args.cases)
     work = args.work or Path(tempfile.mkdtemp(prefix="order_lab_"))
     try:
-        results = run_lab(cfg, args.out, work)
+        command = " ".join(["python benchmarks/order_lab.py", *(argv if argv is not None else sys.argv[1:])])
+        results = run_lab(cfg, args.out, work, command=command)
     finally:
         if args.work is None:
             shutil.rmtree(work, ignore_errors=True)

@@ -63,14 +63,21 @@ def test_unk_rate_and_dead_vocab_ignore_padding():
     assert lab.dead_vocab_share(ids, mask, vocab_size=10) == pytest.approx(1 - 4 / 10)
 
 
-def test_lab_corpus_holds_out_near_duplicates_together(tmp_path):
-    from lightning_order.data.cleaning import clean_text
+def test_near_duplicate_key_ignores_dirt():
+    assert lab.near_duplicate_key("<b>Goal</b> &amp; ##match!!!") == lab.near_duplicate_key("goal match")
 
-    corpus = lab.build_lab_corpus(tmp_path, size=600, seed=0, sources=3, test_fraction=0.2)
+
+def test_lab_corpus_holds_out_near_duplicates_together(tmp_path):
+    corpus = lab.build_lab_corpus(tmp_path, size=600, seed=0, sources=3, test_fraction=0.2, label_noise=0.2)
     pool = [json.loads(line) for line in Path(corpus["pool"]).read_text().splitlines()]
     test = [json.loads(line) for line in Path(corpus["test"]).read_text().splitlines()]
     assert len(pool) + len(test) == 600 and 60 < len(test) < 200
-    assert not {clean_text(r["text"]) for r in pool} & {clean_text(r["text"]) for r in test}
+    key = lab.near_duplicate_key
+    assert not {key(r["text"]) for r in pool} & {key(r["text"]) for r in test}
+    labels: dict[str, set] = {}
+    for row in pool + test:  # near-duplicates share their (possibly noisy) label
+        labels.setdefault(key(row["text"]), set()).add(row["label"])
+    assert all(len(v) == 1 for v in labels.values())
     sources = [r["source"] for r in pool]
     assert sources == sorted(sources) and set(sources) == {0, 1, 2}  # contiguous blocks
 
