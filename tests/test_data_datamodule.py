@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import time
 from pathlib import Path
 
@@ -81,14 +82,15 @@ def test_shards_per_rank_without_a_trainer_process(prepared):
         info = dm.shard_info
         assert info["rank"] == rank and info["world_size"] == 3
         lengths.add(info["length"])
-        keys.append(set(dm.key_hashes("train").tolist()))
+        keys.append(dm.key_hashes("train").tolist())
         assert len(dm.key_hashes("val")) == len(_encoded(prepared, "val"))
         assert dm.ledger.latest("shard").rank == rank
         assert len(dm.val_dataloader().dataset) == len(_encoded(prepared, "val"))  # whole on every rank
         assert dm.data_fingerprints() == prepared.data_fingerprints()
     total = len(_encoded(prepared, "train"))
     assert lengths == {total // 3} and info["dropped"] == total % 3
-    assert not (keys[0] & keys[1]) and not (keys[1] & keys[2]) and not (keys[0] & keys[2])
+    # Contiguous, disjoint and in order: the shards laid end to end are the split minus its tail.
+    assert keys[0] + keys[1] + keys[2] == _encoded(prepared, "train")["key_hash"][: total - total % 3]
 
 
 def test_data_fingerprints(prepared):
@@ -120,7 +122,9 @@ def _independent_rows():
 def test_statistics_fitted_on_exactly_the_train_rows(prepared):
     train_keys = set(_encoded(prepared, "train")["key_hash"])
     rows = _independent_rows()
-    key = [np.uint64(xxhash.xxh3_64_intdigest(t.encode())).astype(np.int64) for t, _ in rows]
+    # The split key of a text is its word sequence (see lightning_order.data.split), redone here.
+    words = [" ".join(re.findall(r"\w+", t.lower())) for t, _ in rows]
+    key = [np.uint64(xxhash.xxh3_64_intdigest(w.encode())).astype(np.int64) for w in words]
     feats = np.asarray([f for _, f in rows])
     in_train = np.asarray([int(k) in train_keys for k in key])
     stats = prepared.statistics
@@ -289,7 +293,7 @@ def test_group_column_keeps_groups_together(tmp_path):
 # -- bad input ----------------------------------------------------------------------------------
 def _label_only_in_val():
     rows = _rows(300)
-    val_rows = [i for i, r in enumerate(rows) if is_val([clean_text(r["text"])], 0.1, 0)[0]]
+    val_rows = [i for i, r in enumerate(rows) if is_val([clean_text(r["text"])], 0.1, 0, text=True)[0]]
     rows[val_rows[0]]["label"] = "rare"
     return rows
 
@@ -556,3 +560,25 @@ def test_test_and_predict_dataloaders_serve_the_validation_split(prepared):
     val_rows = sum(len(b["labels"]) for b in dm.val_dataloader())
     assert test_rows == val_rows == len(dm._val)
     assert len(next(iter(dm.predict_dataloader()))["labels"]) > 0
+
+
+def test_near_duplicates_land_in_one_split(prepared):
+    # Near-duplicates that cleaning leaves apart by a stray '&' or '!' share their word sequence;
+    # the split key is that sequence, so each group of them sits wholly in train or in val.
+    from collections import defaultdict
+
+    from lightning_order.data.cleaning import clean_text
+    from lightning_order.data.demo import demo_rows
+    from lightning_order.data.split import key_hashes, text_key
+
+    groups = defaultdict(set)
+    for row in demo_rows(SMALL["demo_size"], seed=0):
+        cleaned = clean_text(row["text"])
+        groups[text_key(cleaned)].add(cleaned)
+    near = [key for key, texts in groups.items() if len(texts) > 1]
+    assert len(near) >= 5  # the demo corpus really has such near-duplicates
+    train = set(_encoded(prepared, "train")["key_hash"])
+    val = set(_encoded(prepared, "val")["key_hash"])
+    for key in near:
+        (hashed,) = key_hashes([key], text=True).tolist()
+        assert (hashed in train) != (hashed in val), key

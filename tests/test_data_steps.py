@@ -199,3 +199,14 @@ def test_default_cache_dir(monkeypatch, tmp_path):
     assert cache.default_cache_dir() == tmp_path
     monkeypatch.delenv(cache.CACHE_ENV)
     assert cache.default_cache_dir().name == "lightning_order"
+
+
+def test_text_keys_ignore_punctuation_so_near_duplicates_share_a_split():
+    from lightning_order.data.split import text_key
+
+    a, b = "the match & the goal!", 'the match the "goal"'
+    assert text_key(a) == text_key(b) == "the match the goal"
+    flags = is_val([a, b] * 200, 0.5, seed=3, text=True)
+    assert len(set(flags[0::2].tolist())) == 1 and (flags[0::2] == flags[1::2]).all()
+    assert (key_hashes([a], text=True) == key_hashes([b], text=True)).all()
+    assert (key_hashes([a]) != key_hashes([b])).all()  # a group key is taken as it is

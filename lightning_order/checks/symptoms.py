@@ -312,8 +312,8 @@ def detect_plateau(
         return _diagnosis(
             "plateau",
             stamp,
-            f"{unk_rate:.1%} of the input tokens are unknown (a vocabulary built on cleaned train "
-            f"text leaves under {max_unk_rate:.0%}): the vocabulary does not fit the text",
+            f"{unk_rate:.2%} of the input tokens are unknown (a vocabulary built on cleaned train "
+            f"text leaves under {max_unk_rate:.2%}): the vocabulary does not fit the text",
             {"trigger": "unk-rate", "unk_rate": unk_rate, "max_unk_rate": max_unk_rate, "start_loss": start},
         )
     half = window // 2

@@ -61,7 +61,7 @@ DATA_STEPS: tuple[str, ...] = tuple(
     )
 )
 #: Bump when a step's output changes for the same config, so old caches are not reused.
-CODE_VERSION = "1"
+CODE_VERSION = "2"
 _REQUIRED_STEPS = ("load", "split", "build_vocab", "encode", "shard")
 _BATCH_KEYS = ("input_ids", "attention_mask", "features", "labels")
 
@@ -549,7 +549,7 @@ class OrderedDataModule(pl.LightningDataModule):
         flags, train_labels, val_labels = [], set(), set()
         columns = list(dict.fromkeys([key, self.label_column]))
         for batch in data.select_columns(columns).with_format("arrow").iter(batch_size=10000):
-            f = is_val(batch[key].to_pylist(), self.val_fraction, self.seed)
+            f = is_val(batch[key].to_pylist(), self.val_fraction, self.seed, text=self.group_column is None)
             flags.append(f)
             labels = batch[self.label_column]
             train_labels.update(pc.unique(labels.filter(pa.array(~f))).to_pylist())

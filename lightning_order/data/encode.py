@@ -108,5 +108,5 @@ class Encoder:
             "attention_mask": mask,
             "features": feats.astype(np.float32),
             "labels": labels,
-            KEY_HASH_COLUMN: key_hashes(batch[self.key_column]),
+            KEY_HASH_COLUMN: key_hashes(batch[self.key_column], text=self.key_column == self.text_column),
         }
