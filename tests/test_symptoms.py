@@ -190,6 +190,16 @@ def test_train_val_gap_leakage_needs_learning() -> None:
     assert leak.evidence["kind"] == "leakage" and leak.suspected_rule == "train-val-overlap"
 
 
+def test_train_val_gap_leakage_needs_a_shrinking_ratio() -> None:
+    # An honest split on an easy task: val tracks train closely but the ratio does not keep
+    # falling (recorded on a 1200-row demo run); rows copied from train pull ahead of it.
+    honest = detect_train_val_gap([0.587, 0.127, 0.067], [0.518, 0.105, 0.059])
+    assert honest is None
+    leaky = detect_train_val_gap([0.60, 0.20, 0.10], [0.36, 0.09, 0.04])
+    assert leaky is not None and leaky.evidence["ratios"] == pytest.approx([0.6, 0.45, 0.4])
+    assert detect_train_val_gap([0.587, 0.127, 0.067], [0.518, 0.105, 0.059], require_shrinking_ratio=False)
+
+
 def test_train_val_gap_overfitting_needs_absolute_gap() -> None:
     assert detect_train_val_gap([0.005], [0.05]) is None  # 10x, but 0.045 nats: a fine model
     diagnosis = detect_train_val_gap([0.1], [1.2])
