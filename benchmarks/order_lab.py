@@ -632,6 +632,10 @@ def _worker(spec_path: Path) -> None:
     for spec in batch["specs"]:
         result = run_training(spec)
         Path(batch["out"], f"{spec['run']}-rank{result['rank']}.json").write_text(json.dumps(result))
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()  # else gloo may abort the process at exit (SIGABRT)
 
 
 def _run_ddp(specs: list[dict[str, Any]], folder: Path, timeout: float = 1800) -> list[dict[str, Any]]:

@@ -495,6 +495,19 @@ def _run_cli(cli_class: type[OrderCLI], args: list[str] | None, **kwargs: Any) -
         return cli_class(args=args, **kwargs)
 
 
+def _release_process_group() -> None:
+    """Tears down a DDP process group before the interpreter exits.
+
+    Left to interpreter shutdown, gloo's threads are sometimes destroyed while still joinable and
+    the process aborts ("terminate called without an active exception", exit -6) after a run
+    that succeeded.
+    """
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+
+
 def main(args: list[str] | None = None) -> int:
     """The ``lightning-order`` command.
 
@@ -516,7 +529,10 @@ def main(args: list[str] | None = None) -> int:
             _run_cli(_PrepareCLI, argv[1:], run=False, parser_kwargs=parser_kwargs)
             return 0
         # args=None lets LightningCLI read sys.argv itself, which Lightning's DDP launcher re-runs.
-        _run_cli(OrderCLI, args, parser_kwargs={"prog": "lightning-order"})
+        try:
+            _run_cli(OrderCLI, args, parser_kwargs={"prog": "lightning-order"})
+        finally:
+            _release_process_group()
     except LightningOrderError as err:
         _console(stderr=True).print(Text(f"lightning-order: {type(err).__name__}: {err}", style="bold red"))
         return 1

@@ -79,3 +79,7 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()  # else gloo may abort the process at exit (SIGABRT)

@@ -129,3 +129,7 @@ def main(out: Path, case: str) -> None:
 
 if __name__ == "__main__":
     main(Path(sys.argv[1]), sys.argv[2])
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()  # else gloo may abort the process at exit (SIGABRT)
