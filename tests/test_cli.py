@@ -285,32 +285,22 @@ def test_order_cli_refuses_the_tool_subcommands(tmp_path: Path) -> None:
 
 
 # -- fit, end to end -------------------------------------------------------------------------
+def _fit(tmp_path: Path, config: Path | str, *extra: str, cwd: Path) -> subprocess.CompletedProcess:
+    """Runs ``python -m lightning_order fit`` on ``config`` in its own process (as a user would)."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PL_DISABLE_FORK": "1"}
+    for var in ("LOCAL_RANK", "NODE_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "GLOBAL_RANK"):
+        env.pop(var, None)  # Lightning's launcher sets these for the rank it starts
+    command = [sys.executable, "-m", "lightning_order", "fit", "--config", str(config), *extra]
+    command += ["--trainer.max_epochs=1", "--data.cache_dir", str(tmp_path / "cache")]
+    command += ["--trainer.default_root_dir", str(tmp_path), "--trainer.enable_progress_bar=false"]
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=cwd, env=env)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    return proc
+
+
 @pytest.mark.slow
 def test_fit_demo_end_to_end(tmp_path: Path) -> None:
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "lightning_order",
-            "fit",
-            "--config",
-            DEMO,
-            "--data.demo_size=300",
-            "--trainer.max_epochs=1",
-            "--data.cache_dir",
-            str(tmp_path / "cache"),
-            "--trainer.default_root_dir",
-            str(tmp_path),
-            "--trainer.enable_progress_bar=false",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=ROOT,
-        env=env,
-    )
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    proc = _fit(tmp_path, DEMO, "--data.demo_size=300", cwd=ROOT)
     out = proc.stdout
     assert "the order is correct" in out
     assert "val_acc" in out and "best checkpoint" in out
@@ -322,31 +312,6 @@ def test_fit_demo_end_to_end(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_fit_ddp_config_on_two_cpu_processes(tmp_path: Path) -> None:
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PL_DISABLE_FORK": "1"}
-    for var in ("LOCAL_RANK", "NODE_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "GLOBAL_RANK"):
-        env.pop(var, None)  # Lightning's launcher sets these for the rank it starts
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "lightning_order",
-            "fit",
-            "--config",
-            str(ROOT / "configs" / "ddp.yaml"),
-            *TINY,
-            "--trainer.max_epochs=1",
-            "--data.cache_dir",
-            str(tmp_path / "cache"),
-            "--trainer.default_root_dir",
-            str(tmp_path),
-            "--trainer.enable_progress_bar=false",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=tmp_path,
-        env=env,
-    )
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    proc = _fit(tmp_path, ROOT / "configs" / "ddp.yaml", *TINY, cwd=tmp_path)
     assert proc.stdout.count("final metrics") == 1  # the summary comes from rank 0 only
     assert "shard [rank 0]" in proc.stdout and "the order is correct" in proc.stdout
