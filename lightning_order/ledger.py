@@ -25,9 +25,12 @@ import xxhash
 
 from lightning_order.errors import ManifestError
 
-__all__ = ["MANIFEST_NAME", "StepLedger", "StepRecord", "fingerprint", "step_fingerprint"]
+__all__ = ["CHECKPOINT_KEY", "MANIFEST_NAME", "StepLedger", "StepRecord", "fingerprint", "step_fingerprint"]
 
 MANIFEST_NAME = "manifest.json"
+#: The checkpoint entry where the ledger and the data's fingerprints travel (the validator writes
+#: them at every save; a pause adds its diagnosis and waste report to the same entry).
+CHECKPOINT_KEY = "lightning_order"
 _FORMAT = "lightning_order.manifest"
 _FORMAT_VERSION = 1
 

@@ -32,6 +32,7 @@ import torch
 from torch import nn
 
 from lightning_order.checks.symptoms import Diagnosis
+from lightning_order.ledger import CHECKPOINT_KEY
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import pytorch_lightning as pl
@@ -49,7 +50,7 @@ __all__ = [
 ]
 
 #: The checkpoint key under which :func:`pause` stores its payload.
-PAUSE_KEY = "lightning_order"
+PAUSE_KEY = CHECKPOINT_KEY  # the pause shares the validator's checkpoint entry
 _FORMAT = "lightning_order.pause"
 _FORMAT_VERSION = 1
 

@@ -40,7 +40,7 @@ from lightning_order.checks.ranks import check_ranks
 from lightning_order.checks.report import format_report, merge_violations
 from lightning_order.checks.resume import check_resume
 from lightning_order.errors import OrderError, OrderWarning
-from lightning_order.ledger import StepLedger, fingerprint
+from lightning_order.ledger import CHECKPOINT_KEY, StepLedger, fingerprint
 from lightning_order.order import STANDARD_PIPELINE, Pipeline, Violation
 
 __all__ = ["OrderValidator"]
@@ -48,7 +48,6 @@ __all__ = ["OrderValidator"]
 log = logging.getLogger(__name__)
 
 _STATE_VERSION = 1
-_CHECKPOINT_KEY = "lightning_order"
 _KEY_HASH = "key_hash"
 
 
@@ -146,7 +145,7 @@ class OrderValidator(Callback):
     ) -> None:
         # Outside the callback's own state too, so tools (recover, audit) find the data's identity
         # without knowing this callback's state key.
-        saved = checkpoint.setdefault(_CHECKPOINT_KEY, {})
+        saved = checkpoint.setdefault(CHECKPOINT_KEY, {})
         saved["fingerprints"] = dict(self.fingerprints)
         ledger = _ledger(trainer.datamodule)
         if ledger is not None:
@@ -372,7 +371,7 @@ def _stored_fingerprints(checkpoint: Mapping[str, Any], state_key: str) -> dict[
         state = next((s for k, s in states.items() if str(k).startswith(OrderValidator.__qualname__)), None)
     if isinstance(state, Mapping) and state.get("fingerprints"):
         return dict(state["fingerprints"])
-    return dict((checkpoint.get(_CHECKPOINT_KEY) or {}).get("fingerprints") or {})
+    return dict((checkpoint.get(CHECKPOINT_KEY) or {}).get("fingerprints") or {})
 
 
 def _split_key_hashes(dm: Any, split: str) -> np.ndarray | None:
