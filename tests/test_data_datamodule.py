@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 import xxhash
+from orders import WRONG_ORDERS
 
 from lightning_order import STANDARD_PIPELINE, DataError, OrderedDataModule, OrderError
 from lightning_order.data import datamodule as dm_module
@@ -376,51 +377,6 @@ def test_bad_config_fails_at_construction(tmp_path, kwargs, step):
 
 
 # -- order= and enforce= -----------------------------------------------------------------------
-WRONG_ORDERS = {
-    "vocab-before-clean": [
-        "load",
-        "build_vocab",
-        "clean",
-        "engineer_features",
-        "split",
-        "fit_features",
-        "encode",
-        "shard",
-    ],
-    "fit-before-split": [
-        "load",
-        "clean",
-        "engineer_features",
-        "fit_features",
-        "split",
-        "build_vocab",
-        "encode",
-        "shard",
-    ],
-    "shard-before-normalize": [
-        "load",
-        "clean",
-        "engineer_features",
-        "split",
-        "build_vocab",
-        "encode",
-        "shard",
-        "fit_features",
-    ],
-    "out-of-order": [
-        "load",
-        "split",
-        "clean",
-        "engineer_features",
-        "fit_features",
-        "build_vocab",
-        "encode",
-        "shard",
-    ],
-    "missing-step": ["load", "engineer_features", "split", "fit_features", "build_vocab", "encode", "shard"],
-}
-
-
 @pytest.mark.parametrize("rule", list(WRONG_ORDERS))
 def test_wrong_order_is_refused_at_construction(tmp_path, rule):
     with pytest.raises(OrderError) as info:

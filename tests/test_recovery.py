@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import pytest
 import pytorch_lightning as pl
 import torch
+from orders import WRONG_ORDERS
 
 from lightning_order.errors import OrderWarning
 from lightning_order.models import OrderedTextClassifier
@@ -22,16 +23,7 @@ from lightning_order.recovery import (
     waste_report,
 )
 
-VOCAB_BEFORE_CLEAN = [
-    "load",
-    "build_vocab",
-    "clean",
-    "engineer_features",
-    "split",
-    "fit_features",
-    "encode",
-    "shard",
-]
+VOCAB_BEFORE_CLEAN = WRONG_ORDERS["vocab-before-clean"]
 
 
 # -- waste ------------------------------------------------------------------------------------

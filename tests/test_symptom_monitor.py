@@ -13,6 +13,7 @@ import pytorch_lightning as pl
 import torch
 import yaml
 from ddp_utils import read_json, run_script
+from orders import WRONG_ORDERS
 from pytorch_lightning.loggers import CSVLogger
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 from torch import nn
@@ -23,16 +24,7 @@ from lightning_order.errors import OrderWarning
 from lightning_order.recovery import PAUSE_KEY
 
 ROOT = Path(__file__).resolve().parents[1]
-VOCAB_BEFORE_CLEAN = [
-    "load",
-    "build_vocab",
-    "clean",
-    "engineer_features",
-    "split",
-    "fit_features",
-    "encode",
-    "shard",
-]
+VOCAB_BEFORE_CLEAN = WRONG_ORDERS["vocab-before-clean"]
 WORDS = [f"w{i}" for i in range(40)]
 
 
