@@ -62,6 +62,7 @@ import xxhash
 from pytorch_lightning.callbacks import Callback
 
 from lightning_order import RULES, OrderedDataModule, OrderValidator, OrderWarning
+from lightning_order._distributed import launch_env, release_process_group
 from lightning_order.callbacks.symptom_monitor import SymptomMonitor
 from lightning_order.checks.ledger import check_ledger
 from lightning_order.data.cleaning import clean_text
@@ -632,10 +633,7 @@ def _worker(spec_path: Path) -> None:
     for spec in batch["specs"]:
         result = run_training(spec)
         Path(batch["out"], f"{spec['run']}-rank{result['rank']}.json").write_text(json.dumps(result))
-    import torch.distributed as dist
-
-    if dist.is_available() and dist.is_initialized():
-        dist.destroy_process_group()  # else gloo may abort the process at exit (SIGABRT)
+    release_process_group()  # else gloo may abort the process at exit (SIGABRT)
 
 
 def _run_ddp(specs: list[dict[str, Any]], folder: Path, timeout: float = 1800) -> list[dict[str, Any]]:
@@ -643,12 +641,7 @@ def _run_ddp(specs: list[dict[str, Any]], folder: Path, timeout: float = 1800) -
     folder.mkdir(parents=True, exist_ok=True)
     spec_path = folder / "specs.json"
     spec_path.write_text(json.dumps({"out": str(folder), "specs": specs}))
-    env = dict(os.environ)
-    env.setdefault("PL_DISABLE_FORK", "1")
-    env["PYTHONUNBUFFERED"] = "1"
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH", "")]))
-    for var in ("LOCAL_RANK", "NODE_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "GLOBAL_RANK"):
-        env.pop(var, None)
+    env = launch_env(PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH", "")])))
     proc = subprocess.run(
         [sys.executable, str(Path(__file__).resolve()), "--worker", str(spec_path)],
         capture_output=True,

@@ -35,6 +35,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from lightning_order._distributed import release_process_group
 from lightning_order.checks.ledger import check_ledger
 from lightning_order.data.cache import is_complete
 from lightning_order.errors import LightningOrderError, ManifestError
@@ -495,19 +496,6 @@ def _run_cli(cli_class: type[OrderCLI], args: list[str] | None, **kwargs: Any) -
         return cli_class(args=args, **kwargs)
 
 
-def _release_process_group() -> None:
-    """Tears down a DDP process group before the interpreter exits.
-
-    Left to interpreter shutdown, gloo's threads are sometimes destroyed while still joinable and
-    the process aborts ("terminate called without an active exception", exit -6) after a run
-    that succeeded.
-    """
-    import torch.distributed as dist
-
-    if dist.is_available() and dist.is_initialized():
-        dist.destroy_process_group()
-
-
 def main(args: list[str] | None = None) -> int:
     """The ``lightning-order`` command.
 
@@ -532,7 +520,7 @@ def main(args: list[str] | None = None) -> int:
         try:
             _run_cli(OrderCLI, args, parser_kwargs={"prog": "lightning-order"})
         finally:
-            _release_process_group()
+            release_process_group()
     except LightningOrderError as err:
         _console(stderr=True).print(Text(f"lightning-order: {type(err).__name__}: {err}", style="bold red"))
         return 1

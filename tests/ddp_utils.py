@@ -10,11 +10,12 @@ folder given as its first argument, and the test asserts on that.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+from lightning_order._distributed import launch_env
 
 SCRIPTS = Path(__file__).parent / "ddp_scripts"
 
@@ -24,13 +25,9 @@ def run_script(
 ) -> subprocess.CompletedProcess:
     """Runs ``tests/ddp_scripts/<name>`` with ``out_dir`` as first argument, in its own process."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ)
-    env.setdefault("PL_DISABLE_FORK", "1")
-    env["PYTHONUNBUFFERED"] = "1"
     # Lightning's ddp launcher re-runs sys.argv for the other ranks; a clean environment keeps
     # the children's set-up identical to rank 0's.
-    for var in ("LOCAL_RANK", "NODE_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "GLOBAL_RANK"):
-        env.pop(var, None)
+    env = launch_env()
     proc = subprocess.run(
         [sys.executable, str(SCRIPTS / name), str(out_dir), *args],
         capture_output=True,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -12,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from lightning_order import OrderedTextClassifier, OrderValidator, StepLedger
+from lightning_order._distributed import launch_env
 from lightning_order.cli import OrderCLI, find_manifests, main
 from lightning_order.graph import graph_marks, ledger_rows, to_dot, to_mermaid
 from lightning_order.order import STANDARD_PIPELINE
@@ -287,9 +287,7 @@ def test_order_cli_refuses_the_tool_subcommands(tmp_path: Path) -> None:
 # -- fit, end to end -------------------------------------------------------------------------
 def _fit(tmp_path: Path, config: Path | str, *extra: str, cwd: Path) -> subprocess.CompletedProcess:
     """Runs ``python -m lightning_order fit`` on ``config`` in its own process (as a user would)."""
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PL_DISABLE_FORK": "1"}
-    for var in ("LOCAL_RANK", "NODE_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "GLOBAL_RANK"):
-        env.pop(var, None)  # Lightning's launcher sets these for the rank it starts
+    env = launch_env()  # without the rank variables Lightning's launcher sets for the rank it starts
     command = [sys.executable, "-m", "lightning_order", "fit", "--config", str(config), *extra]
     command += ["--trainer.max_epochs=1", "--data.cache_dir", str(tmp_path / "cache")]
     command += ["--trainer.default_root_dir", str(tmp_path), "--trainer.enable_progress_bar=false"]

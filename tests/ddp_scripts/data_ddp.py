@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from lightning_order import STANDARD_PIPELINE, OrderedDataModule
+from lightning_order._distributed import release_process_group
 from lightning_order.data import datamodule as dm_module
 
 WRONG = ["load", "clean", "engineer_features", "split", "build_vocab", "encode", "shard", "fit_features"]
@@ -79,7 +80,4 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
-    import torch.distributed as dist
-
-    if dist.is_available() and dist.is_initialized():
-        dist.destroy_process_group()  # else gloo may abort the process at exit (SIGABRT)
+    release_process_group()  # else gloo may abort the process at exit (SIGABRT)

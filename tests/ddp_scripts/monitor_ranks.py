@@ -24,6 +24,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
+from lightning_order._distributed import release_process_group
 from lightning_order.callbacks.symptom_monitor import SymptomMonitor
 
 warnings.filterwarnings("ignore")
@@ -137,7 +138,4 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
-    import torch.distributed as dist
-
-    if dist.is_available() and dist.is_initialized():
-        dist.destroy_process_group()  # else gloo may abort the process at exit (SIGABRT)
+    release_process_group()  # else gloo may abort the process at exit (SIGABRT)

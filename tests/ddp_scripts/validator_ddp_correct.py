@@ -15,6 +15,7 @@ import pytorch_lightning as pl
 from pytorch_lightning.callbacks import ModelCheckpoint
 
 from lightning_order import OrderedDataModule, OrderValidator, OrderWarning
+from lightning_order._distributed import release_process_group
 from lightning_order.checks import check_ledger
 from lightning_order.models import OrderedTextClassifier
 
@@ -56,7 +57,4 @@ def main(out: Path) -> None:
 
 if __name__ == "__main__":
     main(Path(sys.argv[1]))
-    import torch.distributed as dist
-
-    if dist.is_available() and dist.is_initialized():
-        dist.destroy_process_group()  # else gloo may abort the process at exit (SIGABRT)
+    release_process_group()  # else gloo may abort the process at exit (SIGABRT)

@@ -23,6 +23,7 @@ from pytorch_lightning.callbacks import Callback
 from torch.utils.data import DataLoader, Dataset
 
 from lightning_order import OrderedDataModule, OrderError, OrderValidator
+from lightning_order._distributed import release_process_group
 from lightning_order.models import OrderedTextClassifier
 
 RIGHT = ["load", "clean", "engineer_features", "split", "fit_features", "build_vocab", "encode", "shard"]
@@ -129,7 +130,4 @@ def main(out: Path, case: str) -> None:
 
 if __name__ == "__main__":
     main(Path(sys.argv[1]), sys.argv[2])
-    import torch.distributed as dist
-
-    if dist.is_available() and dist.is_initialized():
-        dist.destroy_process_group()  # else gloo may abort the process at exit (SIGABRT)
+    release_process_group()  # else gloo may abort the process at exit (SIGABRT)
