@@ -28,11 +28,11 @@ from typing import Any, Literal
 import numpy as np
 import pytorch_lightning as pl
 import torch
-from pytorch_lightning.callbacks import Callback
 from pytorch_lightning.utilities.rank_zero import rank_zero_info
 from torch import nn
 from typing_extensions import override
 
+from lightning_order._compat import Callback
 from lightning_order.checks.leakage import check_key_overlap, check_row_overlap, row_hashes
 from lightning_order.checks.ledger import DIM_KEYS, check_ledger
 from lightning_order.checks.model import check_model_dims

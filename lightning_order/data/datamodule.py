@@ -28,12 +28,12 @@ import datasets
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pytorch_lightning as pl
 import torch
 from tokenizers import Tokenizer
 from torch.utils.data import DataLoader, DistributedSampler
 from torch.utils.data._utils.collate import default_collate
 
+from lightning_order import _compat as pl
 from lightning_order.data import cache as _cache
 from lightning_order.data.cleaning import clean_batch
 from lightning_order.data.demo import DEMO_NUMERIC_COLUMNS, make_demo_corpus
