@@ -33,6 +33,8 @@ from torch import nn
 from typing_extensions import override
 
 from lightning_order._compat import Callback
+from lightning_order.callbacks._content import dataset_lengths, summarize_splits
+from lightning_order.checks.datasets import check_rank_datasets, check_twin_rate
 from lightning_order.checks.leakage import check_key_overlap, check_row_overlap, row_hashes
 from lightning_order.checks.ledger import DIM_KEYS, check_ledger
 from lightning_order.checks.model import check_model_dims
@@ -72,6 +74,14 @@ class OrderValidator(Callback):
             systematic leak is still found, a single duplicated row with the sampling rate.
         record: append the model and loop steps (``init_model``, ``configure_optimizers``,
             ``train``, ``evaluate``) to the datamodule's ledger.
+        overlap_threshold: for datamodules without key hashes, the largest share of validation
+            rows with an identical train twin that passes (reported whatever the train split's
+            own repeat rate); ``1.0`` turns the check off.
+        whole_rows: splits up to this many items are hashed whole (exact overlap and rank
+            comparisons); larger ones through ``sample_rows`` items at the same indices per rank.
+
+    Attributes:
+        violations: what the latest check found (also in warn mode), identical on every rank.
     """
 
     def __init__(
@@ -83,6 +93,8 @@ class OrderValidator(Callback):
         sample_rows: int = 512,
         overlap_max_rows: int = 262_144,
         record: bool = True,
+        overlap_threshold: float = 0.005,
+        whole_rows: int = 20_000,
     ) -> None:
         super().__init__()
         if on_violation not in ("raise", "warn"):
@@ -100,6 +112,14 @@ class OrderValidator(Callback):
         self.sample_rows = sample_rows
         self.overlap_max_rows = overlap_max_rows
         self.record = record
+        if not 0.0 <= overlap_threshold <= 1.0 or whole_rows < 0:
+            raise ValueError(
+                f"overlap_threshold must be in [0, 1] and whole_rows at least 0, got {overlap_threshold} "
+                f"and {whole_rows}"
+            )
+        self.overlap_threshold = overlap_threshold
+        self.whole_rows = whole_rows
+        self.violations: list[Violation] = []
         # State: what this run validated (saved in checkpoints) and what a checkpoint held.
         self.fingerprints: dict[str, str] = {}
         self.dims: dict[str, Any] = {}
@@ -155,6 +175,7 @@ class OrderValidator(Callback):
     @override
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         self._resume_checked = self._model_checked = self._evaluated = False
+        self.violations = []
         self._restored = {}  # a checkpoint of this run is restored after setup, never before
         dm = trainer.datamodule
         ledger = _ledger(dm)
@@ -165,6 +186,15 @@ class OrderValidator(Callback):
         if dm is not None and not self.fingerprints:
             train_sample = _sample(dm, "train_dataloader", 4 * self.sample_rows)
         self._observed = {} if self.dims else _observed_dims(train_sample[0])
+        # Any datamodule without fingerprints: what its datasets hold, at the same indices per rank.
+        content: dict[str, Any] = {}
+        if dm is not None and not self.fingerprints:
+            lengths = _all_gather(trainer, dataset_lengths(dm))
+            common = {s: min((n[s] or 0) for n in lengths) or None for s in ("train", "val")}
+            content = summarize_splits(dm, common, sample_rows=self.sample_rows, whole_rows=self.whole_rows)
+            seen = [c["max_token_id"] for c in content.values() if c and c.get("max_token_id") is not None]
+            if seen and not self.dims:
+                self._observed["max_token_id"] = max([*seen, self._observed.get("max_token_id", -1)])
         local: list[Violation] = []
         if ledger is not None:
             local += check_ledger(ledger, self.pipeline)
@@ -175,11 +205,20 @@ class OrderValidator(Callback):
             )
         else:
             rank_zero_info("OrderValidator: no datamodule; only the model and resume checks run")
-        local += self._overlap(dm, train_sample)
+        local += self._overlap(dm, train_sample, content)
         summary = self._rank_summary(trainer, dm, ledger, train_sample[0])
+        summary["content"] = {
+            "rank": int(trainer.global_rank),
+            **content,
+            "model": _model_dims(pl_module),
+        }
         gathered = _all_gather(trainer, {"summary": summary, "violations": [v.to_dict() for v in local]})
         violations = _agree([g["violations"] for g in gathered])
-        violations = merge_violations(violations, check_ranks([g["summary"] for g in gathered]))
+        violations = merge_violations(
+            violations,
+            check_ranks([g["summary"] for g in gathered]),
+            check_rank_datasets([g["summary"]["content"] for g in gathered]),
+        )
         self._act(trainer, violations, f"OrderValidator.setup ({getattr(stage, 'value', stage)})")
 
         path = trainer.ckpt_path  # known this early only when the user set trainer.ckpt_path
@@ -263,6 +302,7 @@ class OrderValidator(Callback):
         self._act(trainer, _agree(_all_gather(trainer, [v.to_dict() for v in local])), where)
 
     def _act(self, trainer: pl.Trainer, violations: list[Violation], where: str) -> None:
+        self.violations = merge_violations(self.violations, violations)
         if not violations:
             return
         header = format_report(
@@ -306,12 +346,23 @@ class OrderValidator(Callback):
             vars(self._guarded).pop("load_model_state_dict", None)
             self._guarded = None
 
-    def _overlap(self, dm: Any, train_sample: tuple[Any, int | None]) -> list[Violation]:
+    def _overlap(
+        self, dm: Any, train_sample: tuple[Any, int | None], content: Mapping[str, Any] | None = None
+    ) -> list[Violation]:
         if dm is None:
             return []
         train, val = _split_key_hashes(dm, "train"), _split_key_hashes(dm, "val")
         if train is not None and val is not None:
             return check_key_overlap(train, val, max_rows=self.overlap_max_rows)
+        train_part, val_part = (content or {}).get("train"), (content or {}).get("val")
+        if train_part and val_part and not train_part.get("random") and not val_part.get("random"):
+            # Hashes of every item's inputs (or of the same sample on every rank): the twin rate.
+            return check_twin_rate(
+                train_part["inputs"],
+                val_part["inputs"],
+                threshold=self.overlap_threshold,
+                train_rows=None if train_part["whole"] else train_part["length"],
+            )
         train_batch, train_rows = train_sample
         if train_batch is None:
             return []
