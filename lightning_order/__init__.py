@@ -6,10 +6,18 @@ The public API lives here and only here; import from ``lightning_order``.
 from lightning_order.callbacks import OrderValidator, SymptomMonitor
 from lightning_order.checks.symptoms import Diagnosis
 from lightning_order.data import OrderedDataModule, make_demo_corpus
-from lightning_order.errors import DataError, LightningOrderError, ManifestError, OrderError, OrderWarning
+from lightning_order.errors import (
+    DataError,
+    LightningOrderError,
+    ManifestError,
+    OrderError,
+    OrderWarning,
+    StepNameError,
+)
 from lightning_order.ledger import StepLedger, StepRecord, fingerprint, step_fingerprint
 from lightning_order.models import OrderedTextClassifier
 from lightning_order.order import RULES, STANDARD_PIPELINE, Pipeline, Step, Violation, require_steps
+from lightning_order.recording import StepRecording, data_fingerprint, record_step, recording
 from lightning_order.recovery import RecoveryPlan, recover
 
 __version__ = "0.1.0"
@@ -30,11 +38,16 @@ __all__ = [
     "RecoveryPlan",
     "Step",
     "StepLedger",
+    "StepNameError",
     "StepRecord",
+    "StepRecording",
     "SymptomMonitor",
     "Violation",
+    "data_fingerprint",
     "fingerprint",
     "make_demo_corpus",
+    "record_step",
+    "recording",
     "recover",
     "require_steps",
     "step_fingerprint",

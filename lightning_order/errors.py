@@ -19,6 +19,7 @@ __all__ = [
     "ManifestError",
     "OrderError",
     "OrderWarning",
+    "StepNameError",
 ]
 
 
@@ -96,3 +97,8 @@ def _rebuild_data_error(text: str, step: str | None, column: str | None) -> Data
 
 class ManifestError(LightningOrderError, ValueError):
     """A ledger manifest is unreadable, truncated, tampered with, or of an unknown format."""
+
+
+class StepNameError(LightningOrderError, ValueError):
+    """A step name that the pipeline in use does not have (raised where the name is written, e.g. at
+    decoration time), listing the valid names: a misspelled step can never switch a check off."""

@@ -36,7 +36,7 @@ from lightning_order._compat import Callback
 from lightning_order.callbacks._content import dataset_lengths, summarize_splits
 from lightning_order.checks.datasets import check_rank_datasets, check_twin_rate
 from lightning_order.checks.leakage import check_key_overlap, check_row_overlap, row_hashes
-from lightning_order.checks.ledger import DIM_KEYS, check_ledger
+from lightning_order.checks.ledger import DIM_KEYS, check_ledger, judged_pipeline
 from lightning_order.checks.model import check_model_dims
 from lightning_order.checks.ranks import check_ranks
 from lightning_order.checks.report import format_report, merge_violations
@@ -93,7 +93,7 @@ class OrderValidator(Callback):
         sample_rows: int = 512,
         overlap_max_rows: int = 262_144,
         record: bool = True,
-        overlap_threshold: float = 0.005,
+        overlap_threshold: float = 0.01,
         whole_rows: int = 20_000,
     ) -> None:
         super().__init__()
@@ -197,7 +197,8 @@ class OrderValidator(Callback):
                 self._observed["max_token_id"] = max([*seen, self._observed.get("max_token_id", -1)])
         local: list[Violation] = []
         if ledger is not None:
-            local += check_ledger(ledger, self.pipeline)
+            # A hand-written datamodule (lightning_order.recording) is judged on the steps it declares.
+            local += check_ledger(ledger, judged_pipeline(self.pipeline, ledger))
         elif dm is not None:
             rank_zero_info(
                 f"OrderValidator: {type(dm).__name__} keeps no ledger; checking dims, ranks and overlap "
@@ -212,7 +213,7 @@ class OrderValidator(Callback):
             **content,
             "model": _model_dims(pl_module),
         }
-        gathered = _all_gather(trainer, {"summary": summary, "violations": [v.to_dict() for v in local]})
+        gathered = _all_gather(trainer, {"summary": summary, "violations": [_as_dict(v) for v in local]})
         violations = _agree([g["violations"] for g in gathered])
         violations = merge_violations(
             violations,
@@ -299,7 +300,7 @@ class OrderValidator(Callback):
         if not self._resume_checked and self._restored:
             local += check_resume(self._restored.get("fingerprints"), self.fingerprints)
             self._resume_checked = True
-        self._act(trainer, _agree(_all_gather(trainer, [v.to_dict() for v in local])), where)
+        self._act(trainer, _agree(_all_gather(trainer, [_as_dict(v) for v in local])), where)
 
     def _act(self, trainer: pl.Trainer, violations: list[Violation], where: str) -> None:
         self.violations = merge_violations(self.violations, violations)
@@ -323,7 +324,7 @@ class OrderValidator(Callback):
         stored = _stored_fingerprints(checkpoint, self.state_key)
         local = check_resume(stored, self.fingerprints)
         self._resume_checked = True
-        violations = _agree(_all_gather(trainer, [v.to_dict() for v in local]))
+        violations = _agree(_all_gather(trainer, [_as_dict(v) for v in local]))
         self._act(trainer, violations, "OrderValidator (resume, before the weights are restored)")
 
     def _guard_weight_restore(self, trainer: pl.Trainer) -> None:
@@ -564,6 +565,11 @@ def _all_gather(trainer: pl.Trainer, obj: Any) -> list[Any]:
     return [obj]
 
 
+def _as_dict(violation: Violation) -> dict[str, Any]:
+    """A violation as plain data for the all-gather, its details included."""
+    return {**violation.to_dict(), "details": dict(violation.details)}
+
+
 def _agree(per_rank: list[list[dict[str, Any]]]) -> list[Violation]:
     """One list from every rank's violations (as dicts), identical on every rank.
 
@@ -575,7 +581,12 @@ def _agree(per_rank: list[list[dict[str, Any]]]) -> list[Violation]:
         known = {(v.rule, v.steps) for v in found}
         for d in dicts:
             violation = Violation(
-                d["rule"], tuple(d["steps"]), d["message"], d.get("symptom", ""), d.get("fix", "")
+                d["rule"],
+                tuple(d["steps"]),
+                d["message"],
+                d.get("symptom", ""),
+                d.get("fix", ""),
+                details=d.get("details") or {},
             )
             if rank == 0 or (violation.rule, violation.steps) not in known:
                 found.append(violation)

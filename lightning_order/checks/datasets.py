@@ -196,7 +196,7 @@ def check_twin_rate(
     train_inputs: Sequence[int] | np.ndarray,
     val_inputs: Sequence[int] | np.ndarray,
     *,
-    threshold: float = 0.005,
+    threshold: float = 0.01,
     train_rows: int | None = None,
 ) -> list[Violation]:
     """``train-val-overlap``: the share of validation rows whose inputs have an identical train twin.
@@ -208,7 +208,7 @@ def check_twin_rate(
     Args:
         train_inputs: input hashes of (a sample of) the train rows.
         val_inputs: input hashes of (a sample of) the validation rows.
-        threshold: the largest rate that passes (``0.005``: one validation row in 200).
+        threshold: the largest rate that passes (``0.01``: one validation row in 100; a capped vocabulary maps some distinct short texts to identical inputs, so 0 would cry wolf).
         train_rows: the train split's size, when ``train_inputs`` is a sample.
 
     Returns:
