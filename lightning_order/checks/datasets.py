@@ -59,7 +59,8 @@ def check_rank_datasets(summaries: Sequence[Mapping[str, Any]]) -> list[Violatio
             that rank, e.g. ``embedding_rows``).
 
     Returns:
-        - ``rank-mismatch`` when ranks hold validation sets, or train sets, that differ but share
+        - ``rank-mismatch`` when ranks hold different validation sets (Lightning's sampler shards
+          validation, so every rank should hold all of it), or train sets that differ but share
           items (each rank split the data on its own: ``random_split`` without a generator), or
           built models of different sizes;
         - ``shard-before-normalize`` when ranks hold the very same rows but their floating-point
@@ -74,7 +75,9 @@ def check_rank_datasets(summaries: Sequence[Mapping[str, Any]]) -> list[Violatio
         parts = [s.get(split) for s in summaries]
         if any(p is None or p.get("random") for p in parts):
             continue
-        violations += _compare_split(split, parts, ranks)
+        found = _compare_split(split, parts, ranks)
+        # One finding per rule: the validation split's evidence, when it has some, is enough.
+        violations += [v for v in found if (v.rule, v.steps) not in {(w.rule, w.steps) for w in violations}]
     return violations
 
 
@@ -108,14 +111,21 @@ def _compare_split(split: str, parts: list[Mapping[str, Any]], ranks: list[int])
         return _same_rows_floats(split, parts, ranks)
     for (i, a), (j, b) in combinations(enumerate(hashes), 2):
         shared = _shared(a, b)
-        if shared >= _MAX_SHARED:
+        # Lightning's sampler shards the validation set: every rank should hold all of it. Train
+        # sets may be disjoint shards, but never partly the same rows.
+        if split == "val" or shared >= _MAX_SHARED:
             sampled = "" if parts[i].get("whole") and parts[j].get("whole") else " (sampled)"
+            how = (
+                f"that share {shared:.0%} of their items{sampled}"
+                if shared >= _MAX_SHARED
+                else "with no item in common (different rows, or the same rows encoded differently, "
+                "e.g. with a vocabulary each rank built from its own split)"
+            )
             return [
                 Violation(
                     "rank-mismatch",
                     ("split", "shard"),
-                    f"ranks {ranks[i]} and {ranks[j]} hold different {name} sets that share "
-                    f"{shared:.0%} of their items{sampled} ({name} lengths: "
+                    f"ranks {ranks[i]} and {ranks[j]} hold different {name} sets {how} ({name} lengths: "
                     f"{', '.join(f'rank {r}: {n}' for r, n in zip(ranks, lengths))}): each rank split "
                     "the data on its own, so one rank trains on another's validation rows",
                     symptom="validation metrics differ per rank and are inflated; ranks may build "
