@@ -243,8 +243,8 @@ def check_twin_rate(
             f"twin in the train split, above the threshold of {threshold:.1%} (train itself repeats "
             f"{repeat:.1%} of its rows): exact duplicates straddle the split",
             fix="deduplicate before the split, or split by a hash of the cleaned input (or a group "
-            "column) so duplicates land on the same side; OrderValidator(overlap_threshold=...) "
-            "states the rate you accept",
+            "column) so duplicates land on the same side; state the rate you accept with "
+            "OrderValidator(overlap_threshold=...) (lightning-order: --order.overlap_threshold)",
             details={"twins": twins, "checked": int(val.size), "rate": rate, "threshold": threshold},
         )
     ]

@@ -47,7 +47,8 @@ def estimate_waste(
     if planned_hours is None:
         return (
             f"Left running, every device-hour of this run ({devices} {unit} × its planned hours) would have "
-            "trained on wrong data; pass planned_hours= (and gpu_hour_price=) to OrderValidator for a figure."
+            "trained on wrong data; pass planned_hours= (and gpu_hour_price=) to OrderValidator for a figure "
+            "(lightning-order: --order.planned_hours, --order.gpu_hour_price)."
         )
     hours = devices * planned_hours
     text = f"Left running, this run would have wasted {devices} {unit} × {planned_hours:g} h = {hours:,.1f} device-hours"
