@@ -86,7 +86,7 @@ def _update(hasher: Any, value: Any, depth: int) -> None:
     elif isinstance(getattr(value, "_fingerprint", None), str):  # datasets.Dataset
         hasher.update(f"hf:{value._fingerprint}".encode())
     elif hasattr(value, "__len__") and hasattr(value, "__getitem__"):
-        hasher.update(f"ds{len(value)}".encode())
+        hasher.update(f"seq{len(value)}".encode())  # a dataset hashes as the list of its items
         for i in range(len(value)):
             _update(hasher, value[i], depth + 1)
     else:
