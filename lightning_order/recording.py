@@ -40,7 +40,14 @@ import xxhash
 from lightning_order.ledger import StepLedger, StepRecord
 from lightning_order.order import STANDARD_PIPELINE, Pipeline
 
-__all__ = ["StepRecording", "data_fingerprint", "declared_steps", "record_step", "recording"]
+__all__ = [
+    "StepRecording",
+    "data_fingerprint",
+    "declared_steps",
+    "record_step",
+    "recorded_fingerprints",
+    "recording",
+]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 _MARK = "__lightning_order_step__"
@@ -103,6 +110,23 @@ def declared_steps(cls: type) -> list[str]:
     """The step names a class's methods record (:func:`record_step`), in the class's order."""
     names = [getattr(getattr(cls, attr, None), _MARK, None) for attr in dir(cls)]
     return sorted({n for n in names if n}, key=names.index)
+
+
+#: The data fingerprints a recorded ledger yields, by the step that produces each (the keys of
+#: ``OrderedDataModule.data_fingerprints()``).
+_FINGERPRINT_STEPS = {"split": "split", "statistics": "fit_features", "vocab": "build_vocab"}
+
+
+def recorded_fingerprints(ledger: StepLedger) -> dict[str, str]:
+    """``{"split", "statistics", "vocab"}`` -> fingerprint, from a ledger this module wrote.
+
+    The validator compares them across ranks and keeps them in checkpoints, as it does
+    ``data_fingerprints()``; a ledger not written by :func:`record_step` yields ``{}``.
+    """
+    if not ledger.info.get("declared_steps"):
+        return {}
+    found = {key: ledger.latest(step) for key, step in _FINGERPRINT_STEPS.items()}
+    return {key: record.output for key, record in found.items() if record is not None and record.output}
 
 
 def _rank(owner: Any) -> int:

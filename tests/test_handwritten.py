@@ -87,6 +87,12 @@ def test_recorded_correct_pipeline_is_silent_and_records_every_step():
     split, fitted = dm.ledger.latest("split"), dm.ledger.latest("fit_features")
     assert fitted.fitted_on == split.parts["train"]  # learned from the train split, proven
     assert split.inputs == {"clean": dm.ledger.latest("clean").output}
+    # What the ledger recorded is this run's data identity: compared across ranks, kept in checkpoints.
+    assert validator.fingerprints == {
+        "split": split.output,
+        "statistics": fitted.output,
+        "vocab": dm.ledger.latest("build_vocab").output,
+    }
     assert glue_lines(RecordedDocsData) == 5
 
 

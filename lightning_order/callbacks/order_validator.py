@@ -44,6 +44,7 @@ from lightning_order.checks.resume import check_resume
 from lightning_order.errors import OrderError, OrderWarning
 from lightning_order.ledger import CHECKPOINT_KEY, StepLedger, fingerprint
 from lightning_order.order import STANDARD_PIPELINE, Pipeline, Violation
+from lightning_order.recording import recorded_fingerprints
 
 __all__ = ["OrderValidator"]
 
@@ -183,12 +184,14 @@ class OrderValidator(Callback):
         self.dims = _data_dims(dm)
         # Without fingerprints and dims (a plain datamodule), sampled rows are the evidence.
         train_sample: tuple[Any, int | None] = (None, None)
-        if dm is not None and not self.fingerprints:
+        # OrderedDataModule (fingerprints and dims) is checked on its ledger, key hashes and dims.
+        plain = dm is not None and not (self.fingerprints and self.dims)
+        if plain:
             train_sample = _sample(dm, "train_dataloader", 4 * self.sample_rows)
         self._observed = {} if self.dims else _observed_dims(train_sample[0])
         # Any datamodule without fingerprints: what its datasets hold, at the same indices per rank.
         content: dict[str, Any] = {}
-        if dm is not None and not self.fingerprints:
+        if plain:
             lengths = _all_gather(trainer, dataset_lengths(dm))
             common = {s: min((n[s] or 0) for n in lengths) or None for s in ("train", "val")}
             content = summarize_splits(dm, common, sample_rows=self.sample_rows, whole_rows=self.whole_rows)
@@ -404,9 +407,11 @@ def _ledger(dm: Any) -> StepLedger | None:
 
 
 def _data_fingerprints(dm: Any) -> dict[str, str]:
+    """``dm.data_fingerprints()`` (any datamodule may define it), else those a recorded ledger holds."""
     method = getattr(dm, "data_fingerprints", None)
     if not callable(method):
-        return {}
+        ledger = _ledger(dm)
+        return recorded_fingerprints(ledger) if ledger is not None else {}
     return {str(k): str(v) for k, v in (method() or {}).items() if v is not None}
 
 
