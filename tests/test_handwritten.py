@@ -161,3 +161,23 @@ def test_ddp_mistakes_and_the_correct_pipeline_in_one_launch(tmp_path):
         assert result["per-rank-stats"]["rules"] == ["shard-before-normalize"], result
         assert "'numeric'" in result["per-rank-stats"]["messages"]
         assert result["glue"] == {"random-split": 0, "per-rank-stats": 0}
+
+
+@pytest.mark.parametrize("namespace", NAMESPACES)
+def test_the_adoption_example_in_docs_runs_silently_under_both_namespaces(namespace, monkeypatch):
+    """docs/validator.md's complete example, as written (with each namespace's import line)."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "validator.md").read_text()
+    example = next(b for b in re.findall(r"```python\n(.*?)```", text, flags=re.S) if "class Reviews" in b)
+    example = example.replace("import lightning.pytorch as L", f"import {namespace} as L")
+    example = example.replace("max_epochs=3", "max_epochs=1, logger=False, enable_checkpointing=False")
+    scope: dict = {"__name__": "docs_example"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        exec(compile(example, "docs/validator.md", "exec"), scope)
+    trainer, dm = scope["trainer"], scope["dm"]
+    (validator,) = [c for c in trainer.callbacks if isinstance(c, OrderValidator)]
+    assert trainer.global_step > 0 and validator.violations == []
+    assert dm.ledger.steps()[:4] == ["load", "clean", "split", "build_vocab"]
