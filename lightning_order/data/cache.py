@@ -13,8 +13,11 @@ import json
 import os
 import shutil
 import uuid
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
+import datasets
 from filelock import FileLock
 
 from lightning_order.errors import ManifestError
@@ -26,8 +29,11 @@ __all__ = [
     "default_cache_dir",
     "is_complete",
     "new_temp_dir",
+    "prepare_once",
     "publish",
+    "read_artefacts",
     "remove_stale",
+    "write_artefacts",
 ]
 
 #: The environment variable that overrides the default cache folder.
@@ -99,3 +105,42 @@ def publish(tmp: Path, final: Path) -> Path:
     """Renames the finished temporary folder to its final name (atomic on one file system)."""
     os.rename(tmp, final)
     return final
+
+
+def prepare_once(root: Path, key: str, build: Callable[[Path], None]) -> None:
+    """Builds the cache folder ``root/key`` with ``build(tmp)`` unless a complete one exists.
+
+    Under the lock: leftovers of interrupted preparations are removed, ``build`` fills a fresh
+    temporary folder (writing the manifest last), and the folder is published; on any error the
+    temporary folder is deleted, so nothing half-written is ever trusted.
+    """
+    final = root / key
+    if is_complete(final, key):
+        return
+    with cache_lock(root, key):
+        if is_complete(final, key):
+            return
+        remove_stale(root, key)
+        tmp = new_temp_dir(root, key)
+        try:
+            build(tmp)
+            publish(tmp, final)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+
+
+def write_artefacts(
+    folder: Path, parts: Mapping[str, Any], tokenizer: Any, statistics: Mapping[str, Any] | None
+) -> None:
+    """Writes the prepared splits, the tokenizer and the statistics (everything but the manifest)."""
+    for name, part in parts.items():
+        part.save_to_disk(str(folder / name))
+    tokenizer.save(str(folder / "tokenizer.json"))
+    (folder / "statistics.json").write_text(json.dumps(statistics, indent=2, sort_keys=True))
+
+
+def read_artefacts(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The prepared splits (memory-mapped) and the statistics of a complete cache folder."""
+    parts = {name: datasets.load_from_disk(str(path / name)) for name in ("train", "val")}
+    return parts, json.loads((path / "statistics.json").read_text())
