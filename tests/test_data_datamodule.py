@@ -17,6 +17,7 @@ from orders import WRONG_ORDERS
 
 from lightning_order import STANDARD_PIPELINE, DataError, OrderedDataModule, OrderError
 from lightning_order.data import datamodule as dm_module
+from lightning_order.data import load as load_module
 from lightning_order.data.cleaning import clean_text
 from lightning_order.data.demo import DEMO_NUMERIC_COLUMNS, demo_rows
 from lightning_order.data.split import is_val
@@ -158,14 +159,27 @@ def test_vocab_holds_no_markup_or_stray_markers(prepared):
 
 
 # -- cache -------------------------------------------------------------------------------------
-def test_cache_reuse_and_invalidation(prepared):
+@pytest.fixture
+def preparations(monkeypatch):
+    """The demo corpora generated from now on: one per preparation of demo data (the load step)."""
+    calls = []
+    real = load_module.make_demo_corpus
+
+    def counting(*args, **kwargs):
+        calls.append(kwargs.get("seed"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(load_module, "make_demo_corpus", counting)
+    return calls
+
+
+def test_cache_reuse_and_invalidation(prepared, preparations):
     root = prepared.cache_root
-    runs = dm_module._PIPELINE_RUNS
     start = time.perf_counter()
     again = OrderedDataModule(cache_dir=str(root), batch_size=3, num_workers=0, num_proc=2, **SMALL)
     assert again.dims == prepared.dims
     assert time.perf_counter() - start < 3
-    assert dm_module._PIPELINE_RUNS == runs and again.cache_path == prepared.cache_path
+    assert preparations == [] and again.cache_path == prepared.cache_path
     assert again.data_fingerprints() == prepared.data_fingerprints()
     changed = OrderedDataModule(cache_dir=str(root), **{**SMALL, "vocab_size": 300})
     assert changed.cache_key != prepared.cache_key
@@ -178,7 +192,7 @@ def test_cache_reuse_and_invalidation(prepared):
     ):
         assert OrderedDataModule(cache_dir=str(root), **{**SMALL, **other}).cache_key != prepared.cache_key
     assert changed.dims["vocab_size"] <= 300
-    assert dm_module._PIPELINE_RUNS == runs + 1
+    assert len(preparations) == 1
 
 
 def test_changed_data_file_prepares_anew(tmp_path):
@@ -199,7 +213,7 @@ def test_changed_data_file_prepares_anew(tmp_path):
 
 
 @pytest.mark.parametrize("damage", ["truncate-manifest", "edit-manifest", "delete-arrow", "leftover-temp"])
-def test_damaged_cache_is_never_trusted(tmp_path, damage):
+def test_damaged_cache_is_never_trusted(tmp_path, damage, preparations):
     dm = OrderedDataModule(cache_dir=str(tmp_path), demo_size=600, vocab_size=200, max_length=16)
     dm.prepare_data()
     reference = dm.data_fingerprints()
@@ -215,10 +229,10 @@ def test_damaged_cache_is_never_trusted(tmp_path, damage):
         next((path / "train").glob("*.arrow")).unlink()
     else:
         (tmp_path / f".tmp-{dm.cache_key}-1-deadbeef" / "train").mkdir(parents=True)
-    runs = dm_module._PIPELINE_RUNS
+    before = len(preparations)
     fresh = OrderedDataModule(cache_dir=str(tmp_path), demo_size=600, vocab_size=200, max_length=16)
     fresh.setup("fit")
-    assert dm_module._PIPELINE_RUNS == runs + (damage != "leftover-temp")
+    assert len(preparations) == before + (damage != "leftover-temp")
     assert fresh.data_fingerprints() == reference
     assert not list(tmp_path.glob(".tmp-*")) or damage == "leftover-temp"
 

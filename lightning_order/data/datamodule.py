@@ -1,16 +1,9 @@
 """``OrderedDataModule``: the thin stateful shell that runs the registered data steps in order.
 
-The steps are plain functions registered in :mod:`lightning_order.data.steps` (their maths live in
-the sibling modules); this class builds a :class:`~lightning_order.data.config.DataConfig` from
-its arguments, checks the order it is given, and keeps Lightning's contract: ``prepare_data``
-(one process, under a file lock) runs the steps before the first per-rank step and publishes a
-cache folder named by the pipeline fingerprint, assigning no state; ``setup`` (every rank) loads
-that cache and runs the per-rank steps (``shard``, and whatever a wrong order put after it).
-
-A different ``order`` is refused at construction (:class:`~lightning_order.errors.OrderError`,
-with the real rule codes, judged on a dry run of the same runner) unless ``enforce=False``; then
-the same step functions really run in that order and the ledger records what happened. An order
-that cannot run at all is a :class:`~lightning_order.errors.DataError` either way.
+The steps are plain functions registered in :mod:`lightning_order.data.steps`; this class checks
+the order (a dry run of the same runner, judged by the pipeline), runs the steps before ``shard``
+in ``prepare_data`` (one process, under a file lock, into a cache folder named by the pipeline
+fingerprint, assigning no state) and the per-rank ones in ``setup``, and serves the loaders.
 """
 
 from __future__ import annotations
@@ -19,6 +12,7 @@ import copy
 import json
 import shutil
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -154,41 +148,27 @@ class OrderedDataModule(pl.LightningDataModule):
         self.order: tuple[str, ...] = resolve_order(
             order, STEPS, self.pipeline, self.config, enforce=self.enforce, final=_FINAL_FORM
         )
-        self._cache_key: str | None = None
+        #: The pipeline fingerprint: the hash of everything that shapes the prepared data.
+        self.cache_key: str = fingerprint("lightning_order.data", self.config.identity(self.order))
         self._ledger: StepLedger | None = None
         self._tokenizer: Tokenizer | None = None
-        self._train: datasets.Dataset | None = None
+        self._train: datasets.Dataset | None = None  # this rank's shard, after setup
         self._val: datasets.Dataset | None = None
         self._statistics: dict[str, Any] | None = None
         self._collate = Collate()
         self._setup_key: tuple[Any, ...] | None = None
         self.shard_info: dict[str, int] = {}
 
-    # -- the order ---------------------------------------------------------------------------
-    @property
-    def data_steps(self) -> tuple[str, ...]:
-        """The pipeline's data steps (those registered in :data:`STEPS`), in its order."""
-        return tuple(self.pipeline.subset(STEPS))
-
-    # -- the cache ---------------------------------------------------------------------------
     @property
     def cache_root(self) -> Path:
         """The cache root folder (``cache_dir`` or the default)."""
         return Path(self.cache_dir).expanduser() if self.cache_dir else _cache.default_cache_dir()
 
     @property
-    def cache_key(self) -> str:
-        """The pipeline fingerprint: the hash of everything that shapes the prepared data."""
-        if self._cache_key is None:
-            self._cache_key = fingerprint("lightning_order.data", self.config.identity(self.order))
-        return self._cache_key
-
-    @property
     def cache_path(self) -> Path:
         """The cache folder of this configuration (``<cache_root>/<cache_key>``)."""
         return self.cache_root / self.cache_key
 
-    # -- overridable row-wise steps ----------------------------------------------------------
     def clean(self, batch: dict[str, list[Any]]) -> dict[str, list[Any]]:
         """Step 2: cleans a batch (row-wise). Override to change the cleaning.
 
@@ -216,20 +196,11 @@ class OrderedDataModule(pl.LightningDataModule):
         # The hooks run in num_proc workers: a shallow copy without trainer or data pickles cheaply.
         clone = copy.copy(self)
         clone.__dict__.update(trainer=None, _ledger=None, _tokenizer=None, _train=None, _val=None)
-        hooks = {
-            "clean": CleanRows(clone.clean, self.text_column),
-            "engineer_features": clone.engineer_features,
-        }
-        return StepContext(
-            self.config,
-            work=work,
-            hooks=hooks,
-            feature_names=tuple(self.feature_names),
-            rank=rank,
-            world_size=world,
-        )
+        hooks = {"clean": CleanRows(clone.clean, self.text_column)}
+        hooks["engineer_features"] = clone.engineer_features
+        ctx = StepContext(self.config, work=work, hooks=hooks, rank=rank, world_size=world)
+        return replace(ctx, feature_names=tuple(self.feature_names))
 
-    # -- Lightning: prepare_data -------------------------------------------------------------
     def prepare_data(self) -> None:
         """Runs the steps before ``shard`` once and publishes the cache folder (no state is assigned).
 
@@ -241,37 +212,15 @@ class OrderedDataModule(pl.LightningDataModule):
     def _prepare_into(self, folder: Path) -> None:
         work = folder / "work"
         work.mkdir()
-        ledger = StepLedger(info={"cache_key": self.cache_key})
         steps, per_rank = split_phases(self.order, STEPS)
+        identity = self.config.identity(self.order)
+        info = {"cache_key": self.cache_key, "order": list(self.order), "per_rank_steps": per_rank}
+        ledger = StepLedger(info={**info, "config": identity, "feature_names": self.feature_names})
         state = run_steps(steps, STEPS, self._context(work), DataState(), ledger)
-        _cache.write_artefacts(folder, state.parts, state.tokenizer, state.statistics)
-        outputs = {
-            s: (r.output if (r := ledger.latest(s)) else "") for s in ("split", "fit_features", "build_vocab")
-        }
-        dims = {
-            "vocab_size": state.tokenizer.get_vocab_size(),
-            "num_features": len(self.feature_names),
-            "num_classes": len(state.label_names),
-            "max_length": self.config.max_length,
-        }
-        ledger.info.update(
-            dims=dims,
-            feature_names=self.feature_names,
-            label_names=list(state.label_names),
-            data_fingerprints={
-                "manifest": ledger.fingerprint,
-                "split": outputs["split"],
-                "statistics": outputs["fit_features"],
-                "vocab": outputs["build_vocab"],
-            },
-            order=list(self.order),
-            per_rank_steps=per_rank,
-            config=self.config.identity(self.order),
-        )
         shutil.rmtree(work, ignore_errors=True)
-        ledger.save(folder)  # last: a folder with a manifest is a finished folder
+        dims = {"num_features": len(self.feature_names), "max_length": self.config.max_length}
+        _cache.write_prepared(folder, state, ledger, dims)
 
-    # -- reading the prepared data -----------------------------------------------------------
     def _ensure_prepared(self) -> Path:
         if not _cache.is_complete(self.cache_path, self.cache_key):
             self.prepare_data()
@@ -344,13 +293,6 @@ class OrderedDataModule(pl.LightningDataModule):
             return None
         return data.with_format("arrow")["key_hash"].to_numpy().astype(np.int64, copy=False)
 
-    # -- Lightning: setup and dataloaders ----------------------------------------------------
-    def _world(self) -> tuple[int, int]:
-        trainer = getattr(self, "trainer", None)
-        if trainer is not None:
-            return int(trainer.world_size), int(trainer.global_rank)
-        return 1, 0
-
     def setup(self, stage: str | None = None) -> None:
         """Loads the cache on this rank and runs the per-rank steps (``shard``: step 8).
 
@@ -358,29 +300,23 @@ class OrderedDataModule(pl.LightningDataModule):
         Validation: the whole split on every rank, so every rank's validation metrics are exact
         and equal (no padding duplicates from a distributed sampler).
         """
-        world, rank = self._world()
+        trainer = getattr(self, "trainer", None)
+        world, rank = (int(trainer.world_size), int(trainer.global_rank)) if trainer else (1, 0)
         key = (self.cache_key, world, rank)
         if self._setup_key == key:
             return
         path = self._ensure_prepared()
         ledger = StepLedger.load(path)
         ledger.rank = rank
-        parts, stats = _cache.read_artefacts(path)
-        fitted = stats["mean"] is not None
-        state = DataState(
-            parts=parts,
-            form="encoded",
-            statistics=stats if fitted else None,
-            standardised=fitted,
-            label_names=tuple(ledger.info["label_names"]),
-        )
+        state = _cache.read_state(path, ledger)
         state = run_steps(
             split_phases(self.order, STEPS)[1], STEPS, self._context(None, world, rank), state, ledger
         )
+        stats = state.statistics
         # Statistics fitted after encode (per shard, a wrong order) are applied when batching.
-        late = state.statistics is not None and not state.standardised
-        self._collate = Collate(state.statistics["mean"], state.statistics["std"]) if late else Collate()
-        self._statistics = dict(state.statistics) if state.statistics is not None else stats
+        late = stats is not None and not state.standardised
+        self._collate = Collate(stats["mean"], stats["std"]) if late else Collate()
+        self._statistics = dict(stats) if stats is not None else None
         self._train = state.parts["train"].with_format("torch", columns=list(BATCH_KEYS))
         self._val = state.parts["val"].with_format("torch", columns=list(BATCH_KEYS))
         self._ledger = ledger
@@ -405,11 +341,7 @@ class OrderedDataModule(pl.LightningDataModule):
         return self._loader(self._val, False)
 
     def test_dataloader(self) -> DataLoader:
-        """The validation split again: this module splits train/validation only.
-
-        ``trainer.test`` then reports on held-out rows the model never trained on; for a truly
-        separate test set, keep those rows out of ``data_files`` and evaluate them yourself.
-        """
+        """The validation split again (this module splits train/validation only): held-out rows."""
         return self._loader(self._val, False)
 
     def predict_dataloader(self) -> DataLoader:

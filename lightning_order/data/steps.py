@@ -183,6 +183,12 @@ class StepRegistry:
             )
         self._specs[spec.name] = spec
 
+    def replace(self, name: str, fn: StepFn) -> StepSpec:
+        """Runs ``fn`` for the registered step ``name`` from now on (same declarations); returns the old spec."""
+        old = self._specs[name]
+        self._specs[name] = replace(old, fn=fn)
+        return old
+
     def __getitem__(self, name: str) -> StepSpec:
         return self._specs[name]
 
