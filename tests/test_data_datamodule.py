@@ -21,6 +21,7 @@ from lightning_order.data import load as load_module
 from lightning_order.data.cleaning import clean_text
 from lightning_order.data.demo import DEMO_NUMERIC_COLUMNS, demo_rows
 from lightning_order.data.split import is_val
+from lightning_order.data.steps import STEPS, plan
 
 SMALL = {"demo_size": 2000, "vocab_size": 400, "max_length": 32}
 
@@ -399,6 +400,15 @@ def test_wrong_order_is_refused_at_construction(tmp_path, rule):
     assert _no_cache_left(tmp_path)
 
 
+def _lineage(ledger):
+    """Each record's step, its inputs' producers and whether it learned from data (fingerprints are placeholders)."""
+    return [(r.step, sorted(r.inputs), r.fitted_on is not None) for r in ledger]
+
+
+def test_the_planned_ledger_has_the_lineage_of_the_real_one(prepared):
+    assert _lineage(plan(prepared.order, STEPS, prepared.config)) == _lineage(prepared.ledger)
+
+
 @pytest.mark.parametrize("rule", list(WRONG_ORDERS))
 def test_wrong_order_runs_with_enforce_false_and_the_ledger_tells(tmp_path, rule):
     dm = OrderedDataModule(
@@ -412,6 +422,12 @@ def test_wrong_order_runs_with_enforce_false_and_the_ledger_tells(tmp_path, rule
     dm.setup("fit")
     assert dm.ledger.steps() == WRONG_ORDERS[rule]  # what really ran, in that order
     assert rule in {v.rule for v in STANDARD_PIPELINE.check(dm.ledger)}
+    # The plan judged at construction comes from the same runner: same lineage, same verdict.
+    planned = plan(dm.order, STEPS, dm.config)
+    assert _lineage(planned) == _lineage(dm.ledger)
+    assert {v.rule for v in STANDARD_PIPELINE.check(planned)} == {
+        v.rule for v in STANDARD_PIPELINE.check(dm.ledger)
+    }
     batch = next(iter(dm.train_dataloader()))
     assert batch["features"].shape[1] == dm.num_features
 
@@ -443,6 +459,27 @@ def test_equivalent_order_is_accepted(tmp_path):
 def test_unrunnable_order_is_a_clear_error(tmp_path, order):
     with pytest.raises((ValueError, OrderError)):
         OrderedDataModule(cache_dir=str(tmp_path), order=order, enforce=False, **SMALL)
+
+
+@pytest.mark.parametrize(
+    ("order", "step"),
+    [
+        (
+            ["clean", "load", "engineer_features", "split", "fit_features", "build_vocab", "encode", "shard"],
+            "clean",
+        ),
+        (["load", "clean", "split", "build_vocab", "encode"], "encode"),
+        (["load", "clean", "tokenize"], "tokenize"),
+        ("load, split, build_vocab, shard, encode", "shard"),
+    ],
+)
+@pytest.mark.parametrize("enforce", [True, False])
+def test_unexecutable_order_is_a_data_error_naming_the_step(tmp_path, order, step, enforce):
+    # A lightning_order error (the CLI prints it as one line), never a bare ValueError.
+    with pytest.raises(DataError, match="cannot be executed") as info:
+        OrderedDataModule(cache_dir=str(tmp_path), order=order, enforce=enforce, **SMALL)
+    assert info.value.step == step
+    assert _no_cache_left(tmp_path)
 
 
 def test_vocab_before_clean_learns_markup(tmp_path):
