@@ -120,3 +120,16 @@ def test_summaries_hash_whole_small_splits_and_sample_the_same_indices_in_large_
     assert small["train"]["max_token_id"] == 49 and small["train"]["floats"]["numeric"]["rows"] == 16
     large = [summarize_splits(DM(n), {"train": 300, "val": 10}, sample_rows=16, whole_rows=50) for n in (300, 400)]
     assert not large[0]["train"]["whole"] and large[0]["train"]["ids"] == large[1]["train"]["ids"]
+
+
+def test_stacked_items_hash_by_row_like_single_items():
+    from lightning_order.callbacks._content import hash_items
+
+    item = {"input_ids": torch.tensor([5, 9, 2]), "numeric": torch.tensor([0.5]), "labels": torch.tensor(1)}
+    items = [item, {**item, "numeric": torch.tensor([0.7])}, {**item, "labels": torch.tensor(0)}, dict(item)]
+    (r0, i0, m0), (r1, i1, _), (r2, i2, _), (r3, i3, _) = hash_items(items)
+    assert m0 == 9 and (r3, i3) == (r0, i0)
+    assert r1 == r0 and i1 != i0  # renormalised: the same row, another input
+    assert r2 != r0 and i2 == i0  # relabelled: another row, the same input
+    ragged = hash_items([{"input_ids": [1, 2]}, {"input_ids": [1, 2, 3]}])  # the item-by-item path
+    assert len(ragged) == 2 and ragged[0][1] != ragged[1][1]
