@@ -182,10 +182,9 @@ def _inputs(ledger: StepLedger, pipeline: Pipeline, step: str, fps: Sequence[str
 
 
 def _write(
-    owner: Any, pipeline: Pipeline, step: str, reads: Sequence[Any], result: Any, has_result: bool
+    owner: Any, pipeline: Pipeline, step: str, fps: Sequence[str], result: Any, has_result: bool
 ) -> StepRecord:
     ledger = _ledger(owner, pipeline, step)
-    fps = [data_fingerprint(value) for value in reads]
     inputs = _inputs(ledger, pipeline, step, fps)
     kind = pipeline[step].kind
     parts: dict[str, str] = {}
@@ -237,9 +236,11 @@ def record_step(
     def decorate(method: _F) -> _F:
         @functools.wraps(method)
         def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
-            result = method(self, *args, **kwargs)
+            # What it read, fingerprinted before it runs (a step may change its input in place).
             read = [getattr(self, a) for a in attributes] + list(args) + [kwargs[k] for k in sorted(kwargs)]
-            _write(self, pipeline, step, read, result, has_result=True)
+            fps = [data_fingerprint(value) for value in read]
+            result = method(self, *args, **kwargs)
+            _write(self, pipeline, step, fps, result, has_result=True)
             return result
 
         setattr(wrapper, _MARK, step)
@@ -280,6 +281,7 @@ def recording(
         StepNameError: when ``step`` is no step of ``pipeline`` (before the block runs).
     """
     pipeline.check_names([step], where="recording")
+    fps = [data_fingerprint(value) for value in reads]
     entry = StepRecording()
     yield entry
-    entry.record = _write(owner, pipeline, step, list(reads), entry.output, has_result=entry.output is not None)
+    entry.record = _write(owner, pipeline, step, fps, entry.output, has_result=entry.output is not None)

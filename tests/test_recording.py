@@ -136,3 +136,20 @@ def test_projection_keeps_the_implied_order_and_kinds():
     projected = project_pipeline(STANDARD_PIPELINE, ["load", "split", "build_vocab", "train"])
     assert projected["split"].requires == ("load",) and projected["build_vocab"].kind == "fitted"
     assert projected.order() == ["load", "split", "build_vocab", "train"]
+
+
+def test_what_a_step_read_is_fingerprinted_before_it_runs():
+    class InPlace:
+        @record_step("load")
+        def load(self):
+            return [{"text": "<b>a</b>"}, {"text": "<b>b</b>"}]
+
+        @record_step("clean")
+        def clean(self, rows):
+            for row in rows:  # cleans in place and returns the same list
+                row["text"] = row["text"].strip("<b>/")
+            return rows
+
+    prep = InPlace()
+    prep.clean(prep.load())
+    assert prep.ledger.latest("clean").inputs == {"load": prep.ledger.latest("load").output}

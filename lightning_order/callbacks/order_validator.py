@@ -215,7 +215,8 @@ class OrderValidator(Callback):
         else:
             rank_zero_info("OrderValidator: no datamodule; only the model and resume checks run")
         local += self._overlap(dm, train_sample, content)
-        summary = self._rank_summary(trainer, dm, ledger, train_sample[0])
+        # The content summary compares every float key; the sampled `features` only where it is missing.
+        summary = self._rank_summary(trainer, dm, ledger, None if content.get("train") else train_sample[0])
         summary["content"] = {
             "rank": int(trainer.global_rank),
             **content,
