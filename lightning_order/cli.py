@@ -41,7 +41,8 @@ from lightning_order.data.cache import is_complete
 from lightning_order.errors import LightningOrderError, ManifestError
 from lightning_order.graph import graph_marks, ledger_rows, to_dot, to_mermaid
 from lightning_order.ledger import MANIFEST_NAME, StepLedger
-from lightning_order.order import STANDARD_PIPELINE, Pipeline, Violation
+from lightning_order.order import STANDARD_PIPELINE, Pipeline
+from lightning_order.rules import Violation
 
 __all__ = ["OrderCLI", "audit", "main"]
 

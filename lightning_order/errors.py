@@ -8,10 +8,8 @@ a caller would expect (``OrderError`` is a ``RuntimeError``, ``DataError`` a ``V
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # pragma: no cover - typing only
-    from lightning_order.order import Violation
+from lightning_order.rules import Violation
 
 __all__ = [
     "DataError",

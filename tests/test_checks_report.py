@@ -6,7 +6,7 @@ import pytest
 
 from lightning_order.checks import estimate_waste, format_report, merge_violations
 from lightning_order.errors import OrderError
-from lightning_order.order import RULES, Violation
+from lightning_order.rules import RULES, Violation
 
 
 @pytest.mark.parametrize("rule", sorted(RULES))

@@ -41,7 +41,8 @@ from lightning_order.checks.report import format_report, merge_violations
 from lightning_order.checks.resume import check_resume
 from lightning_order.errors import OrderError, OrderWarning
 from lightning_order.ledger import CHECKPOINT_KEY, StepLedger, fingerprint
-from lightning_order.order import STANDARD_PIPELINE, Pipeline, Violation
+from lightning_order.order import STANDARD_PIPELINE, Pipeline
+from lightning_order.rules import Violation
 
 __all__ = ["OrderValidator"]
 
@@ -523,9 +524,7 @@ def _agree(per_rank: list[list[dict[str, Any]]]) -> list[Violation]:
     for rank, dicts in enumerate(per_rank):
         known = {(v.rule, v.steps) for v in found}
         for d in dicts:
-            violation = Violation(
-                d["rule"], tuple(d["steps"]), d["message"], d.get("symptom", ""), d.get("fix", "")
-            )
+            violation = Violation.from_dict(d)
             if rank == 0 or (violation.rule, violation.steps) not in known:
                 found.append(violation)
     return merge_violations(found)

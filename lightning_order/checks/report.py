@@ -14,7 +14,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from lightning_order.order import Violation
+from lightning_order.rules import Violation
 
 __all__ = ["estimate_waste", "format_report", "merge_violations"]
 

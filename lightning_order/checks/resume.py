@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from lightning_order.order import Violation
+from lightning_order.rules import Violation
 
 __all__ = ["check_resume"]
 
