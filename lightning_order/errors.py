@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from lightning_order.rules import Violation
 
 __all__ = [
+    "CheckpointError",
     "DataError",
     "LightningOrderError",
     "ManifestError",
@@ -94,3 +95,8 @@ def _rebuild_data_error(text: str, step: str | None, column: str | None) -> Data
 
 class ManifestError(LightningOrderError, ValueError):
     """A ledger manifest is unreadable, truncated, tampered with, or of an unknown format."""
+
+
+class CheckpointError(LightningOrderError, ValueError):
+    """A checkpoint cannot be used safely or as asked: it holds more than plain data (and is
+    therefore not unpickled), or it names a class that must be passed explicitly."""

@@ -15,15 +15,16 @@ from typing import Any
 import pytest
 import pytorch_lightning as pl
 import torch
+from helpers import quiet_trainer
 from pytorch_lightning.callbacks import EarlyStopping, ModelCheckpoint
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
-from lightning_order import OrderedDataModule, OrderError, OrderValidator, OrderWarning
+from lightning_order import STANDARD_PIPELINE, OrderedDataModule, OrderError, OrderValidator, OrderWarning
 from lightning_order.checks import check_ledger
 from lightning_order.models import OrderedTextClassifier
 
-RIGHT = ["load", "clean", "engineer_features", "split", "fit_features", "build_vocab", "encode", "shard"]
+RIGHT = [step.name for step in STANDARD_PIPELINE if step.kind not in ("model", "loop")]  # the data steps
 
 
 def _reorder(step: str, before: str) -> list[str]:
@@ -67,14 +68,9 @@ def trainer(tmp_path: Path | None = None, callbacks: list | None = None, **kwarg
         "max_epochs": 1,
         "limit_train_batches": 3,
         "limit_val_batches": 2,
-        "logger": False,
         "enable_checkpointing": any(isinstance(c, ModelCheckpoint) for c in callbacks),
-        "enable_progress_bar": False,
-        "enable_model_summary": False,
-        "num_sanity_val_steps": 0,
-        "default_root_dir": str(tmp_path) if tmp_path else None,
     }
-    return pl.Trainer(callbacks=callbacks, **{**options, **kwargs})
+    return quiet_trainer(tmp_path, callbacks, **{**options, **kwargs})
 
 
 def fit_expecting(
@@ -122,9 +118,7 @@ def test_correct_run_with_checkpoint_early_stopping_and_resume(tmp_path, cache_d
 def test_fast_dev_run_and_validate_alone(cache_dir, no_order_warning):
     dm = make_dm(cache_dir)
     model = CountingClassifier(**dm.dims)
-    pl.Trainer(fast_dev_run=True, callbacks=[OrderValidator()], logger=False, enable_progress_bar=False).fit(
-        model, dm
-    )
+    quiet_trainer(callbacks=[OrderValidator()], fast_dev_run=True).fit(model, dm)
     assert model.optimizer_steps == 1
     fresh = make_dm(cache_dir)
     trainer().validate(CountingClassifier(**fresh.dims), fresh, verbose=False)
@@ -225,7 +219,7 @@ def test_state_round_trips_through_a_real_checkpoint(tmp_path, cache_dir):
 
 def test_state_key_and_older_states():
     assert OrderValidator().state_key == OrderValidator(on_violation="warn").state_key
-    from lightning_order.order import STANDARD_PIPELINE, Step
+    from lightning_order.order import Step
 
     custom = STANDARD_PIPELINE.extend(Step("dedupe", ("clean",)), before="split")
     assert OrderValidator(pipeline=custom).state_key != OrderValidator().state_key

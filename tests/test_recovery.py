@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import warnings
 from pathlib import Path
 from types import SimpleNamespace
@@ -10,12 +9,13 @@ from types import SimpleNamespace
 import pytest
 import pytorch_lightning as pl
 import torch
+from helpers import quiet_trainer
 from orders import WRONG_ORDERS
 
 from lightning_order.errors import OrderWarning
+from lightning_order.ledger import CHECKPOINT_KEY
 from lightning_order.models import OrderedTextClassifier
 from lightning_order.recovery import (
-    PAUSE_KEY,
     RecoveryPlan,
     recover,
     reinit_mismatched,
@@ -24,18 +24,6 @@ from lightning_order.recovery import (
 )
 
 VOCAB_BEFORE_CLEAN = WRONG_ORDERS["vocab-before-clean"]
-
-
-# -- waste ------------------------------------------------------------------------------------
-def test_waste_report_counts_device_hours_cost_and_progress() -> None:
-    report = waste_report(1800, 8, step=250, planned_steps=1000, gpu_hour_price=2.0)
-    assert report["device_hours"] == pytest.approx(4.0)
-    assert report["cost"] == pytest.approx(8.0)
-    assert report["progress"] == pytest.approx(0.25)
-    bare = waste_report(60, step=3, planned_steps=math.inf)
-    assert bare["cost"] is None and bare["progress"] is None and bare["planned_steps"] is None
-    with pytest.raises(ValueError, match="num_devices"):
-        waste_report(10, 0)
 
 
 # -- remap_embedding --------------------------------------------------------------------------
@@ -104,7 +92,7 @@ def _paused_checkpoint(
         {
             "state_dict": model.state_dict(),
             "hyper_parameters": dict(model.hparams),
-            PAUSE_KEY: {
+            CHECKPOINT_KEY: {
                 "reason": [reason],
                 "model": {"class": "lightning_order.models.OrderedTextClassifier"},
                 "waste": waste_report(600, 2, step=progress_steps, planned_steps=1000, gpu_hour_price=3.0),
@@ -183,21 +171,6 @@ class ValAccuracyTrace(pl.Callback):
         return next((step for step, acc in self.trace if acc >= self.target), None)
 
 
-def _trainer(tmp_path: Path, callbacks: list, **kwargs) -> pl.Trainer:
-    return pl.Trainer(
-        accelerator="cpu",
-        devices=1,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        num_sanity_val_steps=0,
-        default_root_dir=str(tmp_path),
-        callbacks=callbacks,
-        **kwargs,
-    )
-
-
 @pytest.mark.slow
 def test_vocab_before_clean_run_paused_then_recovered_beats_a_fresh_run(tmp_path: Path, capsys) -> None:
     from lightning_order.callbacks.symptom_monitor import SymptomMonitor
@@ -209,13 +182,13 @@ def test_vocab_before_clean_run_paused_then_recovered_beats_a_fresh_run(tmp_path
         demo_size=2000, vocab_size=2000, seed=0, cache_dir=cache, order=VOCAB_BEFORE_CLEAN, enforce=False
     )
     monitor = SymptomMonitor(on_symptom="stop", gpu_hour_price=4.0)
-    trainer = _trainer(tmp_path / "paused", [monitor], max_epochs=3, limit_val_batches=0)
+    trainer = quiet_trainer(tmp_path / "paused", [monitor], max_epochs=3, limit_val_batches=0)
     with pytest.warns(OrderWarning, match="plateau"):
         trainer.fit(OrderedTextClassifier(**wrong.dims), wrong)
     assert monitor.pause_path is not None
     paused_at = trainer.global_step
-    checkpoint = torch.load(monitor.pause_path, weights_only=False)
-    payload = checkpoint[PAUSE_KEY]
+    checkpoint = torch.load(monitor.pause_path, weights_only=True)
+    payload = checkpoint[CHECKPOINT_KEY]
     assert payload["ledger"]["records"][1]["step"] == "build_vocab"  # the wrong order, in the ledger
     assert payload["reason"][0]["suspected_rule"] == "vocab-before-clean"
     assert payload["waste"]["cost"] == pytest.approx(payload["waste"]["device_hours"] * 4.0)
@@ -241,13 +214,13 @@ def test_vocab_before_clean_run_paused_then_recovered_beats_a_fresh_run(tmp_path
     recovered = ValAccuracyTrace(target)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", OrderWarning)
-        _trainer(tmp_path / "recovered", [recovered], max_steps=budget, val_check_interval=5).fit(
+        quiet_trainer(tmp_path / "recovered", [recovered], max_steps=budget, val_check_interval=5).fit(
             **plan.fit_kwargs()
         )
     pl.seed_everything(0)
     correct = OrderedDataModule(demo_size=2000, vocab_size=2000, seed=0, cache_dir=cache)
     fresh = ValAccuracyTrace(target)
-    _trainer(tmp_path / "fresh", [fresh], max_steps=budget, val_check_interval=5).fit(
+    quiet_trainer(tmp_path / "fresh", [fresh], max_steps=budget, val_check_interval=5).fit(
         OrderedTextClassifier(**correct.dims), correct
     )
     with capsys.disabled():
@@ -286,15 +259,15 @@ def _contract_batches(n: int = 64) -> torch.utils.data.DataLoader:
 
 
 def test_pause_from_a_violation_stops_and_recovers_on_the_init_path(tmp_path: Path) -> None:
-    from lightning_order.order import Violation
+    from lightning_order.rules import Violation
 
     violation = Violation("init-before-data", ("init_model", "encode"), "the model was built before the data")
-    trainer = _trainer(tmp_path, [PauseAt(3, tmp_path / "pause.ckpt", [violation])], max_steps=50)
+    trainer = quiet_trainer(tmp_path, [PauseAt(3, tmp_path / "pause.ckpt", [violation])], max_steps=50)
     model = OrderedTextClassifier(**DIMS)
     trainer.fit(model, _contract_batches())
     assert trainer.global_step == 3  # stopped right after the pause
-    checkpoint = torch.load(tmp_path / "pause.ckpt", weights_only=False)
-    payload = checkpoint[PAUSE_KEY]
+    checkpoint = torch.load(tmp_path / "pause.ckpt", weights_only=True)
+    payload = checkpoint[CHECKPOINT_KEY]
     assert payload["reason"][0]["type"] == "violation" and payload["reason"][0]["rule"] == "init-before-data"
     assert payload["waste"]["device_hours"] == pytest.approx(2.0) and payload["waste"][
         "cost"
