@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import sys
 import warnings
+import zipfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -36,11 +37,12 @@ from rich.table import Table
 from rich.text import Text
 
 from lightning_order._distributed import release_process_group
+from lightning_order.checkpoint import load_checkpoint
 from lightning_order.checks.ledger import check_ledger
 from lightning_order.data.cache import is_complete
-from lightning_order.errors import LightningOrderError, ManifestError
+from lightning_order.errors import CheckpointError, LightningOrderError, ManifestError
 from lightning_order.graph import graph_marks, ledger_rows, to_dot, to_mermaid
-from lightning_order.ledger import MANIFEST_NAME, StepLedger
+from lightning_order.ledger import CHECKPOINT_KEY, MANIFEST_NAME, StepLedger
 from lightning_order.order import STANDARD_PIPELINE, Pipeline
 from lightning_order.rules import Violation
 
@@ -54,6 +56,7 @@ TOOLS: dict[str, str] = {
 }
 
 _AUDIT_OK, _AUDIT_VIOLATIONS, _AUDIT_UNREADABLE = 0, 1, 2
+_CHECKPOINT_SUFFIXES = {".ckpt", ".pt", ".pth"}
 
 
 def _console(stderr: bool = False) -> Console:
@@ -360,8 +363,8 @@ def find_manifests(path: str | Path) -> list[Path]:
     """The manifests under ``path``: a manifest file, one pipeline's folder, or a cache root.
 
     Args:
-        path: a ``manifest.json``, a folder holding one, or a ``cache_dir`` root holding
-            ``<cache_key>/manifest.json`` folders.
+        path: a ``manifest.json`` (or a checkpoint, whose ledger :func:`audit` reads), a folder
+            holding one, or a ``cache_dir`` root holding ``<cache_key>/manifest.json`` folders.
 
     Raises:
         ManifestError: nothing is there, or no manifest is found under it.
@@ -387,7 +390,8 @@ def audit(path: str | Path, pipeline: Pipeline = STANDARD_PIPELINE, console: Con
     """Re-checks every prepared pipeline under ``path`` and prints a table for each.
 
     Args:
-        path: a cache root, one prepared pipeline's folder, or a manifest file.
+        path: a cache root, one prepared pipeline's folder, a manifest file, or a checkpoint
+            (its ledger is checked; it is read with ``weights_only=True``, so nothing in it runs).
         pipeline: the pipeline to check against.
         console: where to print (default: stdout).
 
@@ -405,8 +409,8 @@ def audit(path: str | Path, pipeline: Pipeline = STANDARD_PIPELINE, console: Con
     for manifest in manifests:
         console.rule(Text(str(manifest)))
         try:
-            ledger = StepLedger.load(manifest)
-        except ManifestError as err:
+            ledger = _checkpoint_ledger(manifest) if _is_checkpoint(manifest) else StepLedger.load(manifest)
+        except (ManifestError, CheckpointError) as err:
             console.print(Text(f"✗ unreadable manifest: {err}", style="bold red"))
             code = _AUDIT_UNREADABLE
             continue
@@ -433,6 +437,21 @@ def audit(path: str | Path, pipeline: Pipeline = STANDARD_PIPELINE, console: Con
         verdict = {0: "all clean", 1: "violations found", 2: "unreadable manifests"}[code]
         console.print(Text(f"{len(manifests)} prepared pipelines audited: {verdict}", style="bold"))
     return code
+
+
+def _is_checkpoint(path: Path) -> bool:
+    return path.name != MANIFEST_NAME and (path.suffix in _CHECKPOINT_SUFFIXES or zipfile.is_zipfile(path))
+
+
+def _checkpoint_ledger(path: Path) -> StepLedger:
+    """The ledger a checkpoint carries, read with ``weights_only=True`` (nothing in it runs)."""
+    state = (load_checkpoint(path).get(CHECKPOINT_KEY) or {}).get("ledger")
+    if not state:
+        raise ManifestError(
+            f"the checkpoint {path} carries no lightning_order ledger (saved without OrderValidator "
+            "and an OrderedDataModule): nothing to audit; audit the cache it was trained on instead"
+        )
+    return StepLedger.from_state_dict(state)
 
 
 # -- the extra subcommands' parsers and entry points -----------------------------------------

@@ -206,7 +206,7 @@ def test_state_round_trips_through_a_real_checkpoint(tmp_path, cache_dir):
     validator = OrderValidator()
     checkpoint = ModelCheckpoint(dirpath=tmp_path, save_last=True)
     trainer(tmp_path, [validator, checkpoint]).fit(CountingClassifier(**dm.dims), dm)
-    saved = torch.load(checkpoint.last_model_path, map_location="cpu", weights_only=False)
+    saved = torch.load(checkpoint.last_model_path, map_location="cpu", weights_only=True)
     state = saved["callbacks"][validator.state_key]
     assert state == validator.state_dict()
     assert state["fingerprints"] == dm.data_fingerprints() and state["dims"] == dm.dims
@@ -226,7 +226,9 @@ def test_state_key_and_older_states():
     assert OrderValidator().state_key.startswith("OrderValidator{'pipeline': ")
     old = OrderValidator()
     old.load_state_dict({})
-    assert old.state_dict() == {"version": 1, "fingerprints": {}, "dims": {}}
+    assert old.state_dict() == {"fingerprints": {}, "dims": {}}
+    old.load_state_dict({"version": 1, "fingerprints": {"vocab": "v" * 32}, "dims": {"vocab_size": 9}})
+    assert old.state_dict() == {"fingerprints": {"vocab": "v" * 32}, "dims": {"vocab_size": 9}}
     old.load_state_dict({"fingerprints": None})
     assert old.state_dict()["fingerprints"] == {}
     with pytest.raises(ValueError, match="on_violation"):
