@@ -316,3 +316,81 @@ def test_plain_datamodule_correct_run(no_order_warning):
 )
 def test_plain_datamodule_errors(dm, model, rule):
     fit_expecting(rule, dm, model)
+
+
+# -- resume: state restored as saved, a checkpoint without proof, weights that cannot load ---------
+def test_resume_restores_exactly_the_saved_state(tmp_path, cache_dir):
+    dm = make_dm(cache_dir)
+    checkpoint = ModelCheckpoint(dirpath=tmp_path, save_last=True)
+    first = OrderValidator()
+    trainer(tmp_path, [first, checkpoint]).fit(CountingClassifier(**dm.dims), dm)
+    saved = torch.load(checkpoint.last_model_path, map_location="cpu", weights_only=True)
+    resumed, restored = OrderValidator(), []
+
+    def load_and_record(state: dict[str, Any]) -> None:  # what Lightning's restore hands over, then holds
+        OrderValidator.load_state_dict(resumed, state)
+        restored.append(resumed.state_dict())
+
+    resumed.load_state_dict = load_and_record
+    trainer(tmp_path, [resumed], max_epochs=2).fit(
+        CountingClassifier(**dm.dims), make_dm(cache_dir), ckpt_path=checkpoint.last_model_path
+    )
+    assert restored == [saved["callbacks"][first.state_key]] and restored[0] == first.state_dict()
+    assert resumed.state_dict() == first.state_dict()  # same data: what it saves next is the same
+
+
+def _checkpoint_without_validator(tmp_path: Path, dm: OrderedDataModule) -> str:
+    checkpoint = ModelCheckpoint(dirpath=tmp_path / "plain", save_last=True)
+    trainer(tmp_path, [checkpoint]).fit(CountingClassifier(**dm.dims), dm)
+    assert "lightning_order" not in torch.load(checkpoint.last_model_path, weights_only=True)
+    return checkpoint.last_model_path
+
+
+def test_resume_without_proof_is_reported_at_the_chosen_level(tmp_path, cache_dir):
+    path = _checkpoint_without_validator(tmp_path, make_dm(cache_dir))
+    run = trainer(tmp_path, max_epochs=2)
+    with pytest.raises(OrderError) as caught:
+        run.fit(CountingClassifier(**make_dm(cache_dir).dims), make_dm(cache_dir), ckpt_path=path)
+    assert caught.value.rules == ["resume-data-changed"]
+    assert "cannot prove the data is unchanged" in str(caught.value) and "on_violation='warn'" in str(
+        caught.value
+    )
+    assert run.global_step == 0
+    model = CountingClassifier(**make_dm(cache_dir).dims)
+    with pytest.warns(OrderWarning, match="cannot prove the data is unchanged"):
+        trainer(tmp_path, [OrderValidator(on_violation="warn")], max_epochs=2).fit(
+            model, make_dm(cache_dir), ckpt_path=path
+        )
+    assert model.optimizer_steps == 3  # the user accepted it: the second epoch trained
+
+
+def test_shape_mismatch_without_proof_is_resume_data_changed_with_both_shapes(tmp_path, cache_dir):
+    dm = make_dm(cache_dir)
+    path = _checkpoint_without_validator(tmp_path, dm)
+    changed = make_dm(cache_dir, vocab_size=200)
+    old_rows, new_rows = dm.dims["vocab_size"], changed.dims["vocab_size"]
+    assert old_rows != new_rows
+    run = trainer(tmp_path, [OrderValidator(on_violation="warn")], max_epochs=2)
+    with pytest.warns(OrderWarning, match="cannot prove"), pytest.raises(OrderError) as caught:
+        run.fit(CountingClassifier(**changed.dims), changed, ckpt_path=path)
+    assert caught.value.rules == ["resume-data-changed"]  # fatal even in warn mode: nothing can load
+    text = str(caught.value)
+    assert f"embedding.weight: checkpoint [{old_rows}, 8] vs model [{new_rows}, 8]" in text
+    assert "Error(s) in loading state_dict" not in text and run.global_step == 0
+
+
+def test_shape_mismatch_of_a_model_built_before_the_data_is_init_before_data(tmp_path, cache_dir):
+    dm = make_dm(cache_dir)
+    checkpoint = ModelCheckpoint(dirpath=tmp_path, save_last=True)
+    trainer(tmp_path, [OrderValidator(), checkpoint]).fit(CountingClassifier(**dm.dims), dm)
+    run = trainer(tmp_path, max_epochs=2)
+    with pytest.raises(OrderError) as caught:
+        run.fit(
+            CountingClassifier(**{**dm.dims, "vocab_size": 1000}),
+            make_dm(cache_dir),
+            ckpt_path=checkpoint.last_model_path,
+        )
+    assert caught.value.rules == ["init-before-data"]
+    assert f"embedding.weight: checkpoint [{dm.dims['vocab_size']}, 8] vs model [1000, 8]" in str(
+        caught.value
+    )
