@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from lightning_order import OrderedTextClassifier, OrderValidator, StepLedger
+from lightning_order import OrderedTextClassifier, OrderValidator, StepLedger, SymptomMonitor
 from lightning_order._distributed import launch_env
 from lightning_order.cli import OrderCLI, find_manifests, main
 from lightning_order.graph import graph_marks, ledger_rows, to_dot, to_mermaid
@@ -190,15 +190,7 @@ def test_graph_marks_transitive_violation_as_extra_edge() -> None:
 
 def test_ledger_rows_columns() -> None:
     rows = ledger_rows(_clean_ledger())
-    assert [r[0] for r in rows] == [
-        "load",
-        "clean",
-        "engineer_features",
-        "split",
-        "fit_features",
-        "build_vocab",
-        "encode",
-    ]
+    assert [r[0] for r in rows] == STANDARD_PIPELINE.order()[:7]  # load ... encode
     split = rows[3]
     assert split[1:3] == ("3", "partition") and split[4] == "9 / 1"
     assert rows[4][3].startswith("train split")
@@ -268,20 +260,18 @@ def test_order_validator_on_by_default_and_switchable(tmp_path: Path, prepared: 
 
 
 def test_symptom_monitor_on_by_default_and_switchable(tmp_path: Path, prepared: Path) -> None:
-    monitor_cls = pytest.importorskip("lightning_order.callbacks").__dict__.get("SymptomMonitor")
-    if monitor_cls is None:
-        pytest.skip("SymptomMonitor is not in this version")
-
     def monitors(cli: OrderCLI) -> int:
-        return sum(isinstance(cb, monitor_cls) for cb in cli.trainer.callbacks)
+        return sum(isinstance(cb, SymptomMonitor) for cb in cli.trainer.callbacks)
 
     assert monitors(_cli(tmp_path, prepared)) == 1
     assert monitors(_cli(tmp_path, prepared, "--order.symptoms=false")) == 0
 
 
-def test_order_cli_refuses_the_tool_subcommands(tmp_path: Path) -> None:
-    with pytest.raises(SystemExit):
+def test_order_cli_refuses_the_tool_subcommands(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
         OrderCLI(args=["graph"])
+    assert exit_info.value.code == 2
+    assert "'graph' is run by lightning_order.cli.main" in capsys.readouterr().err
 
 
 # -- fit, end to end -------------------------------------------------------------------------
@@ -313,3 +303,79 @@ def test_fit_ddp_config_on_two_cpu_processes(tmp_path: Path) -> None:
     proc = _fit(tmp_path, ROOT / "configs" / "ddp.yaml", *TINY, cwd=tmp_path)
     assert proc.stdout.count("final metrics") == 1  # the summary comes from rank 0 only
     assert "shard [rank 0]" in proc.stdout and "the order is correct" in proc.stdout
+
+
+# -- user errors: one line per finding with its fix, a specific exit code, no traceback --------
+def _refusal(capsys: pytest.CaptureFixture[str], *argv: str, code: int) -> list[str]:
+    assert main(list(argv)) == code
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "usage:" not in err
+    return err.strip().splitlines()
+
+
+def test_an_unexecutable_order_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    order = "--data.order=[shard,load,encode]"
+    lines = _refusal(capsys, "fit", "--config", DEMO, *TINY, order, "--data.enforce=false", code=1)
+    assert len(lines) == 1 and lines[0].startswith("lightning-order: ")
+    assert "order" in lines[0] and "split" in lines[0] and "build_vocab" in lines[0]
+
+
+def test_a_refused_order_is_one_line_per_violation_with_its_fix(capsys: pytest.CaptureFixture[str]) -> None:
+    order = "--data.order=[load,build_vocab,clean,engineer_features,split,fit_features,encode,shard]"
+    lines = _refusal(capsys, "fit", "--config", DEMO, *TINY, order, code=1)
+    assert lines[0].startswith("lightning-order: OrderError: ") and "enforce=False" in lines[0]
+    assert any(line.startswith("  [vocab-before-clean] 'build_vocab' ran") for line in lines)
+    assert all(line.startswith(("lightning-order: ", "  [", "    fix: ")) for line in lines)
+    assert sum(line.startswith("    fix: ") for line in lines) == sum(
+        line.startswith("  [") for line in lines
+    )
+
+
+def test_a_data_error_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cache = str(tmp_path / "cache")
+    lines = _refusal(
+        capsys, "prepare", "--config", DEMO, *TINY, "--data.vocab_size=3", "--data.cache_dir", cache, code=1
+    )
+    assert len(lines) == 1 and lines[0].startswith("lightning-order: DataError: [step 'build_vocab']")
+    assert "vocab_size" in lines[0]
+
+
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (
+            ["fit", "--config", DEMO, "--data.batch_size=many"],
+            ["lightning-order fit: error:", "data.batch_size"],
+        ),
+        (
+            ["fit", "--config", DEMO, "--data.no_such_option=1"],
+            ["lightning-order fit: error:", "no_such_option"],
+        ),
+        (
+            ["prepare", "--config", DEMO, "--data.max_length=long"],
+            ["lightning-order prepare: error:", "max_length"],
+        ),
+        (["audit"], ["lightning-order audit: error:", "path"]),
+        (["graph", "--format", "png"], ["lightning-order graph: error:", "png"]),
+    ],
+)
+def test_a_rejected_command_line_is_the_relevant_line_only(
+    capsys: pytest.CaptureFixture[str], argv: list[str], words: list[str]
+) -> None:
+    lines = _refusal(capsys, *argv, code=2)
+    assert len(lines) == 2 and lines[1].startswith("  see `lightning-order")
+    for word in words:
+        assert word in lines[0], (word, lines[0])
+
+
+def test_the_installed_command_prints_no_traceback(tmp_path: Path) -> None:
+    # enforce=false runs any executable order; this one is not executable (a bare ValueError once).
+    order = ["--data.order=[load,encode]", "--data.enforce=false"]
+    command = [sys.executable, "-m", "lightning_order", "fit", "--config", DEMO, *TINY, *order]
+    proc = subprocess.run(
+        command, capture_output=True, text=True, env=launch_env(), cwd=tmp_path, timeout=300
+    )
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    ours = [line for line in proc.stderr.splitlines() if line.startswith("lightning-order")]
+    assert len(ours) == 1 and "order" in ours[0], proc.stderr
