@@ -13,7 +13,6 @@ import pytest
 from lightning_order import OrderedTextClassifier, OrderValidator, StepLedger, SymptomMonitor
 from lightning_order._distributed import launch_env
 from lightning_order.cli import OrderCLI, find_manifests, main
-from lightning_order.graph import graph_marks, ledger_rows, to_dot, to_mermaid
 from lightning_order.order import STANDARD_PIPELINE
 
 pytestmark = pytest.mark.filterwarnings("ignore:LightningCLI's args parameter")
@@ -164,36 +163,6 @@ def test_graph_dot_with_manifest_marks_violations(tmp_path: Path, capsys: pytest
     assert out.startswith("digraph pipeline {")
     assert '"split" -> "fit_features" [color="#c00000"' in out and "fit-before-split" in out
     assert "seq 4" in out  # fit_features ran at seq 4
-
-
-def test_graph_marks_transitive_violation_as_extra_edge() -> None:
-    ledger = StepLedger()
-    for step in (
-        "load",
-        "clean",
-        "engineer_features",
-        "split",
-        "build_vocab",
-        "shard",
-        "fit_features",
-        "encode",
-    ):
-        ledger.record(step)  # shard before fit_features: no direct edge joins them
-    marks = graph_marks(STANDARD_PIPELINE, ledger)
-    assert marks.extra_edges == {("fit_features", "shard"): ["shard-before-normalize"]}
-    assert marks.steps == {"shard"} and marks.seq["shard"] == 5
-    mermaid = to_mermaid(STANDARD_PIPELINE, marks)
-    assert 'fit_features -.->|"shard-before-normalize"| shard' in mermaid
-    assert "class shard violated" in mermaid and "linkStyle 15 stroke" in mermaid
-    assert '"fit_features" -> "shard" [color="#c00000", style=dashed' in to_dot(STANDARD_PIPELINE, marks)
-
-
-def test_ledger_rows_columns() -> None:
-    rows = ledger_rows(_clean_ledger())
-    assert [r[0] for r in rows] == STANDARD_PIPELINE.order()[:7]  # load ... encode
-    split = rows[3]
-    assert split[1:3] == ("3", "partition") and split[4] == "9 / 1"
-    assert rows[4][3].startswith("train split")
 
 
 # -- help and the order group ----------------------------------------------------------------
