@@ -33,6 +33,7 @@ __all__ = [
     "error_lines",
     "ledger_table",
     "locations",
+    "one_line",
     "prepare_report",
     "print_error",
     "print_violations",

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from helpers import DEMO, ROOT, TINY, leaky_ledger
 
 from lightning_order import OrderedTextClassifier, OrderValidator, StepLedger, SymptomMonitor
 from lightning_order._distributed import launch_env
@@ -17,133 +16,14 @@ from lightning_order.order import STANDARD_PIPELINE
 
 pytestmark = pytest.mark.filterwarnings("ignore:LightningCLI's args parameter")
 
-ROOT = Path(__file__).resolve().parents[1]
-DEMO = str(ROOT / "configs" / "demo.yaml")
-TINY = ["--data.demo_size=300", "--data.vocab_size=200", "--data.max_length=32"]
 
-
-def _clean_ledger() -> StepLedger:
-    ledger = StepLedger(info={"dims": {"vocab_size": 10}})
-    load = ledger.record("load", stats={"rows": 10})
-    clean = ledger.record("clean", inputs={"load": load.output}, stats={"rows": 10})
-    feats = ledger.record("engineer_features", inputs={"clean": clean.output})
-    split = ledger.record(
-        "split",
-        inputs={"clean": clean.output, "engineer_features": feats.output},
-        parts={"train": "t" * 32, "val": "v" * 32},
-        stats={"train_rows": 9, "val_rows": 1},
-    )
-    stats = ledger.record(
-        "fit_features", inputs={"split": split.parts["train"]}, fitted_on=split.parts["train"]
-    )
-    vocab = ledger.record(
-        "build_vocab",
-        inputs={"clean": clean.output, "split": split.parts["train"]},
-        fitted_on=split.parts["train"],
-    )
-    ledger.record("encode", inputs={"fit_features": stats.output, "build_vocab": vocab.output})
-    return ledger
-
-
-def _leaky_ledger() -> StepLedger:
-    """Statistics fitted on the validation part: fit-before-split."""
-    ledger = StepLedger()
-    load = ledger.record("load")
-    clean = ledger.record("clean", inputs={"load": load.output})
-    feats = ledger.record("engineer_features", inputs={"clean": clean.output})
-    split = ledger.record(
-        "split",
-        inputs={"clean": clean.output, "engineer_features": feats.output},
-        parts={"train": "t" * 32, "val": "v" * 32},
-    )
-    ledger.record("fit_features", inputs={"split": split.parts["train"]}, fitted_on=split.parts["val"])
-    return ledger
-
-
-@pytest.fixture(scope="module")
-def prepared(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A cache root holding one prepared tiny demo pipeline, made by `lightning-order prepare`."""
-    root = tmp_path_factory.mktemp("cache")
-    assert main(["prepare", "--config", DEMO, *TINY, "--data.cache_dir", str(root)]) == 0
-    return root
-
-
-# -- prepare and audit -----------------------------------------------------------------------
+# -- prepare (audit: test_audit.py) --------------------------------------------------------
 def test_prepare_writes_cache_and_manifest(prepared: Path, capsys: pytest.CaptureFixture[str]) -> None:
     manifests = find_manifests(prepared)
     assert len(manifests) == 1
     ledger = StepLedger.load(manifests[0])
     assert ledger.steps()[:3] == ["load", "clean", "engineer_features"]
     assert STANDARD_PIPELINE.check(ledger) == []
-
-
-@pytest.mark.parametrize("target", ["root", "folder", "manifest"])
-def test_audit_clean_exits_zero(prepared: Path, target: str, capsys: pytest.CaptureFixture[str]) -> None:
-    manifest = find_manifests(prepared)[0]
-    path = {"root": prepared, "folder": manifest.parent, "manifest": manifest}[target]
-    assert main(["audit", str(path)]) == 0
-    out = capsys.readouterr().out
-    for column in ("step", "seq", "kind", "fitted on", "rows", "fingerprint"):
-        assert column in out
-    assert "build_vocab" in out and "train split" in out
-    assert "no violation" in out
-
-
-def test_audit_violation_exits_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    path = _leaky_ledger().save(tmp_path / "leaky")
-    assert main(["audit", str(path)]) == 1
-    out = capsys.readouterr().out
-    assert "fit-before-split" in out and "val split" in out
-
-
-def test_audit_cache_root_with_one_bad_pipeline(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    for name, ledger in (("good", _clean_ledger()), ("bad", _leaky_ledger())):
-        (tmp_path / name).mkdir()
-        ledger.save(tmp_path / name)  # <root>/<folder>/manifest.json, as a cache root holds them
-    assert main(["audit", str(tmp_path)]) == 1
-    assert "2 prepared pipelines audited: violations found" in capsys.readouterr().out
-
-
-@pytest.mark.parametrize("damage", ["edited", "truncated"])
-def test_audit_unreadable_manifest_exits_two(
-    tmp_path: Path, damage: str, capsys: pytest.CaptureFixture[str]
-) -> None:
-    path = _clean_ledger().save(tmp_path / "p")
-    text = path.read_text()
-    if damage == "edited":
-        state = json.loads(text)
-        state["records"][0]["stats"]["rows"] = 11
-        path.write_text(json.dumps(state))
-    else:
-        path.write_text(text[: len(text) // 2])
-    assert main(["audit", str(path)]) == 2
-    out = capsys.readouterr().out
-    assert ("checksum" if damage == "edited" else "not valid JSON") in out
-
-
-def test_audit_prepared_folder_missing_data_exits_two(
-    prepared: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    folder = find_manifests(prepared)[0].parent
-    copy = shutil.copytree(folder, tmp_path / folder.name)
-    shutil.rmtree(copy / "train")
-    assert main(["audit", str(copy)]) == 2
-    assert "incomplete" in capsys.readouterr().out
-
-
-def test_audit_nothing_there_exits_two(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["audit", str(tmp_path / "missing")]) == 2
-    assert main(["audit", str(tmp_path)]) == 2  # a folder without any manifest
-    assert "lightning-order prepare" in capsys.readouterr().out
-
-
-def test_audit_via_subprocess_exit_code(tmp_path: Path) -> None:
-    path = _leaky_ledger().save(tmp_path / "leaky")
-    proc = subprocess.run(
-        [sys.executable, "-m", "lightning_order", "audit", str(path)], capture_output=True, text=True
-    )
-    assert proc.returncode == 1, proc.stderr
-    assert "fit-before-split" in proc.stdout
 
 
 # -- graph -----------------------------------------------------------------------------------
@@ -157,7 +37,7 @@ def test_graph_mermaid_default(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_graph_dot_with_manifest_marks_violations(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    path = _leaky_ledger().save(tmp_path / "leaky")
+    path = leaky_ledger().save(tmp_path / "leaky")
     assert main(["graph", "--format", "dot", "--manifest", str(path)]) == 0
     out = capsys.readouterr().out
     assert out.startswith("digraph pipeline {")

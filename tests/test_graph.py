@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from helpers import clean_ledger, leaky_ledger
 
 from lightning_order.graph import graph_marks, ledger_rows, to_dot, to_mermaid
 from lightning_order.ledger import StepLedger
@@ -10,44 +11,6 @@ from lightning_order.order import STANDARD_PIPELINE, Pipeline, Step
 from lightning_order.rules import Violation
 
 EDGES = sum(len(step.requires) for step in STANDARD_PIPELINE)
-
-
-def _clean_ledger() -> StepLedger:
-    ledger = StepLedger()
-    load = ledger.record("load", stats={"rows": 10})
-    clean = ledger.record("clean", inputs={"load": load.output}, stats={"rows": 10})
-    feats = ledger.record("engineer_features", inputs={"clean": clean.output})
-    split = ledger.record(
-        "split",
-        inputs={"clean": clean.output, "engineer_features": feats.output},
-        parts={"train": "t" * 32, "val": "v" * 32},
-        stats={"train_rows": 9, "val_rows": 1},
-    )
-    stats = ledger.record(
-        "fit_features", inputs={"split": split.parts["train"]}, fitted_on=split.parts["train"]
-    )
-    vocab = ledger.record(
-        "build_vocab",
-        inputs={"clean": clean.output, "split": split.parts["train"]},
-        fitted_on=split.parts["train"],
-    )
-    ledger.record("encode", inputs={"fit_features": stats.output, "build_vocab": vocab.output})
-    return ledger
-
-
-def _leaky_ledger() -> StepLedger:
-    """Statistics fitted on the validation part: fit-before-split on the split -> fit_features edge."""
-    ledger = StepLedger()
-    load = ledger.record("load")
-    clean = ledger.record("clean", inputs={"load": load.output})
-    feats = ledger.record("engineer_features", inputs={"clean": clean.output})
-    split = ledger.record(
-        "split",
-        inputs={"clean": clean.output, "engineer_features": feats.output},
-        parts={"train": "t" * 32, "val": "v" * 32},
-    )
-    ledger.record("fit_features", inputs={"split": split.parts["train"]}, fitted_on=split.parts["val"])
-    return ledger
 
 
 def test_bare_pipeline_has_no_marks_and_draws_every_edge() -> None:
@@ -62,7 +25,7 @@ def test_bare_pipeline_has_no_marks_and_draws_every_edge() -> None:
 
 
 def test_a_clean_ledger_marks_executed_steps_only() -> None:
-    marks = graph_marks(STANDARD_PIPELINE, _clean_ledger())
+    marks = graph_marks(STANDARD_PIPELINE, clean_ledger())
     assert marks.seq == {name: i for i, name in enumerate(STANDARD_PIPELINE.order()[:7])}
     assert marks.edges == {} and marks.steps == frozenset()
     mermaid = to_mermaid(STANDARD_PIPELINE, marks)
@@ -74,7 +37,7 @@ def test_a_clean_ledger_marks_executed_steps_only() -> None:
 
 
 def test_a_violated_direct_edge_is_red_with_its_rule() -> None:
-    marks = graph_marks(STANDARD_PIPELINE, _leaky_ledger())
+    marks = graph_marks(STANDARD_PIPELINE, leaky_ledger())
     assert marks.edges == {("split", "fit_features"): ["fit-before-split"]} and marks.extra_edges == {}
     assert marks.steps == {"fit_features"}
     mermaid = to_mermaid(STANDARD_PIPELINE, marks)
@@ -108,7 +71,7 @@ def test_graph_marks_transitive_violation_as_extra_edge() -> None:
 
 
 def test_ledger_rows_columns() -> None:
-    rows = ledger_rows(_clean_ledger())
+    rows = ledger_rows(clean_ledger())
     assert [r[0] for r in rows] == STANDARD_PIPELINE.order()[:7]  # load ... encode
     split = rows[3]
     assert split[1:3] == ("3", "partition") and split[4] == "9 / 1"
@@ -121,7 +84,7 @@ def test_given_violations_replace_the_check_and_unknown_steps_are_skipped() -> N
         Violation("out-of-order", ("dedupe", "clean"), "a step this pipeline does not have"),
         Violation("out-of-order", ("encode", "nowhere"), "a prerequisite it does not have"),
     ]
-    marks = graph_marks(STANDARD_PIPELINE, _clean_ledger(), violations=violations)
+    marks = graph_marks(STANDARD_PIPELINE, clean_ledger(), violations=violations)
     assert marks.edges == {("build_vocab", "encode"): ["out-of-order"]} and marks.steps == {"encode"}
 
 
@@ -134,7 +97,7 @@ def test_a_user_pipeline_is_drawn_with_its_own_steps() -> None:
 
 @pytest.mark.parametrize("fitted_on", ["v" * 32, "x" * 32])
 def test_ledger_rows_name_what_a_fitted_step_learned_from(fitted_on: str) -> None:
-    ledger = _leaky_ledger() if fitted_on.startswith("v") else StepLedger()
+    ledger = leaky_ledger() if fitted_on.startswith("v") else StepLedger()
     if not len(ledger):
         ledger.record("load")
         ledger.record("fit_features", fitted_on=fitted_on)

@@ -174,19 +174,7 @@ def test_empty_ledger_is_clean():
 LEDGER_CASES = {
     "missing-step": (["load", "clean", "split"], {}, ["missing-step"]),
     "out-of-order": (
-        [
-            "load",
-            "clean",
-            "engineer_features",
-            "split",
-            "fit_features",
-            "build_vocab",
-            "encode",
-            "shard",
-            "init_model",
-            "train",
-            "configure_optimizers",
-        ],
+        [*STANDARD_ORDER[:9], "train", "configure_optimizers"],  # train before its optimizer
         {},
         ["out-of-order"],
     ),
