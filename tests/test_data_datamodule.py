@@ -17,9 +17,11 @@ from orders import WRONG_ORDERS
 
 from lightning_order import STANDARD_PIPELINE, DataError, OrderedDataModule, OrderError
 from lightning_order.data import datamodule as dm_module
+from lightning_order.data import load as load_module
 from lightning_order.data.cleaning import clean_text
 from lightning_order.data.demo import DEMO_NUMERIC_COLUMNS, demo_rows
 from lightning_order.data.split import is_val
+from lightning_order.data.steps import STEPS, plan
 
 SMALL = {"demo_size": 2000, "vocab_size": 400, "max_length": 32}
 
@@ -158,14 +160,27 @@ def test_vocab_holds_no_markup_or_stray_markers(prepared):
 
 
 # -- cache -------------------------------------------------------------------------------------
-def test_cache_reuse_and_invalidation(prepared):
+@pytest.fixture
+def preparations(monkeypatch):
+    """The demo corpora generated from now on: one per preparation of demo data (the load step)."""
+    calls = []
+    real = load_module.make_demo_corpus
+
+    def counting(*args, **kwargs):
+        calls.append(kwargs.get("seed"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(load_module, "make_demo_corpus", counting)
+    return calls
+
+
+def test_cache_reuse_and_invalidation(prepared, preparations):
     root = prepared.cache_root
-    runs = dm_module._PIPELINE_RUNS
     start = time.perf_counter()
     again = OrderedDataModule(cache_dir=str(root), batch_size=3, num_workers=0, num_proc=2, **SMALL)
     assert again.dims == prepared.dims
     assert time.perf_counter() - start < 3
-    assert dm_module._PIPELINE_RUNS == runs and again.cache_path == prepared.cache_path
+    assert preparations == [] and again.cache_path == prepared.cache_path
     assert again.data_fingerprints() == prepared.data_fingerprints()
     changed = OrderedDataModule(cache_dir=str(root), **{**SMALL, "vocab_size": 300})
     assert changed.cache_key != prepared.cache_key
@@ -178,7 +193,7 @@ def test_cache_reuse_and_invalidation(prepared):
     ):
         assert OrderedDataModule(cache_dir=str(root), **{**SMALL, **other}).cache_key != prepared.cache_key
     assert changed.dims["vocab_size"] <= 300
-    assert dm_module._PIPELINE_RUNS == runs + 1
+    assert len(preparations) == 1
 
 
 def test_changed_data_file_prepares_anew(tmp_path):
@@ -199,7 +214,7 @@ def test_changed_data_file_prepares_anew(tmp_path):
 
 
 @pytest.mark.parametrize("damage", ["truncate-manifest", "edit-manifest", "delete-arrow", "leftover-temp"])
-def test_damaged_cache_is_never_trusted(tmp_path, damage):
+def test_damaged_cache_is_never_trusted(tmp_path, damage, preparations):
     dm = OrderedDataModule(cache_dir=str(tmp_path), demo_size=600, vocab_size=200, max_length=16)
     dm.prepare_data()
     reference = dm.data_fingerprints()
@@ -215,10 +230,10 @@ def test_damaged_cache_is_never_trusted(tmp_path, damage):
         next((path / "train").glob("*.arrow")).unlink()
     else:
         (tmp_path / f".tmp-{dm.cache_key}-1-deadbeef" / "train").mkdir(parents=True)
-    runs = dm_module._PIPELINE_RUNS
+    before = len(preparations)
     fresh = OrderedDataModule(cache_dir=str(tmp_path), demo_size=600, vocab_size=200, max_length=16)
     fresh.setup("fit")
-    assert dm_module._PIPELINE_RUNS == runs + (damage != "leftover-temp")
+    assert len(preparations) == before + (damage != "leftover-temp")
     assert fresh.data_fingerprints() == reference
     assert not list(tmp_path.glob(".tmp-*")) or damage == "leftover-temp"
 
@@ -385,6 +400,15 @@ def test_wrong_order_is_refused_at_construction(tmp_path, rule):
     assert _no_cache_left(tmp_path)
 
 
+def _lineage(ledger):
+    """Each record's step, its inputs' producers and whether it learned from data (fingerprints are placeholders)."""
+    return [(r.step, sorted(r.inputs), r.fitted_on is not None) for r in ledger]
+
+
+def test_the_planned_ledger_has_the_lineage_of_the_real_one(prepared):
+    assert _lineage(plan(prepared.order, STEPS, prepared.config)) == _lineage(prepared.ledger)
+
+
 @pytest.mark.parametrize("rule", list(WRONG_ORDERS))
 def test_wrong_order_runs_with_enforce_false_and_the_ledger_tells(tmp_path, rule):
     dm = OrderedDataModule(
@@ -398,6 +422,12 @@ def test_wrong_order_runs_with_enforce_false_and_the_ledger_tells(tmp_path, rule
     dm.setup("fit")
     assert dm.ledger.steps() == WRONG_ORDERS[rule]  # what really ran, in that order
     assert rule in {v.rule for v in STANDARD_PIPELINE.check(dm.ledger)}
+    # The plan judged at construction comes from the same runner: same lineage, same verdict.
+    planned = plan(dm.order, STEPS, dm.config)
+    assert _lineage(planned) == _lineage(dm.ledger)
+    assert {v.rule for v in STANDARD_PIPELINE.check(planned)} == {
+        v.rule for v in STANDARD_PIPELINE.check(dm.ledger)
+    }
     batch = next(iter(dm.train_dataloader()))
     assert batch["features"].shape[1] == dm.num_features
 
@@ -429,6 +459,27 @@ def test_equivalent_order_is_accepted(tmp_path):
 def test_unrunnable_order_is_a_clear_error(tmp_path, order):
     with pytest.raises((ValueError, OrderError)):
         OrderedDataModule(cache_dir=str(tmp_path), order=order, enforce=False, **SMALL)
+
+
+@pytest.mark.parametrize(
+    ("order", "step"),
+    [
+        (
+            ["clean", "load", "engineer_features", "split", "fit_features", "build_vocab", "encode", "shard"],
+            "clean",
+        ),
+        (["load", "clean", "split", "build_vocab", "encode"], "encode"),
+        (["load", "clean", "tokenize"], "tokenize"),
+        ("load, split, build_vocab, shard, encode", "shard"),
+    ],
+)
+@pytest.mark.parametrize("enforce", [True, False])
+def test_unexecutable_order_is_a_data_error_naming_the_step(tmp_path, order, step, enforce):
+    # A lightning_order error (the CLI prints it as one line), never a bare ValueError.
+    with pytest.raises(DataError, match="cannot be executed") as info:
+        OrderedDataModule(cache_dir=str(tmp_path), order=order, enforce=enforce, **SMALL)
+    assert info.value.step == step
+    assert _no_cache_left(tmp_path)
 
 
 def test_vocab_before_clean_learns_markup(tmp_path):

@@ -1,9 +1,11 @@
 """The data side of lightning_order: :class:`OrderedDataModule` and its steps as plain functions.
 
-Modules, one per step: :mod:`~.demo` (the demo corpus), :mod:`~.cleaning`, :mod:`~.features`
-(engineered features and the streaming statistics), :mod:`~.split`, :mod:`~.vocab`,
-:mod:`~.encode`, :mod:`~.shard`, :mod:`~.cache` (folder naming, file lock, atomic publish) and
-:mod:`~.datamodule` (the thin stateful shell).
+:mod:`~.steps` is the machinery (the step registry, the executability check, the one runner and
+its dry run). Each step is registered in the module that owns its maths: :mod:`~.load` (with
+:mod:`~.demo`, the demo corpus), :mod:`~.cleaning`, :mod:`~.features` (engineered features and
+the streaming statistics), :mod:`~.split`, :mod:`~.vocab`, :mod:`~.encode`, :mod:`~.shard`.
+:mod:`~.config` holds the typed, validated arguments; :mod:`~.cache` the folder naming, file lock
+and atomic publish; :mod:`~.loaders` the batch collation; :mod:`~.datamodule` the thin shell.
 """
 
 from lightning_order.data.cleaning import clean_text

@@ -10,14 +10,19 @@ batch: cheap, stateless, and safe under ``num_proc``.
 
 from __future__ import annotations
 
+import functools
 import html
 import re
 import unicodedata
+from collections.abc import Callable
 from typing import Any
 
+from lightning_order.data.config import CODE_VERSION, DataConfig
+from lightning_order.data.steps import ROWS, STEPS, DataState, StepContext, StepResult, apply_rowwise
 from lightning_order.errors import DataError
+from lightning_order.ledger import fingerprint
 
-__all__ = ["clean_batch", "clean_text"]
+__all__ = ["CleanRows", "clean", "clean_batch", "clean_text"]
 
 _TAG = re.compile(r"<[^<>]{0,200}>")
 _STRAY_MARKER = re.compile(r"#{2,}")
@@ -67,3 +72,59 @@ def clean_batch(
         cleaned.append(clean_text(value, lowercase))
     batch[text_column] = cleaned
     return batch
+
+
+class CleanRows:
+    """A batch cleaning function, then drops the rows whose text is empty (picklable for ``num_proc``).
+
+    Args:
+        clean: cleans a batch (``clean_batch`` with its arguments, or an overridden ``clean``).
+        text_column: the text column.
+    """
+
+    def __init__(
+        self, clean: Callable[[dict[str, list[Any]]], dict[str, list[Any]]], text_column: str
+    ) -> None:
+        self.clean = clean
+        self.text_column = text_column
+
+    def __call__(self, batch: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        batch = self.clean(dict(batch))
+        texts = batch[self.text_column]
+        keep = [i for i, t in enumerate(texts) if isinstance(t, str) and t.strip()]
+        if len(keep) == len(texts):
+            return batch
+        return {k: [v[i] for i in keep] for k, v in batch.items()}
+
+
+@STEPS.register("clean", takes=ROWS, reads="data", writes_data=True)
+def clean(ctx: StepContext, state: DataState) -> StepResult:
+    """Step 2: cleans every row (``ctx.hooks["clean"]`` when the owner overrides it) and drops empty ones."""
+    cfg: DataConfig = ctx.config
+    default = functools.partial(clean_batch, text_column=cfg.text_column, lowercase=cfg.lowercase)
+    function = ctx.hooks.get("clean") or CleanRows(default, cfg.text_column)
+    fp = fingerprint("clean", CODE_VERSION, dict(ctx.inputs), cfg.lowercase, dict(cfg.overrides))
+    before = state.rows()
+    state = apply_rowwise(cfg, state, fp, function)
+    rows = state.rows()
+    if rows == 0:
+        raise DataError(
+            "every row is empty after cleaning (the text was only markup or whitespace); "
+            "check text_column, or override clean()",
+            step="clean",
+            column=cfg.text_column,
+        )
+    for name, part in state.parts.items():
+        if len(part) == 0:
+            raise DataError(
+                f"the {name} split is empty after cleaning; use more data or another val_fraction",
+                step="clean",
+                column=cfg.text_column,
+            )
+    return StepResult(
+        state,
+        fp,
+        parts=dict(state.part_fps) if state.parts else {},
+        params={"lowercase": cfg.lowercase},
+        stats={"rows": rows, "dropped": before - rows},
+    )

@@ -128,10 +128,6 @@ _FEATURES = datasets.Features(
 )
 
 
-def _generate(size: int, seed: int, sources: int) -> Iterator[dict[str, Any]]:
-    yield from demo_rows(size, seed, sources)
-
-
 def make_demo_corpus(
     size: int = 20000, seed: int = 0, sources: int = 1, cache_dir: str | Path | None = None
 ) -> datasets.Dataset:
@@ -147,7 +143,7 @@ def make_demo_corpus(
         The corpus, with the columns of :func:`demo_rows`.
     """
     return datasets.Dataset.from_generator(
-        _generate,
+        demo_rows,
         features=_FEATURES,
         gen_kwargs={"size": int(size), "seed": int(seed), "sources": int(sources)},
         cache_dir=None if cache_dir is None else str(cache_dir),

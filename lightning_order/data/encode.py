@@ -10,18 +10,19 @@ cleaned split key so leakage checks never rescan text.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import datasets
 import numpy as np
 from tokenizers import Tokenizer
 
+from lightning_order.data.config import CODE_VERSION, DataConfig
 from lightning_order.data.split import KEY_HASH_COLUMN, key_hashes
+from lightning_order.data.steps import ROWS, STEPS, DataState, StepContext, StepResult, map_kwargs
+from lightning_order.ledger import fingerprint
 
-__all__ = ["ENCODED_COLUMNS", "Encoder", "encoded_features"]
-
-#: The columns of an encoded split; the first four are the batch keys.
-ENCODED_COLUMNS: tuple[str, ...] = ("input_ids", "attention_mask", "features", "labels", KEY_HASH_COLUMN)
+__all__ = ["Encoder", "encode", "encoded_features"]
 
 
 def encoded_features(max_length: int, num_features: int) -> datasets.Features:
@@ -110,3 +111,49 @@ class Encoder:
             "labels": labels,
             KEY_HASH_COLUMN: key_hashes(batch[self.key_column], text=self.key_column == self.text_column),
         }
+
+
+@STEPS.register(
+    "encode",
+    takes=ROWS,
+    makes="encoded",
+    needs=("split", "build_vocab"),
+    after=("clean", "engineer_features"),
+    consumes=("fit_features", "build_vocab"),
+    reads="none",
+)
+def encode(ctx: StepContext, state: DataState) -> StepResult:
+    """Step 7: encodes every part; features are standardised when statistics were fitted before."""
+    cfg: DataConfig = ctx.config
+    names = list(ctx.feature_names)
+    stats = state.statistics
+    encoder = Encoder(
+        state.tokenizer.to_str(),
+        cfg.text_column,
+        cfg.key_column,
+        names,
+        cfg.label_column,
+        {v: i for i, v in enumerate(state.label_names)},
+        cfg.max_length,
+        mean=None if stats is None else stats["mean"],
+        std=None if stats is None else stats["std"],
+    )
+    fp = fingerprint("encode", CODE_VERSION, dict(ctx.inputs), cfg.max_length, dict(state.part_fps))
+    schema = encoded_features(cfg.max_length, len(names))
+    part_fps, encoded = {}, {}
+    for name, part in state.parts.items():
+        part_fps[name] = fingerprint(fp, name)
+        encoded[name] = part.map(
+            encoder, remove_columns=part.column_names, features=schema, **map_kwargs(cfg, part_fps[name])
+        )
+    if stats is None:  # fitted later (per shard) or never: the features are stored raw
+        stats = {"columns": names, "mean": None, "std": None, "count": 0}
+    return StepResult(
+        replace(
+            state, parts=encoded, part_fps=part_fps, statistics=stats, standardised=stats["mean"] is not None
+        ),
+        fp,
+        parts=part_fps,
+        params={"max_length": cfg.max_length},
+        stats={f"{k}_rows": len(v) for k, v in encoded.items()},
+    )

@@ -8,15 +8,36 @@ validation row is caught as surely as one in a train row.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
+from lightning_order.data.config import CODE_VERSION, DataConfig
+from lightning_order.data.steps import (
+    ROWS,
+    STEPS,
+    DataState,
+    StepContext,
+    StepResult,
+    apply_rowwise,
+    train_data,
+)
 from lightning_order.errors import DataError
+from lightning_order.ledger import fingerprint
 
-__all__ = ["ENGINEERED_FEATURES", "check_numeric", "engineer_batch", "fit_statistics", "streaming_moments"]
+__all__ = [
+    "ENGINEERED_FEATURES",
+    "check_numeric",
+    "engineer_batch",
+    "engineer_features",
+    "fit_features",
+    "fit_statistics",
+    "streaming_moments",
+]
 
 #: The default engineered features, in order (column names in the prepared data).
 ENGINEERED_FEATURES: tuple[str, ...] = ("feat_chars", "feat_words", "feat_mean_word_len", "feat_punct")
@@ -157,3 +178,44 @@ def _arrow_vector(column: Any) -> np.ndarray:
 def _arrow_matrix(column: Any, width: int) -> np.ndarray:
     flat = column.combine_chunks().flatten() if hasattr(column, "combine_chunks") else column.flatten()
     return np.asarray(flat.to_numpy(), dtype=np.float64).reshape(-1, width)
+
+
+@STEPS.register("engineer_features", takes=ROWS, reads="data", writes_data=True)
+def engineer_features(ctx: StepContext, state: DataState) -> StepResult:
+    """Step 3: adds the engineered columns to every row (``ctx.hooks["engineer_features"]`` if overridden)."""
+    cfg: DataConfig = ctx.config
+    default = functools.partial(
+        engineer_batch, text_column=cfg.text_column, numeric_columns=cfg.numeric_columns
+    )
+    function = ctx.hooks.get("engineer_features") or default
+    fp = fingerprint("engineer_features", CODE_VERSION, dict(ctx.inputs), list(cfg.engineered_features))
+    state = apply_rowwise(cfg, state, fp, function)
+    return StepResult(
+        state,
+        fp,
+        parts=dict(state.part_fps) if state.parts else {},
+        stats={"features": list(cfg.engineered_features)},
+    )
+
+
+# Runs on raw rows (before encode) or on this rank's encoded shard (after shard, in setup: the
+# deliberately wrong order); never on encoded data that is not yet sharded.
+@STEPS.register(
+    "fit_features", takes=frozenset({"rows", "shard"}), after=("engineer_features",), reads="train"
+)
+def fit_features(ctx: StepContext, state: DataState) -> StepResult:
+    """Step 5: fits the features' mean and standard deviation on the data it is given (the train split)."""
+    cfg: DataConfig = ctx.config
+    names = list(ctx.feature_names)
+    encoded = state.form in ("encoded", "shard")  # the features are already one matrix column
+    stats = fit_statistics(
+        train_data(state),
+        names,
+        matrix_column="features" if encoded else None,
+        constant_ok=cfg.engineered_features,
+    )
+    return StepResult(
+        replace(state, statistics=stats, standardised=False),
+        fingerprint("statistics", stats),
+        stats={"columns": names, "mean": stats["mean"], "std": stats["std"], "rows": stats["count"]},
+    )

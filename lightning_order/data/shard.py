@@ -10,9 +10,13 @@ which is exactly what per-rank statistics would get wrong.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
-__all__ = ["shard_bounds", "shard_dataset"]
+from lightning_order.data.steps import STEPS, DataState, StepContext, StepResult
+from lightning_order.ledger import fingerprint
+
+__all__ = ["shard", "shard_bounds", "shard_dataset"]
 
 
 def shard_bounds(length: int, world_size: int, rank: int) -> tuple[int, int, int]:
@@ -44,3 +48,24 @@ def shard_dataset(dataset: Any, world_size: int, rank: int) -> tuple[Any, dict[s
         "dropped": dropped,
     }
     return shard, info
+
+
+@STEPS.register(
+    "shard",
+    takes=frozenset({"encoded"}),
+    makes="shard",
+    needs=("encode",),
+    consumes=("encode",),
+    reads="none",
+    writes_data=True,
+    per_rank=True,
+)
+def shard(ctx: StepContext, state: DataState) -> StepResult:
+    """Step 8 (in ``setup``, on every rank): this rank's shard of the encoded train split."""
+    part, info = shard_dataset(state.parts["train"], ctx.world_size, ctx.rank)
+    return StepResult(
+        replace(state, parts={**state.parts, "train": part}),
+        fingerprint("shard", ctx.inputs["encode"], ctx.rank, ctx.world_size),
+        params={"layout": "contiguous"},
+        stats={k: info[k] for k in ("length", "world_size", "dropped", "start")},
+    )

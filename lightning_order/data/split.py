@@ -11,17 +11,25 @@ a key and land in the same split, instead of leaking across it. A group key is u
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 import xxhash
 
-__all__ = ["KEY_HASH_COLUMN", "SPLIT_COLUMN", "is_val", "key_hashes", "split_batch", "text_key"]
+from lightning_order.data.config import CODE_VERSION, DataConfig
+from lightning_order.data.steps import ROWS, STEPS, DataState, StepContext, StepResult
+from lightning_order.errors import DataError
+from lightning_order.ledger import fingerprint
+
+__all__ = ["KEY_HASH_COLUMN", "is_val", "key_hashes", "split", "text_key"]
 
 KEY_HASH_COLUMN = "key_hash"
-SPLIT_COLUMN = "_is_val"
 _BUCKETS = 1 << 20
 _WORD = re.compile(r"\w+")
 
@@ -67,8 +75,65 @@ def is_val(keys: Sequence[Any], val_fraction: float, seed: int, text: bool = Fal
     return buckets < round(val_fraction * _BUCKETS)
 
 
-def split_batch(
-    batch: dict[str, list[Any]], key_column: str, val_fraction: float, seed: int, text: bool = False
-) -> dict[str, Any]:
-    """Returns the split flag column for a batch (``_is_val``)."""
-    return {SPLIT_COLUMN: is_val(batch[key_column], val_fraction, seed, text)}
+@STEPS.register(
+    "split",
+    takes=ROWS,
+    consumes=("clean", "engineer_features"),
+    reads="data",
+    writes_data=True,
+    partitions=("train", "val"),
+)
+def split(ctx: StepContext, state: DataState) -> StepResult:
+    """Step 4: splits the rows into ``train`` and ``val`` by key; every val label must occur in train."""
+    cfg: DataConfig = ctx.config
+    key = cfg.key_column
+    data = state.data
+    flags, train_labels, val_labels = [], set(), set()
+    columns = list(dict.fromkeys([key, cfg.label_column]))
+    for batch in data.select_columns(columns).with_format("arrow").iter(batch_size=10000):
+        f = is_val(batch[key].to_pylist(), cfg.val_fraction, cfg.seed, text=cfg.group_column is None)
+        flags.append(f)
+        labels = batch[cfg.label_column]
+        train_labels.update(pc.unique(labels.filter(pa.array(~f))).to_pylist())
+        val_labels.update(pc.unique(labels.filter(pa.array(f))).to_pylist())
+    flag = np.concatenate(flags) if flags else np.zeros(0, dtype=bool)
+    params = {"val_fraction": cfg.val_fraction, "seed": cfg.seed, "key": key}
+    fp = fingerprint("split", CODE_VERSION, dict(ctx.inputs), params)
+    digest = fingerprint(fp, hashlib.sha256(np.packbits(flag).tobytes()).hexdigest())
+    train_idx, val_idx = np.flatnonzero(~flag), np.flatnonzero(flag)
+    for name, idx in (("train", train_idx), ("val", val_idx)):
+        if len(idx) == 0:
+            raise DataError(
+                f"the {name} split is empty ({len(flag)} rows, val_fraction={cfg.val_fraction}); "
+                "use more data or another val_fraction",
+                step="split",
+                column=key,
+            )
+    if None in train_labels or None in val_labels:
+        raise DataError(
+            "some labels are missing (None); drop or label those rows", step="split", column=cfg.label_column
+        )
+    unseen = val_labels - train_labels
+    if unseen:
+        raise DataError(
+            f"label(s) {sorted(map(str, unseen))} appear in validation but never in train: the model "
+            "cannot learn them; use more data, another seed, or drop those rows",
+            step="split",
+            column=cfg.label_column,
+        )
+    # Flattened: later steps then read contiguous Arrow; iterating an index mapping instead
+    # gathers rows and keeps memory that grows with the data.
+    nproc = cfg.num_proc if cfg.num_proc > 1 else None
+    parts = {
+        name: data.select(idx).flatten_indices(num_proc=nproc, new_fingerprint=fingerprint(fp, name, "rows"))
+        for name, idx in (("train", train_idx), ("val", val_idx))
+    }
+    part_fps = {"train": fingerprint(digest, "train"), "val": fingerprint(digest, "val")}
+    labels = tuple(sorted(train_labels, key=lambda v: (str(type(v)), v)))
+    return StepResult(
+        replace(state, data=None, parts=parts, part_fps=part_fps, label_names=labels),
+        fp,
+        parts=part_fps,
+        params=params,
+        stats={"train_rows": len(train_idx), "val_rows": len(val_idx)},
+    )

@@ -9,6 +9,7 @@ neither split nor renumber them.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -16,11 +17,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
+from lightning_order.data.steps import ROWS, STEPS, DataState, StepContext, StepResult, train_data
 from lightning_order.errors import DataError
+from lightning_order.ledger import fingerprint
 
 __all__ = [
     "SPECIAL_TOKENS",
     "TOKENIZERS",
+    "build_vocab",
     "check_vocab_size",
     "text_alphabet",
     "text_batches",
@@ -137,3 +141,24 @@ def train_tokenizer(
     if kind == "wordpiece":
         tokenizer.decoder = decoders.WordPiece()
     return tokenizer
+
+
+@STEPS.register("build_vocab", takes=ROWS, consumes=("clean",), reads="train")
+def build_vocab(ctx: StepContext, state: DataState) -> StepResult:
+    """Step 6: trains the tokenizer on the text it is given (the cleaned train split)."""
+    cfg = ctx.config
+    source = train_data(state)
+    column = cfg.text_column
+    tokenizer = train_tokenizer(
+        lambda: text_batches(source, column),
+        cfg.vocab_size,
+        cfg.tokenizer,
+        length=len(source),
+        alphabet=text_alphabet(source, column) if cfg.tokenizer == "wordpiece" else None,
+    )
+    return StepResult(
+        replace(state, tokenizer=tokenizer),
+        fingerprint("vocab", tokenizer.to_str()),
+        params={"vocab_size": cfg.vocab_size, "tokenizer": cfg.tokenizer},
+        stats={"vocab_size": tokenizer.get_vocab_size(), "rows": len(source)},
+    )

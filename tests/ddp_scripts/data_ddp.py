@@ -2,7 +2,8 @@
 
 Usage: python data_ddp.py OUT_DIR CACHE_DIR [default|shard-before-normalize]
 Writes OUT_DIR/rank<r>.json: shard info, data fingerprints, the shard's key hashes, the number of
-train batches, how many times this process ran the preparation, and the ledger's rule codes.
+train batches, how many times this process ran the preparation (counted by wrapping the demo
+corpus generator the ``load`` step calls), and the ledger's rule codes.
 """
 
 from __future__ import annotations
@@ -11,13 +12,25 @@ import json
 import sys
 from pathlib import Path
 
+import datasets
 import pytorch_lightning as pl
 import torch
 from torch import nn
 
 from lightning_order import STANDARD_PIPELINE, OrderedDataModule
 from lightning_order._distributed import release_process_group
-from lightning_order.data import datamodule as dm_module
+from lightning_order.data import load as load_module
+
+PREPARATIONS = []
+_generate = load_module.make_demo_corpus
+
+
+def _counting(*args, **kwargs):
+    PREPARATIONS.append(1)
+    return _generate(*args, **kwargs)
+
+
+load_module.make_demo_corpus = _counting
 
 WRONG = ["load", "clean", "engineer_features", "split", "build_vocab", "encode", "shard", "fit_features"]
 
@@ -69,9 +82,9 @@ def main() -> None:
         "shard_info": dm.shard_info,
         "fingerprints": dm.data_fingerprints(),
         "key_hashes": list(shard["key_hash"]),
-        "train_rows": len(dm_module.datasets.load_from_disk(str(dm.cache_path / "train"))),
+        "train_rows": len(datasets.load_from_disk(str(dm.cache_path / "train"))),
         "train_batches": model.train_batches,
-        "pipeline_runs": dm_module._PIPELINE_RUNS,
+        "pipeline_runs": len(PREPARATIONS),
         "rules": sorted({v.rule for v in STANDARD_PIPELINE.check(dm.ledger)}),
         "ledger_steps": dm.ledger.steps(),
     }

@@ -21,19 +21,23 @@ import xxhash
 
 from lightning_order import OrderedDataModule, StepLedger
 from lightning_order.data import cache
+from lightning_order.data.steps import STEPS
 
 
 def _die() -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-class Killed(OrderedDataModule):
-    kill_at: str | None = None
+def _kill_after(step: str) -> None:
+    """Wraps the registered step function so that the process dies right after the step ran."""
+    run = STEPS[step].fn
 
-    def _run_step(self, step, state, ledger, work):
-        super()._run_step(step, state, ledger, work)
-        if step == self.kill_at:
-            _die()
+    def run_then_die(ctx, state):
+        result = run(ctx, state)
+        _die()
+        return result
+
+    STEPS.replace(step, run_then_die)
 
 
 def main() -> None:
@@ -43,8 +47,9 @@ def main() -> None:
         StepLedger.save = lambda *a, **k: _die()
     elif kill_at == "publish":
         cache.publish = lambda *a, **k: _die()
-    Killed.kill_at = kill_at
-    dm = Killed(cache_dir=root, demo_size=1500, vocab_size=300, max_length=16)
+    elif kill_at is not None:
+        _kill_after(kill_at)
+    dm = OrderedDataModule(cache_dir=root, demo_size=1500, vocab_size=300, max_length=16)
     dm.prepare_data()
     digests = {}
     for split in ("train", "val"):

@@ -1,0 +1,87 @@
+"""Step 1, ``load``: the rows to prepare, from the demo corpus or :func:`datasets.load_dataset`.
+
+The configured columns are checked here, before any work: a missing column, an empty dataset or a
+text column that holds no strings is a :class:`~lightning_order.errors.DataError` naming the
+column. Only the configured columns are kept. The output fingerprint hashes the load identity
+(dataset, files with their size and mtime, demo parameters) and the row count.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import datasets
+
+from lightning_order.data.config import CODE_VERSION, DataConfig, local_files
+from lightning_order.data.demo import make_demo_corpus
+from lightning_order.data.steps import STEPS, DataState, StepContext, StepResult
+from lightning_order.errors import DataError
+from lightning_order.ledger import fingerprint
+
+__all__ = ["load"]
+
+
+@STEPS.register("load", takes=frozenset({None}), makes="rows", reads="none", writes_data=True)
+def load(ctx: StepContext, state: DataState) -> StepResult:
+    """Reads the configured rows and checks their columns."""
+    cfg: DataConfig = ctx.config
+    hf_cache = None if ctx.work is None else ctx.work / "hf"
+    if cfg.dataset is None:
+        data = make_demo_corpus(
+            cfg.demo_size, seed=cfg.demo_seed, sources=cfg.demo_sources, cache_dir=hf_cache
+        )
+    else:
+        data = _load_dataset(cfg, hf_cache)
+    columns = [cfg.text_column, cfg.label_column, *cfg.numeric_columns]
+    if cfg.group_column:
+        columns.append(cfg.group_column)
+    for column in columns:
+        if column not in data.column_names:
+            raise DataError(
+                f"the configured column is not in the data (columns: {', '.join(data.column_names)}); "
+                "fix text_column / label_column / numeric_columns / group_column",
+                step="load",
+                column=column,
+            )
+    if len(data) == 0:
+        raise DataError("the dataset is empty: there is nothing to prepare", step="load")
+    dtype = getattr(data.features[cfg.text_column], "dtype", None)
+    if dtype not in ("string", "large_string"):
+        raise DataError(
+            f"expected a string column for the text, got {data.features[cfg.text_column]}; "
+            "set text_column to the column that holds the text",
+            step="load",
+            column=cfg.text_column,
+        )
+    fp = fingerprint("load", CODE_VERSION, cfg.dataset, cfg.load_identity(), len(data))
+    return StepResult(
+        replace(state, data=data.select_columns(list(dict.fromkeys(columns)))),
+        fp,
+        params={"dataset": cfg.dataset or "demo"},
+        stats={"rows": len(data)},
+    )
+
+
+def _load_dataset(cfg: DataConfig, hf_cache: Path | None) -> datasets.Dataset:
+    files = local_files(cfg.data_files)
+    if files and all(f.stat().st_size == 0 for f in files):
+        raise DataError(
+            f"the dataset is empty: every data file is empty ({', '.join(map(str, files))})", step="load"
+        )
+    try:
+        return datasets.load_dataset(
+            cfg.dataset,
+            name=cfg.dataset_config,
+            data_files=cfg.data_files,
+            split=cfg.load_split,
+            cache_dir=None if hf_cache is None else str(hf_cache),
+        )
+    except (DataError, KeyboardInterrupt):
+        raise
+    except Exception as err:  # datasets raises many kinds; the user needs the step and the input
+        raise DataError(
+            f"could not load dataset={cfg.dataset!r} data_files={cfg.data_files!r}: "
+            f"{type(err).__name__}: {err}; check the name, the files and load_split={cfg.load_split!r}",
+            step="load",
+        ) from err
