@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, get_args
 
 from lightning_order.errors import OrderError, OrderWarning
+from lightning_order.judge import judge
 from lightning_order.ledger import StepLedger, StepRecord
-from lightning_order.rules import RULES, Violation
+from lightning_order.rules import RULES, Violation  # noqa: F401  (RULES: older imports from here keep working)
 
 # RULES and Violation live in lightning_order.rules (a leaf module); the errors in errors.py.
 __all__ = ["KINDS", "STANDARD_PIPELINE", "Pipeline", "Step", "require_steps"]
@@ -282,137 +283,7 @@ class Pipeline:
         Returns:
             Every violation found, in ledger order, without duplicates.
         """
-        records = list(ledger)
-        latest: dict[str, StepRecord] = {}
-        for record in records:
-            latest[record.step] = record
-        ran_before = _RanBefore(records)
-
-        found: dict[tuple[str, tuple[str, ...]], Violation] = {}
-
-        def add(violation: Violation) -> None:
-            found.setdefault((violation.rule, violation.steps), violation)
-
-        judged = sorted((r for r in latest.values() if r.step in self._steps), key=lambda r: r.seq)
-        for record in judged:
-            for violation in self._check_order(record, latest, ran_before):
-                add(violation)
-            for violation in self._check_stale(record, latest):
-                add(violation)
-            for violation in self._check_fitted_on(record, latest, records):
-                add(violation)
-        return list(found.values())
-
-    def _check_order(
-        self, record: StepRecord, latest: dict[str, StepRecord], ran_before: _RanBefore
-    ) -> list[Violation]:
-        step = self._steps[record.step]
-        violations = []
-        missing = [req for req in step.requires if req not in latest]
-        for req in missing:
-            violations.append(
-                Violation(
-                    "missing-step",
-                    (step.name, req),
-                    f"'{step.name}' ran (seq {record.seq}) but '{req}', which it requires, never "
-                    f"ran; expected order: {self.expected_order_text(self.ancestors(step.name) | {step.name})}",
-                )
-            )
-        early = [
-            a for a in self.subset(self.ancestors(step.name)) if a in latest and not ran_before(a, record.seq)
-        ]
-        by_rule: dict[str, list[str]] = {}
-        for ancestor in early:
-            rule = self.rule_for(step.name, ancestor)
-            if rule == "out-of-order" and ancestor not in step.requires:
-                continue  # reported where the chain broke, at the step that directly required it
-            by_rule.setdefault(rule, []).append(ancestor)
-        specific = {rule: names for rule, names in by_rule.items() if rule != "out-of-order"}
-        for rule, names in (specific or by_rule).items():
-            later = ", ".join(f"'{n}' (seq {latest[n].seq})" for n in names)
-            violations.append(
-                Violation(
-                    rule,
-                    (step.name, *names),
-                    f"'{step.name}' ran at seq {record.seq}, before {later}, which must come "
-                    f"first; expected order: {self.expected_order_text(self.ancestors(step.name) | {step.name})}",
-                    symptom=RULES[rule].symptom,
-                )
-            )
-        return violations
-
-    def _check_stale(self, record: StepRecord, latest: dict[str, StepRecord]) -> list[Violation]:
-        violations = []
-        for name, consumed in record.inputs.items():
-            producer = latest.get(name)
-            if producer is None or name not in self._steps:
-                continue
-            if consumed in producer.produced or not producer.produced:
-                continue
-            bypassed = next(
-                (latest[a] for a in self.ancestors(name) if a in latest and consumed in latest[a].produced),
-                None,
-            )
-            if bypassed is not None:
-                # It consumed what came before the required step: the step was bypassed.
-                violations.append(
-                    Violation(
-                        self.rule_for(record.step, name),
-                        (record.step, name),
-                        f"'{record.step}' (seq {record.seq}) consumed the output of '{bypassed.step}' "
-                        f"where it needed the output of '{name}': it worked on data '{name}' never saw",
-                    )
-                )
-                continue
-            violations.append(
-                Violation(
-                    "stale-input",
-                    (record.step, name),
-                    f"'{record.step}' (seq {record.seq}) consumed {name} output {consumed[:12]}, "
-                    f"but '{name}' was re-run (seq {producer.seq}) and now produces "
-                    f"{(producer.output or '')[:12]}: '{record.step}' and what follows are stale",
-                    fix=f"re-run '{record.step}' and every step after it on the new '{name}' output",
-                )
-            )
-        return violations
-
-    def _check_fitted_on(
-        self, record: StepRecord, latest: dict[str, StepRecord], records: list[StepRecord]
-    ) -> list[Violation]:
-        step = self._steps[record.step]
-        if step.kind != "fitted" or record.fitted_on is None:
-            return []
-        splits = [
-            latest[a]
-            for a in self.subset(self.ancestors(step.name))
-            if self._steps[a].kind == "partition" and a in latest and "train" in latest[a].parts
-        ]
-        if not splits:
-            return []
-        allowed = {split.parts["train"] for split in splits}
-        if record.fitted_on in allowed:
-            return []
-        producer = next((r for r in reversed(records) if record.fitted_on in r.produced), None)
-        if (
-            producer is not None
-            and producer.step in self.descendants(step.name)
-            and self._steps[producer.step].kind == "partition"
-        ):
-            rule = self.rule_for(producer.step, step.name)
-            source = f"a '{producer.step}' part (seq {producer.seq}): one rank's shard"
-        else:
-            rule = "fit-before-split"
-            source = f"the output of '{producer.step}' (seq {producer.seq})" if producer else "unknown data"
-            if producer is not None and producer.step in {s.step for s in splits}:
-                source = f"a non-train part of '{producer.step}' (seq {producer.seq})"
-        return [
-            Violation(
-                rule,
-                (step.name, splits[-1].step),
-                f"'{step.name}' learned from {source} ({record.fitted_on[:12]}), not from the "
-                f"train split of '{splits[-1].step}' ({splits[-1].parts['train'][:12]})",
-            )
-        ]
+        return judge(self, ledger)
 
     def validate(
         self, ledger: StepLedger | Iterable[StepRecord], on_violation: str = "raise"
@@ -437,19 +308,6 @@ class Pipeline:
 
             warnings.warn(str(error), OrderWarning, stacklevel=2)
         return violations
-
-
-class _RanBefore:
-    """Answers "did step X run before seq N?" from the first record of each step."""
-
-    def __init__(self, records: Sequence[StepRecord]) -> None:
-        self._first: dict[str, int] = {}
-        for record in records:
-            self._first.setdefault(record.step, record.seq)
-
-    def __call__(self, step: str, seq: int) -> bool:
-        first = self._first.get(step)
-        return first is not None and first < seq
 
 
 #: The mandated order of DESIGN.md §1.
