@@ -16,7 +16,7 @@ from torch import nn
 
 from lightning_order.checks.ledger import DIM_KEYS
 from lightning_order.checks.report import merge_violations
-from lightning_order.order import Violation
+from lightning_order.rules import Violation
 
 __all__: list[str] = []
 
@@ -164,11 +164,6 @@ def _all_gather(trainer: Any, obj: Any) -> list[Any]:
     return [obj]
 
 
-def _as_dict(violation: Violation) -> dict[str, Any]:
-    """A violation as plain data for the all-gather, its details included."""
-    return {**violation.to_dict(), "details": dict(violation.details)}
-
-
 def _agree(per_rank: list[list[dict[str, Any]]]) -> list[Violation]:
     """One list from every rank's violations (as dicts), identical on every rank.
 
@@ -179,14 +174,7 @@ def _agree(per_rank: list[list[dict[str, Any]]]) -> list[Violation]:
     for rank, dicts in enumerate(per_rank):
         known = {(v.rule, v.steps) for v in found}
         for d in dicts:
-            violation = Violation(
-                d["rule"],
-                tuple(d["steps"]),
-                d["message"],
-                d.get("symptom", ""),
-                d.get("fix", ""),
-                details=d.get("details") or {},
-            )
+            violation = Violation.from_dict(d)
             if rank == 0 or (violation.rule, violation.steps) not in known:
                 found.append(violation)
     return merge_violations(found)

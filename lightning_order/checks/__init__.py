@@ -14,7 +14,7 @@ from lightning_order.checks.ledger import check_init_order, check_ledger, judged
 from lightning_order.checks.model import check_model_dims
 from lightning_order.checks.ranks import check_ranks
 from lightning_order.checks.report import estimate_waste, format_report, merge_violations
-from lightning_order.checks.resume import check_resume
+from lightning_order.checks.resume import check_restore_shapes, check_resume, check_resume_proof
 
 __all__ = [
     "check_fitted_on_train",
@@ -24,7 +24,9 @@ __all__ = [
     "check_model_dims",
     "check_rank_datasets",
     "check_ranks",
+    "check_restore_shapes",
     "check_resume",
+    "check_resume_proof",
     "check_row_overlap",
     "check_twin_rate",
     "estimate_waste",

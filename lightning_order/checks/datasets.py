@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from lightning_order.checks.ranks import _differing_features
-from lightning_order.order import Violation
+from lightning_order.rules import Violation
 
 __all__ = ["check_rank_datasets", "check_twin_rate"]
 
