@@ -16,6 +16,8 @@ from torch import nn
 
 from lightning_order.checks.ledger import DIM_KEYS
 from lightning_order.checks.report import merge_violations
+from lightning_order.ledger import StepLedger
+from lightning_order.recording import recorded_fingerprints
 from lightning_order.rules import Violation
 
 __all__: list[str] = []
@@ -23,6 +25,25 @@ __all__: list[str] = []
 log = logging.getLogger(__name__)
 
 _KEY_HASH = "key_hash"
+
+
+def _ledger(dm: Any) -> StepLedger | None:
+    ledger = getattr(dm, "ledger", None) if dm is not None else None
+    return ledger if isinstance(ledger, StepLedger) else None
+
+
+def _data_fingerprints(dm: Any) -> dict[str, str]:
+    """``dm.data_fingerprints()`` (any datamodule may define it), else those a recorded ledger holds."""
+    method = getattr(dm, "data_fingerprints", None)
+    if not callable(method):
+        ledger = _ledger(dm)
+        return recorded_fingerprints(ledger) if ledger is not None else {}
+    return {str(k): str(v) for k, v in (method() or {}).items() if v is not None}
+
+
+def _data_dims(dm: Any) -> dict[str, Any]:
+    dims = getattr(dm, "dims", None) if dm is not None else None
+    return {k: v for k, v in dims.items() if v is not None} if isinstance(dims, Mapping) else {}
 
 
 def _split_key_hashes(dm: Any, split: str) -> np.ndarray | None:

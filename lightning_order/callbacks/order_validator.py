@@ -36,8 +36,11 @@ from lightning_order.callbacks._sampling import (
     _agree,
     _all_gather,
     _as_numpy,
+    _data_dims,
+    _data_fingerprints,
     _get,
     _inputs,
+    _ledger,
     _model_dims,
     _observed_dims,
     _sample,
@@ -54,7 +57,6 @@ from lightning_order.checks.resume import check_restore_shapes, check_resume, ch
 from lightning_order.errors import CheckpointError, OrderError, OrderWarning
 from lightning_order.ledger import CHECKPOINT_KEY, StepLedger, fingerprint
 from lightning_order.order import STANDARD_PIPELINE, Pipeline
-from lightning_order.recording import recorded_fingerprints
 from lightning_order.rules import Violation
 
 __all__ = ["OrderValidator"]
@@ -432,25 +434,6 @@ class OrderValidator(Callback):
 
 
 # -- gatherers: plain functions over duck-typed objects ----------------------------------------
-def _ledger(dm: Any) -> StepLedger | None:
-    ledger = getattr(dm, "ledger", None) if dm is not None else None
-    return ledger if isinstance(ledger, StepLedger) else None
-
-
-def _data_fingerprints(dm: Any) -> dict[str, str]:
-    """``dm.data_fingerprints()`` (any datamodule may define it), else those a recorded ledger holds."""
-    method = getattr(dm, "data_fingerprints", None)
-    if not callable(method):
-        ledger = _ledger(dm)
-        return recorded_fingerprints(ledger) if ledger is not None else {}
-    return {str(k): str(v) for k, v in (method() or {}).items() if v is not None}
-
-
-def _data_dims(dm: Any) -> dict[str, Any]:
-    dims = getattr(dm, "dims", None) if dm is not None else None
-    return {k: v for k, v in dims.items() if v is not None} if isinstance(dims, Mapping) else {}
-
-
 def _stored_fingerprints(checkpoint: Mapping[str, Any], state_key: str) -> dict[str, str]:
     """The data fingerprints a checkpoint was trained on: this callback's state, else the top-level copy."""
     states = checkpoint.get("callbacks") or {}
