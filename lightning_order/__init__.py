@@ -13,10 +13,12 @@ from lightning_order.errors import (
     ManifestError,
     OrderError,
     OrderWarning,
+    StepNameError,
 )
 from lightning_order.ledger import StepLedger, StepRecord, fingerprint, step_fingerprint
 from lightning_order.models import OrderedTextClassifier
 from lightning_order.order import STANDARD_PIPELINE, Pipeline, Step, require_steps
+from lightning_order.recording import StepRecording, data_fingerprint, record_step, recording
 from lightning_order.recovery import RecoveryPlan, recover
 from lightning_order.rules import RULES, Violation
 
@@ -39,11 +41,16 @@ __all__ = [
     "RecoveryPlan",
     "Step",
     "StepLedger",
+    "StepNameError",
     "StepRecord",
+    "StepRecording",
     "SymptomMonitor",
     "Violation",
+    "data_fingerprint",
     "fingerprint",
     "make_demo_corpus",
+    "record_step",
+    "recording",
     "recover",
     "require_steps",
     "step_fingerprint",

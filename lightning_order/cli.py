@@ -25,13 +25,15 @@ prints the pipeline DAG. They are also registered on LightningCLI's parser so th
 
 from __future__ import annotations
 
+import inspect
 import sys
 import warnings
 from argparse import ArgumentError
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any, Literal
 
 from jsonargparse import ArgumentParser, Namespace
+from jsonargparse.typing import import_object
 from pytorch_lightning import Callback, Trainer
 from pytorch_lightning.cli import LightningArgumentParser, LightningCLI
 from rich.table import Table
@@ -142,6 +144,25 @@ class OrderCLI(LightningCLI):
             help="What OrderValidator does on a violation: raise OrderError, or warn and go on.",
         )
         parser.add_argument(
+            "--order.planned_hours",
+            type=float | None,
+            default=None,
+            help="How long the run is planned to train (hours): OrderValidator prices the waste it prevents.",
+        )
+        parser.add_argument(
+            "--order.gpu_hour_price",
+            type=float | None,
+            default=None,
+            help="The price of one device-hour, for the waste estimate in OrderValidator's report.",
+        )
+        parser.add_argument(
+            "--order.overlap_threshold",
+            type=float,
+            default=0.01,
+            help="Largest share of validation rows with an identical train twin that passes "
+            "(datamodules without key hashes); 1.0 turns the check off.",
+        )
+        parser.add_argument(
             "--order.symptoms",
             type=bool,
             default=True,
@@ -172,6 +193,15 @@ class OrderCLI(LightningCLI):
         """Parses as LightningCLI does; the extra subcommands are refused (``main`` runs them)."""
         super().parse_arguments(parser, args)
         subcommand = self.config.get("subcommand")
+        config = self.config.get(subcommand, self.config) if subcommand else self.config
+        overridden = _dims_set_by_user(config.get("model"), self.DIMS)
+        if overridden:
+            shown = ", ".join(f"{prefix}.{dim}={value}" for prefix, dim, value in overridden)
+            parser.error(
+                f"{shown}: the model's dims come from the data (data.<dim> is linked into the model when "
+                "it is built, so a value here would be silently replaced); remove it, and change the "
+                f"data instead (e.g. --data.{overridden[0][1]}) or pass another --model.class_path"
+            )
         if subcommand in TOOLS:
             parser.error(
                 f"'{subcommand}' is run by lightning_order.cli.main (the `lightning-order` command), "
@@ -230,13 +260,39 @@ class OrderCLI(LightningCLI):
             console.print(Text.assemble((f"{label}: ", "bold"), str(where)))
 
 
+def _dims_set_by_user(model: Any, dims: Sequence[str]) -> list[tuple[str, str, Any]]:
+    """``(prefix, dim, value)`` for each linked dim the model config sets to a non-default value."""
+    if model is None:
+        return []
+    class_path = model.get("class_path") if hasattr(model, "get") else None
+    init_args = model.get("init_args") if class_path else model
+    prefix = "model.init_args" if class_path else "model"
+    if init_args is None:
+        return []
+    defaults: dict[str, Any] = {}
+    if class_path:
+        try:
+            model_class = import_object(class_path)
+            params = inspect.signature(model_class.__init__).parameters
+            defaults = {n: p.default for n, p in params.items() if p.default is not inspect.Parameter.empty}
+        except (ImportError, AttributeError, ValueError, TypeError):
+            defaults = {}
+    found = []
+    for dim in dims:
+        value = init_args.get(dim)
+        if value is not None and value != defaults.get(dim):
+            found.append((prefix, dim, value))
+    return found
+
+
 def order_callbacks(order: Namespace | dict[str, Any], existing: Iterable[Callback] = ()) -> list[Callback]:
     """The order callbacks to add, from the ``order:`` config group.
 
     A callback of a kind the user already configured is not added twice.
 
     Args:
-        order: ``validate`` (bool), ``on_violation`` (``raise``/``warn``), ``symptoms`` (bool).
+        order: ``validate`` (bool), ``on_violation`` (``raise``/``warn``), ``planned_hours``,
+            ``gpu_hour_price`` and ``overlap_threshold`` (OrderValidator's), ``symptoms`` (bool).
         existing: the callbacks already configured.
 
     Returns:
@@ -245,7 +301,14 @@ def order_callbacks(order: Namespace | dict[str, Any], existing: Iterable[Callba
     existing = list(existing)
     added: list[Callback] = []
     if order.get("validate", True) and not any(isinstance(cb, OrderValidator) for cb in existing):
-        added.append(OrderValidator(on_violation=order.get("on_violation", "raise")))
+        added.append(
+            OrderValidator(
+                on_violation=order.get("on_violation", "raise"),
+                planned_hours=order.get("planned_hours"),
+                gpu_hour_price=order.get("gpu_hour_price"),
+                overlap_threshold=order.get("overlap_threshold", 0.01),
+            )
+        )
     if order.get("symptoms", True) and not any(isinstance(cb, SymptomMonitor) for cb in existing):
         added.append(SymptomMonitor())
     return added

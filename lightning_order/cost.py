@@ -94,7 +94,8 @@ def estimate_waste(
     if planned_hours is None:
         return (
             f"Left running, every device-hour of this run ({devices} {unit} × its planned hours) would have "
-            "trained on wrong data; pass planned_hours= (and gpu_hour_price=) to OrderValidator for a figure."
+            "trained on wrong data; pass planned_hours= (and gpu_hour_price=) to OrderValidator for a figure "
+            "(lightning-order: --order.planned_hours, --order.gpu_hour_price)."
         )
     planned = waste_report(planned_hours * 3600.0, devices, gpu_hour_price=gpu_hour_price)
     text = (

@@ -18,6 +18,7 @@ __all__ = [
     "ManifestError",
     "OrderError",
     "OrderWarning",
+    "StepNameError",
 ]
 
 
@@ -100,3 +101,8 @@ class ManifestError(LightningOrderError, ValueError):
 class CheckpointError(LightningOrderError, ValueError):
     """A checkpoint cannot be used safely or as asked: it holds more than plain data (and is
     therefore not unpickled), or it names a class that must be passed explicitly."""
+
+
+class StepNameError(LightningOrderError, ValueError):
+    """A step name that the pipeline in use does not have (raised where the name is written, e.g. at
+    decoration time), listing the valid names: a misspelled step can never switch a check off."""

@@ -17,10 +17,11 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-import pytorch_lightning as pl
 import torch
 from torch import nn
 from torchmetrics.classification import MulticlassAccuracy, MulticlassF1Score
+
+from lightning_order import _compat as pl
 
 __all__ = ["OrderedTextClassifier"]
 

@@ -12,12 +12,13 @@ and a step re-run upstream makes what consumed its old output ``stale-input``.
 
 from __future__ import annotations
 
+import difflib
 import functools
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, get_args
 
-from lightning_order.errors import OrderError, OrderWarning
+from lightning_order.errors import OrderError, OrderWarning, StepNameError
 from lightning_order.judge import judge
 from lightning_order.ledger import StepLedger, StepRecord
 from lightning_order.rules import RULES, Violation  # noqa: F401  (RULES: older imports from here keep working)
@@ -241,6 +242,23 @@ class Pipeline:
     def __hash__(self) -> int:
         return hash(tuple(sorted(self._steps.items())))
 
+    def check_names(self, names: Iterable[str], where: str = "") -> None:
+        """Raises :class:`~lightning_order.errors.StepNameError` for any name that is no step here.
+
+        Args:
+            names: step names as a user wrote them.
+            where: what is being declared, for the message.
+        """
+        unknown = [n for n in names if n not in self._steps]
+        if unknown:
+            close = {n: difflib.get_close_matches(n, list(self._steps), n=1) for n in unknown}
+            hints = "".join(f" ('{n}': did you mean '{c[0]}'?)" for n, c in close.items() if c)
+            raise StepNameError(
+                f"{where + ': ' if where else ''}unknown step name{'s' if len(unknown) > 1 else ''} "
+                f"{', '.join(repr(n) for n in unknown)}{hints}; the pipeline's steps are "
+                f"{', '.join(self._order)} (add your own with Pipeline.extend)"
+            )
+
     def order(self) -> list[str]:
         """A topological order of the steps (ties broken by declaration order)."""
         return list(self._order)
@@ -361,6 +379,8 @@ def require_steps(
             ``missing-step``.
     """
     rules_from = pipeline or STANDARD_PIPELINE
+    # The names share the pipeline's vocabulary with lightning_order.recording: a typo raises here.
+    rules_from.check_names([*steps, *([step] if step is not None else [])], where="require_steps")
 
     def decorate(method: _F) -> _F:
         name = step or method.__name__

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -152,6 +153,29 @@ def test_fit_ddp_config_on_two_cpu_processes(tmp_path: Path) -> None:
     proc = _fit(tmp_path, ROOT / "configs" / "ddp.yaml", *TINY, cwd=tmp_path)
     assert proc.stdout.count("final metrics") == 1  # the summary comes from rank 0 only
     assert "shard [rank 0]" in proc.stdout and "the order is correct" in proc.stdout
+
+
+def test_every_option_a_message_names_is_accepted(tmp_path: Path, prepared: Path) -> None:
+    """The waste report and the overlap finding tell the user which --order.* option to pass."""
+    from lightning_order.checks import check_twin_rate, estimate_waste
+
+    texts = [estimate_waste(1), *(v.fix for v in check_twin_rate([1, 2, 3], [1, 2]))]
+    options = sorted({m for text in texts for m in re.findall(r"--order\.(\w+)", text)})
+    assert options == ["gpu_hour_price", "overlap_threshold", "planned_hours"]
+    values = {"planned_hours": 5.0, "gpu_hour_price": 2.5, "overlap_threshold": 0.2}
+    cli = _cli(tmp_path, prepared, *(f"--order.{name}={values[name]}" for name in options))
+    (validator,) = [cb for cb in cli.trainer.callbacks if isinstance(cb, OrderValidator)]
+    assert {name: getattr(validator, name) for name in options} == values
+
+
+@pytest.mark.parametrize("argument", ["--model.init_args.vocab_size=50", "--model.init_args.num_classes=7"])
+def test_a_model_dim_the_data_sets_is_refused(
+    tmp_path: Path, prepared: Path, argument: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        _cli(tmp_path, prepared, argument)
+    err = capsys.readouterr().err
+    assert argument.removeprefix("--") in err and "come from the data" in err
 
 
 # -- user errors: one line per finding with its fix, a specific exit code, no traceback --------

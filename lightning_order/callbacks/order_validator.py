@@ -25,17 +25,31 @@ import warnings
 from collections.abc import Mapping
 from typing import Any, Literal
 
-import numpy as np
 import pytorch_lightning as pl
 import torch
-from pytorch_lightning.callbacks import Callback
 from pytorch_lightning.utilities.rank_zero import rank_zero_info
-from torch import nn
 from typing_extensions import override
 
+from lightning_order._compat import Callback
+from lightning_order.callbacks._content import dataset_lengths, summarize_splits
+from lightning_order.callbacks._sampling import (
+    _agree,
+    _all_gather,
+    _as_numpy,
+    _data_dims,
+    _data_fingerprints,
+    _get,
+    _inputs,
+    _ledger,
+    _model_dims,
+    _observed_dims,
+    _sample,
+    _split_key_hashes,
+)
 from lightning_order.checkpoint import load_checkpoint
+from lightning_order.checks.datasets import check_rank_datasets, check_twin_rate
 from lightning_order.checks.leakage import check_key_overlap, check_row_overlap, row_hashes
-from lightning_order.checks.ledger import DIM_KEYS, check_ledger
+from lightning_order.checks.ledger import DIM_KEYS, check_ledger, judged_pipeline
 from lightning_order.checks.model import check_model_dims
 from lightning_order.checks.ranks import check_ranks
 from lightning_order.checks.report import format_report, merge_violations
@@ -48,8 +62,6 @@ from lightning_order.rules import Violation
 __all__ = ["OrderValidator"]
 
 log = logging.getLogger(__name__)
-
-_KEY_HASH = "key_hash"
 
 
 class OrderValidator(Callback):
@@ -73,6 +85,14 @@ class OrderValidator(Callback):
             systematic leak is still found, a single duplicated row with the sampling rate.
         record: append the model and loop steps (``init_model``, ``configure_optimizers``,
             ``train``, ``evaluate``) to the datamodule's ledger.
+        overlap_threshold: for datamodules without key hashes, the largest share of validation
+            rows with an identical train twin that passes (reported whatever the train split's
+            own repeat rate); ``1.0`` turns the check off.
+        whole_rows: splits up to this many items are hashed whole (exact overlap and rank
+            comparisons); larger ones through ``sample_rows`` items at the same indices per rank.
+
+    Attributes:
+        violations: what the latest check found (also in warn mode), identical on every rank.
     """
 
     def __init__(
@@ -84,6 +104,8 @@ class OrderValidator(Callback):
         sample_rows: int = 512,
         overlap_max_rows: int = 262_144,
         record: bool = True,
+        overlap_threshold: float = 0.01,
+        whole_rows: int = 20_000,
     ) -> None:
         super().__init__()
         if on_violation not in ("raise", "warn"):
@@ -101,6 +123,14 @@ class OrderValidator(Callback):
         self.sample_rows = sample_rows
         self.overlap_max_rows = overlap_max_rows
         self.record = record
+        if not 0.0 <= overlap_threshold <= 1.0 or whole_rows < 0:
+            raise ValueError(
+                f"overlap_threshold must be in [0, 1] and whole_rows at least 0, got {overlap_threshold} "
+                f"and {whole_rows}"
+            )
+        self.overlap_threshold = overlap_threshold
+        self.whole_rows = whole_rows
+        self.violations: list[Violation] = []
         # State (saved in checkpoints, restored as saved): the data the weights were trained on.
         self.fingerprints: dict[str, str] = {}
         self.dims: dict[str, Any] = {}
@@ -155,6 +185,7 @@ class OrderValidator(Callback):
     @override
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         self._resume_checked = self._model_checked = self._evaluated = False
+        self.violations = []
         self._restored = False  # a checkpoint of this run is restored after setup, never before
         dm = trainer.datamodule
         ledger = _ledger(dm)
@@ -163,12 +194,24 @@ class OrderValidator(Callback):
         self._current = {"fingerprints": dict(self.fingerprints), "dims": dict(self.dims)}
         # Without fingerprints and dims (a plain datamodule), sampled rows are the evidence.
         train_sample: tuple[Any, int | None] = (None, None)
-        if dm is not None and not self.fingerprints:
+        # OrderedDataModule (fingerprints and dims) is checked on its ledger, key hashes and dims.
+        plain = dm is not None and not (self.fingerprints and self.dims)
+        if plain:
             train_sample = _sample(dm, "train_dataloader", 4 * self.sample_rows)
         self._observed = {} if self.dims else _observed_dims(train_sample[0])
+        # Any datamodule without fingerprints: what its datasets hold, at the same indices per rank.
+        content: dict[str, Any] = {}
+        if plain:
+            lengths = _all_gather(trainer, dataset_lengths(dm))
+            common = {s: min((n[s] or 0) for n in lengths) or None for s in ("train", "val")}
+            content = summarize_splits(dm, common, sample_rows=self.sample_rows, whole_rows=self.whole_rows)
+            seen = [c["max_token_id"] for c in content.values() if c and c.get("max_token_id") is not None]
+            if seen and not self.dims:
+                self._observed["max_token_id"] = max([*seen, self._observed.get("max_token_id", -1)])
         local: list[Violation] = []
         if ledger is not None:
-            local += check_ledger(ledger, self.pipeline)
+            # A hand-written datamodule (lightning_order.recording) is judged on the steps it declares.
+            local += check_ledger(ledger, judged_pipeline(self.pipeline, ledger))
         elif dm is not None:
             rank_zero_info(
                 f"OrderValidator: {type(dm).__name__} keeps no ledger; checking dims, ranks and overlap "
@@ -176,11 +219,21 @@ class OrderValidator(Callback):
             )
         else:
             rank_zero_info("OrderValidator: no datamodule; only the model and resume checks run")
-        local += self._overlap(dm, train_sample)
-        summary = self._rank_summary(trainer, dm, ledger, train_sample[0])
+        local += self._overlap(dm, train_sample, content)
+        # The content summary compares every float key; the sampled `features` only where it is missing.
+        summary = self._rank_summary(trainer, dm, ledger, None if content.get("train") else train_sample[0])
+        summary["content"] = {
+            "rank": int(trainer.global_rank),
+            **content,
+            "model": _model_dims(pl_module),
+        }
         gathered = _all_gather(trainer, {"summary": summary, "violations": [v.to_dict() for v in local]})
         violations = _agree([g["violations"] for g in gathered])
-        violations = merge_violations(violations, check_ranks([g["summary"] for g in gathered]))
+        violations = merge_violations(
+            violations,
+            check_ranks([g["summary"] for g in gathered]),
+            check_rank_datasets([g["summary"]["content"] for g in gathered]),
+        )
         self._act(trainer, violations, f"OrderValidator.setup ({getattr(stage, 'value', stage)})")
 
         path = trainer.ckpt_path  # known this early only when the user set trainer.ckpt_path
@@ -271,6 +324,7 @@ class OrderValidator(Callback):
 
     def _act(self, trainer: pl.Trainer, violations: list[Violation], where: str, fatal: bool = False) -> None:
         """Raises (``fatal`` always: what follows cannot run) or warns, with the report."""
+        self.violations = merge_violations(self.violations, violations)
         if not violations:
             return
         header = format_report(
@@ -329,12 +383,23 @@ class OrderValidator(Callback):
             vars(self._guarded).pop("load_model_state_dict", None)
             self._guarded = None
 
-    def _overlap(self, dm: Any, train_sample: tuple[Any, int | None]) -> list[Violation]:
+    def _overlap(
+        self, dm: Any, train_sample: tuple[Any, int | None], content: Mapping[str, Any] | None = None
+    ) -> list[Violation]:
         if dm is None:
             return []
         train, val = _split_key_hashes(dm, "train"), _split_key_hashes(dm, "val")
         if train is not None and val is not None:
             return check_key_overlap(train, val, max_rows=self.overlap_max_rows)
+        train_part, val_part = (content or {}).get("train"), (content or {}).get("val")
+        if train_part and val_part and not train_part.get("random") and not val_part.get("random"):
+            # Hashes of every item's inputs (or of the same sample on every rank): the twin rate.
+            return check_twin_rate(
+                train_part["inputs"],
+                val_part["inputs"],
+                threshold=self.overlap_threshold,
+                train_rows=None if train_part["whole"] else train_part["length"],
+            )
         train_batch, train_rows = train_sample
         if train_batch is None:
             return []
@@ -369,23 +434,6 @@ class OrderValidator(Callback):
 
 
 # -- gatherers: plain functions over duck-typed objects ----------------------------------------
-def _ledger(dm: Any) -> StepLedger | None:
-    ledger = getattr(dm, "ledger", None) if dm is not None else None
-    return ledger if isinstance(ledger, StepLedger) else None
-
-
-def _data_fingerprints(dm: Any) -> dict[str, str]:
-    method = getattr(dm, "data_fingerprints", None)
-    if not callable(method):
-        return {}
-    return {str(k): str(v) for k, v in (method() or {}).items() if v is not None}
-
-
-def _data_dims(dm: Any) -> dict[str, Any]:
-    dims = getattr(dm, "dims", None) if dm is not None else None
-    return {k: v for k, v in dims.items() if v is not None} if isinstance(dims, Mapping) else {}
-
-
 def _stored_fingerprints(checkpoint: Mapping[str, Any], state_key: str) -> dict[str, str]:
     """The data fingerprints a checkpoint was trained on: this callback's state, else the top-level copy."""
     states = checkpoint.get("callbacks") or {}
@@ -395,158 +443,3 @@ def _stored_fingerprints(checkpoint: Mapping[str, Any], state_key: str) -> dict[
     if isinstance(state, Mapping) and state.get("fingerprints"):
         return dict(state["fingerprints"])
     return dict((checkpoint.get(CHECKPOINT_KEY) or {}).get("fingerprints") or {})
-
-
-def _split_key_hashes(dm: Any, split: str) -> np.ndarray | None:
-    """The ``key_hash`` column of a split (this rank's shard for train), read from Arrow alone.
-
-    A datamodule may offer ``key_hashes(split)``; otherwise the column is read from the dataset
-    behind its dataloader (``OrderedDataModule`` keeps it in every encoded split).
-    """
-    method = getattr(dm, "key_hashes", None)
-    if callable(method):
-        hashes = method(split)
-        return None if hashes is None else np.asarray(hashes, dtype=np.int64)
-    try:
-        loader = getattr(dm, f"{split}_dataloader")()
-    except Exception as err:  # no such split, or not set up: no hashes
-        log.debug("OrderValidator: no %s key hashes (%s)", split, err)
-        return None
-    dataset = getattr(loader, "dataset", None)
-    if _KEY_HASH not in (getattr(dataset, "column_names", None) or ()):
-        return None
-    # Arrow format reads the column (through any shard/select indices) without per-row Python.
-    return dataset.with_format("arrow")[_KEY_HASH].to_numpy().astype(np.int64, copy=False)
-
-
-def _sample(dm: Any, loader_name: str, rows: int) -> tuple[Any, int | None]:
-    """Up to ``rows`` rows of a datamodule's dataloader, collated as one batch, and the dataset size.
-
-    Map-style datasets are indexed directly (a fixed seed, so every rank samples the same rows of
-    the same data) without starting workers; iterable ones yield their first batches.
-    """
-    try:
-        loader = getattr(dm, loader_name)()
-    except Exception as err:  # a datamodule without that split, or not ready: nothing to sample
-        log.debug("OrderValidator: no %s to sample (%s)", loader_name, err)
-        return None, None
-    if isinstance(loader, (list, tuple)):
-        loader = loader[0] if loader else None
-    dataset = getattr(loader, "dataset", None)
-    if loader is None or dataset is None:
-        return None, None
-    collate = getattr(loader, "collate_fn", None) or torch.utils.data.default_collate
-    if not isinstance(dataset, torch.utils.data.IterableDataset) and hasattr(dataset, "__len__"):
-        size = len(dataset)
-        if size == 0:
-            return None, 0
-        picked = np.sort(np.random.default_rng(0).choice(size, size=min(rows, size), replace=False))
-        getitems = getattr(dataset, "__getitems__", None)
-        items = getitems(picked.tolist()) if callable(getitems) else [dataset[int(i)] for i in picked]
-        return collate(items), size
-    batches, seen = [], 0
-    for batch in loader:
-        batches.append(batch)
-        seen += len(_get(batch, "labels") if _get(batch, "labels") is not None else batch[0])
-        if seen >= rows:
-            break
-    return (_concat(batches) if batches else None), None
-
-
-def _get(batch: Any, key: str) -> Any:
-    if isinstance(batch, Mapping):
-        return batch.get(key)
-    if isinstance(batch, (list, tuple)) and len(batch) >= 2:
-        first = batch[0]
-        if key == "labels":
-            return batch[-1]
-        is_float = torch.is_tensor(first) and first.is_floating_point()
-        if key == "features" and is_float:
-            return first
-        if key == "input_ids" and torch.is_tensor(first) and not is_float:
-            return first
-    return None
-
-
-def _concat(batches: list[Any]) -> Any:
-    if isinstance(batches[0], Mapping):
-        return {k: torch.cat([b[k] for b in batches]) for k in batches[0] if torch.is_tensor(batches[0][k])}
-    return type(batches[0])(torch.cat([b[i] for b in batches]) for i in range(len(batches[0])))
-
-
-def _as_numpy(value: Any) -> np.ndarray | None:
-    if value is None:
-        return None
-    if torch.is_tensor(value):
-        return value.detach().cpu().numpy()
-    return np.asarray(value)
-
-
-def _inputs(batch: Any) -> list[np.ndarray]:
-    """The model inputs of a batch (everything but the labels), as numpy arrays."""
-    if batch is None:
-        return []
-    if isinstance(batch, Mapping):
-        keys = [k for k in sorted(batch) if k not in ("labels", "label", "y", _KEY_HASH)]
-        return [a for a in (_as_numpy(batch[k]) for k in keys) if a is not None and a.ndim >= 1]
-    if isinstance(batch, (list, tuple)) and len(batch) >= 2:
-        return [a for a in (_as_numpy(x) for x in batch[:-1]) if a is not None and a.ndim >= 1]
-    return []
-
-
-def _observed_dims(batch: Any) -> dict[str, Any]:
-    """What a sampled batch shows about the data's dims (lower bounds)."""
-    observed: dict[str, Any] = {}
-    ids = _as_numpy(_get(batch, "input_ids"))
-    if ids is not None and ids.size and np.issubdtype(ids.dtype, np.integer):
-        observed["max_token_id"] = int(ids.max())
-    features = _as_numpy(_get(batch, "features"))
-    if features is not None and features.ndim == 2:
-        observed["num_features"] = int(features.shape[1])
-    labels = _as_numpy(_get(batch, "labels"))
-    if labels is not None and labels.size and np.issubdtype(labels.dtype, np.integer) and labels.ndim == 1:
-        observed["max_label"] = int(labels.max())
-    return observed
-
-
-def _model_dims(module: nn.Module) -> dict[str, Any]:
-    """The data dims a module was built for: ``hparams`` keys and the shapes of its input layers."""
-    dims: dict[str, Any] = {}
-    hparams = getattr(module, "hparams", None) or {}
-    for key in DIM_KEYS:
-        value = hparams.get(key) if isinstance(hparams, Mapping) else None
-        if isinstance(value, int) and not isinstance(value, bool):
-            dims[key] = value
-    for name, layer in module.named_modules():
-        # The token table: the first embedding that is not a position table.
-        if isinstance(layer, nn.Embedding) and "pos" not in name.lower() and "embedding_rows" not in dims:
-            dims["embedding_rows"] = int(layer.num_embeddings)
-        if isinstance(layer, nn.Linear) and "feature" in name.lower() and "feature_in" not in dims:
-            if not isinstance(layer, nn.LazyLinear) or layer.in_features:
-                dims["feature_in"] = int(layer.in_features)
-    return dims
-
-
-def _all_gather(trainer: pl.Trainer, obj: Any) -> list[Any]:
-    """``obj`` from every rank, in rank order (a one-element list in a single process)."""
-    if trainer.world_size > 1 and torch.distributed.is_available() and torch.distributed.is_initialized():
-        gathered: list[Any] = [None] * torch.distributed.get_world_size()
-        torch.distributed.all_gather_object(gathered, obj)
-        return gathered
-    return [obj]
-
-
-def _agree(per_rank: list[list[dict[str, Any]]]) -> list[Violation]:
-    """One list from every rank's violations (as dicts), identical on every rank.
-
-    Rank 0's violations come first, all of them; another rank adds what rank 0 did not report
-    under the same rule and steps (ranks word the same finding with their own fingerprints).
-    """
-    found: list[Violation] = []
-    for rank, dicts in enumerate(per_rank):
-        known = {(v.rule, v.steps) for v in found}
-        for d in dicts:
-            violation = Violation.from_dict(d)
-            if rank == 0 or (violation.rule, violation.steps) not in known:
-                found.append(violation)
-    return merge_violations(found)

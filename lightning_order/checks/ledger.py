@@ -12,10 +12,10 @@ from typing import Any
 
 from lightning_order.checks.report import merge_violations
 from lightning_order.ledger import StepLedger, StepRecord
-from lightning_order.order import STANDARD_PIPELINE, Pipeline
+from lightning_order.order import STANDARD_PIPELINE, Pipeline, Step
 from lightning_order.rules import Violation
 
-__all__ = ["DIM_KEYS", "check_init_order", "check_ledger"]
+__all__ = ["DIM_KEYS", "check_init_order", "check_ledger", "judged_pipeline", "project_pipeline"]
 
 #: The data dims a model is built from (docs/architecture.md, "Dims contract").
 DIM_KEYS: tuple[str, ...] = ("vocab_size", "num_features", "num_classes", "max_length")
@@ -84,3 +84,48 @@ def check_init_order(ledger: StepLedger, data_dims: Mapping[str, Any] | None = N
             )
         )
     return violations
+
+
+#: The steps the validator records itself (at Lightning's hooks), always judged.
+MODEL_STEPS: tuple[str, ...] = ("init_model", "configure_optimizers", "train", "evaluate")
+
+
+def project_pipeline(pipeline: Pipeline, keep: Iterable[str]) -> Pipeline:
+    """``pipeline`` restricted to the steps ``keep``, each requiring its nearest kept ancestors.
+
+    A hand-written datamodule records only the steps it declares: a requirement it never declared
+    is unknown, not missing. The projection keeps every order the full pipeline implies between
+    the kept steps (and each step's kind, hence the specific rule codes).
+
+    Args:
+        pipeline: the full pipeline.
+        keep: the names to keep (names of no step are ignored).
+    """
+    kept = set(pipeline.subset(keep))
+
+    def nearest(names: Iterable[str]) -> list[str]:
+        found: list[str] = []
+        for name in names:
+            if name in kept:
+                found.append(name)
+            else:
+                found.extend(nearest(pipeline[name].requires))
+        return found
+
+    steps = []
+    for name in pipeline.subset(kept):
+        step = pipeline[name]
+        steps.append(Step(name, tuple(dict.fromkeys(nearest(step.requires))), step.kind, step.description))
+    return Pipeline(steps)
+
+
+def judged_pipeline(pipeline: Pipeline, ledger: StepLedger) -> Pipeline:
+    """The pipeline a ledger is judged against: projected on the declared steps, when it says which.
+
+    A ledger written by :mod:`lightning_order.recording` lists the steps its datamodule declares
+    in ``info["declared_steps"]``; others (``OrderedDataModule``'s) are judged on the full pipeline.
+    """
+    declared = ledger.info.get("declared_steps")
+    if not declared:
+        return pipeline
+    return project_pipeline(pipeline, [*declared, *MODEL_STEPS, *(r.step for r in ledger)])

@@ -18,7 +18,6 @@ from typing import Any
 
 import datasets
 import numpy as np
-import pytorch_lightning as pl
 from tokenizers import Tokenizer
 from torch.utils.data import DataLoader
 
@@ -27,6 +26,7 @@ import lightning_order.data.load
 import lightning_order.data.shard
 import lightning_order.data.split
 import lightning_order.data.vocab  # noqa: F401
+from lightning_order import _compat as pl
 from lightning_order.data import cache as _cache
 from lightning_order.data.cleaning import CleanRows, clean_batch
 from lightning_order.data.config import CODE_VERSION, DataConfig, TokenizerKind, override_identity

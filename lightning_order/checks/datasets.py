@@ -1,0 +1,250 @@
+"""Checks on what any datamodule's datasets hold, from content summaries (no ledger, no glue needed).
+
+The validator summarises each rank's train and validation datasets (see
+:mod:`lightning_order.callbacks._content`) as plain dicts; the functions here judge them. A split
+summary holds:
+
+- ``length`` (int) and ``whole`` (bool: every item was hashed, not a sample);
+- ``ids``: one int hash per item read (the same indices on every rank), of the item's
+  non-float parts (token ids, text, labels): which *rows* a rank holds, whatever their
+  normalisation; ``None`` when items hold floats only;
+- ``inputs``: one int hash per item read, of everything but the label: identical *inputs*;
+- ``floats``: ``{key: {"mean": [...], "std": [...], "rows": n}}`` per floating-point tensor of
+  the collated sample, whatever its key;
+- ``random`` (bool): reading an item twice gave two different hashes (random augmentation);
+  such a split is never compared across ranks.
+
+Every rank runs these on the same gathered list, so all ranks reach the same decision.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from itertools import combinations
+from typing import Any
+
+import numpy as np
+
+from lightning_order.checks.ranks import _differing_features
+from lightning_order.rules import Violation
+
+__all__ = ["check_rank_datasets", "check_twin_rate"]
+
+_NAMES = {"train": "train", "val": "validation"}
+#: Share of items two ranks may have in common and still count as disjoint shards.
+_MAX_SHARED = 0.05
+#: Relative difference of a float statistic over the very same rows that counts as different.
+_SAME_ROWS_RTOL = 1e-4
+
+
+def _hashes(split: Mapping[str, Any]) -> np.ndarray | None:
+    values = split.get("ids") if split.get("ids") is not None else split.get("inputs")
+    return None if values is None else np.asarray(values, dtype=np.int64)
+
+
+def _shared(a: np.ndarray, b: np.ndarray) -> float:
+    """Share of the smaller set's distinct items that are also in the other set."""
+    ua, ub = np.unique(a), np.unique(b)
+    if not ua.size or not ub.size:
+        return 0.0
+    return float(np.isin(ua, ub).sum()) / min(ua.size, ub.size)
+
+
+def check_rank_datasets(summaries: Sequence[Mapping[str, Any]]) -> list[Violation]:
+    """``rank-mismatch`` or ``shard-before-normalize`` from every rank's dataset summaries.
+
+    Args:
+        summaries: one dict per rank, in rank order: ``rank``, ``train`` and ``val`` (split
+            summaries, see the module docstring, or ``None``), and ``model`` (the model's dims on
+            that rank, e.g. ``embedding_rows``).
+
+    Returns:
+        - ``rank-mismatch`` when ranks hold different validation sets (Lightning's sampler shards
+          validation, so every rank should hold all of it), or train sets that differ but share
+          items (each rank split the data on its own: ``random_split`` without a generator), or
+          built models of different sizes;
+        - ``shard-before-normalize`` when ranks hold the very same rows but their floating-point
+          tensors differ (each rank normalised with statistics of its own shard);
+        - ``rank-mismatch`` when disjoint shards' float tensors differ beyond sampling noise.
+    """
+    if len(summaries) < 2:
+        return []
+    ranks = [int(s.get("rank", i)) for i, s in enumerate(summaries)]
+    violations = _model_sizes(summaries, ranks)
+    for split in ("val", "train"):
+        parts = [s.get(split) for s in summaries]
+        if any(p is None or p.get("random") for p in parts):
+            continue
+        found = _compare_split(split, parts, ranks)
+        # One finding per rule: the validation split's evidence, when it has some, is enough.
+        violations += [v for v in found if (v.rule, v.steps) not in {(w.rule, w.steps) for w in violations}]
+    return violations
+
+
+def _model_sizes(summaries: Sequence[Mapping[str, Any]], ranks: list[int]) -> list[Violation]:
+    rows = {r: (s.get("model") or {}).get("embedding_rows") for r, s in zip(ranks, summaries)}
+    rows = {r: v for r, v in rows.items() if v is not None}
+    if len(set(rows.values())) < 2:
+        return []
+    shown = "; ".join(f"rank {r}: {v}" for r, v in rows.items())
+    return [
+        Violation(
+            "rank-mismatch",
+            ("init_model", "build_vocab"),
+            f"the ranks built models of different sizes (token embedding rows {shown}): each rank sized "
+            "it from its own data, and DDP would fail with 'params[0] ... appears not to match'",
+            fix="build the vocabulary once (prepare_data, or setup from the same data on every rank) "
+            "and size the model from it",
+            details={"item": "model", "values": rows},
+        )
+    ]
+
+
+def _compare_split(split: str, parts: list[Mapping[str, Any]], ranks: list[int]) -> list[Violation]:
+    name = _NAMES[split]
+    hashes = [_hashes(p) for p in parts]
+    if any(h is None for h in hashes):
+        return []
+    lengths = [int(p.get("length", 0)) for p in parts]
+    same_rows = len({*lengths}) == 1 and all(np.array_equal(hashes[0], h) for h in hashes[1:])
+    if same_rows:
+        return _same_rows_floats(split, parts, ranks)
+    for (i, a), (j, b) in combinations(enumerate(hashes), 2):
+        shared = _shared(a, b)
+        # Lightning's sampler shards the validation set: every rank should hold all of it. Train
+        # sets may be disjoint shards, but never partly the same rows.
+        if split == "val" or shared >= _MAX_SHARED:
+            sampled = "" if parts[i].get("whole") and parts[j].get("whole") else " (sampled)"
+            how = (
+                f"that share {shared:.0%} of their items{sampled}"
+                if shared >= _MAX_SHARED
+                else "with no item in common (different rows, or the same rows encoded differently, "
+                "e.g. with a vocabulary each rank built from its own split)"
+            )
+            return [
+                Violation(
+                    "rank-mismatch",
+                    ("split", "shard"),
+                    f"ranks {ranks[i]} and {ranks[j]} hold different {name} sets {how} ({name} lengths: "
+                    f"{', '.join(f'rank {r}: {n}' for r, n in zip(ranks, lengths))}): each rank split "
+                    "the data on its own, so one rank trains on another's validation rows",
+                    symptom="validation metrics differ per rank and are inflated; ranks may build "
+                    "different vocabularies and DDP fails or trains on mismatched data",
+                    fix="split the same way on every rank: random_split(..., "
+                    "generator=torch.Generator().manual_seed(42)), or split in prepare_data and load "
+                    "the split in setup",
+                    details={"item": split, "ranks": [ranks[i], ranks[j]], "shared": shared},
+                )
+            ]
+    return _disjoint_floats(split, parts, ranks)
+
+
+def _same_rows_floats(split: str, parts: list[Mapping[str, Any]], ranks: list[int]) -> list[Violation]:
+    """The same rows on every rank: their float statistics must agree to rounding."""
+    first = parts[0].get("floats") or {}
+    for key, stats in first.items():
+        for field in ("mean", "std"):
+            reference = np.asarray(stats[field], dtype=float)
+            for rank, part in zip(ranks[1:], parts[1:]):
+                other = (part.get("floats") or {}).get(key)
+                if other is None:
+                    continue
+                values = np.asarray(other[field], dtype=float)
+                if values.shape != reference.shape:
+                    continue
+                gap = np.abs(values - reference)
+                if np.any(gap > _SAME_ROWS_RTOL * (1.0 + np.abs(reference))):
+                    column = int(np.argmax(gap))
+                    return [
+                        Violation(
+                            "shard-before-normalize",
+                            ("fit_features", "shard"),
+                            f"the ranks hold the same {_NAMES[split]} rows (same token ids, text and "
+                            f"labels at the same indices) but '{key}' differs: column {column} has "
+                            f"{field} {reference[column]:.4g} on rank {ranks[0]} and "
+                            f"{values[column]:.4g} on rank {rank} over those rows: each rank normalised "
+                            "with statistics of its own shard",
+                            fix="fit the statistics once on the whole train split (prepare_data, or "
+                            "setup from the full train split on every rank), then let the sampler shard",
+                            details={"item": split, "key": key, "column": column},
+                        )
+                    ]
+    return []
+
+
+def _disjoint_floats(split: str, parts: list[Mapping[str, Any]], ranks: list[int]) -> list[Violation]:
+    """Different rows per rank (shards): their float distributions must agree within sampling noise."""
+    found = []
+    keys = set.intersection(*(set(p.get("floats") or {}) for p in parts))
+    for key in sorted(keys):
+        summaries = [
+            {
+                "rank": r,
+                "feature_mean": p["floats"][key]["mean"],
+                "feature_std": p["floats"][key]["std"],
+                "feature_rows": p["floats"][key]["rows"],
+                "feature_names": [f"{key}[{j}]" for j in range(len(p["floats"][key]["mean"]))],
+            }
+            for r, p in zip(ranks, parts)
+        ]
+        found += _differing_features(summaries, ranks, z_max=6.0, min_rows=32)
+    if not found:
+        return []
+    shown = ", ".join(f"{name} ({why})" for name, why in found[:4])
+    return [
+        Violation(
+            "rank-mismatch",
+            ("shard",),
+            f"the ranks' {_NAMES[split]} shards differ beyond sampling noise: {shown}"
+            f"{', ...' if len(found) > 4 else ''}",
+            details={"item": f"{split}-floats", "features": [name for name, _ in found]},
+        )
+    ]
+
+
+def check_twin_rate(
+    train_inputs: Sequence[int] | np.ndarray,
+    val_inputs: Sequence[int] | np.ndarray,
+    *,
+    threshold: float = 0.01,
+    train_rows: int | None = None,
+) -> list[Violation]:
+    """``train-val-overlap``: the share of validation rows whose inputs have an identical train twin.
+
+    Reported whatever the train split's own repeat rate: duplicates that straddle the split score
+    the model on rows it trained on, whether or not the data repeats by nature. The rate is
+    estimated when only a sample of the train rows was hashed (observed rate / share covered).
+
+    Args:
+        train_inputs: input hashes of (a sample of) the train rows.
+        val_inputs: input hashes of (a sample of) the validation rows.
+        threshold: the largest rate that passes (``0.01``: one validation row in 100; a capped vocabulary maps some distinct short texts to identical inputs, so 0 would cry wolf).
+        train_rows: the train split's size, when ``train_inputs`` is a sample.
+
+    Returns:
+        One violation with the rate, the counts and the threshold, or nothing.
+    """
+    train = np.unique(np.asarray(train_inputs, dtype=np.int64))
+    val = np.asarray(val_inputs, dtype=np.int64).ravel()
+    if not train.size or not val.size:
+        return []
+    twins = int(np.isin(val, train).sum())
+    covered = min(1.0, len(train_inputs) / train_rows) if train_rows else 1.0
+    rate = min(1.0, twins / val.size / covered)
+    if twins == 0 or rate <= threshold:
+        return []
+    repeat = 1.0 - train.size / max(len(train_inputs), 1)
+    estimated = "" if covered >= 1.0 else f", estimated from {covered:.0%} of the train rows"
+    return [
+        Violation(
+            "train-val-overlap",
+            ("split",),
+            f"{twins} of {val.size} validation rows checked ({rate:.1%}{estimated}) have an identical "
+            f"twin in the train split, above the threshold of {threshold:.1%} (train itself repeats "
+            f"{repeat:.1%} of its rows): exact duplicates straddle the split",
+            fix="deduplicate before the split, or split by a hash of the cleaned input (or a group "
+            "column) so duplicates land on the same side; state the rate you accept with "
+            "OrderValidator(overlap_threshold=...) (lightning-order: --order.overlap_threshold)",
+            details={"twins": twins, "checked": int(val.size), "rate": rate, "threshold": threshold},
+        )
+    ]

@@ -1,0 +1,287 @@
+"""Recording hand-written steps in the ledger: a decorator and a context manager, checked names.
+
+A hand-written ``LightningDataModule`` keeps its own code; one line per step it wants judged::
+
+    class MyData(LightningDataModule):
+        @record_step("split")
+        def split(self, rows):
+            return rows[:800], rows[800:]
+
+Each call appends a :class:`~lightning_order.ledger.StepRecord` to ``self.ledger`` (created on
+first use) with content fingerprints of what the method read (its arguments) and produced (its
+return value; a partition step's ``(train, val)`` become ``parts``), the rank, and for a fitted
+step the fingerprint of the data it learned from (``fitted_on``, its first argument). Inputs are
+named by the step that produced them, found by fingerprint, so the pipeline's engine sees a step
+that bypassed one it requires (a vocabulary built from text that ``clean`` never saw). The names
+are the :class:`~lightning_order.order.Pipeline`'s (the standard one unless ``pipeline=`` says
+otherwise): an unknown name raises :class:`~lightning_order.errors.StepNameError` when the
+decorator is written, never silently records nothing. The ledger lists the steps the datamodule
+declares (``info["declared_steps"]``), so the validator judges only those: a step you never
+declared is unknown, not missing.
+
+Trade-off: fingerprints hash content (tensors, arrays, strings, numbers, containers, map-style
+datasets item by item), which costs one pass over what each step reads and returns; derived
+objects (a list of texts built from the train rows) have fingerprints of their own, so pass step
+outputs themselves to the next step, or name what was read with ``reads=``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, TypeVar
+
+import numpy as np
+import torch
+import xxhash
+
+from lightning_order.ledger import StepLedger, StepRecord
+from lightning_order.order import STANDARD_PIPELINE, Pipeline
+
+__all__ = [
+    "StepRecording",
+    "data_fingerprint",
+    "declared_steps",
+    "record_step",
+    "recorded_fingerprints",
+    "recording",
+]
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+_MARK = "__lightning_order_step__"
+_PARTS = ("train", "val", "test")
+
+
+def data_fingerprint(value: Any) -> str:
+    """A content fingerprint of plain Python data: equal content, equal fingerprint.
+
+    Tensors and arrays hash their dtype, shape and bytes; dicts their sorted items; sequences,
+    strings and numbers their values; a map-style dataset (``__len__`` + ``__getitem__``, e.g.
+    ``torch.utils.data.Subset``) its items; a Hugging Face ``datasets.Dataset`` its own
+    ``_fingerprint``. Anything else hashes its ``repr`` (which must not hold a memory address).
+
+    Args:
+        value: what a step read or produced.
+    """
+    hasher = xxhash.xxh3_128()
+    _update(hasher, value, depth=0)
+    return hasher.hexdigest()
+
+
+def _update(hasher: Any, value: Any, depth: int) -> None:
+    if depth > 64:
+        raise ValueError("data_fingerprint: the value nests deeper than 64 levels")
+    if torch.is_tensor(value):
+        value = value.detach().cpu().numpy()
+    if isinstance(value, np.ndarray):
+        hasher.update(f"nd{value.dtype}{value.shape}".encode())
+        hasher.update(np.ascontiguousarray(value).tobytes())
+    elif isinstance(value, (str, bytes, bytearray, int, float, bool, complex, type(None), np.generic)):
+        hasher.update(f"{type(value).__name__}:{value!r}".encode())
+    elif isinstance(value, Mapping):
+        hasher.update(f"map{len(value)}".encode())
+        for key in sorted(value, key=repr):
+            _update(hasher, key, depth + 1)
+            _update(hasher, value[key], depth + 1)
+    elif isinstance(value, (list, tuple, set, frozenset)):
+        items = sorted(value, key=repr) if isinstance(value, (set, frozenset)) else value
+        hasher.update(f"seq{len(value)}".encode())
+        for item in items:
+            _update(hasher, item, depth + 1)
+    elif isinstance(getattr(value, "_fingerprint", None), str):  # datasets.Dataset
+        hasher.update(f"hf:{value._fingerprint}".encode())
+    elif hasattr(value, "__len__") and hasattr(value, "__getitem__"):
+        hasher.update(f"seq{len(value)}".encode())  # a dataset hashes as the list of its items
+        for i in range(len(value)):
+            _update(hasher, value[i], depth + 1)
+    else:
+        text = repr(value)
+        if " at 0x" in text:
+            raise TypeError(
+                f"data_fingerprint cannot hash a {type(value).__name__} by content (its repr holds a memory "
+                "address); pass tensors, arrays, lists, dicts or a map-style dataset"
+            )
+        hasher.update(text.encode())
+
+
+def declared_steps(cls: type) -> list[str]:
+    """The step names a class's methods record (:func:`record_step`), in the class's order."""
+    names = [getattr(getattr(cls, attr, None), _MARK, None) for attr in dir(cls)]
+    return sorted({n for n in names if n}, key=names.index)
+
+
+#: The data fingerprints a recorded ledger yields, by the step that produces each (the keys of
+#: ``OrderedDataModule.data_fingerprints()``).
+_FINGERPRINT_STEPS = {"split": "split", "statistics": "fit_features", "vocab": "build_vocab"}
+
+
+def recorded_fingerprints(ledger: StepLedger) -> dict[str, str]:
+    """``{"split", "statistics", "vocab"}`` -> fingerprint, from a ledger this module wrote.
+
+    The validator compares them across ranks and keeps them in checkpoints, as it does
+    ``data_fingerprints()``; a ledger not written by :func:`record_step` yields ``{}``.
+    """
+    if not ledger.info.get("declared_steps"):
+        return {}
+    found = {key: ledger.latest(step) for key, step in _FINGERPRINT_STEPS.items()}
+    return {key: record.output for key, record in found.items() if record is not None and record.output}
+
+
+def _rank(owner: Any) -> int:
+    trainer = getattr(owner, "trainer", None)
+    if trainer is not None:
+        with contextlib.suppress(Exception):
+            return int(trainer.global_rank)
+    for variable in ("RANK", "GLOBAL_RANK", "LOCAL_RANK"):
+        if os.environ.get(variable, "").isdigit():
+            return int(os.environ[variable])
+    return 0
+
+
+def _ledger(owner: Any, pipeline: Pipeline, step: str) -> StepLedger:
+    ledger = getattr(owner, "ledger", None)
+    records = ledger.records if isinstance(ledger, StepLedger) else []
+    # A step already in the ledger, not just repeated on another part (clean(train), clean(val)),
+    # starts a new run of the pipeline (Lightning calls setup again): judge that run on its own.
+    if not isinstance(ledger, StepLedger) or (
+        records[-1].step != step and any(r.step == step for r in records)
+    ):
+        info = {"declared_steps": ledger.info.get("declared_steps")} if isinstance(ledger, StepLedger) else {}
+        ledger = StepLedger(info={k: v for k, v in info.items() if v}, rank=_rank(owner))
+        owner.ledger = ledger
+    declared = list(ledger.info.get("declared_steps") or declared_steps(type(owner)))
+    if step not in declared:
+        declared.append(step)
+    ledger.info["declared_steps"] = pipeline.subset(declared) or declared
+    ledger.rank = _rank(owner)
+    return ledger
+
+
+def _producer(ledger: StepLedger, fp: str) -> StepRecord | None:
+    return next((r for r in reversed(ledger.records) if fp in r.produced), None)
+
+
+def _inputs(ledger: StepLedger, pipeline: Pipeline, step: str, fps: Sequence[str]) -> dict[str, str]:
+    """Each read fingerprint by the step it came from; under a required step when it bypassed it."""
+    inputs: dict[str, str] = {}
+    requires = pipeline[step].requires
+    for fp in fps:
+        producer = _producer(ledger, fp)
+        if producer is None:
+            continue
+        name = producer.step
+        if name not in requires and name in pipeline:
+            # It came from upstream of a requirement that ran: name it after that requirement, so
+            # the engine reports the bypass (e.g. build_vocab on text that clean never saw).
+            bypassed = [r for r in requires if ledger.has(r) and name in pipeline.ancestors(r)]
+            name = bypassed[0] if bypassed else name
+        inputs.setdefault(name, fp)
+    return inputs
+
+
+def _write(
+    owner: Any, pipeline: Pipeline, step: str, fps: Sequence[str], result: Any, has_result: bool
+) -> StepRecord:
+    ledger = _ledger(owner, pipeline, step)
+    inputs = _inputs(ledger, pipeline, step, fps)
+    kind = pipeline[step].kind
+    parts: dict[str, str] = {}
+    output = None
+    if kind == "partition" and isinstance(result, Mapping) and "train" in result:
+        parts = {str(k): data_fingerprint(v) for k, v in result.items()}
+    elif kind == "partition" and isinstance(result, (tuple, list)) and 2 <= len(result) <= 3:
+        parts = {name: data_fingerprint(v) for name, v in zip(_PARTS, result)}
+    elif has_result and result is not None:
+        output = data_fingerprint(result)
+    if parts:
+        output = data_fingerprint(sorted(parts.items()))
+    fitted_on = None
+    if kind == "fitted" and fps and _producer(ledger, fps[0]) is not None:
+        fitted_on = fps[0]  # what it learned from; unknown data is left unjudged, never guessed
+    return ledger.record(step, inputs=inputs, output=output, fitted_on=fitted_on, parts=parts)
+
+
+def record_step(
+    step: str, *, pipeline: Pipeline = STANDARD_PIPELINE, reads: Sequence[str] | str | None = None
+) -> Callable[[_F], _F]:
+    """A method decorator: each call records ``step`` in ``self.ledger`` (see the module docstring).
+
+    Example:
+        >>> class Prep:
+        ...     @record_step("load")
+        ...     def load(self):
+        ...         return ["a", "b", "c", "d"]
+        ...     @record_step("split")
+        ...     def split(self, rows):
+        ...         return rows[:3], rows[3:]
+        >>> prep = Prep()
+        >>> _ = prep.split(prep.load())
+        >>> [(r.step, sorted(r.parts)) for r in prep.ledger]
+        [('load', []), ('split', ['train', 'val'])]
+
+    Args:
+        step: the pipeline step the method performs.
+        pipeline: the pipeline whose names are valid (pass the same one to ``OrderValidator``).
+        reads: names of attributes of ``self`` the method reads besides its arguments (e.g.
+            ``"train_rows"``); their content is fingerprinted like arguments, first.
+
+    Raises:
+        StepNameError: at decoration time, when ``step`` is no step of ``pipeline``.
+    """
+    pipeline.check_names([step], where="record_step")
+    attributes = (reads,) if isinstance(reads, str) else tuple(reads or ())
+
+    def decorate(method: _F) -> _F:
+        @functools.wraps(method)
+        def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+            # What it read, fingerprinted before it runs (a step may change its input in place).
+            read = [getattr(self, a) for a in attributes] + list(args) + [kwargs[k] for k in sorted(kwargs)]
+            fps = [data_fingerprint(value) for value in read]
+            result = method(self, *args, **kwargs)
+            _write(self, pipeline, step, fps, result, has_result=True)
+            return result
+
+        setattr(wrapper, _MARK, step)
+        return wrapper  # type: ignore[return-value]
+
+    return decorate
+
+
+class StepRecording:
+    """What a :func:`recording` block read and produced; set :attr:`output` before the block ends."""
+
+    def __init__(self) -> None:
+        self.output: Any = None
+        self.record: StepRecord | None = None
+
+
+@contextlib.contextmanager
+def recording(
+    owner: Any, step: str, *, reads: Sequence[Any] = (), pipeline: Pipeline = STANDARD_PIPELINE
+) -> Iterator[StepRecording]:
+    """A block that records ``step`` in ``owner.ledger`` when it ends without an error.
+
+    Example:
+        >>> class Prep: ...
+        >>> prep, train = Prep(), [1.0, 2.0, 3.0]
+        >>> with recording(prep, "fit_features", reads=[train]) as step:
+        ...     step.output = {"mean": sum(train) / len(train)}
+        >>> prep.ledger.steps()
+        ['fit_features']
+
+    Args:
+        owner: the object whose ``ledger`` receives the record (usually ``self``).
+        step: the pipeline step the block performs.
+        reads: what the block read (the first is what a fitted step learned from).
+        pipeline: the pipeline whose names are valid.
+
+    Raises:
+        StepNameError: when ``step`` is no step of ``pipeline`` (before the block runs).
+    """
+    pipeline.check_names([step], where="recording")
+    fps = [data_fingerprint(value) for value in reads]
+    entry = StepRecording()
+    yield entry
+    entry.record = _write(owner, pipeline, step, fps, entry.output, has_result=entry.output is not None)

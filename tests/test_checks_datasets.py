@@ -1,0 +1,135 @@
+"""checks.datasets: rank and overlap judgements from plain dataset summaries (no Trainer)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from lightning_order.callbacks._content import item_hashes, summarize_splits
+from lightning_order.checks import check_rank_datasets, check_twin_rate
+
+
+def _split(ids, floats=None, whole=True, length=None):
+    ids = [int(i) for i in ids]
+    return {
+        "length": length if length is not None else len(ids),
+        "whole": whole,
+        "ids": ids,
+        "inputs": ids,
+        "floats": floats or {},
+        "random": False,
+    }
+
+
+def _float(mean, std=(1.0,), rows=200):
+    return {"numeric": {"mean": list(mean), "std": list(std), "rows": rows}}
+
+
+def test_identical_datasets_on_every_rank_pass():
+    part = _split(range(100), _float([0.1]))
+    assert check_rank_datasets([{"rank": r, "train": part, "val": part} for r in range(2)]) == []
+
+
+def test_one_rank_alone_is_never_judged():
+    assert check_rank_datasets([{"rank": 0, "train": _split(range(3)), "val": _split(range(3))}]) == []
+
+
+@pytest.mark.parametrize("shared", [0, 40])
+def test_validation_sets_that_differ_are_a_rank_mismatch_naming_the_ranks(shared):
+    val0, val1 = _split(range(100)), _split(range(100 - shared, 200 - shared))
+    (v,) = check_rank_datasets([{"rank": 0, "val": val0}, {"rank": 1, "val": val1}])
+    assert v.rule == "rank-mismatch" and "ranks 0 and 1 hold different validation sets" in v.message
+    assert "generator=torch.Generator().manual_seed(42)" in v.fix
+    assert ("share 40%" in v.message) == bool(shared)
+
+
+def test_disjoint_train_shards_pass_and_overlapping_ones_do_not():
+    val = _split(range(1000, 1100))
+    disjoint = [{"rank": r, "train": _split(range(r * 100, r * 100 + 100)), "val": val} for r in range(2)]
+    assert check_rank_datasets(disjoint) == []
+    overlapping = [{"rank": r, "train": _split(range(r * 50, r * 50 + 100)), "val": val} for r in range(2)]
+    (v,) = check_rank_datasets(overlapping)
+    assert v.rule == "rank-mismatch" and "train sets that share 50%" in v.message
+
+
+def test_same_rows_with_different_floats_is_shard_before_normalize_for_any_key():
+    a = _split(range(100), {"numeric": {"mean": [0.0, 0.5], "std": [1.0, 1.0], "rows": 100}})
+    b = _split(range(100), {"numeric": {"mean": [0.0, 0.52], "std": [1.0, 1.0], "rows": 100}})
+    (v,) = check_rank_datasets([{"rank": 0, "val": a, "train": a}, {"rank": 1, "val": b, "train": b}])
+    assert v.rule == "shard-before-normalize" and "'numeric'" in v.message and "column 1" in v.message
+
+
+def test_disjoint_shards_with_shifted_distributions_are_a_rank_mismatch():
+    val = _split(range(1000, 1100))
+    parts = [_split(range(0, 500), _float([0.0], rows=500)), _split(range(500, 1000), _float([3.0], rows=500))]
+    (v,) = check_rank_datasets([{"rank": r, "train": p, "val": val} for r, p in enumerate(parts)])
+    assert v.rule == "rank-mismatch" and "numeric[0]" in v.message
+
+
+def test_models_of_different_sizes_per_rank_are_a_rank_mismatch():
+    (v,) = check_rank_datasets([{"rank": 0, "model": {"embedding_rows": 402}}, {"rank": 1, "model": {"embedding_rows": 398}}])
+    assert v.rule == "rank-mismatch" and "rank 0: 402; rank 1: 398" in v.message
+
+
+def test_random_datasets_are_not_compared():
+    a, b = _split(range(10)), _split(range(10, 20))
+    a["random"] = True
+    assert check_rank_datasets([{"rank": 0, "val": a}, {"rank": 1, "val": b}]) == []
+
+
+def test_twin_rate_reported_whatever_train_repeats_against_the_threshold():
+    train = np.array([1, 1, 1, 2, 2, 3] * 50)  # repeats by nature
+    (v,) = check_twin_rate(train, np.arange(3, 103), threshold=0.005)
+    assert v.rule == "train-val-overlap" and v.details["twins"] == 1 and v.details["rate"] == 0.01
+    assert "1.0%" in v.message and "threshold of 0.5%" in v.message
+    assert check_twin_rate(train, np.arange(3, 103), threshold=0.01) == []
+    assert check_twin_rate(train, np.arange(10, 110)) == []
+
+
+def test_twin_rate_is_scaled_by_the_share_of_train_rows_hashed():
+    (v,) = check_twin_rate(np.arange(100), np.arange(95, 195), train_rows=1000, threshold=0.01)
+    assert v.details["rate"] == pytest.approx(0.5) and "estimated from 10%" in v.message
+
+
+def test_item_hashes_separate_rows_from_inputs():
+    item = {"input_ids": torch.tensor([5, 9, 2]), "numeric": torch.tensor([0.5]), "labels": torch.tensor(1)}
+    renormalised = {**item, "numeric": torch.tensor([0.7])}
+    relabelled = {**item, "labels": torch.tensor(0)}
+    rows, inputs, max_id = item_hashes(item)
+    assert max_id == 9
+    assert item_hashes(renormalised)[0] == rows and item_hashes(renormalised)[1] != inputs
+    assert item_hashes(relabelled)[0] != rows and item_hashes(relabelled)[1] == inputs
+    assert item_hashes((torch.tensor([1.0, 2.0]), 1))[0] is None  # floats and a label only
+    assert item_hashes(("some text", 1))[0] is not None
+
+
+def test_summaries_hash_whole_small_splits_and_sample_the_same_indices_in_large_ones():
+    class DM:
+        def __init__(self, n):
+            self.rows = [{"input_ids": torch.tensor([i % 50, 7]), "numeric": torch.tensor([float(i)]), "labels": torch.tensor(0)} for i in range(n)]
+
+        def train_dataloader(self):
+            return torch.utils.data.DataLoader(self.rows, batch_size=4)
+
+        def val_dataloader(self):
+            return torch.utils.data.DataLoader(self.rows[:10], batch_size=4)
+
+    small = summarize_splits(DM(100), {"train": 100, "val": 10}, sample_rows=16, whole_rows=1000)
+    assert small["train"]["whole"] and len(small["train"]["inputs"]) == 100
+    assert small["train"]["max_token_id"] == 49 and small["train"]["floats"]["numeric"]["rows"] == 16
+    large = [summarize_splits(DM(n), {"train": 300, "val": 10}, sample_rows=16, whole_rows=50) for n in (300, 400)]
+    assert not large[0]["train"]["whole"] and large[0]["train"]["ids"] == large[1]["train"]["ids"]
+
+
+def test_stacked_items_hash_by_row_like_single_items():
+    from lightning_order.callbacks._content import hash_items
+
+    item = {"input_ids": torch.tensor([5, 9, 2]), "numeric": torch.tensor([0.5]), "labels": torch.tensor(1)}
+    items = [item, {**item, "numeric": torch.tensor([0.7])}, {**item, "labels": torch.tensor(0)}, dict(item)]
+    (r0, i0, m0), (r1, i1, _), (r2, i2, _), (r3, i3, _) = hash_items(items)
+    assert m0 == 9 and (r3, i3) == (r0, i0)
+    assert r1 == r0 and i1 != i0  # renormalised: the same row, another input
+    assert r2 != r0 and i2 == i0  # relabelled: another row, the same input
+    ragged = hash_items([{"input_ids": [1, 2]}, {"input_ids": [1, 2, 3]}])  # the item-by-item path
+    assert len(ragged) == 2 and ragged[0][1] != ragged[1][1]
