@@ -6,7 +6,14 @@ The public API lives here and only here; import from ``lightning_order``.
 from lightning_order.callbacks import OrderValidator, SymptomMonitor
 from lightning_order.checks.symptoms import Diagnosis
 from lightning_order.data import OrderedDataModule, make_demo_corpus
-from lightning_order.errors import DataError, LightningOrderError, ManifestError, OrderError, OrderWarning
+from lightning_order.errors import (
+    CacheWarning,
+    DataError,
+    LightningOrderError,
+    ManifestError,
+    OrderError,
+    OrderWarning,
+)
 from lightning_order.ledger import StepLedger, StepRecord, fingerprint, step_fingerprint
 from lightning_order.models import OrderedTextClassifier
 from lightning_order.order import RULES, STANDARD_PIPELINE, Pipeline, Step, Violation, require_steps
@@ -17,6 +24,7 @@ __version__ = "0.1.0"
 __all__ = [
     "RULES",
     "STANDARD_PIPELINE",
+    "CacheWarning",
     "DataError",
     "Diagnosis",
     "LightningOrderError",

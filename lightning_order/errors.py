@@ -14,6 +14,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from lightning_order.order import Violation
 
 __all__ = [
+    "CacheWarning",
     "DataError",
     "LightningOrderError",
     "ManifestError",
@@ -61,6 +62,10 @@ class OrderError(LightningOrderError, RuntimeError):
 
 class OrderWarning(UserWarning):
     """The warning issued instead of :class:`OrderError` in warn mode; filter it like any warning."""
+
+
+class CacheWarning(UserWarning):
+    """A prepared cache was found damaged (the message names each bad file) and is prepared anew."""
 
 
 class DataError(LightningOrderError, ValueError):

@@ -157,6 +157,7 @@ class OrderedDataModule(pl.LightningDataModule):
         self._statistics: dict[str, Any] | None = None
         self._collate = Collate()
         self._setup_key: tuple[Any, ...] | None = None
+        self._verified: str | None = None  # the cache key whose files this instance verified
         self.shard_info: dict[str, int] = {}
 
     @property
@@ -222,8 +223,11 @@ class OrderedDataModule(pl.LightningDataModule):
         _cache.write_prepared(folder, state, ledger, dims)
 
     def _ensure_prepared(self) -> Path:
-        if not _cache.is_complete(self.cache_path, self.cache_key):
-            self.prepare_data()
+        # Every file of the cache is verified against the manifest's hashes once per instance.
+        if self._verified != self.cache_key:
+            if not _cache.is_complete(self.cache_path, self.cache_key):
+                self.prepare_data()
+            self._verified = self.cache_key
         return self.cache_path
 
     def _manifest(self) -> StepLedger:
