@@ -146,7 +146,7 @@ def test_damaged_file_is_named_rebuilt_and_the_good_cache_then_kept(pristine, tm
 
 
 def test_a_cache_without_file_hashes_is_not_trusted(pristine, tmp_path):
-    root, key, _ = pristine
+    key = pristine[1]
     _, folder = _copy(pristine, tmp_path)
     ledger = StepLedger.load(folder)
     del ledger.info["files"]

@@ -25,7 +25,6 @@ import uuid
 import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
 
 import datasets
 import pyarrow as pa
@@ -169,7 +168,10 @@ def publish(tmp: Path, final: Path) -> Path:
     try:
         os.rename(tmp, final)
     except OSError as err:
-        raise storage_error(err, "publish", final) or err
+        converted = storage_error(err, "publish", final)
+        if converted is None:
+            raise
+        raise converted from err
     return final
 
 
@@ -246,7 +248,10 @@ def write_prepared(folder: Path, state: DataState, ledger: StepLedger, dims: Map
         state.tokenizer.save(str(folder / "tokenizer.json"))
         (folder / "statistics.json").write_text(json.dumps(state.statistics, indent=2, sort_keys=True))
     except Exception as err:
-        raise storage_error(err, "save", folder) or err
+        converted = storage_error(err, "save", folder)
+        if converted is None:
+            raise
+        raise converted from err
     files = file_records(folder, skip=(MANIFEST_NAME, "work"))
     fps = {"manifest": ledger.fingerprint}
     for key, step in (("split", "split"), ("statistics", "fit_features"), ("vocab", "build_vocab")):
@@ -257,7 +262,10 @@ def write_prepared(folder: Path, state: DataState, ledger: StepLedger, dims: Map
     try:
         ledger.save(folder)
     except OSError as err:
-        raise storage_error(err, "save", folder) or err
+        converted = storage_error(err, "save", folder)
+        if converted is None:
+            raise
+        raise converted from err
 
 
 def read_state(path: Path, ledger: StepLedger) -> DataState:

@@ -72,7 +72,9 @@ def verify_files(folder: Path, records: Mapping[str, Mapping[str, Any]]) -> list
         Files not listed (e.g. caches ``datasets`` adds later) are not judged.
     """
     if not records:
-        return ["the manifest lists no file hashes (an older lightning_order wrote it): it cannot be verified"]
+        return [
+            "the manifest lists no file hashes (an older lightning_order wrote it): it cannot be verified"
+        ]
     problems = []
     for name, record in sorted(records.items()):
         pure = PurePosixPath(name)
