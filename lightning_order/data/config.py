@@ -82,12 +82,21 @@ class DataConfig:
                 step="build_vocab",
             )
         if isinstance(self.max_length, bool) or not isinstance(self.max_length, int) or self.max_length < 1:
-            raise DataError(f"max_length must be a positive int, got {self.max_length!r}", step="encode")
-        for name in ("num_proc", "demo_size", "demo_sources"):
+            kind = " (a bool is not an int)" if isinstance(self.max_length, bool) else ""
+            raise DataError(
+                f"max_length must be a positive int, got {self.max_length!r}{kind}; e.g. max_length=128",
+                step="encode",
+            )
+        fixes = {
+            "num_proc": "e.g. num_proc=1",
+            "demo_size": "the demo corpus's rows, e.g. demo_size=2000 (or pass dataset=... for your own data)",
+            "demo_sources": "e.g. demo_sources=1",
+        }
+        for name, fix in fixes.items():
             value = getattr(self, name)
-            least = 0 if name == "demo_size" else 1
+            least = 0 if name == "demo_size" and self.dataset is not None else 1
             if isinstance(value, bool) or not isinstance(value, int) or value < least:
-                raise DataError(f"{name} must be an int >= {least}, got {value!r}", step="load")
+                raise DataError(f"{name} must be an int >= {least}, got {value!r}; {fix}", step="load")
         if self.input_hash not in get_args(InputHash):
             raise DataError(
                 f"input_hash must be one of {', '.join(get_args(InputHash))}, got {self.input_hash!r}; "
@@ -95,6 +104,8 @@ class DataConfig:
                 "and modification time (for very large inputs)",
                 step="load",
             )
+        # The input files are expanded and identified now: the config names them as they are at its creation.
+        _ = self.input_identity
         for name in ("seed", "demo_seed"):
             object.__setattr__(self, name, int(getattr(self, name)))
         object.__setattr__(self, "lowercase", bool(self.lowercase))
