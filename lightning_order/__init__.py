@@ -8,6 +8,7 @@ from lightning_order.checks.symptoms import Diagnosis
 from lightning_order.data import OrderedDataModule, make_demo_corpus
 from lightning_order.errors import (
     CacheWarning,
+    CheckpointError,
     DataError,
     LightningOrderError,
     ManifestError,
@@ -16,8 +17,9 @@ from lightning_order.errors import (
 )
 from lightning_order.ledger import StepLedger, StepRecord, fingerprint, step_fingerprint
 from lightning_order.models import OrderedTextClassifier
-from lightning_order.order import RULES, STANDARD_PIPELINE, Pipeline, Step, Violation, require_steps
+from lightning_order.order import STANDARD_PIPELINE, Pipeline, Step, require_steps
 from lightning_order.recovery import RecoveryPlan, recover
+from lightning_order.rules import RULES, Violation
 
 __version__ = "0.1.0"
 
@@ -25,6 +27,7 @@ __all__ = [
     "RULES",
     "STANDARD_PIPELINE",
     "CacheWarning",
+    "CheckpointError",
     "DataError",
     "Diagnosis",
     "LightningOrderError",

@@ -5,11 +5,15 @@
 * the data's dims linked into the model with ``apply_on="instantiate"``: the datamodule is built
   (and its data prepared, or read from the cache) before the model, so ``init-before-data``
   cannot happen from a config;
-* ``OrderValidator`` (and ``SymptomMonitor`` once it exists) appended to the trainer's callbacks,
-  switched by the ``order:`` config group (``--order.validate false`` turns it off,
-  ``--order.on_violation warn`` makes it warn), next to any callbacks the user configures;
+* ``OrderValidator`` and ``SymptomMonitor`` appended to the trainer's callbacks, switched by the
+  ``order:`` config group (``--order.validate false`` turns the validator off,
+  ``--order.on_violation warn`` makes it warn, ``--order.symptoms false`` drops the monitor),
+  next to any callbacks the user configures;
 * an end-of-run summary on rank 0: the ledger as a table, the final metrics, the cache and the
-  checkpoints.
+  checkpoints;
+* every user error (a ``lightning_order`` error, a constructor refusing its configured arguments,
+  an option jsonargparse rejects) printed by :func:`main` as one line per finding with its fix,
+  and a non-zero exit code: 1 for a refused run, 2 for a rejected command line; no traceback.
 
 The three extra subcommands are dispatched by :func:`main` before LightningCLI parses anything,
 because none of them should build a trainer: ``prepare`` runs the data pipeline only (what a
@@ -23,27 +27,39 @@ from __future__ import annotations
 
 import sys
 import warnings
-from collections.abc import Iterable, Sequence
-from pathlib import Path
+from argparse import ArgumentError
+from collections.abc import Iterable
 from typing import Any, Literal
 
-import torch
 from jsonargparse import ArgumentParser, Namespace
 from pytorch_lightning import Callback, Trainer
 from pytorch_lightning.cli import LightningArgumentParser, LightningCLI
-from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from lightning_order._distributed import release_process_group
+from lightning_order.audit import AUDIT_UNREADABLE, audit, find_manifests
+from lightning_order.callbacks import OrderValidator, SymptomMonitor
 from lightning_order.checks.ledger import check_ledger
-from lightning_order.data.cache import is_complete
+from lightning_order.console import (
+    configuration_errors,
+    error_lines,
+    ledger_table,
+    locations,
+    prepare_report,
+    print_error,
+    print_violations,
+    scalar_metrics,
+)
+from lightning_order.console import console as make_console
 from lightning_order.errors import LightningOrderError, ManifestError
-from lightning_order.graph import graph_marks, ledger_rows, to_dot, to_mermaid
-from lightning_order.ledger import MANIFEST_NAME, StepLedger
-from lightning_order.order import STANDARD_PIPELINE, Pipeline, Violation
+from lightning_order.graph import graph_marks, to_dot, to_mermaid
+from lightning_order.ledger import StepLedger
+from lightning_order.order import STANDARD_PIPELINE
 
-__all__ = ["OrderCLI", "audit", "main"]
+# audit, find_manifests and ledger_table live in lightning_order.audit and lightning_order.console;
+# they stay importable from here, where the command line reaches them.
+__all__ = ["OrderCLI", "audit", "find_manifests", "ledger_table", "main", "order_callbacks"]
 
 #: The subcommands dispatched before LightningCLI, with their one-line help.
 TOOLS: dict[str, str] = {
@@ -52,14 +68,9 @@ TOOLS: dict[str, str] = {
     "graph": "Print the pipeline DAG as Mermaid or DOT, with executed steps and violated edges.",
 }
 
-_AUDIT_OK, _AUDIT_VIOLATIONS, _AUDIT_UNREADABLE = 0, 1, 2
-
-
-def _console(stderr: bool = False) -> Console:
-    console = Console(stderr=stderr, soft_wrap=True)  # messages stay whole lines (greppable logs)
-    if not console.is_terminal:
-        console.width = max(console.width, 120)  # logs and CI: no table squeezed to 80 columns
-    return console
+#: Exit codes of main() for user errors: a run refused (any lightning_order error), a command line
+#: rejected (jsonargparse), as argparse does.
+EXIT_REFUSED, EXIT_USAGE = 1, 2
 
 
 # -- the Lightning CLI -----------------------------------------------------------------------
@@ -134,7 +145,7 @@ class OrderCLI(LightningCLI):
             "--order.symptoms",
             type=bool,
             default=True,
-            help="Add SymptomMonitor (diagnoses training symptoms of order errors) when available.",
+            help="Add SymptomMonitor (diagnoses training symptoms of order errors).",
         )
         if self.subclass_mode_model:
             model_class = self._model_class
@@ -167,6 +178,11 @@ class OrderCLI(LightningCLI):
                 f"not by OrderCLI: call main(['{subcommand}', ...])"
             )
 
+    def instantiate_classes(self) -> None:
+        """As LightningCLI's; a constructor refusing its configured arguments is a user error."""
+        with configuration_errors():
+            super().instantiate_classes()
+
     # -- trainer ---------------------------------------------------------------------------
     def instantiate_trainer(self, **kwargs: Any) -> Trainer:
         """Builds the trainer with the order callbacks appended to the configured ones."""
@@ -197,12 +213,12 @@ class OrderCLI(LightningCLI):
         trainer = self.trainer
         if trainer is None or not trainer.is_global_zero:
             return
-        console = _console()
+        console = make_console()
         ledger = getattr(self.datamodule, "ledger", None)
         if isinstance(ledger, StepLedger) and len(ledger):
             console.print(ledger_table(ledger, title=f"lightning-order {stage}: the ledger"))
-            _print_violations(console, check_ledger(ledger))
-        metrics = _scalar_metrics(trainer.callback_metrics)
+            print_violations(console, check_ledger(ledger))
+        metrics = scalar_metrics(trainer.callback_metrics)
         if metrics:
             table = Table(title="final metrics", title_justify="left")
             table.add_column("metric")
@@ -210,7 +226,7 @@ class OrderCLI(LightningCLI):
             for name, value in sorted(metrics.items()):
                 table.add_row(name, f"{value:.4f}")
             console.print(table)
-        for label, where in _locations(self.datamodule, trainer, stage):
+        for label, where in locations(self.datamodule, trainer, stage):
             console.print(Text.assemble((f"{label}: ", "bold"), str(where)))
 
 
@@ -224,21 +240,14 @@ def order_callbacks(order: Namespace | dict[str, Any], existing: Iterable[Callba
         existing: the callbacks already configured.
 
     Returns:
-        ``[OrderValidator(...)]`` plus ``SymptomMonitor()`` where it exists and is asked for.
+        ``[OrderValidator(...)]`` and ``SymptomMonitor()``, each when asked for and not configured.
     """
-    from lightning_order import callbacks as order_callbacks_module
-
     existing = list(existing)
     added: list[Callback] = []
-    validator_cls = getattr(order_callbacks_module, "OrderValidator", None)
-    if order.get("validate", True) and validator_cls is not None:
-        if not any(isinstance(cb, validator_cls) for cb in existing):
-            added.append(validator_cls(on_violation=order.get("on_violation", "raise")))
-    # SymptomMonitor (issue 6): added by default once lightning_order.callbacks exports it.
-    monitor_cls = getattr(order_callbacks_module, "SymptomMonitor", None)
-    if order.get("symptoms", True) and monitor_cls is not None:
-        if not any(isinstance(cb, monitor_cls) for cb in existing):
-            added.append(monitor_cls())
+    if order.get("validate", True) and not any(isinstance(cb, OrderValidator) for cb in existing):
+        added.append(OrderValidator(on_violation=order.get("on_violation", "raise")))
+    if order.get("symptoms", True) and not any(isinstance(cb, SymptomMonitor) for cb in existing):
+        added.append(SymptomMonitor())
     return added
 
 
@@ -253,192 +262,21 @@ class _PrepareCLI(OrderCLI):
         """Builds the datamodule only, then prepares its data and prints what was done."""
         config = self.config.clone()
         del config["model"]  # jsonargparse then instantiates the data group alone (any subclass)
-        self.config_init = self.parser.instantiate_classes(config)
+        with configuration_errors():
+            self.config_init = self.parser.instantiate_classes(config)
         self.datamodule = self.config_init["data"]
         self.model = None
         self.trainer = None  # type: ignore[assignment]
-        self.datamodule.prepare_data()  # a no-op when the cache of this configuration is complete
-        _prepare_report(self.datamodule)
-
-
-def _prepare_report(datamodule: Any) -> None:
-    console = _console()
-    cache_path = getattr(datamodule, "cache_path", None)
-    ledger = None
-    if cache_path is not None and (Path(cache_path) / MANIFEST_NAME).is_file():
-        ledger = StepLedger.load(cache_path)
-    elif isinstance(getattr(datamodule, "ledger", None), StepLedger):
-        ledger = datamodule.ledger
-    if ledger is not None:
-        console.print(ledger_table(ledger, title="lightning-order prepare: the ledger"))
-        _print_violations(console, check_ledger(ledger))
-        dims = ledger.info.get("dims")
-        if dims:
-            console.print(Text.assemble(("dims: ", "bold"), ", ".join(f"{k}={v}" for k, v in dims.items())))
-    if cache_path is not None:
-        console.print(Text.assemble(("prepared data: ", "bold"), str(cache_path)))
-        console.print(Text.assemble(("manifest: ", "bold"), str(Path(cache_path) / MANIFEST_NAME)))
-
-
-def _scalar_metrics(metrics: dict[str, Any]) -> dict[str, float]:
-    scalars = {}
-    for name, value in metrics.items():
-        if isinstance(value, torch.Tensor):
-            if value.numel() != 1:
-                continue
-            value = value.item()
-        if isinstance(value, (int, float)):
-            scalars[name] = float(value)
-    return scalars
-
-
-def _locations(datamodule: Any, trainer: Trainer, stage: str) -> list[tuple[str, Any]]:
-    found: list[tuple[str, Any]] = []
-    cache_path = getattr(datamodule, "cache_path", None)
-    if cache_path is not None:
-        found.append(("prepared data (cache)", cache_path))
-    checkpoint = trainer.checkpoint_callback
-    if stage != "fit":
-        if trainer.ckpt_path:
-            found.append(("checkpoint evaluated", trainer.ckpt_path))
-    elif checkpoint is not None:
-        best = getattr(checkpoint, "best_model_path", "")
-        last = getattr(checkpoint, "last_model_path", "")
-        dirpath = getattr(checkpoint, "dirpath", None)
-        if best:
-            found.append(("best checkpoint", best))
-        elif last:
-            found.append(("last checkpoint", last))
-        elif dirpath:
-            found.append(("checkpoints", dirpath))
-    logger = trainer.logger
-    log_dir = getattr(logger, "log_dir", None) if logger is not None else None
-    if log_dir:
-        found.append(("logs and config", log_dir))
-    return found
-
-
-# -- tables ----------------------------------------------------------------------------------
-def ledger_table(
-    ledger: StepLedger, title: str | None = None, pipeline: Pipeline = STANDARD_PIPELINE
-) -> Table:
-    """The ledger as a rich table: step, seq, kind, fitted on, rows, fingerprint.
-
-    Args:
-        ledger: the records to show.
-        title: the table's title.
-        pipeline: where step kinds come from.
-    """
-    table = Table(title=title, title_justify="left")
-    for column, justify in (
-        ("step", "left"),
-        ("seq", "right"),
-        ("kind", "left"),
-        ("fitted on", "left"),
-        ("rows", "right"),
-        ("fingerprint", "left"),
-    ):
-        table.add_column(column, justify=justify)  # type: ignore[arg-type]
-    for row in ledger_rows(ledger, pipeline):
-        table.add_row(*(Text(cell) for cell in row))  # Text: no rich markup in step names
-    return table
-
-
-def _print_violations(console: Console, violations: Sequence[Violation]) -> None:
-    if not violations:
-        console.print(Text("✓ the order is correct: no violation", style="green"))
-        return
-    count = len(violations)
-    console.print(Text(f"✗ {count} order violation{'s' if count != 1 else ''}:", style="bold red"))
-    for number, violation in enumerate(violations, start=1):
-        console.print(Text(f"  {number}. {violation.describe()}"))
-
-
-# -- audit -----------------------------------------------------------------------------------
-def find_manifests(path: str | Path) -> list[Path]:
-    """The manifests under ``path``: a manifest file, one pipeline's folder, or a cache root.
-
-    Args:
-        path: a ``manifest.json``, a folder holding one, or a ``cache_dir`` root holding
-            ``<cache_key>/manifest.json`` folders.
-
-    Raises:
-        ManifestError: nothing is there, or no manifest is found under it.
-    """
-    target = Path(path).expanduser()
-    if target.is_file():
-        return [target]
-    if not target.exists():
-        raise ManifestError(f"no such file or folder: {target}")
-    if (target / MANIFEST_NAME).is_file():
-        return [target / MANIFEST_NAME]
-    found = sorted(target.glob(f"*/{MANIFEST_NAME}")) or sorted(target.rglob(MANIFEST_NAME))
-    if not found:
-        raise ManifestError(
-            f"no {MANIFEST_NAME} under {target}: expected a cache root (<cache_dir>/<cache_key>/"
-            f"{MANIFEST_NAME}), one prepared pipeline's folder, or a manifest file; run "
-            "`lightning-order prepare --config ...` first"
-        )
-    return found
-
-
-def audit(path: str | Path, pipeline: Pipeline = STANDARD_PIPELINE, console: Console | None = None) -> int:
-    """Re-checks every prepared pipeline under ``path`` and prints a table for each.
-
-    Args:
-        path: a cache root, one prepared pipeline's folder, or a manifest file.
-        pipeline: the pipeline to check against.
-        console: where to print (default: stdout).
-
-    Returns:
-        The exit code: 0 when every ledger is clean, 1 when any has a violation, 2 when a
-        manifest is missing, unreadable or tampered with, or a prepared folder lacks its data.
-    """
-    console = console or _console()
-    try:
-        manifests = find_manifests(path)
-    except ManifestError as err:
-        console.print(Text(f"✗ {err}", style="bold red"))
-        return _AUDIT_UNREADABLE
-    code = _AUDIT_OK
-    for manifest in manifests:
-        console.rule(Text(str(manifest)))
-        try:
-            ledger = StepLedger.load(manifest)
-        except ManifestError as err:
-            console.print(Text(f"✗ unreadable manifest: {err}", style="bold red"))
-            code = _AUDIT_UNREADABLE
-            continue
-        console.print(ledger_table(ledger, pipeline=pipeline))
-        dims = ledger.info.get("dims")
-        if dims:
-            console.print(Text("dims: " + ", ".join(f"{k}={v}" for k, v in dims.items())))
-        violations = check_ledger(ledger, pipeline)
-        _print_violations(console, violations)
-        if violations and code == _AUDIT_OK:
-            code = _AUDIT_VIOLATIONS
-        key = ledger.info.get("cache_key")
-        if key and manifest.parent.name == key and not is_complete(manifest.parent, key):
-            # A prepared pipeline's folder whose data files are missing or half written.
-            console.print(
-                Text(
-                    f"✗ {manifest.parent} is incomplete: its data files are missing or partial; "
-                    "prepare the data again",
-                    style="bold red",
-                )
-            )
-            code = _AUDIT_UNREADABLE
-    if len(manifests) > 1:
-        verdict = {0: "all clean", 1: "violations found", 2: "unreadable manifests"}[code]
-        console.print(Text(f"{len(manifests)} prepared pipelines audited: {verdict}", style="bold"))
-    return code
+        with configuration_errors():
+            self.datamodule.prepare_data()  # a no-op when the cache of this configuration is complete
+        prepare_report(self.datamodule)
 
 
 # -- the extra subcommands' parsers and entry points -----------------------------------------
 def _tool_parser(name: str) -> ArgumentParser:
     prog = f"lightning-order {name}"
     if name == "audit":
-        parser = ArgumentParser(prog=prog, description=TOOLS[name], exit_on_error=True)
+        parser = ArgumentParser(prog=prog, description=TOOLS[name], exit_on_error=False)
         parser.add_argument(
             "path",
             type=str,
@@ -447,7 +285,7 @@ def _tool_parser(name: str) -> ArgumentParser:
         )
         return parser
     if name == "graph":
-        parser = ArgumentParser(prog=prog, description=TOOLS[name])
+        parser = ArgumentParser(prog=prog, description=TOOLS[name], exit_on_error=False)
         parser.add_argument(
             "--format", type=Literal["mermaid", "dot"], default="mermaid", help="Output format."
         )
@@ -480,8 +318,8 @@ def _graph_main(argv: list[str]) -> int:
         try:
             ledger = StepLedger.load(find_manifests(cfg.manifest)[0])
         except ManifestError as err:
-            _console(stderr=True).print(Text(f"✗ {err}", style="bold red"))
-            return _AUDIT_UNREADABLE
+            make_console(stderr=True).print(Text(f"✗ {err}", style="bold red"))
+            return AUDIT_UNREADABLE
         marks = graph_marks(STANDARD_PIPELINE, ledger)
     render = to_dot if cfg.format == "dot" else to_mermaid
     sys.stdout.write(render(STANDARD_PIPELINE, marks))
@@ -489,11 +327,12 @@ def _graph_main(argv: list[str]) -> int:
 
 
 def _run_cli(cli_class: type[OrderCLI], args: list[str] | None, **kwargs: Any) -> OrderCLI:
+    parser_kwargs = {"exit_on_error": False, **kwargs.pop("parser_kwargs", {})}  # main() prints the error
     with warnings.catch_warnings():
         # We may hand LightningCLI the arguments after `prepare` (or a caller's list); its warning
         # about also seeing sys.argv is meant for scripts that pass both by mistake.
         warnings.filterwarnings("ignore", message=".*args parameter is intended to run from within Python.*")
-        return cli_class(args=args, **kwargs)
+        return cli_class(args=args, parser_kwargs=parser_kwargs, **kwargs)
 
 
 def main(args: list[str] | None = None) -> int:
@@ -503,10 +342,14 @@ def main(args: list[str] | None = None) -> int:
         args: the command line after the program name (default: ``sys.argv[1:]``).
 
     Returns:
-        The exit code (``audit`` returns 1 on violations and 2 on unreadable manifests).
+        The exit code: 0 on success; ``audit`` returns 1 on violations and 2 on unreadable
+        manifests; a user error is printed without a traceback (:func:`error_lines`) and returns
+        1 (the run was refused) or 2 (the command line was rejected).
     """
     argv = list(sys.argv[1:] if args is None else args)
     command = argv[0] if argv else None
+    known = (*TOOLS, "fit", "validate", "test", "predict")
+    prog = f"lightning-order {command}" if command in known else "lightning-order"
     try:
         if command == "audit":
             return _audit_main(argv[1:])
@@ -521,9 +364,12 @@ def main(args: list[str] | None = None) -> int:
             _run_cli(OrderCLI, args, parser_kwargs={"prog": "lightning-order"})
         finally:
             release_process_group()
+    except ArgumentError as err:
+        print_error(error_lines(err, prog))
+        return EXIT_USAGE
     except LightningOrderError as err:
-        _console(stderr=True).print(Text(f"lightning-order: {type(err).__name__}: {err}", style="bold red"))
-        return 1
+        print_error(error_lines(err))
+        return EXIT_REFUSED
     return 0
 
 

@@ -8,13 +8,12 @@ a caller would expect (``OrderError`` is a ``RuntimeError``, ``DataError`` a ``V
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # pragma: no cover - typing only
-    from lightning_order.order import Violation
+from lightning_order.rules import Violation
 
 __all__ = [
     "CacheWarning",
+    "CheckpointError",
     "DataError",
     "LightningOrderError",
     "ManifestError",
@@ -101,3 +100,8 @@ def _rebuild_data_error(text: str, step: str | None, column: str | None) -> Data
 
 class ManifestError(LightningOrderError, ValueError):
     """A ledger manifest is unreadable, truncated, tampered with, or of an unknown format."""
+
+
+class CheckpointError(LightningOrderError, ValueError):
+    """A checkpoint cannot be used safely or as asked: it holds more than plain data (and is
+    therefore not unpickled), or it names a class that must be passed explicitly."""

@@ -13,7 +13,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from lightning_order.ledger import StepLedger, StepRecord
-from lightning_order.order import STANDARD_PIPELINE, Pipeline, Violation
+from lightning_order.order import STANDARD_PIPELINE, Pipeline
+from lightning_order.rules import Violation
 
 __all__ = ["GraphMarks", "graph_marks", "ledger_rows", "to_dot", "to_mermaid"]
 

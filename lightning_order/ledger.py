@@ -358,6 +358,8 @@ class StepLedger:
             text = source.read_text(encoding="utf-8")
         except FileNotFoundError as err:
             raise ManifestError(f"no ledger manifest at {source}") from err
+        except UnicodeDecodeError:
+            raise ManifestError(f"{source} is not a ledger manifest (not UTF-8 text)") from None
         try:
             state = json.loads(text)
         except json.JSONDecodeError as err:

@@ -13,95 +13,20 @@ and a step re-run upstream makes what consumed its old output ``stale-input``.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, get_args
 
 from lightning_order.errors import OrderError, OrderWarning
+from lightning_order.judge import judge
 from lightning_order.ledger import StepLedger, StepRecord
+from lightning_order.rules import RULES, Violation  # noqa: F401  (RULES: older imports from here keep working)
 
-__all__ = [
-    "KINDS",
-    "RULES",
-    "STANDARD_PIPELINE",
-    "OrderError",
-    "OrderWarning",
-    "Pipeline",
-    "Step",
-    "Violation",
-    "require_steps",
-]
+# RULES and Violation live in lightning_order.rules (a leaf module); the errors in errors.py.
+__all__ = ["KINDS", "STANDARD_PIPELINE", "Pipeline", "Step", "require_steps"]
 
 StepKind = Literal["source", "rowwise", "partition", "fitted", "apply", "model", "loop"]
 KINDS: tuple[str, ...] = get_args(StepKind)
-
-
-@dataclass(frozen=True)
-class _Rule:
-    title: str
-    symptom: str
-    fix: str
-
-
-#: The stable rule codes, with what a user sees and what to do. Tests and users match on the keys.
-RULES: dict[str, _Rule] = {
-    "missing-step": _Rule(
-        "a step ran although a step it requires never ran",
-        "the step consumed data nobody produced: results depend on whatever was lying around",
-        "run the missing step first, or declare your own step with Pipeline.extend",
-    ),
-    "out-of-order": _Rule(
-        "a step ran before a step it requires",
-        "the step worked on inputs that did not exist yet in their final form",
-        "run the steps in the pipeline's order (OrderedDataModule does it by default)",
-    ),
-    "stale-input": _Rule(
-        "a step's input is not the latest output of the step that produces it",
-        "artefacts no longer match their inputs: silently wrong tokens or statistics",
-        "re-run every step downstream of the re-run step (prepare the data again)",
-    ),
-    "vocab-before-clean": _Rule(
-        "the vocabulary was built from text that was not cleaned",
-        "markup and '##' pieces become tokens, many unknown tokens, semantic drift",
-        "build the vocabulary from the cleaned train text: clean -> split -> build_vocab",
-    ),
-    "fit-before-split": _Rule(
-        "a fitted step learned from data that includes validation rows",
-        "validation metrics inflated by leakage; they drop on truly unseen data",
-        "split first, then fit statistics and the vocabulary on the train split only",
-    ),
-    "shard-before-normalize": _Rule(
-        "the data was sharded before its statistics were fitted: each rank normalised on its own",
-        "loss oscillates early, ranks disagree, convergence slows",
-        "fit statistics once on the whole train split in prepare_data, then shard in setup",
-    ),
-    "init-before-data": _Rule(
-        "the model was built before the data's dimensions were known",
-        "dimension mismatch, or a silently wrong embedding table; retraining needed",
-        "build the model from the datamodule's dims: Model(**dm.dims), or LightningCLI "
-        "link_arguments(..., apply_on='instantiate')",
-    ),
-    "train-val-overlap": _Rule(
-        "the same examples are in the train and the validation split",
-        "validation metrics inflated: the model is scored on examples it trained on",
-        "split by a hash of the cleaned key (or a group column), after cleaning",
-    ),
-    "rank-mismatch": _Rule(
-        "the ranks do not hold the same prepared data",
-        "ranks train on different data or vocabularies; loss disagrees; DDP may hang",
-        "prepare once (rank 0, shared cache) and let every rank load that cache in setup",
-    ),
-    "resume-data-changed": _Rule(
-        "the checkpoint was trained on other prepared data than this run's",
-        "token ids and features mean something else than the weights learned: metrics collapse",
-        "resume with the original data config, or use lightning_order.recover() to remap",
-    ),
-    "cycle": _Rule(
-        "the pipeline's requirements form a cycle",
-        "the pipeline cannot run in any order",
-        "remove one requirement of the cycle",
-    ),
-}
 
 
 @dataclass(frozen=True)
@@ -136,49 +61,6 @@ class Step:
             raise OrderError([Violation("cycle", (self.name,), f"step '{self.name}' requires itself")])
 
 
-@dataclass(frozen=True)
-class Violation:
-    """One thing wrong with the order, with a stable ``rule`` code.
-
-    Attributes:
-        rule: one of :data:`RULES` (``missing-step``, ``out-of-order``, ``stale-input``, ...).
-        steps: the steps involved, the offending step first.
-        message: what happened, in this run's terms.
-        symptom: what a user would see if training went on.
-        fix: what to do.
-    """
-
-    rule: str
-    steps: tuple[str, ...]
-    message: str
-    symptom: str = ""
-    fix: str = ""
-    details: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
-
-    def __post_init__(self) -> None:
-        if self.rule not in RULES:
-            raise ValueError(f"unknown rule code {self.rule!r}; expected one of {', '.join(RULES)}")
-        object.__setattr__(self, "steps", tuple(self.steps))
-        if not self.symptom:
-            object.__setattr__(self, "symptom", RULES[self.rule].symptom)
-        if not self.fix:
-            object.__setattr__(self, "fix", RULES[self.rule].fix)
-
-    def describe(self) -> str:
-        """The violation as a few readable lines."""
-        return f"[{self.rule}] {self.message}\n     likely symptom: {self.symptom}\n     fix: {self.fix}"
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain data (for all-gathers, logs and JSON)."""
-        return {
-            "rule": self.rule,
-            "steps": list(self.steps),
-            "message": self.message,
-            "symptom": self.symptom,
-            "fix": self.fix,
-        }
-
-
 # Where running a step before one of its (transitive) requirements has a name of its own.
 _SPECIFIC_BY_NAME: dict[tuple[str, str], str] = {("build_vocab", "clean"): "vocab-before-clean"}
 _SPECIFIC_BY_KIND: dict[tuple[str, str], str] = {
@@ -196,8 +78,8 @@ class Pipeline:
         steps: the steps; their ``requires`` must name steps of this pipeline.
 
     Raises:
-        OrderError: rule ``cycle`` (with the cycle's path) or ``missing-step`` (a requirement
-            that names no step), or a duplicated step name.
+        OrderError: rule ``cycle`` (with the cycle's path), ``missing-step`` (a requirement
+            that names no step) or ``duplicate-step`` (two steps with one name).
     """
 
     def __init__(self, steps: Iterable[Step]) -> None:
@@ -206,7 +88,17 @@ class Pipeline:
             if not isinstance(step, Step):
                 raise TypeError(f"Pipeline takes Step objects, got {type(step).__name__}: {step!r}")
             if step.name in self._steps:
-                raise ValueError(f"Pipeline has two steps named '{step.name}'")
+                raise OrderError(
+                    [
+                        Violation(
+                            "duplicate-step",
+                            (step.name,),
+                            f"Pipeline has two steps named '{step.name}' "
+                            f"({self._steps[step.name]!r} and {step!r})",
+                        )
+                    ],
+                    header="the pipeline declares a step twice:",
+                )
             self._steps[step.name] = step
         self._validate()
         self._order = self._topological_order()
@@ -391,139 +283,7 @@ class Pipeline:
         Returns:
             Every violation found, in ledger order, without duplicates.
         """
-        records = list(ledger)
-        latest: dict[str, StepRecord] = {}
-        first_seq: dict[str, int] = {}
-        for record in records:
-            latest[record.step] = record
-            first_seq.setdefault(record.step, record.seq)
-        ran_before = _RanBefore(records)
-
-        found: dict[tuple[str, tuple[str, ...]], Violation] = {}
-
-        def add(violation: Violation) -> None:
-            found.setdefault((violation.rule, violation.steps), violation)
-
-        judged = sorted((r for r in latest.values() if r.step in self._steps), key=lambda r: r.seq)
-        for record in judged:
-            for violation in self._check_order(record, latest, ran_before):
-                add(violation)
-            for violation in self._check_stale(record, latest):
-                add(violation)
-            for violation in self._check_fitted_on(record, latest, records):
-                add(violation)
-        return list(found.values())
-
-    def _check_order(
-        self, record: StepRecord, latest: dict[str, StepRecord], ran_before: _RanBefore
-    ) -> list[Violation]:
-        step = self._steps[record.step]
-        violations = []
-        missing = [req for req in step.requires if req not in latest]
-        for req in missing:
-            violations.append(
-                Violation(
-                    "missing-step",
-                    (step.name, req),
-                    f"'{step.name}' ran (seq {record.seq}) but '{req}', which it requires, never "
-                    f"ran; expected order: {self.expected_order_text(self.ancestors(step.name) | {step.name})}",
-                )
-            )
-        early = [
-            a for a in self.subset(self.ancestors(step.name)) if a in latest and not ran_before(a, record.seq)
-        ]
-        by_rule: dict[str, list[str]] = {}
-        for ancestor in early:
-            rule = self.rule_for(step.name, ancestor)
-            if rule == "out-of-order" and ancestor not in step.requires:
-                continue  # reported where the chain broke, at the step that directly required it
-            by_rule.setdefault(rule, []).append(ancestor)
-        specific = {rule: names for rule, names in by_rule.items() if rule != "out-of-order"}
-        for rule, names in (specific or by_rule).items():
-            later = ", ".join(f"'{n}' (seq {latest[n].seq})" for n in names)
-            violations.append(
-                Violation(
-                    rule,
-                    (step.name, *names),
-                    f"'{step.name}' ran at seq {record.seq}, before {later}, which must come "
-                    f"first; expected order: {self.expected_order_text(self.ancestors(step.name) | {step.name})}",
-                    symptom=RULES[rule].symptom,
-                )
-            )
-        return violations
-
-    def _check_stale(self, record: StepRecord, latest: dict[str, StepRecord]) -> list[Violation]:
-        violations = []
-        for name, consumed in record.inputs.items():
-            producer = latest.get(name)
-            if producer is None or name not in self._steps:
-                continue
-            if consumed in producer.produced or not producer.produced:
-                continue
-            bypassed = next(
-                (latest[a] for a in self.ancestors(name) if a in latest and consumed in latest[a].produced),
-                None,
-            )
-            if bypassed is not None:
-                # It consumed what came before the required step: the step was bypassed.
-                violations.append(
-                    Violation(
-                        self.rule_for(record.step, name),
-                        (record.step, name),
-                        f"'{record.step}' (seq {record.seq}) consumed the output of '{bypassed.step}' "
-                        f"where it needed the output of '{name}': it worked on data '{name}' never saw",
-                    )
-                )
-                continue
-            violations.append(
-                Violation(
-                    "stale-input",
-                    (record.step, name),
-                    f"'{record.step}' (seq {record.seq}) consumed {name} output {consumed[:12]}, "
-                    f"but '{name}' was re-run (seq {producer.seq}) and now produces "
-                    f"{(producer.output or '')[:12]}: '{record.step}' and what follows are stale",
-                    fix=f"re-run '{record.step}' and every step after it on the new '{name}' output",
-                )
-            )
-        return violations
-
-    def _check_fitted_on(
-        self, record: StepRecord, latest: dict[str, StepRecord], records: list[StepRecord]
-    ) -> list[Violation]:
-        step = self._steps[record.step]
-        if step.kind != "fitted" or record.fitted_on is None:
-            return []
-        splits = [
-            latest[a]
-            for a in self.subset(self.ancestors(step.name))
-            if self._steps[a].kind == "partition" and a in latest and "train" in latest[a].parts
-        ]
-        if not splits:
-            return []
-        allowed = {split.parts["train"] for split in splits}
-        if record.fitted_on in allowed:
-            return []
-        producer = next((r for r in reversed(records) if record.fitted_on in r.produced), None)
-        if (
-            producer is not None
-            and producer.step in self.descendants(step.name)
-            and self._steps[producer.step].kind == "partition"
-        ):
-            rule = self.rule_for(producer.step, step.name)
-            source = f"a '{producer.step}' part (seq {producer.seq}): one rank's shard"
-        else:
-            rule = "fit-before-split"
-            source = f"the output of '{producer.step}' (seq {producer.seq})" if producer else "unknown data"
-            if producer is not None and producer.step in {s.step for s in splits}:
-                source = f"a non-train part of '{producer.step}' (seq {producer.seq})"
-        return [
-            Violation(
-                rule,
-                (step.name, splits[-1].step),
-                f"'{step.name}' learned from {source} ({record.fitted_on[:12]}), not from the "
-                f"train split of '{splits[-1].step}' ({splits[-1].parts['train'][:12]})",
-            )
-        ]
+        return judge(self, ledger)
 
     def validate(
         self, ledger: StepLedger | Iterable[StepRecord], on_violation: str = "raise"
@@ -548,19 +308,6 @@ class Pipeline:
 
             warnings.warn(str(error), OrderWarning, stacklevel=2)
         return violations
-
-
-class _RanBefore:
-    """Answers "did step X run before seq N?" from the first record of each step."""
-
-    def __init__(self, records: Sequence[StepRecord]) -> None:
-        self._first: dict[str, int] = {}
-        for record in records:
-            self._first.setdefault(record.step, record.seq)
-
-    def __call__(self, step: str, seq: int) -> bool:
-        first = self._first.get(step)
-        return first is not None and first < seq
 
 
 #: The mandated order of DESIGN.md §1.

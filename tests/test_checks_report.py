@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from lightning_order.checks import estimate_waste, format_report, merge_violations
+from lightning_order.checks import format_report, merge_violations
 from lightning_order.errors import OrderError
-from lightning_order.order import RULES, Violation
+from lightning_order.rules import RULES, Violation
 
 
 @pytest.mark.parametrize("rule", sorted(RULES))
@@ -18,13 +18,6 @@ def test_every_rule_renders_with_its_symptom_and_fix(rule):
     assert "8 devices × 24 h = 192.0 device-hours, about 384.00 at 2.00 per device-hour" in text
     error = OrderError([violation], header=text)
     assert error.rules == [rule] and f"something about {rule}" in str(error)
-
-
-def test_waste_without_price_or_hours():
-    assert "device-hours" in estimate_waste(2, 10) and "about" not in estimate_waste(2, 10)
-    assert "planned_hours=" in estimate_waste(1)
-    with pytest.raises(ValueError, match="devices"):
-        estimate_waste(0)
 
 
 def test_merge_keeps_order_and_drops_repeats():

@@ -2,149 +2,28 @@
 
 from __future__ import annotations
 
-import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from helpers import DEMO, ROOT, TINY, leaky_ledger
 
-from lightning_order import OrderedTextClassifier, OrderValidator, StepLedger
+from lightning_order import OrderedTextClassifier, OrderValidator, StepLedger, SymptomMonitor
 from lightning_order._distributed import launch_env
 from lightning_order.cli import OrderCLI, find_manifests, main
-from lightning_order.graph import graph_marks, ledger_rows, to_dot, to_mermaid
 from lightning_order.order import STANDARD_PIPELINE
 
 pytestmark = pytest.mark.filterwarnings("ignore:LightningCLI's args parameter")
 
-ROOT = Path(__file__).resolve().parents[1]
-DEMO = str(ROOT / "configs" / "demo.yaml")
-TINY = ["--data.demo_size=300", "--data.vocab_size=200", "--data.max_length=32"]
 
-
-def _clean_ledger() -> StepLedger:
-    ledger = StepLedger(info={"dims": {"vocab_size": 10}})
-    load = ledger.record("load", stats={"rows": 10})
-    clean = ledger.record("clean", inputs={"load": load.output}, stats={"rows": 10})
-    feats = ledger.record("engineer_features", inputs={"clean": clean.output})
-    split = ledger.record(
-        "split",
-        inputs={"clean": clean.output, "engineer_features": feats.output},
-        parts={"train": "t" * 32, "val": "v" * 32},
-        stats={"train_rows": 9, "val_rows": 1},
-    )
-    stats = ledger.record(
-        "fit_features", inputs={"split": split.parts["train"]}, fitted_on=split.parts["train"]
-    )
-    vocab = ledger.record(
-        "build_vocab",
-        inputs={"clean": clean.output, "split": split.parts["train"]},
-        fitted_on=split.parts["train"],
-    )
-    ledger.record("encode", inputs={"fit_features": stats.output, "build_vocab": vocab.output})
-    return ledger
-
-
-def _leaky_ledger() -> StepLedger:
-    """Statistics fitted on the validation part: fit-before-split."""
-    ledger = StepLedger()
-    load = ledger.record("load")
-    clean = ledger.record("clean", inputs={"load": load.output})
-    feats = ledger.record("engineer_features", inputs={"clean": clean.output})
-    split = ledger.record(
-        "split",
-        inputs={"clean": clean.output, "engineer_features": feats.output},
-        parts={"train": "t" * 32, "val": "v" * 32},
-    )
-    ledger.record("fit_features", inputs={"split": split.parts["train"]}, fitted_on=split.parts["val"])
-    return ledger
-
-
-@pytest.fixture(scope="module")
-def prepared(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A cache root holding one prepared tiny demo pipeline, made by `lightning-order prepare`."""
-    root = tmp_path_factory.mktemp("cache")
-    assert main(["prepare", "--config", DEMO, *TINY, "--data.cache_dir", str(root)]) == 0
-    return root
-
-
-# -- prepare and audit -----------------------------------------------------------------------
+# -- prepare (audit: test_audit.py) --------------------------------------------------------
 def test_prepare_writes_cache_and_manifest(prepared: Path, capsys: pytest.CaptureFixture[str]) -> None:
     manifests = find_manifests(prepared)
     assert len(manifests) == 1
     ledger = StepLedger.load(manifests[0])
     assert ledger.steps()[:3] == ["load", "clean", "engineer_features"]
     assert STANDARD_PIPELINE.check(ledger) == []
-
-
-@pytest.mark.parametrize("target", ["root", "folder", "manifest"])
-def test_audit_clean_exits_zero(prepared: Path, target: str, capsys: pytest.CaptureFixture[str]) -> None:
-    manifest = find_manifests(prepared)[0]
-    path = {"root": prepared, "folder": manifest.parent, "manifest": manifest}[target]
-    assert main(["audit", str(path)]) == 0
-    out = capsys.readouterr().out
-    for column in ("step", "seq", "kind", "fitted on", "rows", "fingerprint"):
-        assert column in out
-    assert "build_vocab" in out and "train split" in out
-    assert "no violation" in out
-
-
-def test_audit_violation_exits_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    path = _leaky_ledger().save(tmp_path / "leaky")
-    assert main(["audit", str(path)]) == 1
-    out = capsys.readouterr().out
-    assert "fit-before-split" in out and "val split" in out
-
-
-def test_audit_cache_root_with_one_bad_pipeline(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    for name, ledger in (("good", _clean_ledger()), ("bad", _leaky_ledger())):
-        (tmp_path / name).mkdir()
-        ledger.save(tmp_path / name)  # <root>/<folder>/manifest.json, as a cache root holds them
-    assert main(["audit", str(tmp_path)]) == 1
-    assert "2 prepared pipelines audited: violations found" in capsys.readouterr().out
-
-
-@pytest.mark.parametrize("damage", ["edited", "truncated"])
-def test_audit_unreadable_manifest_exits_two(
-    tmp_path: Path, damage: str, capsys: pytest.CaptureFixture[str]
-) -> None:
-    path = _clean_ledger().save(tmp_path / "p")
-    text = path.read_text()
-    if damage == "edited":
-        state = json.loads(text)
-        state["records"][0]["stats"]["rows"] = 11
-        path.write_text(json.dumps(state))
-    else:
-        path.write_text(text[: len(text) // 2])
-    assert main(["audit", str(path)]) == 2
-    out = capsys.readouterr().out
-    assert ("checksum" if damage == "edited" else "not valid JSON") in out
-
-
-def test_audit_prepared_folder_missing_data_exits_two(
-    prepared: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    folder = find_manifests(prepared)[0].parent
-    copy = shutil.copytree(folder, tmp_path / folder.name)
-    shutil.rmtree(copy / "train")
-    assert main(["audit", str(copy)]) == 2
-    assert "incomplete" in capsys.readouterr().out
-
-
-def test_audit_nothing_there_exits_two(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["audit", str(tmp_path / "missing")]) == 2
-    assert main(["audit", str(tmp_path)]) == 2  # a folder without any manifest
-    assert "lightning-order prepare" in capsys.readouterr().out
-
-
-def test_audit_via_subprocess_exit_code(tmp_path: Path) -> None:
-    path = _leaky_ledger().save(tmp_path / "leaky")
-    proc = subprocess.run(
-        [sys.executable, "-m", "lightning_order", "audit", str(path)], capture_output=True, text=True
-    )
-    assert proc.returncode == 1, proc.stderr
-    assert "fit-before-split" in proc.stdout
 
 
 # -- graph -----------------------------------------------------------------------------------
@@ -158,50 +37,12 @@ def test_graph_mermaid_default(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_graph_dot_with_manifest_marks_violations(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    path = _leaky_ledger().save(tmp_path / "leaky")
+    path = leaky_ledger().save(tmp_path / "leaky")
     assert main(["graph", "--format", "dot", "--manifest", str(path)]) == 0
     out = capsys.readouterr().out
     assert out.startswith("digraph pipeline {")
     assert '"split" -> "fit_features" [color="#c00000"' in out and "fit-before-split" in out
     assert "seq 4" in out  # fit_features ran at seq 4
-
-
-def test_graph_marks_transitive_violation_as_extra_edge() -> None:
-    ledger = StepLedger()
-    for step in (
-        "load",
-        "clean",
-        "engineer_features",
-        "split",
-        "build_vocab",
-        "shard",
-        "fit_features",
-        "encode",
-    ):
-        ledger.record(step)  # shard before fit_features: no direct edge joins them
-    marks = graph_marks(STANDARD_PIPELINE, ledger)
-    assert marks.extra_edges == {("fit_features", "shard"): ["shard-before-normalize"]}
-    assert marks.steps == {"shard"} and marks.seq["shard"] == 5
-    mermaid = to_mermaid(STANDARD_PIPELINE, marks)
-    assert 'fit_features -.->|"shard-before-normalize"| shard' in mermaid
-    assert "class shard violated" in mermaid and "linkStyle 15 stroke" in mermaid
-    assert '"fit_features" -> "shard" [color="#c00000", style=dashed' in to_dot(STANDARD_PIPELINE, marks)
-
-
-def test_ledger_rows_columns() -> None:
-    rows = ledger_rows(_clean_ledger())
-    assert [r[0] for r in rows] == [
-        "load",
-        "clean",
-        "engineer_features",
-        "split",
-        "fit_features",
-        "build_vocab",
-        "encode",
-    ]
-    split = rows[3]
-    assert split[1:3] == ("3", "partition") and split[4] == "9 / 1"
-    assert rows[4][3].startswith("train split")
 
 
 # -- help and the order group ----------------------------------------------------------------
@@ -268,20 +109,18 @@ def test_order_validator_on_by_default_and_switchable(tmp_path: Path, prepared: 
 
 
 def test_symptom_monitor_on_by_default_and_switchable(tmp_path: Path, prepared: Path) -> None:
-    monitor_cls = pytest.importorskip("lightning_order.callbacks").__dict__.get("SymptomMonitor")
-    if monitor_cls is None:
-        pytest.skip("SymptomMonitor is not in this version")
-
     def monitors(cli: OrderCLI) -> int:
-        return sum(isinstance(cb, monitor_cls) for cb in cli.trainer.callbacks)
+        return sum(isinstance(cb, SymptomMonitor) for cb in cli.trainer.callbacks)
 
     assert monitors(_cli(tmp_path, prepared)) == 1
     assert monitors(_cli(tmp_path, prepared, "--order.symptoms=false")) == 0
 
 
-def test_order_cli_refuses_the_tool_subcommands(tmp_path: Path) -> None:
-    with pytest.raises(SystemExit):
+def test_order_cli_refuses_the_tool_subcommands(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
         OrderCLI(args=["graph"])
+    assert exit_info.value.code == 2
+    assert "'graph' is run by lightning_order.cli.main" in capsys.readouterr().err
 
 
 # -- fit, end to end -------------------------------------------------------------------------
@@ -313,3 +152,79 @@ def test_fit_ddp_config_on_two_cpu_processes(tmp_path: Path) -> None:
     proc = _fit(tmp_path, ROOT / "configs" / "ddp.yaml", *TINY, cwd=tmp_path)
     assert proc.stdout.count("final metrics") == 1  # the summary comes from rank 0 only
     assert "shard [rank 0]" in proc.stdout and "the order is correct" in proc.stdout
+
+
+# -- user errors: one line per finding with its fix, a specific exit code, no traceback --------
+def _refusal(capsys: pytest.CaptureFixture[str], *argv: str, code: int) -> list[str]:
+    assert main(list(argv)) == code
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "usage:" not in err
+    return err.strip().splitlines()
+
+
+def test_an_unexecutable_order_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    order = "--data.order=[shard,load,encode]"
+    lines = _refusal(capsys, "fit", "--config", DEMO, *TINY, order, "--data.enforce=false", code=1)
+    assert len(lines) == 1 and lines[0].startswith("lightning-order: ")
+    assert "order" in lines[0] and "split" in lines[0] and "build_vocab" in lines[0]
+
+
+def test_a_refused_order_is_one_line_per_violation_with_its_fix(capsys: pytest.CaptureFixture[str]) -> None:
+    order = "--data.order=[load,build_vocab,clean,engineer_features,split,fit_features,encode,shard]"
+    lines = _refusal(capsys, "fit", "--config", DEMO, *TINY, order, code=1)
+    assert lines[0].startswith("lightning-order: OrderError: ") and "enforce=False" in lines[0]
+    assert any(line.startswith("  [vocab-before-clean] 'build_vocab' ran") for line in lines)
+    assert all(line.startswith(("lightning-order: ", "  [", "    fix: ")) for line in lines)
+    assert sum(line.startswith("    fix: ") for line in lines) == sum(
+        line.startswith("  [") for line in lines
+    )
+
+
+def test_a_data_error_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cache = str(tmp_path / "cache")
+    lines = _refusal(
+        capsys, "prepare", "--config", DEMO, *TINY, "--data.vocab_size=3", "--data.cache_dir", cache, code=1
+    )
+    assert len(lines) == 1 and lines[0].startswith("lightning-order: DataError: [step 'build_vocab']")
+    assert "vocab_size" in lines[0]
+
+
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (
+            ["fit", "--config", DEMO, "--data.batch_size=many"],
+            ["lightning-order fit: error:", "data.batch_size"],
+        ),
+        (
+            ["fit", "--config", DEMO, "--data.no_such_option=1"],
+            ["lightning-order fit: error:", "no_such_option"],
+        ),
+        (
+            ["prepare", "--config", DEMO, "--data.max_length=long"],
+            ["lightning-order prepare: error:", "max_length"],
+        ),
+        (["audit"], ["lightning-order audit: error:", "path"]),
+        (["graph", "--format", "png"], ["lightning-order graph: error:", "png"]),
+    ],
+)
+def test_a_rejected_command_line_is_the_relevant_line_only(
+    capsys: pytest.CaptureFixture[str], argv: list[str], words: list[str]
+) -> None:
+    lines = _refusal(capsys, *argv, code=2)
+    assert len(lines) == 2 and lines[1].startswith("  see `lightning-order")
+    for word in words:
+        assert word in lines[0], (word, lines[0])
+
+
+def test_the_installed_command_prints_no_traceback(tmp_path: Path) -> None:
+    # enforce=false runs any executable order; this one is not executable (a bare ValueError once).
+    order = ["--data.order=[load,encode]", "--data.enforce=false"]
+    command = [sys.executable, "-m", "lightning_order", "fit", "--config", DEMO, *TINY, *order]
+    proc = subprocess.run(
+        command, capture_output=True, text=True, env=launch_env(), cwd=tmp_path, timeout=300
+    )
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    ours = [line for line in proc.stderr.splitlines() if line.startswith("lightning-order")]
+    assert len(ours) == 1 and "order" in ours[0], proc.stderr

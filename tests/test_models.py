@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-import pytorch_lightning as pl
 import torch
+from helpers import quiet_trainer
 from torch.utils.data import DataLoader, Dataset
 
 from lightning_order import OrderedTextClassifier
@@ -112,14 +112,7 @@ def test_training_step_learns() -> None:
 def test_fit_validate_test_log_metrics_and_checkpoint(tmp_path) -> None:
     loader = DataLoader(_Batches(), batch_size=16)
     model = OrderedTextClassifier(**DIMS)
-    trainer = pl.Trainer(
-        max_epochs=1,
-        accelerator="cpu",
-        default_root_dir=tmp_path,
-        logger=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-    )
+    trainer = quiet_trainer(tmp_path, max_epochs=1, num_sanity_val_steps=2)
     trainer.fit(model, loader, loader)
     for name in ("train_loss", "train_acc", "val_loss", "val_acc", "val_f1"):
         assert name in trainer.callback_metrics, name

@@ -15,15 +15,16 @@ from typing import Any
 import pytest
 import pytorch_lightning as pl
 import torch
+from helpers import quiet_trainer
 from pytorch_lightning.callbacks import EarlyStopping, ModelCheckpoint
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
-from lightning_order import OrderedDataModule, OrderError, OrderValidator, OrderWarning
+from lightning_order import STANDARD_PIPELINE, OrderedDataModule, OrderError, OrderValidator, OrderWarning
 from lightning_order.checks import check_ledger
 from lightning_order.models import OrderedTextClassifier
 
-RIGHT = ["load", "clean", "engineer_features", "split", "fit_features", "build_vocab", "encode", "shard"]
+RIGHT = [step.name for step in STANDARD_PIPELINE if step.kind not in ("model", "loop")]  # the data steps
 
 
 def _reorder(step: str, before: str) -> list[str]:
@@ -67,14 +68,9 @@ def trainer(tmp_path: Path | None = None, callbacks: list | None = None, **kwarg
         "max_epochs": 1,
         "limit_train_batches": 3,
         "limit_val_batches": 2,
-        "logger": False,
         "enable_checkpointing": any(isinstance(c, ModelCheckpoint) for c in callbacks),
-        "enable_progress_bar": False,
-        "enable_model_summary": False,
-        "num_sanity_val_steps": 0,
-        "default_root_dir": str(tmp_path) if tmp_path else None,
     }
-    return pl.Trainer(callbacks=callbacks, **{**options, **kwargs})
+    return quiet_trainer(tmp_path, callbacks, **{**options, **kwargs})
 
 
 def fit_expecting(
@@ -122,9 +118,7 @@ def test_correct_run_with_checkpoint_early_stopping_and_resume(tmp_path, cache_d
 def test_fast_dev_run_and_validate_alone(cache_dir, no_order_warning):
     dm = make_dm(cache_dir)
     model = CountingClassifier(**dm.dims)
-    pl.Trainer(fast_dev_run=True, callbacks=[OrderValidator()], logger=False, enable_progress_bar=False).fit(
-        model, dm
-    )
+    quiet_trainer(callbacks=[OrderValidator()], fast_dev_run=True).fit(model, dm)
     assert model.optimizer_steps == 1
     fresh = make_dm(cache_dir)
     trainer().validate(CountingClassifier(**fresh.dims), fresh, verbose=False)
@@ -212,7 +206,7 @@ def test_state_round_trips_through_a_real_checkpoint(tmp_path, cache_dir):
     validator = OrderValidator()
     checkpoint = ModelCheckpoint(dirpath=tmp_path, save_last=True)
     trainer(tmp_path, [validator, checkpoint]).fit(CountingClassifier(**dm.dims), dm)
-    saved = torch.load(checkpoint.last_model_path, map_location="cpu", weights_only=False)
+    saved = torch.load(checkpoint.last_model_path, map_location="cpu", weights_only=True)
     state = saved["callbacks"][validator.state_key]
     assert state == validator.state_dict()
     assert state["fingerprints"] == dm.data_fingerprints() and state["dims"] == dm.dims
@@ -225,14 +219,16 @@ def test_state_round_trips_through_a_real_checkpoint(tmp_path, cache_dir):
 
 def test_state_key_and_older_states():
     assert OrderValidator().state_key == OrderValidator(on_violation="warn").state_key
-    from lightning_order.order import STANDARD_PIPELINE, Step
+    from lightning_order.order import Step
 
     custom = STANDARD_PIPELINE.extend(Step("dedupe", ("clean",)), before="split")
     assert OrderValidator(pipeline=custom).state_key != OrderValidator().state_key
     assert OrderValidator().state_key.startswith("OrderValidator{'pipeline': ")
     old = OrderValidator()
     old.load_state_dict({})
-    assert old.state_dict() == {"version": 1, "fingerprints": {}, "dims": {}}
+    assert old.state_dict() == {"fingerprints": {}, "dims": {}}
+    old.load_state_dict({"version": 1, "fingerprints": {"vocab": "v" * 32}, "dims": {"vocab_size": 9}})
+    assert old.state_dict() == {"fingerprints": {"vocab": "v" * 32}, "dims": {"vocab_size": 9}}
     old.load_state_dict({"fingerprints": None})
     assert old.state_dict()["fingerprints"] == {}
     with pytest.raises(ValueError, match="on_violation"):
@@ -320,3 +316,81 @@ def test_plain_datamodule_correct_run(no_order_warning):
 )
 def test_plain_datamodule_errors(dm, model, rule):
     fit_expecting(rule, dm, model)
+
+
+# -- resume: state restored as saved, a checkpoint without proof, weights that cannot load ---------
+def test_resume_restores_exactly_the_saved_state(tmp_path, cache_dir):
+    dm = make_dm(cache_dir)
+    checkpoint = ModelCheckpoint(dirpath=tmp_path, save_last=True)
+    first = OrderValidator()
+    trainer(tmp_path, [first, checkpoint]).fit(CountingClassifier(**dm.dims), dm)
+    saved = torch.load(checkpoint.last_model_path, map_location="cpu", weights_only=True)
+    resumed, restored = OrderValidator(), []
+
+    def load_and_record(state: dict[str, Any]) -> None:  # what Lightning's restore hands over, then holds
+        OrderValidator.load_state_dict(resumed, state)
+        restored.append(resumed.state_dict())
+
+    resumed.load_state_dict = load_and_record
+    trainer(tmp_path, [resumed], max_epochs=2).fit(
+        CountingClassifier(**dm.dims), make_dm(cache_dir), ckpt_path=checkpoint.last_model_path
+    )
+    assert restored == [saved["callbacks"][first.state_key]] and restored[0] == first.state_dict()
+    assert resumed.state_dict() == first.state_dict()  # same data: what it saves next is the same
+
+
+def _checkpoint_without_validator(tmp_path: Path, dm: OrderedDataModule) -> str:
+    checkpoint = ModelCheckpoint(dirpath=tmp_path / "plain", save_last=True)
+    trainer(tmp_path, [checkpoint]).fit(CountingClassifier(**dm.dims), dm)
+    assert "lightning_order" not in torch.load(checkpoint.last_model_path, weights_only=True)
+    return checkpoint.last_model_path
+
+
+def test_resume_without_proof_is_reported_at_the_chosen_level(tmp_path, cache_dir):
+    path = _checkpoint_without_validator(tmp_path, make_dm(cache_dir))
+    run = trainer(tmp_path, max_epochs=2)
+    with pytest.raises(OrderError) as caught:
+        run.fit(CountingClassifier(**make_dm(cache_dir).dims), make_dm(cache_dir), ckpt_path=path)
+    assert caught.value.rules == ["resume-data-changed"]
+    assert "cannot prove the data is unchanged" in str(caught.value) and "on_violation='warn'" in str(
+        caught.value
+    )
+    assert run.global_step == 0
+    model = CountingClassifier(**make_dm(cache_dir).dims)
+    with pytest.warns(OrderWarning, match="cannot prove the data is unchanged"):
+        trainer(tmp_path, [OrderValidator(on_violation="warn")], max_epochs=2).fit(
+            model, make_dm(cache_dir), ckpt_path=path
+        )
+    assert model.optimizer_steps == 3  # the user accepted it: the second epoch trained
+
+
+def test_shape_mismatch_without_proof_is_resume_data_changed_with_both_shapes(tmp_path, cache_dir):
+    dm = make_dm(cache_dir)
+    path = _checkpoint_without_validator(tmp_path, dm)
+    changed = make_dm(cache_dir, vocab_size=200)
+    old_rows, new_rows = dm.dims["vocab_size"], changed.dims["vocab_size"]
+    assert old_rows != new_rows
+    run = trainer(tmp_path, [OrderValidator(on_violation="warn")], max_epochs=2)
+    with pytest.warns(OrderWarning, match="cannot prove"), pytest.raises(OrderError) as caught:
+        run.fit(CountingClassifier(**changed.dims), changed, ckpt_path=path)
+    assert caught.value.rules == ["resume-data-changed"]  # fatal even in warn mode: nothing can load
+    text = str(caught.value)
+    assert f"embedding.weight: checkpoint [{old_rows}, 8] vs model [{new_rows}, 8]" in text
+    assert "Error(s) in loading state_dict" not in text and run.global_step == 0
+
+
+def test_shape_mismatch_of_a_model_built_before_the_data_is_init_before_data(tmp_path, cache_dir):
+    dm = make_dm(cache_dir)
+    checkpoint = ModelCheckpoint(dirpath=tmp_path, save_last=True)
+    trainer(tmp_path, [OrderValidator(), checkpoint]).fit(CountingClassifier(**dm.dims), dm)
+    run = trainer(tmp_path, max_epochs=2)
+    with pytest.raises(OrderError) as caught:
+        run.fit(
+            CountingClassifier(**{**dm.dims, "vocab_size": 1000}),
+            make_dm(cache_dir),
+            ckpt_path=checkpoint.last_model_path,
+        )
+    assert caught.value.rules == ["init-before-data"]
+    assert f"embedding.weight: checkpoint [{dm.dims['vocab_size']}, 8] vs model [1000, 8]" in str(
+        caught.value
+    )

@@ -1,8 +1,9 @@
-"""Recovery: the waste report, the two repairs, and a paused vocab-before-clean run recovered for real."""
+"""Recovery end to end: pause() writes the checkpoint, recover() chooses the path and repairs; a paused
+vocab-before-clean run recovered for real. (The repairs: test_recovery_weights.py; the decisions:
+test_recovery_decisions.py; cost: test_cost.py; safe loading: test_checkpoint.py.)"""
 
 from __future__ import annotations
 
-import math
 import warnings
 from pathlib import Path
 from types import SimpleNamespace
@@ -10,90 +11,24 @@ from types import SimpleNamespace
 import pytest
 import pytorch_lightning as pl
 import torch
+from helpers import quiet_trainer
 from orders import WRONG_ORDERS
 
 from lightning_order.errors import OrderWarning
+from lightning_order.ledger import CHECKPOINT_KEY
 from lightning_order.models import OrderedTextClassifier
-from lightning_order.recovery import (
-    PAUSE_KEY,
-    RecoveryPlan,
-    recover,
-    reinit_mismatched,
-    remap_embedding,
-    waste_report,
-)
+from lightning_order.recovery import RecoveryPlan, recover, waste_report
 
 VOCAB_BEFORE_CLEAN = WRONG_ORDERS["vocab-before-clean"]
 
 
-# -- waste ------------------------------------------------------------------------------------
-def test_waste_report_counts_device_hours_cost_and_progress() -> None:
-    report = waste_report(1800, 8, step=250, planned_steps=1000, gpu_hour_price=2.0)
-    assert report["device_hours"] == pytest.approx(4.0)
-    assert report["cost"] == pytest.approx(8.0)
-    assert report["progress"] == pytest.approx(0.25)
-    bare = waste_report(60, step=3, planned_steps=math.inf)
-    assert bare["cost"] is None and bare["progress"] is None and bare["planned_steps"] is None
-    with pytest.raises(ValueError, match="num_devices"):
-        waste_report(10, 0)
-
-
-# -- remap_embedding --------------------------------------------------------------------------
-OLD_VOCAB = {"[PAD]": 0, "[UNK]": 1, "<b>": 2, "goal": 3, "##vote": 4, "vote": 5, "Chef": 6}
-NEW_VOCAB = {"[PAD]": 0, "[UNK]": 1, "vote": 2, "goal": 3, "chef": 4, "oven": 5}
-
-
-def test_remap_embedding_moves_rows_by_token_bit_for_bit() -> None:
-    old = torch.randn(len(OLD_VOCAB), 8)
-    init = torch.full((len(NEW_VOCAB), 8), 7.0)
-    new = remap_embedding(old, OLD_VOCAB, NEW_VOCAB, init=init)
-    assert new.shape == (6, 8)
-    for token, new_id in NEW_VOCAB.items():
-        if token in OLD_VOCAB:
-            assert torch.equal(new[new_id], old[OLD_VOCAB[token]]), token
-        else:
-            assert torch.equal(new[new_id], init[new_id]), token  # new tokens: the fresh init
-    assert not torch.equal(init[2], new[2])  # the input init tensor is not modified in place...
-    assert torch.equal(init, torch.full((6, 8), 7.0))
-
-
-def test_remap_embedding_init_function_and_extra_rows() -> None:
-    old = torch.randn(len(OLD_VOCAB), 4, dtype=torch.float64)
-    new = remap_embedding(old, OLD_VOCAB, NEW_VOCAB, init=torch.nn.init.zeros_, num_embeddings=10)
-    assert new.shape == (10, 4) and new.dtype == torch.float64
-    assert torch.equal(new[5], torch.zeros(4)) and torch.equal(new[9], torch.zeros(4))
-    assert torch.equal(new[3], old[3])
-    with pytest.raises(ValueError, match="expected"):
-        remap_embedding(old, OLD_VOCAB, NEW_VOCAB, init=torch.zeros(3, 4))
-
-
-# -- reinit_mismatched and the init path ------------------------------------------------------
+# -- recover: the init and resume paths -------------------------------------------------------
 DIMS = {"vocab_size": 80, "num_features": 5, "num_classes": 4, "max_length": 32}
 
 
 def _wrong_model() -> OrderedTextClassifier:
     torch.manual_seed(0)
     return OrderedTextClassifier(vocab_size=50, num_features=3, num_classes=4, max_length=32)
-
-
-def test_reinit_mismatched_keeps_every_parameter_whose_shape_matches() -> None:
-    model = _wrong_model()
-    before = {k: v.clone() for k, v in model.state_dict().items()}
-    names = reinit_mismatched(model, DIMS)
-    assert names == ["embedding.weight", "feature_proj.weight"]
-    after = model.state_dict()
-    for name, value in before.items():
-        if name in names:
-            assert after[name].shape != value.shape
-        else:
-            assert torch.equal(after[name], value), name  # feature_proj.bias included
-    assert model.hparams.vocab_size == 80 and model.hparams.num_features == 5
-    batch = {
-        "input_ids": torch.randint(1, 80, (2, 6)),
-        "attention_mask": torch.ones(2, 6, dtype=torch.long),
-        "features": torch.randn(2, 5),
-    }
-    assert model(batch).shape == (2, 4)
 
 
 def _paused_checkpoint(
@@ -104,7 +39,7 @@ def _paused_checkpoint(
         {
             "state_dict": model.state_dict(),
             "hyper_parameters": dict(model.hparams),
-            PAUSE_KEY: {
+            CHECKPOINT_KEY: {
                 "reason": [reason],
                 "model": {"class": "lightning_order.models.OrderedTextClassifier"},
                 "waste": waste_report(600, 2, step=progress_steps, planned_steps=1000, gpu_hour_price=3.0),
@@ -183,21 +118,6 @@ class ValAccuracyTrace(pl.Callback):
         return next((step for step, acc in self.trace if acc >= self.target), None)
 
 
-def _trainer(tmp_path: Path, callbacks: list, **kwargs) -> pl.Trainer:
-    return pl.Trainer(
-        accelerator="cpu",
-        devices=1,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        num_sanity_val_steps=0,
-        default_root_dir=str(tmp_path),
-        callbacks=callbacks,
-        **kwargs,
-    )
-
-
 @pytest.mark.slow
 def test_vocab_before_clean_run_paused_then_recovered_beats_a_fresh_run(tmp_path: Path, capsys) -> None:
     from lightning_order.callbacks.symptom_monitor import SymptomMonitor
@@ -209,13 +129,13 @@ def test_vocab_before_clean_run_paused_then_recovered_beats_a_fresh_run(tmp_path
         demo_size=2000, vocab_size=2000, seed=0, cache_dir=cache, order=VOCAB_BEFORE_CLEAN, enforce=False
     )
     monitor = SymptomMonitor(on_symptom="stop", gpu_hour_price=4.0)
-    trainer = _trainer(tmp_path / "paused", [monitor], max_epochs=3, limit_val_batches=0)
+    trainer = quiet_trainer(tmp_path / "paused", [monitor], max_epochs=3, limit_val_batches=0)
     with pytest.warns(OrderWarning, match="plateau"):
         trainer.fit(OrderedTextClassifier(**wrong.dims), wrong)
     assert monitor.pause_path is not None
     paused_at = trainer.global_step
-    checkpoint = torch.load(monitor.pause_path, weights_only=False)
-    payload = checkpoint[PAUSE_KEY]
+    checkpoint = torch.load(monitor.pause_path, weights_only=True)
+    payload = checkpoint[CHECKPOINT_KEY]
     assert payload["ledger"]["records"][1]["step"] == "build_vocab"  # the wrong order, in the ledger
     assert payload["reason"][0]["suspected_rule"] == "vocab-before-clean"
     assert payload["waste"]["cost"] == pytest.approx(payload["waste"]["device_hours"] * 4.0)
@@ -241,13 +161,13 @@ def test_vocab_before_clean_run_paused_then_recovered_beats_a_fresh_run(tmp_path
     recovered = ValAccuracyTrace(target)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", OrderWarning)
-        _trainer(tmp_path / "recovered", [recovered], max_steps=budget, val_check_interval=5).fit(
+        quiet_trainer(tmp_path / "recovered", [recovered], max_steps=budget, val_check_interval=5).fit(
             **plan.fit_kwargs()
         )
     pl.seed_everything(0)
     correct = OrderedDataModule(demo_size=2000, vocab_size=2000, seed=0, cache_dir=cache)
     fresh = ValAccuracyTrace(target)
-    _trainer(tmp_path / "fresh", [fresh], max_steps=budget, val_check_interval=5).fit(
+    quiet_trainer(tmp_path / "fresh", [fresh], max_steps=budget, val_check_interval=5).fit(
         OrderedTextClassifier(**correct.dims), correct
     )
     with capsys.disabled():
@@ -286,15 +206,15 @@ def _contract_batches(n: int = 64) -> torch.utils.data.DataLoader:
 
 
 def test_pause_from_a_violation_stops_and_recovers_on_the_init_path(tmp_path: Path) -> None:
-    from lightning_order.order import Violation
+    from lightning_order.rules import Violation
 
     violation = Violation("init-before-data", ("init_model", "encode"), "the model was built before the data")
-    trainer = _trainer(tmp_path, [PauseAt(3, tmp_path / "pause.ckpt", [violation])], max_steps=50)
+    trainer = quiet_trainer(tmp_path, [PauseAt(3, tmp_path / "pause.ckpt", [violation])], max_steps=50)
     model = OrderedTextClassifier(**DIMS)
     trainer.fit(model, _contract_batches())
     assert trainer.global_step == 3  # stopped right after the pause
-    checkpoint = torch.load(tmp_path / "pause.ckpt", weights_only=False)
-    payload = checkpoint[PAUSE_KEY]
+    checkpoint = torch.load(tmp_path / "pause.ckpt", weights_only=True)
+    payload = checkpoint[CHECKPOINT_KEY]
     assert payload["reason"][0]["type"] == "violation" and payload["reason"][0]["rule"] == "init-before-data"
     assert payload["waste"]["device_hours"] == pytest.approx(2.0) and payload["waste"][
         "cost"

@@ -21,7 +21,7 @@ from torch.utils.data import DataLoader, Dataset, Subset
 
 from lightning_order.callbacks.symptom_monitor import SymptomMonitor
 from lightning_order.errors import OrderWarning
-from lightning_order.recovery import PAUSE_KEY
+from lightning_order.ledger import CHECKPOINT_KEY as PAUSE_KEY
 
 ROOT = Path(__file__).resolve().parents[1]
 VOCAB_BEFORE_CLEAN = WRONG_ORDERS["vocab-before-clean"]

@@ -33,21 +33,22 @@ from pytorch_lightning.utilities.rank_zero import rank_zero_info
 from torch import nn
 from typing_extensions import override
 
+from lightning_order.checkpoint import load_checkpoint
 from lightning_order.checks.leakage import check_key_overlap, check_row_overlap, row_hashes
 from lightning_order.checks.ledger import DIM_KEYS, check_ledger
 from lightning_order.checks.model import check_model_dims
 from lightning_order.checks.ranks import check_ranks
 from lightning_order.checks.report import format_report, merge_violations
-from lightning_order.checks.resume import check_resume
-from lightning_order.errors import OrderError, OrderWarning
+from lightning_order.checks.resume import check_restore_shapes, check_resume, check_resume_proof
+from lightning_order.errors import CheckpointError, OrderError, OrderWarning
 from lightning_order.ledger import CHECKPOINT_KEY, StepLedger, fingerprint
-from lightning_order.order import STANDARD_PIPELINE, Pipeline, Violation
+from lightning_order.order import STANDARD_PIPELINE, Pipeline
+from lightning_order.rules import Violation
 
 __all__ = ["OrderValidator"]
 
 log = logging.getLogger(__name__)
 
-_STATE_VERSION = 1
 _KEY_HASH = "key_hash"
 
 
@@ -100,10 +101,13 @@ class OrderValidator(Callback):
         self.sample_rows = sample_rows
         self.overlap_max_rows = overlap_max_rows
         self.record = record
-        # State: what this run validated (saved in checkpoints) and what a checkpoint held.
+        # State (saved in checkpoints, restored as saved): the data the weights were trained on.
         self.fingerprints: dict[str, str] = {}
         self.dims: dict[str, Any] = {}
-        self._restored: dict[str, Any] = {}
+        # This run's data as setup found it (what every check compares against), and whether a
+        # checkpoint's state was loaded into the attributes above.
+        self._current: dict[str, Any] = {"fingerprints": {}, "dims": {}}
+        self._restored = False
         self._resume_checked = False
         self._model_checked = False
         self._evaluated = False
@@ -124,20 +128,16 @@ class OrderValidator(Callback):
 
     @override
     def state_dict(self) -> dict[str, Any]:
-        return {
-            "version": _STATE_VERSION,
-            "fingerprints": dict(self.fingerprints or self._restored.get("fingerprints", {})),
-            "dims": dict(self.dims or self._restored.get("dims", {})),
-        }
+        # Plain strings and ints only: the checkpoint loads with weights_only=True.
+        return {"fingerprints": dict(self.fingerprints), "dims": dict(self.dims)}
 
     @override
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        # Older or foreign states may lack keys: default them, never fail a resume on that.
-        self._restored = {
-            "version": state_dict.get("version", 0),
-            "fingerprints": dict(state_dict.get("fingerprints") or {}),
-            "dims": dict(state_dict.get("dims") or {}),
-        }
+        # Exactly what state_dict saved; older or foreign states may lack keys (or hold a
+        # "version"): default them, never fail a resume on that.
+        self.fingerprints = {str(k): str(v) for k, v in (state_dict.get("fingerprints") or {}).items()}
+        self.dims = dict(state_dict.get("dims") or {})
+        self._restored = True
 
     @override
     def on_save_checkpoint(
@@ -155,11 +155,12 @@ class OrderValidator(Callback):
     @override
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         self._resume_checked = self._model_checked = self._evaluated = False
-        self._restored = {}  # a checkpoint of this run is restored after setup, never before
+        self._restored = False  # a checkpoint of this run is restored after setup, never before
         dm = trainer.datamodule
         ledger = _ledger(dm)
         self.fingerprints = _data_fingerprints(dm)
         self.dims = _data_dims(dm)
+        self._current = {"fingerprints": dict(self.fingerprints), "dims": dict(self.dims)}
         # Without fingerprints and dims (a plain datamodule), sampled rows are the evidence.
         train_sample: tuple[Any, int | None] = (None, None)
         if dm is not None and not self.fingerprints:
@@ -184,8 +185,12 @@ class OrderValidator(Callback):
 
         path = trainer.ckpt_path  # known this early only when the user set trainer.ckpt_path
         if path and os.path.isfile(path):  # "last", "best" or a URL: the restore guard checks it
-            checkpoint = torch.load(path, map_location="cpu", weights_only=False)
-            self._check_checkpoint(trainer, checkpoint)
+            try:  # never unpickle code: a checkpoint of more than plain data is left to Lightning's load
+                checkpoint = load_checkpoint(path)
+            except CheckpointError as err:
+                log.debug("OrderValidator: resume check deferred to the weight restore (%s)", err)
+            else:
+                self._check_checkpoint(trainer, checkpoint)
         self._guard_weight_restore(trainer)
 
     @override
@@ -256,13 +261,16 @@ class OrderValidator(Callback):
         if self._model_checked:
             return
         self._model_checked = True
-        local = check_model_dims(_model_dims(pl_module), self.dims, observed=self._observed)
+        current = self._current
+        local = check_model_dims(_model_dims(pl_module), current["dims"], observed=self._observed)
         if not self._resume_checked and self._restored:
-            local += check_resume(self._restored.get("fingerprints"), self.fingerprints)
+            local += check_resume(self.fingerprints, current["fingerprints"])
+            local += check_resume_proof(self.fingerprints, current["fingerprints"])
             self._resume_checked = True
         self._act(trainer, _agree(_all_gather(trainer, [v.to_dict() for v in local])), where)
 
-    def _act(self, trainer: pl.Trainer, violations: list[Violation], where: str) -> None:
+    def _act(self, trainer: pl.Trainer, violations: list[Violation], where: str, fatal: bool = False) -> None:
+        """Raises (``fatal`` always: what follows cannot run) or warns, with the report."""
         if not violations:
             return
         header = format_report(
@@ -273,7 +281,7 @@ class OrderValidator(Callback):
             where=where,
         )
         error = OrderError(violations, header=header)
-        if self.on_violation == "raise":
+        if self.on_violation == "raise" or fatal:
             self._unguard()
             raise error
         if trainer.is_global_zero:
@@ -281,7 +289,8 @@ class OrderValidator(Callback):
 
     def _check_checkpoint(self, trainer: pl.Trainer, checkpoint: Mapping[str, Any]) -> None:
         stored = _stored_fingerprints(checkpoint, self.state_key)
-        local = check_resume(stored, self.fingerprints)
+        current = self._current["fingerprints"]
+        local = check_resume(stored, current) + check_resume_proof(stored, current)
         self._resume_checked = True
         violations = _agree(_all_gather(trainer, [v.to_dict() for v in local]))
         self._act(trainer, violations, "OrderValidator (resume, before the weights are restored)")
@@ -296,10 +305,24 @@ class OrderValidator(Callback):
             self._unguard()
             if not self._resume_checked:
                 self._check_checkpoint(trainer, checkpoint)
+            self._check_shapes(trainer, checkpoint)
             return original(checkpoint, *args, **kwargs)
 
         strategy.load_model_state_dict = load_model_state_dict  # type: ignore[method-assign]
         self._guarded = strategy
+
+    def _check_shapes(self, trainer: pl.Trainer, checkpoint: Mapping[str, Any]) -> None:
+        """Weights that cannot load are named by the order error behind them, before torch fails."""
+        module = trainer.lightning_module
+        stored = {
+            k: tuple(v.shape) for k, v in (checkpoint.get("state_dict") or {}).items() if torch.is_tensor(v)
+        }
+        if module is None or not stored:
+            return
+        model = {k: tuple(v.shape) for k, v in module.state_dict().items()}
+        fits = not check_model_dims(_model_dims(module), self._current["dims"], observed=self._observed)
+        violations = check_restore_shapes(stored, model, model_fits_data=fits)
+        self._act(trainer, violations, "OrderValidator (resume, the weights cannot be restored)", fatal=True)
 
     def _unguard(self) -> None:
         if self._guarded is not None:
@@ -523,9 +546,7 @@ def _agree(per_rank: list[list[dict[str, Any]]]) -> list[Violation]:
     for rank, dicts in enumerate(per_rank):
         known = {(v.rule, v.steps) for v in found}
         for d in dicts:
-            violation = Violation(
-                d["rule"], tuple(d["steps"]), d["message"], d.get("symptom", ""), d.get("fix", "")
-            )
+            violation = Violation.from_dict(d)
             if rank == 0 or (violation.rule, violation.steps) not in known:
                 found.append(violation)
     return merge_violations(found)

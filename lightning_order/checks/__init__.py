@@ -13,7 +13,7 @@ from lightning_order.checks.ledger import check_init_order, check_ledger
 from lightning_order.checks.model import check_model_dims
 from lightning_order.checks.ranks import check_ranks
 from lightning_order.checks.report import estimate_waste, format_report, merge_violations
-from lightning_order.checks.resume import check_resume
+from lightning_order.checks.resume import check_restore_shapes, check_resume, check_resume_proof
 
 __all__ = [
     "check_fitted_on_train",
@@ -22,7 +22,9 @@ __all__ = [
     "check_ledger",
     "check_model_dims",
     "check_ranks",
+    "check_restore_shapes",
     "check_resume",
+    "check_resume_proof",
     "check_row_overlap",
     "estimate_waste",
     "format_report",

@@ -20,7 +20,8 @@ import numpy as np
 import xxhash
 
 from lightning_order.ledger import StepLedger, StepRecord
-from lightning_order.order import STANDARD_PIPELINE, Pipeline, Violation
+from lightning_order.order import STANDARD_PIPELINE, Pipeline
+from lightning_order.rules import Violation
 
 __all__ = ["check_fitted_on_train", "check_key_overlap", "check_row_overlap", "row_hashes"]
 

@@ -12,7 +12,8 @@ from typing import Any
 
 from lightning_order.checks.report import merge_violations
 from lightning_order.ledger import StepLedger, StepRecord
-from lightning_order.order import STANDARD_PIPELINE, Pipeline, Violation
+from lightning_order.order import STANDARD_PIPELINE, Pipeline
+from lightning_order.rules import Violation
 
 __all__ = ["DIM_KEYS", "check_init_order", "check_ledger"]
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from lightning_order.order import Violation
+from lightning_order.rules import Violation
 
 __all__ = ["check_model_dims"]
 

@@ -24,7 +24,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from lightning_order.order import Violation
+from lightning_order.rules import Violation
 
 __all__ = ["check_ranks"]
 

@@ -1,7 +1,8 @@
 """The report a user reads when the validator stops (or warns about) a run.
 
 Pure text from plain inputs: the violations, the number of devices, the planned hours and, when
-the user gives one, the price of a device-hour. The table is drawn with ``rich`` (no colour, fixed
+the user gives one, the price of a device-hour (the waste sentence comes from
+:mod:`lightning_order.cost`, where every cost is counted). The table is drawn with ``rich`` (no colour, fixed
 width) so it reads the same in a terminal, a log file and an exception message.
 """
 
@@ -14,7 +15,8 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from lightning_order.order import Violation
+from lightning_order.cost import estimate_waste
+from lightning_order.rules import Violation
 
 __all__ = ["estimate_waste", "format_report", "merge_violations"]
 
@@ -26,34 +28,6 @@ def merge_violations(*groups: Iterable[Violation]) -> list[Violation]:
         for violation in group:
             seen.setdefault((violation.rule, violation.steps, violation.message), violation)
     return list(seen.values())
-
-
-def estimate_waste(
-    devices: int, planned_hours: float | None = None, gpu_hour_price: float | None = None
-) -> str:
-    """One sentence on what the run would have wasted had it gone on.
-
-    Args:
-        devices: devices the run uses (all nodes together).
-        planned_hours: how long the run was planned to train, in hours.
-        gpu_hour_price: the price of one device-hour (any currency).
-
-    Returns:
-        ``devices × planned hours`` device-hours, priced when a price is given.
-    """
-    if devices < 1:
-        raise ValueError(f"devices must be at least 1, got {devices}")
-    unit = "device" if devices == 1 else "devices"
-    if planned_hours is None:
-        return (
-            f"Left running, every device-hour of this run ({devices} {unit} × its planned hours) would have "
-            "trained on wrong data; pass planned_hours= (and gpu_hour_price=) to OrderValidator for a figure."
-        )
-    hours = devices * planned_hours
-    text = f"Left running, this run would have wasted {devices} {unit} × {planned_hours:g} h = {hours:,.1f} device-hours"
-    if gpu_hour_price is not None:
-        text += f", about {hours * gpu_hour_price:,.2f} at {gpu_hour_price:,.2f} per device-hour"
-    return text + "."
 
 
 def format_report(

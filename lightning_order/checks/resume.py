@@ -2,16 +2,19 @@
 
 Weights learned on one vocabulary read another vocabulary's token ids as other words; features
 scaled with other statistics shift every input. Neither crashes when the sizes happen to match,
-so the check compares the data fingerprints stored with the checkpoint to the current ones.
+so the check compares the data fingerprints stored with the checkpoint to the current ones. A
+checkpoint without fingerprints proves nothing (:func:`check_resume_proof`), and weights whose
+shapes do not fit are named by the order error behind them (:func:`check_restore_shapes`), never
+left to a raw ``Error(s) in loading state_dict``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from lightning_order.order import Violation
+from lightning_order.rules import Violation
 
-__all__ = ["check_resume"]
+__all__ = ["check_restore_shapes", "check_resume", "check_resume_proof"]
 
 # What a change of each fingerprint means for the restored weights, and the step behind it.
 _CONSEQUENCE: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -62,5 +65,90 @@ def check_resume(stored: Mapping[str, str] | None, current: Mapping[str, str] | 
             steps,
             f"{'; '.join(reasons)} (checkpoint -> this run: {detail})",
             details={"changed": changed, "stored": dict(stored), "current": dict(current)},
+        )
+    ]
+
+
+def check_resume_proof(
+    stored: Mapping[str, str] | None, current: Mapping[str, str] | None
+) -> list[Violation]:
+    """A checkpoint without data fingerprints cannot prove that this run's data is the one it learned.
+
+    A checkpoint written without ``OrderValidator`` carries no fingerprints; resuming it onto
+    other data (another vocabulary of the same size, other statistics) would go unnoticed. Only
+    reported when this run has fingerprints to compare (an ``OrderedDataModule`` or one that
+    offers ``data_fingerprints()``).
+
+    Args:
+        stored: the fingerprints saved with the checkpoint (``None`` or empty when it has none).
+        current: this run's ``data_fingerprints()``.
+
+    Returns:
+        One ``resume-data-changed`` violation (the change cannot be ruled out), or nothing.
+    """
+    if stored or not current:
+        return []
+    return [
+        Violation(
+            "resume-data-changed",
+            ("encode",),
+            "the checkpoint carries no data fingerprints (it was saved by a run without OrderValidator): "
+            f"lightning_order cannot prove the data is unchanged (this run: {', '.join(sorted(current))})",
+            fix="resume only with the data config the checkpoint was trained on and pass "
+            "OrderValidator(on_violation='warn') to accept it once; checkpoints saved with OrderValidator "
+            "carry the proof. Or warm-start with lightning_order.recover(path, model_cls=...)",
+            details={"stored": {}, "current": dict(current)},
+        )
+    ]
+
+
+def check_restore_shapes(
+    stored: Mapping[str, tuple[int, ...]],
+    model: Mapping[str, tuple[int, ...]],
+    model_fits_data: bool,
+) -> list[Violation]:
+    """Translates weights that cannot be restored (shapes differ) into the order error they mean.
+
+    Args:
+        stored: tensor name -> shape in the checkpoint's ``state_dict``.
+        model: tensor name -> shape of the model about to receive them.
+        model_fits_data: whether the model's dims agree with this run's data. If they do, the
+            checkpoint was trained on other data (``resume-data-changed``); if not, the model was
+            built before the data's dims were known (``init-before-data``).
+
+    Returns:
+        One violation naming every mismatched tensor with both shapes, or nothing.
+    """
+    mismatched = {
+        name: (tuple(shape), tuple(model[name]))
+        for name, shape in stored.items()
+        if name in model and tuple(shape) != tuple(model[name])
+    }
+    if not mismatched:
+        return []
+    shapes = "; ".join(
+        f"{name}: checkpoint {list(a)} vs model {list(b)}" for name, (a, b) in mismatched.items()
+    )
+    details = {
+        "shapes": {name: {"checkpoint": list(a), "model": list(b)} for name, (a, b) in mismatched.items()}
+    }
+    if model_fits_data:
+        return [
+            Violation(
+                "resume-data-changed",
+                ("encode", "init_model"),
+                f"the checkpoint's weights do not fit this run's data: {shapes}; it was trained on other "
+                "prepared data (another vocabulary size, feature count or label set), or the model's "
+                "architecture changed since",
+                details=details,
+            )
+        ]
+    return [
+        Violation(
+            "init-before-data",
+            ("init_model", "encode"),
+            f"the model cannot take the checkpoint's weights: {shapes}; it was built with other dims "
+            "than the data's",
+            details=details,
         )
     ]

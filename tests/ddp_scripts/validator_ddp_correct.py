@@ -14,6 +14,9 @@ from pathlib import Path
 import pytorch_lightning as pl
 from pytorch_lightning.callbacks import ModelCheckpoint
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the shared helpers
+from helpers import quiet_trainer
+
 from lightning_order import OrderedDataModule, OrderValidator, OrderWarning
 from lightning_order._distributed import release_process_group
 from lightning_order.checks import check_ledger
@@ -27,17 +30,15 @@ def main(out: Path) -> None:
     )
     model = OrderedTextClassifier(**dm.dims, embed_dim=8, hidden_dim=8)
     validator = OrderValidator()
-    trainer = pl.Trainer(
-        accelerator="cpu",
+    trainer = quiet_trainer(
+        callbacks=[validator, ModelCheckpoint(dirpath=out / "ckpt", save_last=True)],
         devices=2,
         strategy="ddp",
         max_epochs=1,
         limit_train_batches=3,
         limit_val_batches=2,
-        callbacks=[validator, ModelCheckpoint(dirpath=out / "ckpt", save_last=True)],
-        logger=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
+        enable_checkpointing=True,
+        num_sanity_val_steps=2,
     )
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

@@ -22,6 +22,9 @@ import torch
 from pytorch_lightning.callbacks import Callback
 from torch.utils.data import DataLoader, Dataset
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the shared helpers
+from helpers import quiet_trainer
+
 from lightning_order import OrderedDataModule, OrderError, OrderValidator
 from lightning_order._distributed import release_process_group
 from lightning_order.models import OrderedTextClassifier
@@ -107,17 +110,13 @@ def main(out: Path, case: str) -> None:
         model = OrderedTextClassifier(vocab_size=50, num_features=3, num_classes=4, embed_dim=8, hidden_dim=8)
     else:
         raise SystemExit(f"unknown case {case!r}")
-    trainer = pl.Trainer(
-        accelerator="cpu",
+    trainer = quiet_trainer(
+        callbacks=[OrderValidator(planned_hours=5), Recorder(out)],
         devices=2,
         strategy="ddp",
         max_epochs=1,
         limit_train_batches=3,
-        callbacks=[OrderValidator(planned_hours=5), Recorder(out)],
-        logger=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        enable_checkpointing=False,
+        num_sanity_val_steps=2,
     )
     try:
         trainer.fit(model, dm)

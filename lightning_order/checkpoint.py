@@ -1,0 +1,80 @@
+"""Reading checkpoints without running code from them, and writing our entries as plain data.
+
+A checkpoint is a pickle, and unpickling a stranger's pickle runs whatever it names. Every
+checkpoint this package reads (the validator's resume check, ``recover()``, ``audit``) goes
+through :func:`load_checkpoint`, which is ``torch.load(..., weights_only=True)``: tensors,
+numbers, strings, lists, tuples and dicts come back, anything else is refused before any of it
+runs. What our callbacks and the pause write is therefore plain data (:func:`plain`), so our own
+checkpoints always load this way. Nothing here imports a class a checkpoint names.
+"""
+
+from __future__ import annotations
+
+import math
+import pickle
+import re
+from collections.abc import Mapping
+from os import PathLike
+from pathlib import PurePath
+from typing import Any
+
+import torch
+
+from lightning_order.errors import CheckpointError
+
+__all__ = ["load_checkpoint", "plain"]
+
+
+def load_checkpoint(path: str | PathLike[str], map_location: str | torch.device = "cpu") -> dict[str, Any]:
+    """The checkpoint at ``path``, loaded with ``weights_only=True`` (no code from it runs).
+
+    Args:
+        path: a checkpoint file.
+        map_location: where tensors go.
+
+    Raises:
+        CheckpointError: the file holds objects other than plain data and tensors (it may try to
+            run code); the message names what it refers to and the fix.
+        FileNotFoundError: there is no such file.
+    """
+    try:
+        checkpoint = torch.load(str(path), map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as err:
+        named = re.search(r"GLOBAL (\S+)", str(err))
+        raise CheckpointError(
+            f"refused to load checkpoint {path}: it holds more than tensors and plain data"
+            f"{f' (it names {named.group(1)})' if named else ''}, and unpickling it could run code; "
+            "lightning_order reads checkpoints with weights_only=True only. Fix: load it only if you "
+            "trust its source, and re-save its state_dict and plain entries"
+        ) from None
+    if not isinstance(checkpoint, Mapping):
+        raise CheckpointError(
+            f"{path} is not a Lightning checkpoint: expected a dict, got {type(checkpoint).__name__}"
+        )
+    return dict(checkpoint)
+
+
+def plain(value: Any) -> Any:
+    """``value`` as plain data that ``weights_only`` loading accepts (and JSON, but for tensors).
+
+    Mappings become dicts with string keys, sequences lists, paths strings, numpy and torch
+    scalars Python numbers; tensors stay tensors. Anything else becomes its ``repr`` (a record,
+    never an object to rebuild).
+    """
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu()
+    if isinstance(value, Mapping):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        items = sorted(value, key=repr) if isinstance(value, (set, frozenset)) else value
+        return [plain(v) for v in items]
+    if isinstance(value, (PurePath, PathLike)):
+        return str(value)
+    item = getattr(value, "item", None)
+    if callable(item) and getattr(value, "shape", None) == ():
+        return plain(item())
+    return repr(value)

@@ -1,0 +1,107 @@
+"""The Trainer-side pause: an emergency checkpoint with our entry, then every rank stops."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from lightning_order.checkpoint import plain
+from lightning_order.checks.symptoms import Diagnosis
+from lightning_order.cost import waste_report
+from lightning_order.ledger import CHECKPOINT_KEY
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    import pytorch_lightning as pl
+
+    from lightning_order.rules import Violation
+
+__all__ = ["FORMAT", "FORMAT_VERSION", "pause"]
+
+FORMAT = "lightning_order.pause"
+FORMAT_VERSION = 1
+
+
+def pause(
+    trainer: pl.Trainer,
+    path: str | Path,
+    *,
+    reason: Iterable[Diagnosis | Violation] = (),
+    gpu_hour_price: float | None = None,
+    elapsed_s: float | None = None,
+) -> Path:
+    """Saves an emergency checkpoint and stops the run on every rank. Call it on all ranks.
+
+    The checkpoint is a normal Lightning checkpoint (weights, optimizer and scheduler states, the
+    step reached, callback states, so ``trainer.fit(..., ckpt_path=path)`` resumes it) with our
+    entry under :data:`~lightning_order.ledger.CHECKPOINT_KEY`, all plain data (it loads with
+    ``weights_only=True``): the format, the reasons (diagnoses or violations), the datamodule's
+    ledger, class name and hyper-parameters, its vocabulary (token -> id), the model's class
+    name, and the :func:`~lightning_order.cost.waste_report`.
+
+    Args:
+        trainer: the running trainer.
+        path: where to write the checkpoint.
+        reason: the diagnoses (from :class:`~lightning_order.callbacks.SymptomMonitor`) or
+            violations (from ``OrderValidator``) behind the pause.
+        gpu_hour_price: the price of one device-hour, for the cost in the waste report.
+        elapsed_s: seconds trained so far; default: a callback's ``elapsed_s`` (the monitor's), or 0.
+
+    Returns:
+        The checkpoint's path.
+    """
+    path = Path(path)
+    if elapsed_s is None:
+        elapsed_s = next((float(cb.elapsed_s) for cb in trainer.callbacks if hasattr(cb, "elapsed_s")), 0.0)
+    payload = _payload(trainer, list(reason), gpu_hour_price, elapsed_s)
+    # What Trainer.save_checkpoint does, with our entry added before the single write; every rank
+    # takes part (a sharded strategy gathers here) and only global rank 0 writes.
+    checkpoint = trainer._checkpoint_connector.dump_checkpoint(weights_only=False)
+    # Merge, so what OrderValidator.on_save_checkpoint put under the same key (the data's
+    # fingerprints) survives the pause.
+    checkpoint[CHECKPOINT_KEY] = {**(checkpoint.get(CHECKPOINT_KEY) or {}), **payload}
+    trainer.strategy.save_checkpoint(checkpoint, path)
+    trainer.strategy.barrier("lightning_order.pause")
+    trainer.should_stop = True
+    return path
+
+
+def _qualname(obj: Any) -> str:
+    cls = type(obj)
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _payload(
+    trainer: pl.Trainer, reason: list[Any], gpu_hour_price: float | None, elapsed_s: float
+) -> dict[str, Any]:
+    datamodule = trainer.datamodule
+    ledger = getattr(datamodule, "ledger", None)
+    tokenizer = getattr(datamodule, "tokenizer", None)
+    vocab = tokenizer.get_vocab() if tokenizer is not None and hasattr(tokenizer, "get_vocab") else None
+    reasons = [
+        {"type": "diagnosis" if isinstance(item, Diagnosis) else "violation", **item.to_dict()}
+        for item in reason
+    ]
+    return plain(
+        {
+            "format": FORMAT,
+            "format_version": FORMAT_VERSION,
+            "reason": reasons,
+            "step": trainer.global_step,
+            "epoch": trainer.current_epoch,
+            "ledger": ledger.state_dict() if hasattr(ledger, "state_dict") else None,
+            "vocab": dict(vocab) if vocab is not None else None,
+            "datamodule": {
+                "class": _qualname(datamodule) if datamodule is not None else None,
+                "hparams": dict(getattr(datamodule, "hparams", {}) or {}),
+            },
+            "model": {"class": _qualname(trainer.lightning_module)},
+            "waste": waste_report(
+                elapsed_s,
+                trainer.world_size,
+                step=trainer.global_step,
+                planned_steps=trainer.estimated_stepping_batches,
+                gpu_hour_price=gpu_hour_price,
+            ),
+        }
+    )

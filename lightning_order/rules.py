@@ -1,0 +1,153 @@
+"""The rule codes and :class:`Violation`: the vocabulary every check speaks.
+
+A leaf module: it imports nothing from this package, so the engine (``order.py``), the errors,
+the pure checks and the callbacks can all depend on it without an import cycle. The keys of
+:data:`RULES` are a contract: tests and users match on them, so a code is added, never renamed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["RULES", "Rule", "Violation"]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """What a rule code means to a user.
+
+    Attributes:
+        title: what went wrong, in one line.
+        symptom: what a user would see if training went on.
+        fix: what to do.
+    """
+
+    title: str
+    symptom: str
+    fix: str
+
+
+#: The stable rule codes, with what a user sees and what to do. Tests and users match on the keys.
+RULES: dict[str, Rule] = {
+    "missing-step": Rule(
+        "a step ran although a step it requires never ran",
+        "the step consumed data nobody produced: results depend on whatever was lying around",
+        "run the missing step first, or declare your own step with Pipeline.extend",
+    ),
+    "out-of-order": Rule(
+        "a step ran before a step it requires",
+        "the step worked on inputs that did not exist yet in their final form",
+        "run the steps in the pipeline's order (OrderedDataModule does it by default)",
+    ),
+    "stale-input": Rule(
+        "a step's input is not the latest output of the step that produces it",
+        "artefacts no longer match their inputs: silently wrong tokens or statistics",
+        "re-run every step downstream of the re-run step (prepare the data again)",
+    ),
+    "vocab-before-clean": Rule(
+        "the vocabulary was built from text that was not cleaned",
+        "markup and '##' pieces become tokens, many unknown tokens, semantic drift",
+        "build the vocabulary from the cleaned train text: clean -> split -> build_vocab",
+    ),
+    "fit-before-split": Rule(
+        "a fitted step learned from data that includes validation rows",
+        "validation metrics inflated by leakage; they drop on truly unseen data",
+        "split first, then fit statistics and the vocabulary on the train split only",
+    ),
+    "shard-before-normalize": Rule(
+        "the data was sharded before its statistics were fitted: each rank normalised on its own",
+        "loss oscillates early, ranks disagree, convergence slows",
+        "fit statistics once on the whole train split in prepare_data, then shard in setup",
+    ),
+    "init-before-data": Rule(
+        "the model was built before the data's dimensions were known",
+        "dimension mismatch, or a silently wrong embedding table; retraining needed",
+        "build the model from the datamodule's dims: Model(**dm.dims), or LightningCLI "
+        "link_arguments(..., apply_on='instantiate')",
+    ),
+    "train-val-overlap": Rule(
+        "the same examples are in the train and the validation split",
+        "validation metrics inflated: the model is scored on examples it trained on",
+        "split by a hash of the cleaned key (or a group column), after cleaning",
+    ),
+    "rank-mismatch": Rule(
+        "the ranks do not hold the same prepared data",
+        "ranks train on different data or vocabularies; loss disagrees; DDP may hang",
+        "prepare once (rank 0, shared cache) and let every rank load that cache in setup",
+    ),
+    "resume-data-changed": Rule(
+        "the checkpoint was trained on other prepared data than this run's",
+        "token ids and features mean something else than the weights learned: metrics collapse",
+        "resume with the original data config, or use lightning_order.recover() to remap",
+    ),
+    "cycle": Rule(
+        "the pipeline's requirements form a cycle",
+        "the pipeline cannot run in any order",
+        "remove one requirement of the cycle",
+    ),
+    "duplicate-step": Rule(
+        "the pipeline declares two steps with the same name",
+        "the pipeline is ambiguous: records of one step would be judged against the other",
+        "give every step its own name, or replace a step with Pipeline.extend",
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One thing wrong with the order, with a stable ``rule`` code.
+
+    Attributes:
+        rule: one of :data:`RULES` (``missing-step``, ``out-of-order``, ``stale-input``, ...).
+        steps: the steps involved, the offending step first.
+        message: what happened, in this run's terms.
+        symptom: what a user would see if training went on (default: the rule's).
+        fix: what to do (default: the rule's).
+        details: plain data behind the message (changed fingerprints, shapes, ...); not part of
+            equality. Keep it JSON-able: it travels through all-gathers and checkpoints.
+    """
+
+    rule: str
+    steps: tuple[str, ...]
+    message: str
+    symptom: str = ""
+    fix: str = ""
+    details: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        if self.rule not in RULES:
+            raise ValueError(f"unknown rule code {self.rule!r}; expected one of {', '.join(RULES)}")
+        object.__setattr__(self, "steps", tuple(self.steps))
+        if not self.symptom:
+            object.__setattr__(self, "symptom", RULES[self.rule].symptom)
+        if not self.fix:
+            object.__setattr__(self, "fix", RULES[self.rule].fix)
+
+    def describe(self) -> str:
+        """The violation as a few readable lines."""
+        return f"[{self.rule}] {self.message}\n     likely symptom: {self.symptom}\n     fix: {self.fix}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data (for all-gathers, logs, JSON and checkpoints); :meth:`from_dict` reads it back."""
+        return {
+            "rule": self.rule,
+            "steps": list(self.steps),
+            "message": self.message,
+            "symptom": self.symptom,
+            "fix": self.fix,
+            "details": dict(self.details),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Violation:
+        """The violation :meth:`to_dict` described (``symptom``, ``fix``, ``details`` optional)."""
+        return cls(
+            data["rule"],
+            tuple(data["steps"]),
+            data["message"],
+            data.get("symptom", ""),
+            data.get("fix", ""),
+            dict(data.get("details") or {}),
+        )

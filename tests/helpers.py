@@ -1,0 +1,75 @@
+"""Helpers shared by the test files (one copy of each)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytorch_lightning as pl
+
+from lightning_order.ledger import StepLedger
+
+ROOT = Path(__file__).resolve().parents[1]
+DEMO = str(ROOT / "configs" / "demo.yaml")
+#: A tiny demo configuration for CLI tests: seconds, not minutes.
+TINY = ["--data.demo_size=300", "--data.vocab_size=200", "--data.max_length=32"]
+
+
+def quiet_trainer(
+    tmp_path: Path | str | None = None, callbacks: list | None = None, **kwargs: Any
+) -> pl.Trainer:
+    """A CPU ``Trainer`` that prints and writes nothing it is not asked to.
+
+    No logger, checkpointing, progress bar, model summary or sanity validation; ``kwargs``
+    override any of it (``enable_checkpointing=True``, ``max_steps=...``).
+    """
+    options: dict[str, Any] = {
+        "accelerator": "cpu",
+        "devices": 1,
+        "logger": False,
+        "enable_checkpointing": False,
+        "enable_progress_bar": False,
+        "enable_model_summary": False,
+        "num_sanity_val_steps": 0,
+        "default_root_dir": str(tmp_path) if tmp_path is not None else None,
+    }
+    return pl.Trainer(callbacks=list(callbacks or []), **{**options, **kwargs})
+
+
+def clean_ledger() -> StepLedger:
+    """The data steps of the standard pipeline in order, each consuming what the step before made."""
+    ledger = StepLedger(info={"dims": {"vocab_size": 10}})
+    load = ledger.record("load", stats={"rows": 10})
+    clean = ledger.record("clean", inputs={"load": load.output}, stats={"rows": 10})
+    feats = ledger.record("engineer_features", inputs={"clean": clean.output})
+    split = ledger.record(
+        "split",
+        inputs={"clean": clean.output, "engineer_features": feats.output},
+        parts={"train": "t" * 32, "val": "v" * 32},
+        stats={"train_rows": 9, "val_rows": 1},
+    )
+    stats = ledger.record(
+        "fit_features", inputs={"split": split.parts["train"]}, fitted_on=split.parts["train"]
+    )
+    vocab = ledger.record(
+        "build_vocab",
+        inputs={"clean": clean.output, "split": split.parts["train"]},
+        fitted_on=split.parts["train"],
+    )
+    ledger.record("encode", inputs={"fit_features": stats.output, "build_vocab": vocab.output})
+    return ledger
+
+
+def leaky_ledger() -> StepLedger:
+    """Statistics fitted on the validation part: fit-before-split."""
+    ledger = StepLedger()
+    load = ledger.record("load")
+    clean = ledger.record("clean", inputs={"load": load.output})
+    feats = ledger.record("engineer_features", inputs={"clean": clean.output})
+    split = ledger.record(
+        "split",
+        inputs={"clean": clean.output, "engineer_features": feats.output},
+        parts={"train": "t" * 32, "val": "v" * 32},
+    )
+    ledger.record("fit_features", inputs={"split": split.parts["train"]}, fitted_on=split.parts["val"])
+    return ledger
