@@ -121,7 +121,9 @@ def test_the_manifest_lists_every_prepared_file(pristine):
 
 
 @pytest.mark.parametrize("damage", sorted(DAMAGES))
-def test_damaged_file_is_named_rebuilt_and_the_good_cache_then_kept(pristine, tmp_path, damage, preparations):
+def test_damaged_file_is_named_rebuilt_and_the_good_cache_then_kept(
+    pristine, tmp_path, damage, preparations, capsys
+):
     _, key, reference = pristine
     root, folder = _copy(pristine, tmp_path)
     name = DAMAGES[damage](folder)
@@ -129,6 +131,7 @@ def test_damaged_file_is_named_rebuilt_and_the_good_cache_then_kept(pristine, tm
     assert any(p.startswith(name) and WORDS[damage] in p for p in cache.cache_problems(folder, key))
     # audit verifies the same files, and exits non-zero naming the cache
     assert main(["audit", str(folder)]) == 2
+    assert name in capsys.readouterr().out.replace("\n", "")
     with pytest.warns(CacheWarning, match=name.replace(".", r"\.")):
         fresh = OrderedDataModule(cache_dir=str(root), **TINY)
         fresh.setup("fit")
