@@ -17,6 +17,7 @@ from lightning_order import DataError, LightningOrderError, OrderedDataModule
 from lightning_order.data import cache
 from lightning_order.data import load as load_module
 from lightning_order.data.steps import STEPS, StepResult
+from lightning_order.data.storage import storage_error
 
 SMALL = {"vocab_size": 100, "max_length": 16}
 TINY_DEMO = {"demo_size": 300, "vocab_size": 100, "max_length": 16}
@@ -244,3 +245,19 @@ def test_storage_errors_keep_other_errors_as_they_are(tmp_path):
     finally:
         STEPS.replace("clean", old.fn)
     assert not list(tmp_path.glob(".tmp-*"))
+
+
+def test_storage_error_reads_the_whole_chain_and_only_cache_writes():
+    full = OSError(errno.ENOSPC, "No space left on device", "/cache/.tmp-k/train/x.arrow")
+    try:
+        try:
+            raise full
+        except OSError as inner:
+            raise RuntimeError("wrapped") from inner
+    except RuntimeError as outer:
+        wrapped = outer
+    error = storage_error(wrapped, "encode", "/cache/.tmp-k")
+    assert error.step == "encode" and "x.arrow" in str(error) and "[Errno 28]" in str(error)
+    denied_input = PermissionError(errno.EACCES, "Permission denied", "/data/a.csv")
+    assert storage_error(denied_input, "load", "/cache/.tmp-k") is None  # a read problem, not the cache's
+    assert storage_error(ValueError("no"), "load", "/cache") is None

@@ -101,6 +101,14 @@ def verify_files(folder: Path, records: Mapping[str, Mapping[str, Any]]) -> list
     return problems
 
 
+def _denied_elsewhere(error: OSError, folder: str | os.PathLike[str] | None) -> bool:
+    """A permission error on a file outside ``folder`` (e.g. an unreadable input), not a cache write."""
+    if error.errno not in (errno.EACCES, errno.EPERM) or folder is None or error.filename is None:
+        return False
+    name = os.path.abspath(os.fsdecode(error.filename))
+    return not name.startswith(os.path.abspath(os.fspath(folder)))
+
+
 def storage_error(error: BaseException, step: str, path: str | os.PathLike[str] | None) -> DataError | None:
     """A full disk, a read-only file system or a denied write in ``error``'s chain, as one DataError.
 
@@ -112,13 +120,14 @@ def storage_error(error: BaseException, step: str, path: str | os.PathLike[str] 
 
     Returns:
         The :class:`DataError` (naming the step, the path, the errno and the fix), or ``None``
-        when the error is not about storage.
+        when the error is not about storage (a permission denied on a file outside ``path``,
+        e.g. an input file that cannot be read, is left as it is).
     """
     seen: set[int] = set()
     cause: BaseException | None = error
     while cause is not None and id(cause) not in seen:
         seen.add(id(cause))
-        if isinstance(cause, OSError) and cause.errno in _WHAT:
+        if isinstance(cause, OSError) and cause.errno in _WHAT and not _denied_elsewhere(cause, path):
             where = cause.filename or path
             return DataError(
                 f"{_WHAT[cause.errno]} while writing {where} ([Errno {cause.errno}] {cause.strerror}); "
