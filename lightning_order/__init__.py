@@ -7,6 +7,7 @@ from lightning_order.callbacks import OrderValidator, SymptomMonitor
 from lightning_order.checks.symptoms import Diagnosis
 from lightning_order.data import OrderedDataModule, make_demo_corpus
 from lightning_order.errors import (
+    CacheWarning,
     CheckpointError,
     DataError,
     LightningOrderError,
@@ -27,6 +28,7 @@ __version__ = "0.1.0"
 __all__ = [
     "RULES",
     "STANDARD_PIPELINE",
+    "CacheWarning",
     "CheckpointError",
     "DataError",
     "Diagnosis",

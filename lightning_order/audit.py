@@ -17,7 +17,7 @@ from lightning_order.checkpoint import load_checkpoint
 from lightning_order.checks.ledger import check_ledger
 from lightning_order.console import console as make_console
 from lightning_order.console import ledger_table, print_violations
-from lightning_order.data.cache import is_complete
+from lightning_order.data.cache import cache_problems
 from lightning_order.errors import CheckpointError, ManifestError
 from lightning_order.ledger import CHECKPOINT_KEY, MANIFEST_NAME, StepLedger
 from lightning_order.order import STANDARD_PIPELINE, Pipeline
@@ -67,7 +67,8 @@ def audit(path: str | Path, pipeline: Pipeline = STANDARD_PIPELINE, console: Con
 
     Returns:
         The exit code: 0 when every ledger is clean, 1 when any has a violation, 2 when a
-        manifest is missing, unreadable or tampered with, or a prepared folder lacks its data.
+        manifest is missing, unreadable or tampered with, or a prepared folder's files are
+        missing, partial or changed (each verified against the manifest's xxh3 hashes).
     """
     out = console or make_console()
     try:
@@ -93,12 +94,14 @@ def audit(path: str | Path, pipeline: Pipeline = STANDARD_PIPELINE, console: Con
         if violations and code == AUDIT_OK:
             code = AUDIT_VIOLATIONS
         key = ledger.info.get("cache_key")
-        if key and manifest.parent.name == key and not is_complete(manifest.parent, key):
-            # A prepared pipeline's folder whose data files are missing or half written.
+        problems = cache_problems(manifest.parent, key) if key and manifest.parent.name == key else []
+        if problems:
+            # A prepared pipeline's folder whose files are missing, partial or changed (xxh3-verified).
             out.print(
                 Text(
-                    f"✗ {manifest.parent} is incomplete: its data files are missing or partial; "
-                    "prepare the data again",
+                    f"✗ {manifest.parent} is incomplete or damaged: "
+                    + "; ".join(problems)
+                    + "; prepare the data again (the next run rebuilds it)",
                     style="bold red",
                 )
             )

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from lightning_order.rules import Violation
 
 __all__ = [
+    "CacheWarning",
     "CheckpointError",
     "DataError",
     "LightningOrderError",
@@ -61,6 +62,10 @@ class OrderError(LightningOrderError, RuntimeError):
 
 class OrderWarning(UserWarning):
     """The warning issued instead of :class:`OrderError` in warn mode; filter it like any warning."""
+
+
+class CacheWarning(UserWarning):
+    """A prepared cache was found damaged (the message names each bad file) and is prepared anew."""
 
 
 class DataError(LightningOrderError, ValueError):

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import signal
+import subprocess
+import sys
 
 import pytest
-from ddp_utils import read_json, run_script
+from ddp_utils import SCRIPTS, read_json, run_script
+
+from lightning_order._distributed import launch_env
 
 pytestmark = pytest.mark.slow
 
@@ -54,8 +58,26 @@ def test_prepare_killed_mid_way_then_rerun_matches_uninterrupted(tmp_path):
         assert list(root.glob(f".tmp-{key}-*")), point  # the half-written folder stayed temporary
     run_script("data_prepare.py", tmp_path / "again", str(root))
     again = read_json(tmp_path / "again" / "result.json")
+    assert again.pop("prepared") and reference.pop("prepared")
     assert again == reference
     assert not list(root.glob(".tmp-*"))
+
+
+def test_three_processes_preparing_one_cache_prepare_once_and_agree(tmp_path):
+    root = tmp_path / "cache"
+    procs = []
+    for i in range(3):
+        (tmp_path / f"p{i}").mkdir()
+        cmd = [sys.executable, str(SCRIPTS / "data_prepare.py"), str(tmp_path / f"p{i}"), str(root)]
+        procs.append(
+            subprocess.Popen(cmd, env=launch_env(), cwd=str(tmp_path / f"p{i}"), stderr=subprocess.PIPE)
+        )
+    for proc in procs:
+        assert proc.wait(timeout=300) == 0, proc.stderr.read()[-2000:]
+    results = [read_json(tmp_path / f"p{i}" / "result.json") for i in range(3)]
+    assert sum(r.pop("prepared") for r in results) == 1  # one prepared under the lock, the others reused
+    assert results[0] == results[1] == results[2]
+    assert not list(root.glob(".tmp-*")) and len([p for p in root.iterdir() if p.is_dir()]) == 1
 
 
 def test_num_proc_does_not_change_the_prepared_data(tmp_path):

@@ -5,6 +5,14 @@ manifest last, and renames the folder into place: a reader finds a complete cach
 process killed mid-way leaves only a temporary folder that the next preparation deletes. A file
 lock beside the folder (``<key>.lock``, :mod:`filelock`) makes one process prepare while the
 others (DDP ranks, other nodes on a shared file system) wait and then reuse its result.
+
+The manifest records the size and xxh3 content hash of every file of the prepared data (the Arrow
+files and their ``state.json``/``dataset_info.json``, ``tokenizer.json``, ``statistics.json``),
+and the manifest's own checksum covers that list. :func:`is_complete` verifies every file against
+it (:func:`verify_files`), so a flipped bit, a truncated, emptied or missing file is never
+trusted: :func:`prepare_once` warns (:class:`~lightning_order.errors.CacheWarning`, naming the
+file) and prepares the folder anew. Hashing runs at memory speed (xxh3); see docs/reliability.md
+for the measured cost.
 """
 
 from __future__ import annotations
@@ -12,20 +20,27 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 import uuid
+import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import datasets
-from filelock import FileLock
+import pyarrow as pa
+from filelock import FileLock, Timeout
 
 from lightning_order.data.steps import DataState
-from lightning_order.errors import ManifestError
+from lightning_order.data.storage import CACHE_HINT, file_records, storage_error, verify_files
+from lightning_order.errors import CacheWarning, DataError, ManifestError
 from lightning_order.ledger import MANIFEST_NAME, StepLedger
 
 __all__ = [
     "CACHE_ENV",
+    "STALE_AFTER_S",
     "cache_lock",
+    "cache_problems",
+    "check_cache_path",
     "default_cache_dir",
     "is_complete",
     "new_temp_dir",
@@ -33,12 +48,15 @@ __all__ = [
     "publish",
     "read_state",
     "remove_stale",
+    "remove_stale_others",
     "write_prepared",
 ]
 
 #: The environment variable that overrides the default cache folder.
 CACHE_ENV = "LIGHTNING_ORDER_CACHE"
 _REQUIRED = ("train", "val", "tokenizer.json")
+#: Temporary folders of *other* configurations older than this (seconds) and not locked are deleted.
+STALE_AFTER_S = 6 * 3600
 
 
 def default_cache_dir() -> Path:
@@ -53,28 +71,45 @@ def cache_lock(root: Path, key: str, timeout: float = -1) -> FileLock:
     return FileLock(str(root / f"{key}.lock"), timeout=timeout)
 
 
-def _split_complete(folder: Path) -> bool:
+def cache_problems(path: Path, key: str | None = None) -> list[str]:
+    """Why ``path`` is not a finished, intact cache of ``key``: one line per problem (empty: it is).
+
+    The manifest must load (its checksum holds), be of ``key``, and every file it lists must have
+    the recorded size and xxh3 hash (:func:`~.storage.verify_files`).
+    """
+    if not (path / MANIFEST_NAME).is_file():
+        return [f"{MANIFEST_NAME}: missing"]
     try:
-        state = json.loads((folder / "state.json").read_text())
-    except (OSError, ValueError):
-        return False
-    files = [f.get("filename") for f in state.get("_data_files", [])]
-    return bool(files) and all((folder / name).is_file() for name in files)
+        ledger = StepLedger.load(path)
+    except ManifestError as err:
+        return [f"{MANIFEST_NAME}: {err}"]
+    if key is not None and ledger.info.get("cache_key") != key:
+        return [f"{MANIFEST_NAME}: of cache key {ledger.info.get('cache_key')!r}, not {key!r}"]
+    missing = [f"{name}: missing" for name in _REQUIRED if not (path / name).exists()]
+    return missing or verify_files(path, ledger.info.get("files") or {})
 
 
 def is_complete(path: Path, key: str | None = None) -> bool:
-    """Whether ``path`` holds a finished cache (readable manifest of ``key``, every artefact present)."""
-    if not (path / MANIFEST_NAME).is_file():
-        return False
-    try:
-        ledger = StepLedger.load(path)
-    except ManifestError:
-        return False
-    if key is not None and ledger.info.get("cache_key") != key:
-        return False
-    if not all((path / name).exists() for name in _REQUIRED):
-        return False
-    return _split_complete(path / "train") and _split_complete(path / "val")
+    """Whether ``path`` holds a finished, intact cache of ``key`` (see :func:`cache_problems`)."""
+    return not cache_problems(path, key)
+
+
+def check_cache_path(final: Path) -> None:
+    """Refuses, before any work, a cache path taken by a file or a symbolic link (not a prepared folder).
+
+    Raises:
+        DataError: ``final`` is a file, a symbolic link (that is not an intact cache) or another
+            non-folder; the message names it and the fix.
+    """
+    kind = "symbolic link" if final.is_symlink() else None
+    if kind is None and final.exists() and not final.is_dir():
+        kind = "file"
+    if kind:
+        raise DataError(
+            f"the cache path {final} is a {kind}, not a prepared folder: nothing would be written there; "
+            "remove it, or choose another cache_dir",
+            step="prepare_data",
+        )
 
 
 def remove_stale(root: Path, key: str) -> list[Path]:
@@ -88,9 +123,36 @@ def remove_stale(root: Path, key: str) -> list[Path]:
         shutil.rmtree(tmp, ignore_errors=True)
         removed.append(tmp)
     final = root / key
-    if final.exists() and not is_complete(final, key):
+    if final.is_dir() and not final.is_symlink() and not is_complete(final, key):
         shutil.rmtree(final, ignore_errors=True)
         removed.append(final)
+    return removed
+
+
+def remove_stale_others(root: Path, key: str, older_than: float = STALE_AFTER_S) -> list[Path]:
+    """Deletes temporary folders of *other* configurations, when that is safe.
+
+    A temporary folder is deleted only when its configuration's lock can be taken at once (no
+    process is preparing it: a preparer holds the lock while it writes, and a killed one no
+    longer does) and it was last modified more than ``older_than`` seconds ago.
+
+    Returns:
+        The folders removed.
+    """
+    removed = []
+    now = time.time()
+    for tmp in root.glob(".tmp-*"):
+        other = tmp.name[len(".tmp-") :].split("-", 1)[0]
+        if other == key or not tmp.is_dir():
+            continue
+        try:
+            if now - tmp.stat().st_mtime < older_than:
+                continue
+            with FileLock(str(root / f"{other}.lock"), timeout=0):
+                shutil.rmtree(tmp, ignore_errors=True)
+        except (Timeout, OSError):
+            continue  # someone prepares it, or it vanished: leave it
+        removed.append(tmp)
     return removed
 
 
@@ -103,31 +165,70 @@ def new_temp_dir(root: Path, key: str) -> Path:
 
 def publish(tmp: Path, final: Path) -> Path:
     """Renames the finished temporary folder to its final name (atomic on one file system)."""
-    os.rename(tmp, final)
+    try:
+        os.rename(tmp, final)
+    except OSError as err:
+        converted = storage_error(err, "publish", final)
+        if converted is None:
+            raise
+        raise converted from err
     return final
 
 
-def prepare_once(root: Path, key: str, build: Callable[[Path], None]) -> None:
-    """Builds the cache folder ``root/key`` with ``build(tmp)`` unless a complete one exists.
+def prepare_once(root: Path, key: str, build: Callable[[Path], None], step: str = "prepare_data") -> None:
+    """Builds the cache folder ``root/key`` with ``build(tmp)`` unless an intact one exists.
 
-    Under the lock: leftovers of interrupted preparations are removed, ``build`` fills a fresh
-    temporary folder (writing the manifest last), and the folder is published; on any error the
-    temporary folder is deleted, so nothing half-written is ever trusted.
+    Under the lock: a damaged folder is reported (:class:`CacheWarning` naming each bad file) and
+    removed, leftovers of interrupted preparations are removed (and old unlocked ones of other
+    configurations, see :func:`remove_stale_others`), ``build`` fills a fresh temporary folder
+    (writing the manifest last), and the folder is published. On any error or interruption the
+    temporary folder is deleted, so nothing half-written is ever trusted or left behind.
+
+    Raises:
+        DataError: the cache path is a file or a symbolic link (refused before any work), or the
+            cache location cannot be written (full, read-only, denied: the step and the path).
     """
     final = root / key
     if is_complete(final, key):
         return
-    with cache_lock(root, key):
-        if is_complete(final, key):
+    check_cache_path(final)
+    try:
+        lock = cache_lock(root, key)
+        lock.acquire()
+    except OSError as err:
+        raise storage_error(err, step, root) or DataError(
+            f"cannot create the cache root or its lock at {root} ({err}); " + CACHE_HINT, step=step
+        ) from err
+    try:
+        problems = cache_problems(final, key)
+        if not problems:
             return
+        if final.exists():
+            warnings.warn(
+                CacheWarning(
+                    f"the prepared data at {final} is damaged and is not trusted: "
+                    + "; ".join(problems[:5])
+                    + (f" (and {len(problems) - 5} more)" if len(problems) > 5 else "")
+                    + "; preparing it anew"
+                ),
+                stacklevel=3,
+            )
         remove_stale(root, key)
-        tmp = new_temp_dir(root, key)
+        remove_stale_others(root, key)
+        tmp = None
         try:
+            tmp = new_temp_dir(root, key)
             build(tmp)
             publish(tmp, final)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
+        except BaseException as err:
+            if tmp is not None:
+                shutil.rmtree(tmp, ignore_errors=True)
+            converted = None if isinstance(err, DataError) else storage_error(err, step, tmp or root)
+            if converted is not None:
+                raise converted from err
             raise
+    finally:
+        lock.release()
 
 
 def write_prepared(folder: Path, state: DataState, ledger: StepLedger, dims: Mapping[str, int]) -> None:
@@ -141,16 +242,30 @@ def write_prepared(folder: Path, state: DataState, ledger: StepLedger, dims: Map
             (``manifest``, ``split``, ``statistics``, ``vocab``).
         dims: the dims the state does not know (``num_features``, ``max_length``).
     """
-    for name, part in state.parts.items():
-        part.save_to_disk(str(folder / name))
-    state.tokenizer.save(str(folder / "tokenizer.json"))
-    (folder / "statistics.json").write_text(json.dumps(state.statistics, indent=2, sort_keys=True))
+    try:
+        for name, part in state.parts.items():
+            part.save_to_disk(str(folder / name))
+        state.tokenizer.save(str(folder / "tokenizer.json"))
+        (folder / "statistics.json").write_text(json.dumps(state.statistics, indent=2, sort_keys=True))
+    except Exception as err:
+        converted = storage_error(err, "save", folder)
+        if converted is None:
+            raise
+        raise converted from err
+    files = file_records(folder, skip=(MANIFEST_NAME, "work"))
     fps = {"manifest": ledger.fingerprint}
     for key, step in (("split", "split"), ("statistics", "fit_features"), ("vocab", "build_vocab")):
         fps[key] = record.output if (record := ledger.latest(step)) else ""
     sizes = {"vocab_size": state.tokenizer.get_vocab_size(), "num_classes": len(state.label_names)}
     ledger.info.update(dims={**sizes, **dims}, label_names=list(state.label_names), data_fingerprints=fps)
-    ledger.save(folder)
+    ledger.info["files"] = files  # the manifest's checksum covers the list; is_complete verifies it
+    try:
+        ledger.save(folder)
+    except OSError as err:
+        converted = storage_error(err, "save", folder)
+        if converted is None:
+            raise
+        raise converted from err
 
 
 def read_state(path: Path, ledger: StepLedger) -> DataState:
@@ -159,10 +274,18 @@ def read_state(path: Path, ledger: StepLedger) -> DataState:
     Statistics that were fitted (their mean is known) were applied by ``encode``; otherwise the
     features were stored raw and the state holds no statistics yet.
     """
-    stats = json.loads((path / "statistics.json").read_text())
+    try:
+        stats = json.loads((path / "statistics.json").read_text())
+        parts = {name: datasets.load_from_disk(str(path / name)) for name in ("train", "val")}
+    except (OSError, ValueError, KeyError, pa.ArrowException) as err:
+        raise DataError(
+            f"the prepared data at {path} cannot be read ({type(err).__name__}: {err}); it changed after "
+            "it was verified: delete that folder and run again",
+            step="setup",
+        ) from err
     fitted = stats["mean"] is not None
     return DataState(
-        parts={name: datasets.load_from_disk(str(path / name)) for name in ("train", "val")},
+        parts=parts,
         form="encoded",
         statistics=stats if fitted else None,
         standardised=fitted,

@@ -11,20 +11,22 @@ from __future__ import annotations
 
 import hashlib
 import inspect
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal, get_args
 
+from lightning_order.data import inputs as _inputs
 from lightning_order.data.demo import DEMO_NUMERIC_COLUMNS
+from lightning_order.data.inputs import InputHash
 from lightning_order.data.vocab import check_vocab_size
 from lightning_order.errors import DataError
 
-__all__ = ["CODE_VERSION", "DataConfig", "TokenizerKind", "override_identity"]
+__all__ = ["CODE_VERSION", "DataConfig", "InputHash", "TokenizerKind", "override_identity"]
 
 #: Bump when a step's output changes for the same config, so old caches are not reused.
-CODE_VERSION = "2"
+CODE_VERSION = "3"
 
 #: The tokenizers ``build_vocab`` can train (``Literal``: LightningCLI's ``--help`` lists them).
 TokenizerKind = Literal["wordpiece", "bpe"]
@@ -59,6 +61,7 @@ class DataConfig:
     demo_seed: int = 0
     engineered_features: tuple[str, ...] = ()
     overrides: dict[str, str] = field(default_factory=dict)
+    input_hash: InputHash = "content"
 
     def __post_init__(self) -> None:
         numeric = tuple(self.numeric_columns)
@@ -79,12 +82,30 @@ class DataConfig:
                 step="build_vocab",
             )
         if isinstance(self.max_length, bool) or not isinstance(self.max_length, int) or self.max_length < 1:
-            raise DataError(f"max_length must be a positive int, got {self.max_length!r}", step="encode")
-        for name in ("num_proc", "demo_size", "demo_sources"):
+            kind = " (a bool is not an int)" if isinstance(self.max_length, bool) else ""
+            raise DataError(
+                f"max_length must be a positive int, got {self.max_length!r}{kind}; e.g. max_length=128",
+                step="encode",
+            )
+        fixes = {
+            "num_proc": "e.g. num_proc=1",
+            "demo_size": "the demo corpus's rows, e.g. demo_size=2000 (or pass dataset=... for your own data)",
+            "demo_sources": "e.g. demo_sources=1",
+        }
+        for name, fix in fixes.items():
             value = getattr(self, name)
-            least = 0 if name == "demo_size" else 1
+            least = 0 if name == "demo_size" and self.dataset is not None else 1
             if isinstance(value, bool) or not isinstance(value, int) or value < least:
-                raise DataError(f"{name} must be an int >= {least}, got {value!r}", step="load")
+                raise DataError(f"{name} must be an int >= {least}, got {value!r}; {fix}", step="load")
+        if self.input_hash not in get_args(InputHash):
+            raise DataError(
+                f"input_hash must be one of {', '.join(get_args(InputHash))}, got {self.input_hash!r}; "
+                "'content' hashes the bytes of every input file (the default), 'size_mtime' trusts size "
+                "and modification time (for very large inputs)",
+                step="load",
+            )
+        # The input files are expanded and identified now: the config names them as they are at its creation.
+        _ = self.input_identity
         for name in ("seed", "demo_seed"):
             object.__setattr__(self, name, int(getattr(self, name)))
         object.__setattr__(self, "lowercase", bool(self.lowercase))
@@ -94,6 +115,16 @@ class DataConfig:
         """The config of the fields found in ``arguments`` (e.g. a DataModule's hparams) and ``extra``."""
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in arguments.items() if k in names}, **extra)
+
+    @cached_property
+    def input_files(self) -> Any:
+        """``data_files`` with globs and folders expanded: the files ``load`` reads (see :mod:`~.inputs`)."""
+        return _inputs.expand_data_files(self.data_files, self.dataset)
+
+    @cached_property
+    def input_identity(self) -> Any:
+        """The identity of :attr:`input_files` (content hashes, or size and mtime: ``input_hash``)."""
+        return _inputs.files_identity(self.input_files, self.input_hash)
 
     @property
     def key_column(self) -> str:
@@ -111,7 +142,7 @@ class DataConfig:
             "dataset": self.dataset,
             "dataset_config": self.dataset_config,
             "load_split": self.load_split,
-            "data_files": files_identity(self.data_files),
+            "data_files": self.input_identity,
             "text_column": self.text_column,
             "label_column": self.label_column,
             "numeric_columns": list(self.numeric_columns),
@@ -153,31 +184,11 @@ def override_identity(cls: type, base: type, names: Sequence[str]) -> dict[str, 
     return out
 
 
-def files_identity(data_files: Any) -> Any:
-    """Path, size and mtime of every data file (a changed file changes the cache key)."""
-    if data_files is None:
-        return None
-    if isinstance(data_files, dict):
-        return {str(k): files_identity(v) for k, v in sorted(data_files.items())}
-    if isinstance(data_files, (str, os.PathLike)):
-        data_files = [data_files]
-    out = []
-    for name in data_files:
-        path = Path(name).expanduser()
-        if path.exists():
-            st = path.stat()
-            out.append([str(path.resolve()), st.st_size, st.st_mtime_ns])
-        else:
-            out.append([str(name)])  # a glob or a remote path: identified by name only
-    return out
+def files_identity(data_files: Any, mode: InputHash = "content", dataset: str | None = None) -> Any:
+    """The identity of every file ``data_files`` names, globs and folders expanded (see :mod:`~.inputs`)."""
+    return _inputs.files_identity(_inputs.expand_data_files(data_files, dataset), mode)
 
 
-def local_files(data_files: Any) -> list[Path]:
-    """The data files that exist on this machine (globs and remote paths left out)."""
-    if data_files is None:
-        return []
-    if isinstance(data_files, dict):
-        return [f for v in data_files.values() for f in local_files(v)]
-    if isinstance(data_files, (str, os.PathLike)):
-        data_files = [data_files]
-    return [Path(f).expanduser() for f in data_files if Path(f).expanduser().is_file()]
+def local_files(data_files: Any, dataset: str | None = None) -> list[Path]:
+    """The data files that exist on this machine, globs and folders expanded (remote paths left out)."""
+    return _inputs.local_files(_inputs.expand_data_files(data_files, dataset))

@@ -29,7 +29,7 @@ import lightning_order.data.vocab  # noqa: F401
 from lightning_order import _compat as pl
 from lightning_order.data import cache as _cache
 from lightning_order.data.cleaning import CleanRows, clean_batch
-from lightning_order.data.config import CODE_VERSION, DataConfig, TokenizerKind, override_identity
+from lightning_order.data.config import CODE_VERSION, DataConfig, InputHash, TokenizerKind, override_identity
 from lightning_order.data.features import ENGINEERED_FEATURES, engineer_batch
 from lightning_order.data.loaders import BATCH_KEYS, Collate, make_loader
 from lightning_order.data.steps import STEPS, DataState, StepContext, resolve_order, run_steps, split_phases
@@ -97,6 +97,10 @@ class OrderedDataModule(pl.LightningDataModule):
             ``None`` for :data:`~lightning_order.STANDARD_PIPELINE`. Its data steps are the ones
             registered in :data:`~lightning_order.data.steps.STEPS` (see
             :mod:`lightning_order.data.steps` to add one).
+        input_hash: how the input files (``data_files``, globs and folders expanded) enter the
+            cache key: ``"content"`` (default) hashes their bytes with xxh3, so any change is
+            seen; ``"size_mtime"`` uses size and modification time only (for very large inputs;
+            a rewrite keeping both is then not seen).
     """
 
     #: Names of the columns :meth:`engineer_features` adds (override with your own features).
@@ -129,6 +133,7 @@ class OrderedDataModule(pl.LightningDataModule):
         demo_seed: int = 0,
         shuffle: bool = True,
         pipeline: Pipeline | None = None,
+        input_hash: InputHash = "content",
     ) -> None:
         super().__init__()
         # logger=False: the requested vocab_size (a target) would clash with the model's logged
@@ -157,6 +162,7 @@ class OrderedDataModule(pl.LightningDataModule):
         self._statistics: dict[str, Any] | None = None
         self._collate = Collate()
         self._setup_key: tuple[Any, ...] | None = None
+        self._verified: str | None = None  # the cache key whose files this instance verified
         self.shard_info: dict[str, int] = {}
 
     @property
@@ -222,8 +228,11 @@ class OrderedDataModule(pl.LightningDataModule):
         _cache.write_prepared(folder, state, ledger, dims)
 
     def _ensure_prepared(self) -> Path:
-        if not _cache.is_complete(self.cache_path, self.cache_key):
-            self.prepare_data()
+        # Every file of the cache is verified against the manifest's hashes once per instance.
+        if self._verified != self.cache_key:
+            if not _cache.is_complete(self.cache_path, self.cache_key):
+                self.prepare_data()
+            self._verified = self.cache_key
         return self.cache_path
 
     def _manifest(self) -> StepLedger:

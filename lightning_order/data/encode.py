@@ -20,6 +20,7 @@ from tokenizers import Tokenizer
 from lightning_order.data.config import CODE_VERSION, DataConfig
 from lightning_order.data.split import KEY_HASH_COLUMN, key_hashes
 from lightning_order.data.steps import ROWS, STEPS, DataState, StepContext, StepResult, map_kwargs
+from lightning_order.data.vocab import encode_bounded
 from lightning_order.ledger import fingerprint
 
 __all__ = ["Encoder", "encode", "encoded_features"]
@@ -94,7 +95,7 @@ class Encoder:
         return self._tokenizer
 
     def __call__(self, batch: dict[str, list[Any]]) -> dict[str, Any]:
-        encodings = self.tokenizer().encode_batch(batch[self.text_column], add_special_tokens=False)
+        encodings = encode_bounded(self.tokenizer(), batch[self.text_column], self.max_length)
         ids = np.asarray([e.ids for e in encodings], dtype=np.int32).reshape(-1, self.max_length)
         mask = np.asarray([e.attention_mask for e in encodings], dtype=np.int8).reshape(-1, self.max_length)
         if self.feature_columns:

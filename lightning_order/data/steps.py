@@ -42,6 +42,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from lightning_order.data.storage import storage_error
 from lightning_order.errors import DataError, OrderError
 from lightning_order.ledger import StepLedger, fingerprint
 
@@ -347,7 +348,7 @@ def run_steps(
         spec = registry[name]
         inputs, fitted_on = _lineage(spec, state, ledger)
         step_ctx = replace(ctx, inputs=inputs, fitted_on=fitted_on)
-        result = _placeholder(step_ctx, state, spec) if dry else spec.fn(step_ctx, state)
+        result = _placeholder(step_ctx, state, spec) if dry else _run_one(spec, step_ctx, state)
         record = ledger.record(
             name,
             inputs=inputs,
@@ -361,6 +362,17 @@ def run_steps(
         if spec.writes_data:
             state = replace(state, lineage=(name, record.output))
     return state
+
+
+def _run_one(spec: StepSpec, ctx: StepContext, state: DataState) -> StepResult:
+    """Runs a step body; a full disk or a denied write inside it becomes a DataError naming the step."""
+    try:
+        return spec.fn(ctx, state)
+    except Exception as err:
+        converted = storage_error(err, spec.name, ctx.work)
+        if converted is None:
+            raise
+        raise converted from err
 
 
 def plan(order: Sequence[str], registry: StepRegistry, config: Any) -> StepLedger:

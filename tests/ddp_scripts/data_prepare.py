@@ -3,8 +3,8 @@
 Usage: python data_prepare.py OUT_DIR CACHE_DIR [KILL_AT]
 KILL_AT is a data step (killed right after it ran), ``save`` (after the splits and tokenizer are
 written, before the manifest) or ``publish`` (after the manifest, before the atomic rename).
-Without KILL_AT, writes OUT_DIR/result.json: the data fingerprints and a digest of every encoded
-column of both splits.
+Without KILL_AT, writes OUT_DIR/result.json: the data fingerprints, a digest of every encoded
+column of both splits, and whether this process ran the steps (``prepared``).
 """
 
 from __future__ import annotations
@@ -49,6 +49,9 @@ def main() -> None:
         cache.publish = lambda *a, **k: _die()
     elif kill_at is not None:
         _kill_after(kill_at)
+    ran = []
+    load = STEPS["load"].fn
+    STEPS.replace("load", lambda ctx, state: ran.append(1) or load(ctx, state))
     dm = OrderedDataModule(cache_dir=root, demo_size=1500, vocab_size=300, max_length=16)
     dm.prepare_data()
     digests = {}
@@ -63,6 +66,7 @@ def main() -> None:
         "digests": digests,
         "tokenizer": (dm.cache_path / "tokenizer.json").read_text(),
         "cache_key": dm.cache_key,
+        "prepared": bool(ran),
     }
     (out / "result.json").write_text(json.dumps(result))
 

@@ -1,0 +1,119 @@
+"""Input identity from what will be read: globs and folders expanded, every file's content in the cache key."""
+
+from __future__ import annotations
+
+import csv
+import os
+from pathlib import Path
+
+import pytest
+
+from lightning_order import DataError, OrderedDataModule
+from lightning_order.data.config import DataConfig
+from lightning_order.data.inputs import expand_data_files, files_identity
+
+SMALL = {"vocab_size": 100, "max_length": 16}
+
+
+def _write(path: Path, rows: int, start: int = 0) -> Path:
+    with open(path, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, ["text", "label"])
+        writer.writeheader()
+        for i in range(start, start + rows):
+            writer.writerow(
+                {"text": f"row {i} says {'good' if i % 2 else 'bad'} thing {i * 7}", "label": i % 2}
+            )
+    return path
+
+
+def test_a_glob_is_expanded_and_a_new_matching_file_changes_the_key(tmp_path):
+    (tmp_path / "d").mkdir()
+    _write(tmp_path / "d" / "a.csv", 120)
+    pattern = str(tmp_path / "d" / "*.csv")
+    dm = OrderedDataModule("csv", data_files=pattern, cache_dir=str(tmp_path / "c"), **SMALL)
+    assert dm.config.input_files == [str((tmp_path / "d" / "a.csv").resolve())]
+    assert dm.ledger.latest("load").stats["rows"] == 120
+    _write(tmp_path / "d" / "b.csv", 80, start=500)
+    again = OrderedDataModule("csv", data_files=pattern, cache_dir=str(tmp_path / "c"), **SMALL)
+    assert again.cache_key != dm.cache_key
+    assert again.ledger.latest("load").stats["rows"] == 200  # the new rows are read, not the old cache
+
+
+def test_a_folder_is_read_as_its_files_and_a_new_file_changes_the_key(tmp_path):
+    folder = tmp_path / "d"
+    folder.mkdir()
+    _write(folder / "a.csv", 120)
+    (folder / "notes.md").write_text("not data")  # not a csv: the csv builder does not read it
+    (folder / ".hidden.csv").write_text("text,label\n")
+    dm = OrderedDataModule("csv", data_files=str(folder), cache_dir=str(tmp_path / "c"), **SMALL)
+    assert [Path(f).name for f in dm.config.input_files] == ["a.csv"]
+    assert dm.ledger.latest("load").stats["rows"] == 120
+    _write(folder / "sub.csv", 40, start=900)
+    again = OrderedDataModule("csv", data_files=str(folder), cache_dir=str(tmp_path / "c"), **SMALL)
+    assert again.cache_key != dm.cache_key and again.ledger.latest("load").stats["rows"] == 160
+
+
+def _rewrite_same_size_and_mtime(path: Path) -> None:
+    stat = path.stat()
+    data = path.read_bytes()
+    index = data.index(b"good")
+    path.write_bytes(data[:index] + b"gold" + data[index + 4 :])  # same size
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # same mtime
+    assert path.stat().st_size == stat.st_size and path.stat().st_mtime_ns == stat.st_mtime_ns
+
+
+def test_a_rewrite_with_the_same_size_and_mtime_changes_the_key_by_default(tmp_path):
+    path = _write(tmp_path / "a.csv", 120)
+    before = DataConfig(dataset="csv", data_files=str(path))
+    stat_before = DataConfig(dataset="csv", data_files=str(path), input_hash="size_mtime")
+    _rewrite_same_size_and_mtime(path)
+    after = DataConfig(dataset="csv", data_files=str(path))
+    assert after.identity(["load"]) != before.identity(["load"])  # content hashing sees it
+    # the documented opt-in shortcut trusts size and mtime, so it does not
+    stat_after = DataConfig(dataset="csv", data_files=str(path), input_hash="size_mtime")
+    assert stat_after.identity(["load"]) == stat_before.identity(["load"])
+    assert stat_after.identity(["load"]) != after.identity(["load"])
+
+
+def test_a_file_changed_after_construction_is_refused_at_load(tmp_path):
+    path = _write(tmp_path / "a.csv", 120)
+    dm = OrderedDataModule("csv", data_files=str(path), cache_dir=str(tmp_path / "c"), **SMALL)
+    _rewrite_same_size_and_mtime(path)
+    with pytest.raises(DataError, match="changed after the DataModule was built") as info:
+        dm.prepare_data()
+    assert info.value.step == "load" and str(path.resolve()) in str(info.value)
+    assert not list((tmp_path / "c").glob(".tmp-*")) and not dm.cache_path.exists()
+
+
+def test_identity_of_each_kind_of_data_files(tmp_path):
+    a, b = _write(tmp_path / "a.csv", 3), _write(tmp_path / "b.csv", 3)
+    assert expand_data_files(None) is None
+    assert expand_data_files({"train": str(tmp_path / "*.csv")}, "csv") == {
+        "train": [str(a.resolve()), str(b.resolve())]
+    }
+    assert expand_data_files("hf://datasets/x/y/*.csv", "csv") == ["hf://datasets/x/y/*.csv"]
+    assert expand_data_files("data/*.csv", "user/hub-dataset") == ["data/*.csv"]  # resolved in the repo
+    ident = files_identity([str(a)])
+    assert ident[0][:2] == [str(a), a.stat().st_size] and len(ident[0][2]) == 32
+    assert files_identity([str(a)], "size_mtime")[0][2] == a.stat().st_mtime_ns
+
+
+@pytest.mark.parametrize(
+    ("data_files", "words"),
+    [
+        ("{tmp}/*.parquet", ["matches no file"]),
+        ("{tmp}/empty", ["holds no", ".csv", "folder"]),
+    ],
+)
+def test_a_glob_or_folder_naming_nothing_is_refused_at_construction(tmp_path, data_files, words):
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "x.txt").write_text("hello")
+    with pytest.raises(DataError) as info:
+        OrderedDataModule("csv", data_files=data_files.format(tmp=tmp_path), cache_dir=str(tmp_path / "c"))
+    assert info.value.step == "load"
+    assert all(w in str(info.value) for w in words), str(info.value)
+
+
+def test_input_hash_is_checked():
+    with pytest.raises(DataError, match="input_hash must be one of content, size_mtime, got 'mtime'"):
+        DataConfig(input_hash="mtime")
