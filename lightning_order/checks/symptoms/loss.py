@@ -1,7 +1,7 @@
 """Detectors on one rank's loss curve: early oscillation and a loss that does not fall (or unknown tokens).
 
-Each compares the run with its own baseline: the oscillation detector with the window's median
-loss, the stall detector with the run's first ``warmup_steps`` losses, the unknown-token trigger
+Each compares the run with its own baseline: the oscillation detector with the larger of the
+window's median loss and the run's starting loss, the stall detector with the run's first ``warmup_steps`` losses, the unknown-token trigger
 with the unknown rate the vocabulary leaves on its own train text.
 """
 
@@ -26,17 +26,26 @@ def detect_early_oscillation(
     min_large: int = 6,
     min_flip_ratio: float = 0.5,
     min_spread: float = 1.0,
+    max_growth: float = 2.0,
 ) -> Diagnosis | None:
     """The loss swings hard in the first steps.
 
     Looks at the losses of steps ``warmup_steps .. warmup_steps + window`` (the first ones after
     the very first, naturally steep, steps). A *large* delta is a step-to-step change bigger than
-    ``large_delta`` times the window's median loss. The run oscillates when all three hold:
+    ``large_delta`` times the *scale*: the larger of the window's median loss and the run's
+    starting loss (the mean of its first ``warmup_steps`` losses). A loss that converges towards
+    0 (Lightning's ``BoringModel``) swings a lot relative to its own tiny median, but little
+    relative to where it started. The run oscillates when all three hold:
 
     * at least ``min_large`` large deltas (a correct run has a few while it drops fast),
     * at least ``min_flip_ratio`` of consecutive large deltas flip sign (up, down, up: a correct
       run's large deltas point down),
-    * the window's relative spread ``(max - min) / median`` is at least ``min_spread``.
+    * the window's relative spread ``(max - min) / scale`` is at least ``min_spread``,
+
+    and the loss is not diverging: a window whose median grew above ``max_growth`` times the
+    starting loss is a run blowing up (a step size far too large, as Lightning's ``BoringModel``
+    with SGD at 0.1 does), which the ``plateau`` stall reports as "not learning" once its window
+    is full; per-shard statistics make a loss swing, not explode.
 
     Args:
         losses: the per-step train losses of one rank, from step 0 on.
@@ -44,10 +53,11 @@ def detect_early_oscillation(
         warmup_steps: steps skipped at the start.
         window: how many steps after the warm-up are judged; fewer than ``window // 2`` judged
             losses give no verdict.
-        large_delta: the size of a large delta, relative to the window's median loss.
+        large_delta: the size of a large delta, relative to the scale.
         min_large: the least number of large deltas.
         min_flip_ratio: the least share of sign flips between consecutive large deltas.
         min_spread: the least relative spread of the window.
+        max_growth: the largest growth of the window's median over the starting loss.
 
     The detector names no order error (``suspected_rule`` is ``None``): one rank's loss curve
     cannot tell per-shard statistics from a learning rate that is too high. The monitor names
@@ -62,26 +72,30 @@ def detect_early_oscillation(
     if len(judged) < max(window // 2, 3):
         return None
     median = statistics.median(judged)
-    if median <= 0:
+    start = _finite(losses[:warmup_steps])
+    start_level = statistics.fmean(start) if start else 0.0
+    scale = max(median, start_level)
+    if scale <= 0 or (start_level > 0 and median > max_growth * start_level):
         return None
     deltas = [b - a for a, b in itertools.pairwise(judged)]
-    large = [d for d in deltas if abs(d) > large_delta * median]
+    large = [d for d in deltas if abs(d) > large_delta * scale]
     flips = sum(1 for a, b in itertools.pairwise(large) if (a > 0) != (b > 0))
     flip_ratio = flips / (len(large) - 1) if len(large) > 1 else 0.0
-    spread = (max(judged) - min(judged)) / median
+    spread = (max(judged) - min(judged)) / scale
     if len(large) < min_large or flip_ratio < min_flip_ratio or spread < min_spread:
         return None
     return _diagnosis(
         "early-oscillation",
         step if step is not None else len(losses) - 1,
-        f"the loss swung {len(large)} times by more than {large_delta:.0%} of its median in steps "
+        f"the loss swung {len(large)} times by more than {large_delta:.0%} of its scale {scale:.3g} in steps "
         f"{warmup_steps}-{warmup_steps + len(judged) - 1}, flipping direction {flip_ratio:.0%} of the time "
-        f"(spread {spread:.2f}x the median)",
+        f"(spread {spread:.2f}x the scale)",
         {
             "large_deltas": len(large),
             "flip_ratio": flip_ratio,
             "relative_spread": spread,
             "median_loss": median,
+            "scale": scale,
             "first_step": warmup_steps,
             "steps_judged": len(judged),
             "large_delta": large_delta,
