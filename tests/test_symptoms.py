@@ -205,18 +205,20 @@ def _stats(mean: list[float], std: list[float]) -> dict[str, list[float]]:
     return {"mean": mean, "std": std}
 
 
-def test_input_shift_compares_each_rank_with_its_own_train_inputs_and_the_other_ranks() -> None:
-    train = [_stats([0.0, 0.0], [1.0, 1.0])] * 2
+def test_input_shift_compares_the_ranks_shares_of_one_validation_split() -> None:
     same = [_stats([0.05, -0.02], [1.02, 0.97]), _stats([-0.03, 0.04], [0.99, 1.05])]
-    assert detect_input_shift(train, same) is None  # shared statistics: validation looks like train
-    shared_shift = [_stats([2.0, 0.0], [1.0, 1.0]), _stats([2.1, 0.0], [1.0, 1.0])]
-    assert detect_input_shift(train, shared_shift) is None  # every rank alike: not per-rank statistics
-    one_off = [_stats([0.0, 3.0], [1.0, 6.0]), _stats([0.0, 0.1], [1.0, 1.1])]
-    diagnosis = detect_input_shift(train, one_off, step=50)
+    assert detect_input_shift(same) is None  # statistics fitted once: the shares look alike
+    # Statistics fitted per shard (lab, seed 0): rank 0 maps the third source's rows far out.
+    per_shard = [_stats([0.0, 3.0], [1.0, 6.0]), _stats([0.0, 0.1], [1.0, 1.1])]
+    diagnosis = detect_input_shift(per_shard, step=50)
     assert diagnosis.symptom == "rank-divergence" and diagnosis.suspected_rule == "shard-before-normalize"
     assert diagnosis.evidence["trigger"] == "inputs" and diagnosis.evidence["column"] == 1
-    assert diagnosis.evidence["statistic"] > 4 and diagnosis.evidence["baseline"] < 0.3
-    assert detect_input_shift(train[:1], one_off[:1]) is None  # one rank: nothing to compare
+    assert diagnosis.evidence["ranks"] == [0, 1] and diagnosis.evidence["statistic"] > 2
+    assert diagnosis.step == 50 and diagnosis.evidence["baseline"] == 0.0
+    assert detect_input_shift(per_shard[:1]) is None  # one rank: nothing to compare
+    # The same affine map on every rank changes nothing: only differences between ranks count.
+    scaled = [_stats([10.0, 10.0], [5.0, 5.0]), _stats([10.1, 9.9], [5.1, 4.9])]
+    assert detect_input_shift(scaled) is None
 
 
 def test_rank_divergence_needs_relative_size_and_two_ranks() -> None:
@@ -275,7 +277,7 @@ def test_memory_swing_ignores_one_off_jump() -> None:
         (lambda: detect_rank_divergence(_same_ranks(0), z=-1), "z"),
         (lambda: detect_data_starvation([], [], max_wait_share=0), "max_wait_share"),
         (lambda: detect_memory_swing([], max_relative_swing=0), "max_relative_swing"),
-        (lambda: detect_input_shift([], [], min_gap=0), "min_gap"),
+        (lambda: detect_input_shift([], min_shift=0), "min_shift"),
     ],
 )
 def test_thresholds_are_checked(call, arg: str) -> None:

@@ -4,8 +4,8 @@
 Trainer already know (its violations, the ledger's steps, whether the data keeps a vocabulary
 and of which kind) into a :class:`~lightning_order.checks.symptoms.RunFacts`: plain data for the
 pure attribution. :class:`InputStats` accumulates per-column sums of the floating-point inputs
-on the device (no host sync per step), so that ranks can compare their validation inputs with
-their train inputs at a validation.
+on the device (no host sync per step), so that ranks can compare the statistics of their shares
+of the validation split at a validation.
 """
 
 from __future__ import annotations

@@ -50,6 +50,7 @@ from lightning_order.checks.symptoms import (
     detect_plateau,
     detect_rank_divergence,
     detect_train_val_gap,
+    rank_input_shift,
 )
 from lightning_order.errors import OrderWarning
 
@@ -57,7 +58,6 @@ __all__ = ["SymptomMonitor"]
 
 _CODES = tuple(SYMPTOMS)
 _INPUT_COLUMNS = 64  # input columns compared across ranks (a fixed width: one all-gather shape)
-_INPUT_BATCHES = 50  # train batches whose inputs are the baseline of each rank
 
 
 class SymptomMonitor(Callback):
@@ -68,8 +68,7 @@ class SymptomMonitor(Callback):
     ``plateau`` (the loss against its first 20 steps: "not learning", no order error named; or
     unknown tokens above the rate the vocabulary leaves on its own train text),
     ``rank-divergence`` (DDP: per-rank losses all-gathered every check, paired step by step; and
-    at each validation each rank's validation inputs against its own train inputs, ranks against
-    each other), ``train-val-gap`` (validation against train at each validation),
+    at each validation the ranks' validation input statistics against each other), ``train-val-gap`` (validation against train at each validation),
     ``data-starvation`` and ``memory-swing`` (loader and memory problems, never an order error).
     The defaults and what they measured on correct runs are in ``docs/troubleshooting.md``; each
     threshold's meaning is in its detector's docstring. Each symptom is diagnosed once per run;
@@ -148,6 +147,8 @@ class SymptomMonitor(Callback):
         self._elapsed_before = 0.0
         self._fit_start: float | None = None
         self._facts: RunFacts | None = None
+        #: per validation under DDP: the largest shift between the ranks' validation inputs.
+        self.input_shifts: list[float | None] = []
 
     def _reset_windows(self) -> None:
         osc, plat = self.thresholds["early-oscillation"], self.thresholds["plateau"]
@@ -170,7 +171,6 @@ class SymptomMonitor(Callback):
         self._last_end: float | None = None
         self._divergent_checks = 0
         self._rank_losses: deque[list[float]] = deque(maxlen=self.divergence_window)
-        self._train_inputs = InputStats()
         self._val_inputs = InputStats()
 
     @property
@@ -226,8 +226,6 @@ class SymptomMonitor(Callback):
         else:
             self._waits.append(-1.0)  # placeholder: keeps waits and step times aligned
         self._batch_start = now
-        if self._train_inputs.batches < _INPUT_BATCHES and self._compare_inputs(trainer):
-            self._train_inputs.add(batch)
         if self._unk_id is not None and "plateau" in self.symptoms:
             self._unknown.add(batch, self._unk_id)
 
@@ -343,16 +341,16 @@ class SymptomMonitor(Callback):
         self._act(trainer, found)
 
     def _input_shift(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> list[Diagnosis]:
-        """Under DDP: each rank's validation inputs against its train inputs, all ranks compared."""
+        """Under DDP: the ranks' validation input statistics against each other (shares of one split)."""
         if not self._compare_inputs(trainer) or not self._want("rank-divergence"):
             return []
-        width, device = _INPUT_COLUMNS, pl_module.device
-        vector = torch.cat([self._train_inputs.vector(width, device), self._val_inputs.vector(width, device)])
+        width = _INPUT_COLUMNS
+        vector = self._val_inputs.vector(width, pl_module.device)
         rows = trainer.strategy.all_gather(vector).reshape(-1, vector.numel()).cpu().tolist()
-        train = [{"mean": r[:width], "std": r[width : 2 * width]} for r in rows]
-        val = [{"mean": r[2 * width : 3 * width], "std": r[3 * width :]} for r in rows]
+        val = [{"mean": r[:width], "std": r[width:]} for r in rows]
+        measured = rank_input_shift(val)
+        self.input_shifts.append(measured[0] if measured else None)
         shift = detect_input_shift(
-            train,
             val,
             step=trainer.global_step,
             **kwargs_for(detect_input_shift, self.thresholds["rank-divergence"]),

@@ -22,7 +22,7 @@ group.
 from lightning_order.checks.symptoms.attribution import RunFacts, attribute
 from lightning_order.checks.symptoms.generalisation import detect_train_val_gap
 from lightning_order.checks.symptoms.loss import detect_early_oscillation, detect_plateau
-from lightning_order.checks.symptoms.ranks import detect_input_shift, detect_rank_divergence
+from lightning_order.checks.symptoms.ranks import detect_input_shift, detect_rank_divergence, rank_input_shift
 from lightning_order.checks.symptoms.resources import detect_data_starvation, detect_memory_swing
 from lightning_order.checks.symptoms.table import SYMPTOMS, Diagnosis, SymptomInfo
 
@@ -39,4 +39,5 @@ __all__ = [
     "detect_plateau",
     "detect_rank_divergence",
     "detect_train_val_gap",
+    "rank_input_shift",
 ]

@@ -1,4 +1,4 @@
-"""Detectors that compare ranks: per-rank train losses, and each rank's validation inputs against its train inputs.
+"""Detectors that compare ranks: per-rank train losses, and the input statistics of their validation shares.
 
 Under DDP the ranks are each other's baseline: ranks that draw shards of one distribution and
 standardise them with one set of statistics stay within their own noise of each other.
@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 
 from lightning_order.checks.symptoms.table import Diagnosis, _check_positive, _diagnosis, _finite
 
-__all__ = ["detect_input_shift", "detect_rank_divergence"]
+__all__ = ["detect_input_shift", "detect_rank_divergence", "rank_input_shift"]
 
 
 def detect_rank_divergence(
@@ -109,76 +109,85 @@ def _summary(entry: Sequence[float] | Mapping[str, float]) -> tuple[float, float
 
 
 def detect_input_shift(
-    train_stats: Sequence[Mapping[str, Sequence[float]]],
     val_stats: Sequence[Mapping[str, Sequence[float]]],
     *,
     step: int = 0,
-    min_shift: float = 1.0,
-    min_gap: float = 0.75,
+    min_shift: float = 0.5,
 ) -> Diagnosis | None:
-    """One rank's validation inputs lie far from its own train inputs while another rank's do not.
+    """The ranks see the same validation rows through different input statistics.
 
-    Each entry describes one rank's floating-point inputs, column by column:
-    ``{"mean": [...], "std": [...]}`` over the train batches it trained on and over the
-    validation batches it scored. A rank's *shift* is, over its columns, the largest
-    ``|mean_val - mean_train| / std_train + |ln(std_val / std_train)|``: 0 when its validation
-    inputs look like its train inputs. Every rank is its own baseline (train), and the ranks are
-    each other's (the least shifted rank). Ranks that standardise with statistics fitted once on
-    the whole train split all see validation inputs like their train inputs (shift about 0.1 on
-    the lab corpus); a rank that standardised only its own shard maps rows from other sources
-    far off. Fires when the largest shift exceeds ``min_shift`` *and* exceeds the least shifted
-    rank's by ``min_gap``: a shift that every rank shares is a split that differs from train,
-    not statistics that differ by rank.
+    Each entry describes one rank's floating-point validation inputs, column by column:
+    ``{"mean": [...], "std": [...]}``. Under DDP every rank scores an interleaved share of one
+    validation split (Lightning's distributed sampler), so the ranks' shares hold the same
+    distribution, and with statistics fitted once they look alike: the ranks are each other's
+    baseline. A column's *shift* between two ranks is
+    ``|mean_a - mean_b| / sqrt((std_a**2 + std_b**2) / 2) + |ln(std_a / std_b)|``: about 0.1 from
+    sampling alone on a few hundred rows per rank. Ranks that standardise with statistics of
+    their own shard map the same rows to different values, so the shift is large (the lab's
+    per-shard run: 5 to 10). Train inputs cannot tell this: each rank's own train inputs look
+    standardised either way, and contiguous shards of drifting data differ between ranks in a
+    correct run too.
 
     Args:
-        train_stats: per rank, the mean and standard deviation of each input column in training.
-        val_stats: per rank, the same over its validation batches.
+        val_stats: per rank, the mean and standard deviation of each input column over its
+            validation batches.
         step: the step to stamp on the diagnosis.
-        min_shift: the least shift of the most shifted rank.
-        min_gap: the least difference between the most and the least shifted rank.
+        min_shift: the least shift between two ranks in one column.
 
     Returns:
         A ``rank-divergence`` diagnosis (trigger ``inputs``), or ``None`` (also with one rank).
     """
-    _check_positive(min_shift=min_shift, min_gap=min_gap)
-    shifts = [_shift(t, v) for t, v in zip(train_stats, val_stats)]
-    known = [(rank, s) for rank, s in enumerate(shifts) if s is not None]
-    if len(known) < 2:
+    _check_positive(min_shift=min_shift)
+    best = rank_input_shift(val_stats)
+    if best is None or best[0] <= min_shift:
         return None
-    hi_rank, hi = max(known, key=lambda item: item[1][0])
-    lo_rank, lo = min(known, key=lambda item: item[1][0])
-    if hi[0] <= min_shift or hi[0] - lo[0] <= min_gap:
-        return None
+    shift, column, a, b = best
     return _diagnosis(
         "rank-divergence",
         step,
-        f"rank {hi_rank}'s validation inputs lie {hi[0]:.2f} from its own train inputs (column {hi[1]}), "
-        f"rank {lo_rank}'s {lo[0]:.2f}: the ranks map the same rows differently, as statistics fitted "
-        "per shard do",
+        f"ranks {a} and {b} see the same validation split through different input statistics: column "
+        f"{column} is {shift:.2f} apart (same statistics: about 0.1), as statistics fitted per shard make it",
         {
             "trigger": "inputs",
-            "rank_shifts": [s[0] if s is not None else None for s in shifts],
-            "column": hi[1],
+            "ranks": [a, b],
+            "column": column,
+            "rank_means": [list(stats.get("mean", ()))[column] for stats in val_stats],
+            "rank_stds": [list(stats.get("std", ()))[column] for stats in val_stats],
             "min_shift": min_shift,
-            "min_gap": min_gap,
-            "statistic": hi[0],
-            "baseline": lo[0],
-            "distance": hi[0] - lo[0],
+            "statistic": shift,
+            "baseline": 0.0,
+            "distance": shift,
         },
     )
 
 
-def _shift(
-    train: Mapping[str, Sequence[float]], val: Mapping[str, Sequence[float]]
-) -> tuple[float, int] | None:
-    """The largest standardised distance of the validation columns from the train columns."""
+def rank_input_shift(
+    val_stats: Sequence[Mapping[str, Sequence[float]]],
+) -> tuple[float, int, int, int] | None:
+    """The largest shift between two ranks' validation input columns: ``(shift, column, rank_a, rank_b)``.
+
+    ``None`` with fewer than two ranks or no comparable column. See :func:`detect_input_shift`.
+    """
+    best: tuple[float, int, int, int] | None = None
+    for a in range(len(val_stats)):
+        for b in range(a + 1, len(val_stats)):
+            found = _shift(val_stats[a], val_stats[b])
+            if found is not None and (best is None or found[0] > best[0]):
+                best = (found[0], found[1], a, b)
+    return best
+
+
+def _shift(a: Mapping[str, Sequence[float]], b: Mapping[str, Sequence[float]]) -> tuple[float, int] | None:
+    """The largest standardised distance between two ranks' columns, and its column."""
     best: tuple[float, int] | None = None
-    columns = zip(train.get("mean", ()), train.get("std", ()), val.get("mean", ()), val.get("std", ()))
-    for index, (mt, st, mv, sv) in enumerate(columns):
-        values = (float(mt), float(st), float(mv), float(sv))
+    for index, (ma, sa, mb, sb) in enumerate(
+        zip(a.get("mean", ()), a.get("std", ()), b.get("mean", ()), b.get("std", ()))
+    ):
+        values = (float(ma), float(sa), float(mb), float(sb))
         if not all(math.isfinite(x) for x in values) or values[1] <= 1e-8 or values[3] <= 1e-8:
             continue
-        distance = abs(values[2] - values[0]) / values[1] + abs(math.log(values[3] / values[1]))
+        pooled = math.sqrt((values[1] ** 2 + values[3] ** 2) / 2)
+        distance = abs(values[0] - values[2]) / pooled + abs(math.log(values[1] / values[3]))
         if best is None or distance > best[0]:
             best = (distance, index)
     return best

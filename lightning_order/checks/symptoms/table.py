@@ -61,8 +61,8 @@ SYMPTOMS: dict[str, SymptomInfo] = {
     ),
     "rank-divergence": SymptomInfo(
         "shard-before-normalize",
-        "per-rank train losses differ beyond their own noise, or one rank's validation inputs lie "
-        "far from its own train inputs while the other ranks' do not",
+        "per-rank train losses differ beyond their own noise, or the ranks see their shares of one "
+        "validation split through different input statistics",
         "each rank standardised its shard with its own statistics: the same raw value means "
         "different things on different ranks, and rows outside a rank's shard (its validation "
         "half) are mapped far off",
