@@ -128,6 +128,9 @@ class Case:
         in_claims: whether the problem description's table names this error.
         features: ``""`` (the corpus as is) or ``"te-leak"`` (a target encoding fitted on train
             + validation rows; its baseline fits it on the train rows only: ``"te-train"``).
+        in_ledger: whether the faulty step runs inside the pipeline, where the validator's ledger
+            sees it (the target encoding is computed before the datamodule, as a column of the
+            input file: no ledger records it).
     """
 
     name: str
@@ -142,6 +145,7 @@ class Case:
     claimed_difficulty: str = ""
     in_claims: bool = True
     features: str = ""
+    in_ledger: bool = True
 
 
 #: The correct runs the cases are compared with: name -> (devices, features).
@@ -223,6 +227,7 @@ CASES: dict[str, Case] = {
             claimed_impact="validation metrics inflated 5-15%",
             claimed_difficulty="4/5",
             features="te-leak",
+            in_ledger=False,
         ),
         Case(
             "target-encoding-ddp",
@@ -235,6 +240,7 @@ CASES: dict[str, Case] = {
             claimed_impact="validation metrics inflated 5-15%",
             claimed_difficulty="4/5",
             features="te-leak",
+            in_ledger=False,
         ),
     )
 }
@@ -599,6 +605,7 @@ def run_training(spec: dict[str, Any]) -> dict[str, Any]:
         "devices": devices,
         "order": list(spec["order"]),
         "data_dims": data_dims,
+        "feature_names": list(dm.ledger.info.get("feature_names") or []),
         "model_dims": model_dims,
         "seconds": round(seconds, 2),
         "error": error,

@@ -140,11 +140,10 @@ def _columns(tensor: torch.Tensor) -> torch.Tensor | None:
 
 
 class UnknownCounter:
-    """Unknown and real tokens of the train batches, summed on the device, read once per check."""
+    """Unknown and real tokens of the sampled train batches, summed on the device since the fit began."""
 
     def __init__(self) -> None:
-        self.unk: torch.Tensor | None = None
-        self.tokens: torch.Tensor | None = None
+        self.counts: torch.Tensor | None = None
 
     def add(self, batch: Any, unk_token_id: int) -> None:
         """Counts a batch's ``input_ids`` equal to ``unk_token_id`` (padding excluded by its mask)."""
@@ -152,17 +151,17 @@ class UnknownCounter:
         if not isinstance(ids, torch.Tensor):
             return
         mask = batch.get("attention_mask")
-        real = mask.bool() if isinstance(mask, torch.Tensor) else torch.ones_like(ids, dtype=torch.bool)
-        unk, tokens = ((ids == unk_token_id) & real).sum(), real.sum()
-        self.unk = unk if self.unk is None else self.unk + unk
-        self.tokens = tokens if self.tokens is None else self.tokens + tokens
+        tokens = (
+            mask.sum() if isinstance(mask, torch.Tensor) else torch.tensor(ids.numel(), device=ids.device)
+        )
+        part = torch.stack([(ids == unk_token_id).sum(), tokens.to(torch.int64)])
+        self.counts = part if self.counts is None else self.counts + part
 
     def rate(self, previous: float | None) -> float | None:
-        """The unknown share since the last call (one host sync), else ``previous``."""
-        if self.unk is None or self.tokens is None:
+        """The unknown share of every counted token so far (one host sync), else ``previous``."""
+        if self.counts is None:
             return previous
-        unk, tokens = (int(v) for v in torch.stack([self.unk, self.tokens]).cpu().tolist())
-        self.unk = self.tokens = None
+        unk, tokens = (int(v) for v in self.counts.tolist())
         return unk / tokens if tokens else previous
 
 

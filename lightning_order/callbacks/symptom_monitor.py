@@ -132,6 +132,7 @@ class SymptomMonitor(Callback):
         self.checkpoint_dir = checkpoint_dir
         self.gpu_hour_price = gpu_hour_price
         self.verbose = verbose
+        self._key: str | None = None
 
         self._reset_run()
 
@@ -155,11 +156,13 @@ class SymptomMonitor(Callback):
         self._batches = 0
         self._pending: list[torch.Tensor] = []
         self._early: list[float] = []
+        self._early_judged = False
         self._early_len = int(osc["warmup_steps"] + osc["window"])
         self._start: list[float] = []
         self._start_len = int(plat["warmup_steps"])
         self._recent: deque[float] = deque(maxlen=int(plat["window"]))
         self._unk_id: int | None = self.unk_token_id
+        self._cuda = False
         self._waits: deque[float] = deque(
             maxlen=max(int(self.thresholds["data-starvation"]["min_steps"]), 50)
         )
@@ -176,9 +179,12 @@ class SymptomMonitor(Callback):
     @property
     @override
     def state_key(self) -> str:
-        return self._generate_state_key(
-            on_symptom=self.on_symptom, check_every_n_steps=self.check_every_n_steps
-        )
+        # Lightning asks for it at every hook call: built once from the identifying arguments.
+        if self._key is None:
+            self._key = self._generate_state_key(
+                on_symptom=self.on_symptom, check_every_n_steps=self.check_every_n_steps
+            )
+        return self._key
 
     @override
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
@@ -190,6 +196,7 @@ class SymptomMonitor(Callback):
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._fit_start = time.perf_counter()
         self._unk_id = unk_id(trainer.datamodule, self.unk_token, self.unk_token_id)
+        self._cuda = pl_module.device.type == "cuda" and "memory-swing" in self.symptoms
 
     # -- gathering -------------------------------------------------------------------------
     @override
@@ -226,7 +233,10 @@ class SymptomMonitor(Callback):
         else:
             self._waits.append(-1.0)  # placeholder: keeps waits and step times aligned
         self._batch_start = now
-        if self._unk_id is not None and "plateau" in self.symptoms:
+        # Unknown tokens are counted on the last batch before each check: a sample of one batch in
+        # k keeps the rate's precision (thousands of tokens per check) at a k-th of the cost.
+        last = (self._batches + 1) % self.check_every_n_steps == 0
+        if last and self._unk_id is not None and "plateau" in self.symptoms:
             self._unknown.add(batch, self._unk_id)
 
     @override
@@ -235,10 +245,10 @@ class SymptomMonitor(Callback):
     ) -> None:
         if self._batch_start is not None:
             self._steps.append(time.perf_counter() - self._batch_start)
-        loss = outputs.get("loss") if isinstance(outputs, Mapping) else outputs
+        loss = outputs.get("loss") if isinstance(outputs, dict | Mapping) else outputs
         if isinstance(loss, torch.Tensor):
-            self._pending.append(loss.detach().reshape(()).float())
-        if pl_module.device.type == "cuda" and "memory-swing" in self.symptoms:
+            self._pending.append(loss.detach())
+        if self._cuda:
             self._memory.append(float(torch.cuda.memory_allocated(pl_module.device)))
         self._batches += 1
         if self._batches % self.check_every_n_steps == 0:
@@ -249,7 +259,7 @@ class SymptomMonitor(Callback):
         """Converts the pending loss tensors: the only host-device sync, once per check."""
         if not self._pending:
             return []
-        values = torch.stack(self._pending).cpu().tolist()
+        values = torch.stack(self._pending).flatten().tolist()
         self._pending.clear()
         for value in values:
             if len(self._early) < self._early_len:
@@ -265,7 +275,8 @@ class SymptomMonitor(Callback):
         step = trainer.global_step
         found: list[Diagnosis | None] = []
         kw = self.thresholds
-        if self._want("early-oscillation") and len(self._early) <= self._early_len:
+        if self._want("early-oscillation") and not self._early_judged:
+            self._early_judged = len(self._early) >= self._early_len  # its window is final: judged once more
             found.append(detect_early_oscillation(self._early, step=step, **kw["early-oscillation"]))
         if self._want("plateau") and len(self._start) >= self._start_len:
             seen = self._batches
@@ -276,7 +287,10 @@ class SymptomMonitor(Callback):
                     values, step=step, unk_rate=self._unk_rate, unk_baseline=baseline, **kw["plateau"]
                 )
             )
-        if self._want("data-starvation"):
+        # Cheap gate first: no wait above the detector's least median wait, no starvation.
+        if self._want("data-starvation") and max(self._waits, default=0.0) > kw["data-starvation"].get(
+            "min_wait_s", 0.02
+        ):
             pairs = [(w, s) for w, s in zip(self._waits, self._steps) if w >= 0]
             found.append(
                 detect_data_starvation(
@@ -308,9 +322,10 @@ class SymptomMonitor(Callback):
         k = self.check_every_n_steps
         recent = [math.nan] * (k - len(values[-k:])) + values[-k:]
         flags = [1.0 if any(d.symptom == code for d in local) else 0.0 for code in _CODES]
-        vector = torch.tensor([*recent, *flags], device=pl_module.device, dtype=torch.float32)
-        gathered = trainer.strategy.all_gather(vector)
-        rows = gathered.reshape(-1, vector.numel()).cpu().tolist()
+        rows = [[*recent, *flags]]
+        if trainer.world_size > 1:
+            vector = torch.tensor(rows[0], device=pl_module.device, dtype=torch.float32)
+            rows = trainer.strategy.all_gather(vector).reshape(-1, vector.numel()).cpu().tolist()
         for index in range(k):  # one entry per step: every rank's loss at that step
             self._rank_losses.append([row[index] for row in rows])
 
