@@ -57,7 +57,7 @@ def test_a_diverging_boring_model_is_not_learning_and_no_order_error(tmp_path: P
     # Run longer, BoringModel's loss blows up (SGD at 0.1 on raw inputs): "not learning", no rule.
     pl.seed_everything(0)
     monitor = SymptomMonitor(val_metric="valid_loss")
-    trainer = quiet_trainer(tmp_path, [OrderValidator(), monitor], max_epochs=2)
+    trainer = quiet_trainer(tmp_path, [OrderValidator(), monitor], max_epochs=3)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", OrderWarning)
         trainer.fit(BoringModel(), BoringDataModule())
@@ -96,7 +96,7 @@ class _Features(pl.LightningDataModule):
 
 def test_random_labels_are_reported_as_not_learning_without_an_order_error(tmp_path: Path) -> None:
     monitor = SymptomMonitor(unk_token_id=1)  # asked to count unknown tokens: there are none here
-    trainer = quiet_trainer(tmp_path, [OrderValidator(), monitor], max_steps=100)
+    trainer = quiet_trainer(tmp_path, [OrderValidator(), monitor], max_steps=160)
     with pytest.warns(OrderWarning, match="not learning"):
         trainer.fit(_MLP(), _Features(random_labels=True))
     (diagnosis,) = monitor.diagnoses
@@ -108,7 +108,7 @@ def test_random_labels_are_reported_as_not_learning_without_an_order_error(tmp_p
 
 def test_windows_start_afresh_at_every_fit(tmp_path: Path) -> None:
     monitor = SymptomMonitor()
-    trainer = quiet_trainer(tmp_path, [monitor], max_steps=100)
+    trainer = quiet_trainer(tmp_path, [monitor], max_steps=160)
     with pytest.warns(OrderWarning, match="not learning"):
         trainer.fit(_MLP(), _loader(random_labels=True))
     assert len(monitor._start) == 20 and monitor.diagnoses

@@ -106,7 +106,7 @@ CASES = {
         lambda: detect_early_oscillation(CORRECT_LOSSES),
     ),
     "plateau": (
-        lambda: detect_plateau([1.39 + 0.01 * (i % 3) for i in range(100)]),
+        lambda: detect_plateau([1.39 + 0.01 * (i % 3) for i in range(160)]),
         lambda: detect_plateau(CORRECT_LOSSES),
     ),
     "rank-divergence": (
@@ -160,13 +160,16 @@ def test_early_oscillation_needs_enough_steps_and_sign_flips() -> None:
 
 def test_plateau_stall_is_flagged_only_when_high() -> None:
     assert detect_plateau(CONVERGED_LOSSES * 2, warmup_steps=20) is None  # converged: low start too
-    stalled = [1.4 - 0.002 * min(i, 30) for i in range(100)]
+    stalled = [1.4 - 0.002 * min(i, 30) for i in range(160)]
     diagnosis = detect_plateau(stalled)
     assert diagnosis.evidence["trigger"] == "stall" and diagnosis.evidence["progress"] < 0.25
     # Not learning is reported as such: no order error named.
     assert diagnosis.suspected_rule is None and diagnosis.message.startswith("not learning")
     assert diagnosis.evidence["baseline"] == pytest.approx(1.4 - 0.002 * 9.5)
-    assert detect_plateau(stalled[:50]) is None  # shorter than warm-up + window
+    assert detect_plateau(stalled[:130]) is None  # shorter than warm-up + window
+    # An early plateau of 50 steps that then resolves (recorded shape) is no stall.
+    paused = [1.40 - 0.003 * i for i in range(40)] + [1.27] * 50 + [1.27 - 0.008 * i for i in range(60)]
+    assert detect_plateau(paused) is None
 
 
 @pytest.mark.parametrize(("unk_rate", "fires"), [(None, False), (0.0, False), (0.001, False), (0.01, True)])

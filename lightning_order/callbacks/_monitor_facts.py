@@ -26,7 +26,7 @@ __all__: list[str] = []
 
 _DETECTOR_DEFAULTS: dict[str, dict[str, float]] = {
     "early-oscillation": {"warmup_steps": 5, "window": 40},
-    "plateau": {"warmup_steps": 20, "window": 60},
+    "plateau": {"warmup_steps": 20, "window": 120},
     "data-starvation": {"min_steps": 20},
     "memory-swing": {"min_steps": 20},
 }

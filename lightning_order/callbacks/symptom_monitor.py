@@ -65,7 +65,7 @@ class SymptomMonitor(Callback):
 
     Symptoms (codes of :data:`~lightning_order.checks.symptoms.SYMPTOMS`), each compared with
     the run's own baseline: ``early-oscillation`` (steps 5-45 against their median loss),
-    ``plateau`` (the loss against its first 20 steps: "not learning", no order error named; or
+    ``plateau`` (the loss against its first 20 steps, over 120 steps: "not learning", no order error named; or
     unknown tokens above the rate the vocabulary leaves on its own train text),
     ``rank-divergence`` (DDP: per-rank losses all-gathered every check, paired step by step; and
     at each validation the ranks' validation input statistics against each other), ``train-val-gap`` (validation against train at each validation),

@@ -102,6 +102,12 @@ def attribute(diagnosis: Diagnosis, facts: RunFacts) -> Diagnosis | None:
         return _named(
             diagnosis, diagnosis.suspected_rule, "ranks that share statistics do not differ like this"
         )
+    if diagnosis.symptom == "train-val-gap" and kind == "overfitting":
+        return _named(
+            diagnosis,
+            None,
+            "validation far above train is memorising or splits that differ: no order error shown",
+        )
     if diagnosis.symptom == "train-val-gap" and kind == "leakage":
         if "train-val-overlap" in facts.rules:
             return _named(diagnosis, "train-val-overlap", "the validator found validation rows also in train")
