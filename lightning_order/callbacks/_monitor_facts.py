@@ -140,10 +140,17 @@ def _columns(tensor: torch.Tensor) -> torch.Tensor | None:
 
 
 class UnknownCounter:
-    """Unknown and real tokens of the sampled train batches, summed on the device since the fit began."""
+    """Unknown and real tokens of the sampled train batches, read with the losses (one host sync).
+
+    :meth:`add` leaves two 0-dim tensors on the batch's device; :meth:`take` hands them to the
+    monitor's flush, which converts them together with the pending losses; :meth:`update` adds
+    the converted counts to the totals since the start of the fit.
+    """
 
     def __init__(self) -> None:
-        self.counts: torch.Tensor | None = None
+        self.pending: list[torch.Tensor] = []
+        self.unk = 0
+        self.tokens = 0
 
     def add(self, batch: Any, unk_token_id: int) -> None:
         """Counts a batch's ``input_ids`` equal to ``unk_token_id`` (padding excluded by its mask)."""
@@ -154,15 +161,19 @@ class UnknownCounter:
         tokens = (
             mask.sum() if isinstance(mask, torch.Tensor) else torch.tensor(ids.numel(), device=ids.device)
         )
-        part = torch.stack([(ids == unk_token_id).sum(), tokens.to(torch.int64)])
-        self.counts = part if self.counts is None else self.counts + part
+        self.pending = [(ids == unk_token_id).sum(), tokens]
 
-    def rate(self, previous: float | None) -> float | None:
-        """The unknown share of every counted token so far (one host sync), else ``previous``."""
-        if self.counts is None:
-            return previous
-        unk, tokens = (int(v) for v in self.counts.tolist())
-        return unk / tokens if tokens else previous
+    def take(self) -> list[torch.Tensor]:
+        """The pending counts (``[unk, tokens]`` or nothing), cleared."""
+        out, self.pending = self.pending, []
+        return out
+
+    def update(self, counts: list[float], previous: float | None) -> float | None:
+        """Adds converted ``[unk, tokens]`` to the totals; the unknown share so far, else ``previous``."""
+        if counts:
+            self.unk += int(counts[0])
+            self.tokens += int(counts[1])
+        return self.unk / self.tokens if self.tokens else previous
 
 
 def monitor_metrics(
@@ -252,3 +263,28 @@ def unk_id(dm: Any, unk_token: str, given: int | None) -> int | None:
         return given
     token_to_id = getattr(getattr(dm, "tokenizer", None), "token_to_id", None)
     return token_to_id(unk_token) if callable(token_to_id) else None
+
+
+def to_host(losses: list[torch.Tensor], counts: list[torch.Tensor]) -> tuple[list[float], list[float]]:
+    """The pending losses and unknown-token counts as numbers, in one host-device sync."""
+    joined = torch.cat([torch.stack(losses).flatten().float(), *(c.reshape(1).float() for c in counts)])
+    values = joined.tolist()
+    split = len(values) - len(counts)
+    return values[:split], values[split:]
+
+
+def log_metrics(trainer: Any, monitor: Any, ranks: int) -> None:
+    """Sends the monitor's ``symptom/*`` metrics to the Trainer's loggers (global rank 0 only)."""
+    if not trainer.loggers or not trainer.is_global_zero:
+        return
+    metrics = monitor_metrics(
+        len(monitor.diagnoses),
+        monitor._waits,
+        monitor._steps,
+        monitor._unk_rate,
+        monitor._rank_losses,
+        monitor._memory,
+        ranks,
+    )
+    for logger in trainer.loggers:
+        logger.log_metrics(metrics, step=trainer.global_step)

@@ -33,9 +33,10 @@ from lightning_order.callbacks._monitor_facts import (
     format_report,
     gather_facts,
     kwargs_for,
-    monitor_metrics,
+    log_metrics,
     resolve_thresholds,
     seen_elsewhere,
+    to_host,
     unk_id,
 )
 from lightning_order.checks.symptoms import (
@@ -63,19 +64,12 @@ _INPUT_COLUMNS = 64  # input columns compared across ranks (a fixed width: one a
 class SymptomMonitor(Callback):
     """Watches training signals and names the order error behind a symptom.
 
-    Symptoms (codes of :data:`~lightning_order.checks.symptoms.SYMPTOMS`), each compared with
-    the run's own baseline: ``early-oscillation`` (steps 5-45 against their median loss),
-    ``plateau`` (the loss against its first 20 steps, over 120 steps: "not learning", no order error named; or
-    unknown tokens above the rate the vocabulary leaves on its own train text),
-    ``rank-divergence`` (DDP: per-rank losses all-gathered every check, paired step by step; and
-    at each validation the ranks' validation input statistics against each other), ``train-val-gap`` (validation against train at each validation),
-    ``data-starvation`` and ``memory-swing`` (loader and memory problems, never an order error).
-    The defaults and what they measured on correct runs are in ``docs/troubleshooting.md``; each
-    threshold's meaning is in its detector's docstring. Each symptom is diagnosed once per run;
-    the windows start afresh at every ``fit``. Override a threshold with ``thresholds``, e.g.
-    ``SymptomMonitor(thresholds={"plateau": {"max_unk_rate": 0.1}})`` (keys: the detector's
-    keyword arguments; ``rank-divergence`` takes those of ``detect_rank_divergence`` and of
-    ``detect_input_shift``).
+    Symptoms (:data:`~lightning_order.checks.symptoms.SYMPTOMS`), each against the run's own
+    baseline: early oscillation, a loss that does not fall or unknown tokens, ranks that differ
+    (losses; validation inputs), train against validation, data starvation, memory swings. What
+    each computes, its defaults and its false-alarm rate: ``docs/troubleshooting.md``. Each is
+    diagnosed once per run; windows start afresh at every ``fit``. Override a threshold with
+    ``thresholds``, e.g. ``{"plateau": {"max_unk_rate": 0.1}}`` (the detector's keywords).
 
     Args:
         on_symptom: ``"warn"`` issues an :class:`~lightning_order.errors.OrderWarning` per
@@ -148,6 +142,7 @@ class SymptomMonitor(Callback):
         self._elapsed_before = 0.0
         self._fit_start: float | None = None
         self._facts: RunFacts | None = None
+        self._seen: tuple[int, set[str]] = (0, set())
         #: per validation under DDP: the largest shift between the ranks' validation inputs.
         self.input_shifts: list[float | None] = []
 
@@ -259,7 +254,7 @@ class SymptomMonitor(Callback):
         """Converts the pending loss tensors: the only host-device sync, once per check."""
         if not self._pending:
             return []
-        values = torch.stack(self._pending).flatten().tolist()
+        values, counts = to_host(self._pending, self._unknown.take())
         self._pending.clear()
         for value in values:
             if len(self._early) < self._early_len:
@@ -267,7 +262,7 @@ class SymptomMonitor(Callback):
             if len(self._start) < self._start_len:
                 self._start.append(value)
             self._recent.append(value)
-        self._unk_rate = self._unknown.rate(self._unk_rate)
+        self._unk_rate = self._unknown.update(counts, self._unk_rate)
         return values
 
     # -- checking --------------------------------------------------------------------------
@@ -313,7 +308,9 @@ class SymptomMonitor(Callback):
         return [d for d in out if d is not None]
 
     def _want(self, code: str) -> bool:
-        return code in self.symptoms and not any(d.symptom == code for d in self.diagnoses)
+        if len(self.diagnoses) != self._seen[0]:  # the diagnosed symptoms, recounted when they change
+            self._seen = (len(self.diagnoses), {d.symptom for d in self.diagnoses})
+        return code in self.symptoms and code not in self._seen[1]
 
     def _check(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         values = self._flush()
@@ -343,7 +340,7 @@ class SymptomMonitor(Callback):
         # Symptoms other ranks saw and this one did not: recorded so that all ranks act alike.
         wanted = [c for c in _CODES if self._want(c) and not any(d.symptom == c for d in new)]
         new += seen_elsewhere([row[k:] for row in rows], _CODES, wanted, trainer.global_step)
-        self._log(trainer, rows)
+        log_metrics(trainer, self, len(rows))
         self._act(trainer, new)
 
     @override
@@ -396,21 +393,6 @@ class SymptomMonitor(Callback):
         return [found] if found is not None else []
 
     # -- acting ----------------------------------------------------------------------------
-    def _log(self, trainer: pl.Trainer, rows: list[list[float]]) -> None:
-        if not trainer.loggers or not trainer.is_global_zero:
-            return
-        metrics = monitor_metrics(
-            len(self.diagnoses),
-            self._waits,
-            self._steps,
-            self._unk_rate,
-            self._rank_losses,
-            self._memory,
-            len(rows),
-        )
-        for logger in trainer.loggers:
-            logger.log_metrics(metrics, step=trainer.global_step)
-
     def _act(self, trainer: pl.Trainer, new: list[Diagnosis]) -> None:
         if not new:
             return
