@@ -314,20 +314,25 @@ class SymptomMonitor(Callback):
 
     def _check(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         values = self._flush()
-        local = self._local_checks(trainer)
-        # One small all-gather: this rank's losses of the last k steps and the symptoms it saw.
+        new = self._local_checks(trainer)
+        if trainer.world_size > 1:  # on one process there is nothing to gather or compare
+            new += self._across_ranks(trainer, pl_module, values, new)
+        log_metrics(trainer, self, trainer.world_size)
+        self._act(trainer, new)
+
+    def _across_ranks(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, values: list[float], local: list[Diagnosis]
+    ) -> list[Diagnosis]:
+        """One small all-gather: this rank's losses of the last k steps and the symptoms it saw."""
         k = self.check_every_n_steps
         recent = [math.nan] * (k - len(values[-k:])) + values[-k:]
         flags = [1.0 if any(d.symptom == code for d in local) else 0.0 for code in _CODES]
-        rows = [[*recent, *flags]]
-        if trainer.world_size > 1:
-            vector = torch.tensor(rows[0], device=pl_module.device, dtype=torch.float32)
-            rows = trainer.strategy.all_gather(vector).reshape(-1, vector.numel()).cpu().tolist()
+        vector = torch.tensor([*recent, *flags], device=pl_module.device, dtype=torch.float32)
+        rows = trainer.strategy.all_gather(vector).reshape(-1, vector.numel()).cpu().tolist()
         for index in range(k):  # one entry per step: every rank's loss at that step
             self._rank_losses.append([row[index] for row in rows])
-
         diverged = None
-        if self._want("rank-divergence") and len(rows) > 1 and self._batches >= self.divergence_warmup_steps:
+        if self._want("rank-divergence") and self._batches >= self.divergence_warmup_steps:
             candidate = detect_rank_divergence(
                 [list(column) for column in zip(*self._rank_losses)],
                 step=trainer.global_step,
@@ -336,12 +341,10 @@ class SymptomMonitor(Callback):
             self._divergent_checks = self._divergent_checks + 1 if candidate else 0
             if self._divergent_checks >= self.divergence_patience:
                 diverged = candidate
-        new = list(local) + self._attributed(trainer, [diverged])
+        new = self._attributed(trainer, [diverged])
         # Symptoms other ranks saw and this one did not: recorded so that all ranks act alike.
-        wanted = [c for c in _CODES if self._want(c) and not any(d.symptom == c for d in new)]
-        new += seen_elsewhere([row[k:] for row in rows], _CODES, wanted, trainer.global_step)
-        log_metrics(trainer, self, len(rows))
-        self._act(trainer, new)
+        wanted = [c for c in _CODES if self._want(c) and not any(d.symptom == c for d in [*local, *new])]
+        return new + seen_elsewhere([row[k:] for row in rows], _CODES, wanted, trainer.global_step)
 
     @override
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
