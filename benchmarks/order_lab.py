@@ -54,7 +54,9 @@ os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # Runnable from a checkout without installing the package (python benchmarks/order_lab.py).
 sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(1, str(Path(__file__).resolve().parent))  # lab_extras.py
 
+import lab_extras
 import numpy as np
 import pytorch_lightning as pl
 import torch
@@ -69,7 +71,7 @@ from lightning_order.data.cleaning import clean_text
 from lightning_order.data.datamodule import DATA_STEPS
 from lightning_order.data.demo import DEMO_NUM_CLASSES, DEMO_NUMERIC_COLUMNS, demo_rows
 from lightning_order.data.encode import Encoder
-from lightning_order.data.split import is_val
+from lightning_order.data.split import is_val, key_hashes
 from lightning_order.models import OrderedTextClassifier
 
 __all__ = [
@@ -124,6 +126,11 @@ class Case:
             dims of another data config: half the vocabulary).
         claimed_symptom, claimed_impact, claimed_difficulty: the problem description's claims.
         in_claims: whether the problem description's table names this error.
+        features: ``""`` (the corpus as is) or ``"te-leak"`` (a target encoding fitted on train
+            + validation rows; its baseline fits it on the train rows only: ``"te-train"``).
+        in_ledger: whether the faulty step runs inside the pipeline, where the validator's ledger
+            sees it (the target encoding is computed before the datamodule, as a column of the
+            input file: no ledger records it).
     """
 
     name: str
@@ -137,7 +144,19 @@ class Case:
     claimed_impact: str = ""
     claimed_difficulty: str = ""
     in_claims: bool = True
+    features: str = ""
+    in_ledger: bool = True
 
+
+#: The correct runs the cases are compared with: name -> (devices, features).
+BASELINES: dict[str, tuple[int, str]] = {
+    "correct": (1, ""),
+    "correct-ddp": (2, ""),
+    "correct-te": (1, "te-train"),
+    "correct-te-ddp": (2, "te-train"),
+}
+#: Runs that must give no order-error diagnosis besides the correct baselines.
+CONTROLS = ("random-labels", "boring-model", "handwritten")
 
 CASES: dict[str, Case] = {
     case.name: case
@@ -198,6 +217,31 @@ CASES: dict[str, Case] = {
             ("train-val-overlap", "out-of-order"),
             in_claims=False,
         ),
+        Case(
+            "target-encoding",
+            "label-aware fitted feature (target encoding of a categorical column) fitted on train + validation",
+            RIGHT,
+            ("fit-before-split",),
+            baseline="correct-te",
+            claimed_symptom="data leakage",
+            claimed_impact="validation metrics inflated 5-15%",
+            claimed_difficulty="4/5",
+            features="te-leak",
+            in_ledger=False,
+        ),
+        Case(
+            "target-encoding-ddp",
+            "the same target encoding leak, 2-rank DDP",
+            RIGHT,
+            ("fit-before-split",),
+            baseline="correct-te-ddp",
+            devices=2,
+            claimed_symptom="data leakage",
+            claimed_impact="validation metrics inflated 5-15%",
+            claimed_difficulty="4/5",
+            features="te-leak",
+            in_ledger=False,
+        ),
     )
 }
 
@@ -225,6 +269,7 @@ class LabConfig:
     lr: float = 3e-3
     target_fraction: float = 0.9
     cases: list[str] = field(default_factory=lambda: list(CASES))
+    controls: bool = True
     tiny: bool = False
 
     @classmethod
@@ -255,10 +300,13 @@ def build_lab_corpus(
     flags = is_val(keys, test_fraction, seed + 7919)
     if label_noise > 0:
         # Annotation noise by cleaned text: near-duplicates keep sharing their (possibly wrong) label.
-        noisy = is_val(keys, label_noise, seed + 104729)
+        noisy = is_val(keys, label_noise, seed + 104729) if label_noise < 1 else np.ones(len(keys), bool)
         for row, key, flip in zip(rows, keys, noisy):
             if flip:
                 row["label"] = xxhash.xxh3_64_intdigest(key.encode(), seed=seed) % DEMO_NUM_CLASSES
+    shops = lab_extras.num_shops(len(rows))
+    for row, key in zip(rows, keys):  # a categorical column for the target-encoding case
+        row["shop"] = lab_extras.shop_of(key, row["label"], seed, shops, DEMO_NUM_CLASSES)
     pool, test = folder / "pool.jsonl", folder / "test.jsonl"
     with pool.open("w") as pool_file, test.open("w") as test_file:
         for row, held_out in zip(rows, flags):
@@ -287,6 +335,43 @@ def near_duplicate_key(text: str) -> str:
 def _read_jsonl(path: str | Path) -> list[dict[str, Any]]:
     with open(path) as handle:
         return [json.loads(line) for line in handle if line.strip()]
+
+
+def target_encoded_corpus(
+    cfg: LabConfig, corpus: dict[str, Any], seed: int, cache: str, mode: str
+) -> dict[str, Any]:
+    """The corpus with target-encoding columns, fitted on the train split (``te-train``) or on
+    train + validation (``te-leak``); the held-out test rows are encoded with the same fit.
+
+    The datamodule's split is read back from a correct preparation (its ``key_hash`` column), so
+    "train" here is exactly the rows the model trains on.
+    """
+    dm = make_datamodule(cfg, corpus, seed, RIGHT, cache)
+    dm.prepare_data()
+    dm.setup("fit")
+    train, val = dm.key_hashes("train"), dm.key_hashes("val")
+    pool, test = _read_jsonl(corpus["pool"]), _read_jsonl(corpus["test"])
+    hashes = key_hashes([clean_text(r["text"]) for r in pool], text=True)
+    in_train = np.isin(hashes, train)
+    covered = float(np.isin(hashes, np.concatenate([train, val])).mean())
+    fitted = [r for r, t in zip(pool, in_train) if t or mode == "te-leak"]
+    table, prior = lab_extras.target_encoding(
+        [r["shop"] for r in fitted], [r["label"] for r in fitted], DEMO_NUM_CLASSES
+    )
+    folder = Path(corpus["pool"]).parent
+    out = {
+        **corpus,
+        "pool": str(folder / f"pool-{mode}.jsonl"),
+        "test": str(folder / f"test-{mode}.jsonl"),
+        "numeric_columns": [*DEMO_NUMERIC_COLUMNS, *lab_extras.te_columns(DEMO_NUM_CLASSES)],
+        "te_fitted_rows": len(fitted),
+        "te_split_coverage": covered,
+    }
+    for rows, path in ((pool, out["pool"]), (test, out["test"])):
+        Path(path).write_text(
+            "".join(json.dumps(r) + "\n" for r in lab_extras.encode_rows(rows, table, prior))
+        )
+    return out
 
 
 # -- pure measurements ----------------------------------------------------------------------------
@@ -444,7 +529,7 @@ def make_datamodule(
     options: dict[str, Any] = {
         "dataset": "json",
         "data_files": corpus["pool"],
-        "numeric_columns": DEMO_NUMERIC_COLUMNS,
+        "numeric_columns": corpus.get("numeric_columns", DEMO_NUMERIC_COLUMNS),
         "val_fraction": cfg.val_fraction,
         "seed": seed,
         "vocab_size": cfg.vocab_size,
@@ -520,6 +605,7 @@ def run_training(spec: dict[str, Any]) -> dict[str, Any]:
         "devices": devices,
         "order": list(spec["order"]),
         "data_dims": data_dims,
+        "feature_names": list(dm.ledger.info.get("feature_names") or []),
         "model_dims": model_dims,
         "seconds": round(seconds, 2),
         "error": error,
@@ -537,9 +623,13 @@ def run_training(spec: dict[str, Any]) -> dict[str, Any]:
                 "step": int(d.step),
                 "suspected_rule": d.suspected_rule,
                 "message": d.message,
+                "evidence": {
+                    k: v for k, v in d.evidence.items() if isinstance(v, (int, float, str, type(None)))
+                },
             }
             for d in monitor.diagnoses
         ],
+        "monitor_input_shifts": [round(v, 4) if v is not None else None for v in monitor.input_shifts],
         "shard_info": dict(dm.shard_info),
         "statistics": {k: dm.statistics.get(k) for k in ("mean", "std")},
     }
@@ -696,6 +786,39 @@ def _runs_for(cfg: LabConfig) -> list[tuple[str, Case | None]]:
     return [(b, None) for b in baselines] + [(c.name, c) for c in cases]
 
 
+def _control_runs(
+    cfg: LabConfig, corpus: dict[str, Any], seed: int, work: Path, cache: str, log: Any
+) -> list:
+    """The controls of one seed: random labels (correct order), BoringModel, the hand-written pipeline."""
+    out = []
+    random_corpus = build_lab_corpus(
+        work / f"corpus-{seed}-random", cfg.size, seed, cfg.sources, cfg.test_fraction, 1.0
+    )
+    spec = {
+        "cfg": asdict(cfg),
+        "corpus": random_corpus,
+        "seed": seed,
+        "run": "random-labels",
+        "order": list(RIGHT),
+        "devices": 1,
+        "model_dims": None,
+        "cache": cache,
+    }
+    t0 = time.perf_counter()
+    result = run_training(spec)
+    result["wall_seconds"] = round(time.perf_counter() - t0, 1)
+    out.append(_log_run(result, "random-labels", log))
+    for name, run in (
+        ("boring-model", lambda: lab_extras.run_boring(seed)),
+        ("handwritten", lambda: lab_extras.run_handwritten(seed, REPO)),
+    ):
+        t0 = time.perf_counter()
+        result = {"seed": seed, "devices": 1, "error": None, "validator_rules": [], **run()}
+        result["wall_seconds"] = round(time.perf_counter() - t0, 1)
+        out.append(_log_run(result, name, log))
+    return out
+
+
 def run_lab(
     cfg: LabConfig, out: Path, work: Path, log: Any = print, command: str = "python benchmarks/order_lab.py"
 ) -> dict[str, Any]:
@@ -709,8 +832,11 @@ def run_lab(
         )
         other_dims = None
         ddp: list[dict[str, Any]] = []
+        corpora: dict[str, dict[str, Any]] = {"": corpus}
         for name, case in _runs_for(cfg):
-            devices = 2 if name == "correct-ddp" else (case.devices if case else 1)
+            devices, features = (case.devices, case.features) if case else BASELINES[name]
+            if features not in corpora:
+                corpora[features] = target_encoded_corpus(cfg, corpus, seed, cache, features)
             order = case.order if case else RIGHT
             model_dims: dict[str, int] | None = None
             if case is not None and case.model == "requested":
@@ -724,7 +850,7 @@ def run_lab(
                 model_dims = dict(other_dims)
             spec = {
                 "cfg": asdict(cfg),
-                "corpus": corpus,
+                "corpus": corpora[features],
                 "seed": seed,
                 "run": name,
                 "order": list(order),
@@ -733,7 +859,7 @@ def run_lab(
                 "cache": cache,
             }
             # Prepare once in this process, so DDP ranks only read the cache.
-            make_datamodule(cfg, corpus, seed, order, cache).prepare_data()
+            make_datamodule(cfg, corpora[features], seed, order, cache).prepare_data()
             if devices > 1:
                 ddp.append(spec)  # run together below: one process launch per seed
                 continue
@@ -747,8 +873,11 @@ def run_lab(
             for spec, result in zip(ddp, merged):
                 result["wall_seconds"] = round((time.perf_counter() - t0) / len(ddp), 1)
                 runs.append(_log_run(result, spec["run"], log))
+        if cfg.controls:
+            runs += _control_runs(cfg, corpus, seed, work, cache, log)
     summary = summarise(cfg, runs)
     results = {
+        "controls": summarise_controls(runs),
         "command": command,
         "config": asdict(cfg),
         "seconds": round(time.perf_counter() - started, 1),
@@ -785,7 +914,8 @@ def _log_run(result: dict[str, Any], name: str, log: Any) -> dict[str, Any]:
     log(
         f"[lab] seed {result['seed']} {name:<24} {result['wall_seconds']:6.1f}s steps={result['global_step']:<4} "
         f"val_acc={_fmt(result.get('val_acc'))} test_acc={_fmt(result.get('test_acc'))} "
-        f"validator={result['validator_rules']} monitor={[d['symptom'] for d in result['monitor_diagnoses']]}"
+        f"validator={result['validator_rules']} monitor="
+        f"{[(d['symptom'], d['suspected_rule'], d['step']) for d in result['monitor_diagnoses']]}"
         + (f" error={result['error']['type']}" if result["error"] else ""),
         flush=True,
     )
@@ -850,9 +980,51 @@ def summarise(cfg: LabConfig, runs: list[dict[str, Any]]) -> dict[str, Any]:
                     ],
                     "correct_validator_rules": correct["validator_rules"],
                     "correct_monitor": [d["symptom"] for d in correct["monitor_diagnoses"]],
+                    **_monitor_verdict(faulty, case, cfg.max_steps),
+                    "rel_inflation_correct": _rel_inflation(correct),
+                    "rel_inflation_faulty": _rel_inflation(faulty),
                 }
             )
         out[name] = {"case": asdict(case), "per_seed": rows, "aggregate": _aggregate(rows, cfg.max_steps)}
+    return out
+
+
+def _monitor_verdict(run: dict[str, Any], case: Case, max_steps: int) -> dict[str, Any]:
+    """When the monitor first named the right order error, and what else it named."""
+    right = [d["step"] for d in run["monitor_diagnoses"] if d["suspected_rule"] in case.expected_rules]
+    wrong = sorted(
+        {d["suspected_rule"] for d in run["monitor_diagnoses"] if d["suspected_rule"]}
+        - set(case.expected_rules)
+    )
+    step = min(right) if right else None
+    return {
+        "monitor_right": bool(right),
+        "monitor_right_step": step,
+        "monitor_saved_pct": (100.0 * (1 - step / max_steps)) if step is not None else None,
+        "monitor_wrong_rules": wrong,
+    }
+
+
+def _rel_inflation(run: dict[str, Any]) -> float | None:
+    """Validation accuracy relative to held-out test accuracy, in percent above it."""
+    if not run.get("val_acc") or not run.get("test_acc"):
+        return None
+    return 100.0 * (run["val_acc"] / run["test_acc"] - 1.0)
+
+
+def summarise_controls(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per correct or control run kind: runs, runs with any diagnosis, runs naming an order error."""
+    out: dict[str, Any] = {}
+    for run in runs:
+        if run["case"] not in BASELINES and run["case"] not in CONTROLS:
+            continue
+        entry = out.setdefault(
+            run["case"], {"runs": 0, "diagnosed": 0, "order_error_named": 0, "symptoms": []}
+        )
+        entry["runs"] += 1
+        entry["diagnosed"] += bool(run["monitor_diagnoses"])
+        entry["order_error_named"] += any(d["suspected_rule"] for d in run["monitor_diagnoses"])
+        entry["symptoms"] = sorted({*entry["symptoms"], *(d["symptom"] for d in run["monitor_diagnoses"])})
     return out
 
 
@@ -913,6 +1085,12 @@ def _aggregate(rows: list[dict[str, Any]], max_steps: int) -> dict[str, Any]:
     agg["rank_val_loss_faulty"] = [_mean_std(values) for values in zip(*per_rank)] if per_rank else []
     agg["validator_hits"] = sum(r["validator_expected_hit"] and r["validator_before_step_1"] for r in rows)
     agg["monitor_hits"] = sum(bool(r["monitor"]) for r in rows)
+    agg["monitor_right_hits"] = sum(r["monitor_right"] for r in rows)
+    agg["monitor_right_step"] = _mean_std([r["monitor_right_step"] for r in rows])
+    agg["monitor_saved_pct"] = _mean_std([r["monitor_saved_pct"] for r in rows])
+    agg["monitor_wrong_rules"] = sorted({w for r in rows for w in r["monitor_wrong_rules"]})
+    agg["rel_inflation_correct"] = _mean_std([r["rel_inflation_correct"] for r in rows])
+    agg["rel_inflation_faulty"] = _mean_std([r["rel_inflation_faulty"] for r in rows])
     firsts = [min(d[1] for d in r["monitor"]) for r in rows if r["monitor"]]
     agg["monitor_first_step"] = _mean_std(firsts)
     agg["monitor_symptoms"] = sorted({d[0] for r in rows for d in r["monitor"]})
@@ -979,7 +1157,13 @@ def _measured_impact(name: str, agg: dict[str, Any]) -> str:
             f"cleaned text is also in train {_pm(agg['acc_overlapping_faulty'], scale=100)} %, on the others "
             f"{_pm(agg['acc_unseen_faulty'], scale=100)} %"
         )
-    return (
+    relative = ""
+    if name.startswith("target-encoding"):
+        relative = (
+            f"validation accuracy above held-out test accuracy by {_pm(agg['rel_inflation_faulty'], '{:+.1f}')} % "
+            f"(relative; correct: {_pm(agg['rel_inflation_correct'], '{:+.1f}')} %; claimed 5-15 %); "
+        )
+    return relative + (
         f"val - test acc {_pm(agg['gap_faulty'])} vs {_pm(agg['gap_correct'])} pts "
         f"(inflation {_pm(agg['inflation_pts'], '{:+.1f}')} pts); val acc "
         f"{_pm(agg['val_acc_faulty'], scale=100)} vs {_pm(agg['val_acc_correct'], scale=100)} %{overlap}"
@@ -1026,22 +1210,32 @@ def render_tables(results: dict[str, Any]) -> str:
     lines += [
         "",
         "| order error | expected rule | validator: rules warned (seed 0) | flagged before step 1 | "
-        "monitor: first diagnosis (step) | correct runs flagged |",
-        "|---|---|---|---|---|---|",
+        "monitor: right error named | first right diagnosis (step) | step budget saved | "
+        "monitor named otherwise | correct runs flagged |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for name, entry in summary.items():
         case, agg, rows = entry["case"], entry["aggregate"], entry["per_seed"]
         first = rows[0]["validator_rules"] if rows else []
-        monitor = (
-            f"{', '.join(agg['monitor_symptoms'])} in {agg['monitor_hits']}/{agg['seeds']} seeds, "
-            f"step {_pm(agg['monitor_first_step'], '{:.0f}')}"
-            if agg["monitor_hits"]
-            else f"none in {agg['seeds']} seeds"
-        )
+        symptoms = f" ({', '.join(agg['monitor_symptoms'])})" if agg["monitor_right_hits"] else ""
         lines.append(
             f"| {name} | {' or '.join(case['expected_rules'])} | {', '.join(first) or 'none'} | "
-            f"{agg['validator_hits']}/{agg['seeds']} | {monitor} | {agg['false_alarms_correct']}/{agg['seeds']} |"
+            f"{agg['validator_hits']}/{agg['seeds']} | {agg['monitor_right_hits']}/{agg['seeds']}{symptoms} | "
+            f"{_pm(agg['monitor_right_step'], '{:.0f}')} | {_pm(agg['monitor_saved_pct'], '{:.0f}')} % | "
+            f"{', '.join(agg['monitor_wrong_rules']) or 'nothing'} | {agg['false_alarms_correct']}/{agg['seeds']} |"
         )
+    controls = results.get("controls") or {}
+    if controls:
+        lines += [
+            "",
+            "| correct or control run | runs | runs with any diagnosis | runs naming an order error | symptoms |",
+            "|---|---|---|---|---|",
+        ]
+        for name, entry in controls.items():
+            lines.append(
+                f"| {name} | {entry['runs']} | {entry['diagnosed']} | {entry['order_error_named']} | "
+                f"{', '.join(entry['symptoms']) or '-'} |"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -1122,6 +1316,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any] | None:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output folder (default docs/lab/)")
     parser.add_argument("--work", type=Path, help="keep corpora and caches here (default: a temp folder)")
     parser.add_argument("--label-noise", type=float, help="share of texts with a random label (default 0.2)")
+    parser.add_argument(
+        "--no-controls", action="store_true", help="skip random labels, BoringModel, hand-written"
+    )
     parser.add_argument("--tiny", action="store_true", help="the test configuration (small, fast, 1 seed)")
     parser.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -1142,6 +1339,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any] | None:
         cfg.label_noise = args.label_noise
     if args.cases:
         cfg.cases = list(args.cases)
+    if args.no_controls:
+        cfg.controls = False
     work = args.work or Path(tempfile.mkdtemp(prefix="order_lab_"))
     try:
         command = " ".join(["python benchmarks/order_lab.py", *(argv if argv is not None else sys.argv[1:])])

@@ -37,7 +37,11 @@ def _dataset(dm: Any, split: str) -> tuple[Any, Any]:
     if isinstance(loader, (list, tuple)):
         loader = loader[0] if loader else None
     dataset = getattr(loader, "dataset", None)
-    if dataset is None or isinstance(dataset, torch.utils.data.IterableDataset) or not hasattr(dataset, "__len__"):
+    if (
+        dataset is None
+        or isinstance(dataset, torch.utils.data.IterableDataset)
+        or not hasattr(dataset, "__len__")
+    ):
         return None, None
     return dataset, getattr(loader, "collate_fn", None) or torch.utils.data.default_collate
 
@@ -163,9 +167,7 @@ def _hash_stacked(items: list[Any]) -> list[tuple[int | None, int, int | None]] 
     item_max = None
     if max_id is not None:
         item_max = max_id  # the chunk's largest id: only the maximum over all items is used
-    return [
-        (None if r is None else int(r), int(i), item_max) for r, i in zip(row_hashes, input_hashes)
-    ]
+    return [(None if r is None else int(r), int(i), item_max) for r, i in zip(row_hashes, input_hashes)]
 
 
 def _looks_like_ids(path: str) -> bool:

@@ -1,14 +1,14 @@
 """``SymptomMonitor``: diagnose order errors from training signals while ``fit`` runs.
 
 The callback only gathers numbers and acts; the verdicts come from the pure detectors of
-:mod:`lightning_order.checks.symptoms`. It is built to be cheap on a real cluster:
-
-* losses are kept as detached tensors and converted to numbers once every
-  ``check_every_n_steps`` steps (one host-device sync per check, none per step);
-* every window is a bounded ``deque``; the unknown-token count is accumulated on the device;
-* one all-gather of a small vector per check carries each rank's loss summary and the symptoms
-  it saw, so every rank takes the same stop decision;
-* timings use the host clock; memory readings use the allocator's host-side counter.
+:mod:`lightning_order.checks.symptoms`. Cheap on a real cluster: losses stay detached tensors,
+converted once every ``check_every_n_steps`` (one host-device sync per check, none per step);
+windows are bounded; unknown tokens and input statistics are summed on the device; one
+all-gather of a small vector per check (each rank's recent losses and the symptoms it saw, so all
+ranks decide alike), and under DDP one per validation (each rank's input statistics).
+A symptom is attributed to an order error only where the run's facts separate the two
+(:func:`~lightning_order.checks.symptoms.attribute`): what an ``OrderValidator`` in the same
+Trainer found, the datamodule's ledger, whether the data keeps a vocabulary and of which kind.
 """
 
 from __future__ import annotations
@@ -27,57 +27,49 @@ from pytorch_lightning.callbacks.callback import Callback
 from pytorch_lightning.utilities.rank_zero import rank_zero_info
 from typing_extensions import override
 
+from lightning_order.callbacks._monitor_facts import (
+    InputStats,
+    UnknownCounter,
+    format_report,
+    gather_facts,
+    kwargs_for,
+    log_metrics,
+    resolve_thresholds,
+    seen_elsewhere,
+    to_host,
+    unk_id,
+)
 from lightning_order.checks.symptoms import (
     SYMPTOMS,
     Diagnosis,
+    RunFacts,
+    attribute,
     detect_data_starvation,
     detect_early_oscillation,
+    detect_input_shift,
     detect_memory_swing,
     detect_plateau,
     detect_rank_divergence,
     detect_train_val_gap,
+    rank_input_shift,
 )
 from lightning_order.errors import OrderWarning
 
 __all__ = ["SymptomMonitor"]
 
 _CODES = tuple(SYMPTOMS)
-_DETECTOR_DEFAULTS: dict[str, dict[str, float]] = {
-    "early-oscillation": {"warmup_steps": 5, "window": 40},
-    "plateau": {"warmup_steps": 20, "window": 60},
-    "data-starvation": {"min_steps": 20},
-    "memory-swing": {"min_steps": 20},
-}
+_INPUT_COLUMNS = 64  # input columns compared across ranks (a fixed width: one all-gather shape)
 
 
 class SymptomMonitor(Callback):
     """Watches training signals and names the order error behind a symptom.
 
-    Symptoms (codes of :data:`~lightning_order.checks.symptoms.SYMPTOMS`) and their default
-    thresholds (each one's meaning is in its detector's docstring; calibration figures are in
-    ``docs/troubleshooting.md``):
-
-    * ``early-oscillation`` (steps 5-45): at least 6 step-to-step changes above 50% of the median
-      loss, at least half of them flipping sign, and a spread of at least 1x the median.
-    * ``plateau``: after 20 warm-up steps, less than 2% improvement over 60 steps while still
-      within 25% of the starting loss; or more than 0.2% unknown input tokens.
-    * ``rank-divergence`` (DDP, from the per-rank per-step losses all-gathered every check, over
-      the last ``divergence_window`` steps): the extreme ranks' paired step-by-step difference
-      exceeds 5 standard errors and 15% of the mean loss, at ``divergence_patience`` checks in a
-      row, after ``divergence_warmup_steps``.
-    * ``train-val-gap`` (at each validation): validation loss at or below the recent train loss
-      in each of the first 3 validations while the train loss halved and the validation loss
-      fell at least 1/1.5 as fast (leakage); or validation loss at least 3x the train loss and
-      0.5 nats above it (overfitting). The train loss is the mean of the last
-      ``check_every_n_steps`` steps before the validation.
-    * ``data-starvation``: over the last 20+ steps, a median of more than 50% of each step's wall
-      time spent waiting for the batch, with a median wait above 20 ms.
-    * ``memory-swing`` (CUDA only): a median step-to-step change of allocated memory above 25% of
-      its median and above 256 MiB.
-
-    Each symptom is diagnosed once per run. Override a threshold with ``thresholds``, e.g.
-    ``SymptomMonitor(thresholds={"plateau": {"max_unk_rate": 0.1}})`` (keys: the detector's
-    keyword arguments).
+    Symptoms (:data:`~lightning_order.checks.symptoms.SYMPTOMS`), each against the run's own
+    baseline: early oscillation, a loss that does not fall or unknown tokens, ranks that differ
+    (losses; validation inputs), train against validation, data starvation, memory swings. What
+    each computes, its defaults and its false-alarm rate: ``docs/troubleshooting.md``. Each is
+    diagnosed once per run; windows start afresh at every ``fit``. Override a threshold with
+    ``thresholds``, e.g. ``{"plateau": {"max_unk_rate": 0.1}}`` (the detector's keywords).
 
     Args:
         on_symptom: ``"warn"`` issues an :class:`~lightning_order.errors.OrderWarning` per
@@ -121,16 +113,10 @@ class SymptomMonitor(Callback):
             raise ValueError(f"on_symptom must be 'warn' or 'stop', got {on_symptom!r}")
         if check_every_n_steps < 1:
             raise ValueError(f"check_every_n_steps must be >= 1, got {check_every_n_steps}")
-        unknown = [s for s in (symptoms or []) + list(thresholds or {}) if s not in SYMPTOMS]
-        if unknown:
-            raise ValueError(f"unknown symptom code(s) {unknown}; expected some of {', '.join(SYMPTOMS)}")
         self.on_symptom = on_symptom
         self.check_every_n_steps = check_every_n_steps
         self.symptoms = tuple(symptoms) if symptoms is not None else _CODES
-        self.thresholds = {
-            code: {**_DETECTOR_DEFAULTS.get(code, {}), **(thresholds or {}).get(code, {})}
-            for code in SYMPTOMS
-        }
+        self.thresholds = resolve_thresholds(symptoms, thresholds)
         self.divergence_patience = divergence_patience
         self.divergence_warmup_steps = divergence_warmup_steps
         self.divergence_window = divergence_window
@@ -140,7 +126,13 @@ class SymptomMonitor(Callback):
         self.checkpoint_dir = checkpoint_dir
         self.gpu_hour_price = gpu_hour_price
         self.verbose = verbose
+        self._key: str | None = None
 
+        self._reset_run()
+
+    # -- set-up ----------------------------------------------------------------------------
+    def _reset_run(self) -> None:
+        """A fresh run: no diagnoses, empty windows (a checkpoint's state is loaded after this)."""
         self.diagnoses: list[Diagnosis] = []
         #: the path of the pause checkpoint, once the monitor stopped the run.
         self.pause_path: str | None = None
@@ -149,46 +141,57 @@ class SymptomMonitor(Callback):
         self._epoch_val: list[float] = []
         self._elapsed_before = 0.0
         self._fit_start: float | None = None
+        self._facts: RunFacts | None = None
+        self._seen: tuple[int, set[str]] = (0, set())
+        #: per validation under DDP: the largest shift between the ranks' validation inputs.
+        self.input_shifts: list[float | None] = []
 
-    # -- set-up ----------------------------------------------------------------------------
     def _reset_windows(self) -> None:
         osc, plat = self.thresholds["early-oscillation"], self.thresholds["plateau"]
         self._batches = 0
         self._pending: list[torch.Tensor] = []
         self._early: list[float] = []
+        self._early_judged = False
         self._early_len = int(osc["warmup_steps"] + osc["window"])
         self._start: list[float] = []
         self._start_len = int(plat["warmup_steps"])
         self._recent: deque[float] = deque(maxlen=int(plat["window"]))
+        self._unk_id: int | None = self.unk_token_id
+        self._cuda = False
         self._waits: deque[float] = deque(
             maxlen=max(int(self.thresholds["data-starvation"]["min_steps"]), 50)
         )
         self._steps: deque[float] = deque(maxlen=self._waits.maxlen)
         self._memory: deque[float] = deque(maxlen=max(int(self.thresholds["memory-swing"]["min_steps"]), 50))
-        self._unk: torch.Tensor | None = None
-        self._tokens: torch.Tensor | None = None
+        self._unknown = UnknownCounter()
         self._unk_rate: float | None = None
         self._batch_start: float | None = None
         self._last_end: float | None = None
         self._divergent_checks = 0
         self._rank_losses: deque[list[float]] = deque(maxlen=self.divergence_window)
+        self._val_inputs = InputStats()
 
     @property
+    @override
     def state_key(self) -> str:
-        return self._generate_state_key(
-            on_symptom=self.on_symptom, check_every_n_steps=self.check_every_n_steps
-        )
+        # Lightning asks for it at every hook call: built once from the identifying arguments.
+        if self._key is None:
+            self._key = self._generate_state_key(
+                on_symptom=self.on_symptom, check_every_n_steps=self.check_every_n_steps
+            )
+        return self._key
+
+    @override
+    def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
+        # Before Lightning restores callback states: a resumed run gets its state back after this.
+        if stage == "fit":
+            self._reset_run()
 
     @override
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._fit_start = time.perf_counter()
-        if self.unk_token_id is None:
-            tokenizer = (
-                getattr(trainer.datamodule, "tokenizer", None) if trainer.datamodule is not None else None
-            )
-            token_to_id = getattr(tokenizer, "token_to_id", None)
-            if callable(token_to_id):
-                self.unk_token_id = token_to_id(self.unk_token)
+        self._unk_id = unk_id(trainer.datamodule, self.unk_token, self.unk_token_id)
+        self._cuda = pl_module.device.type == "cuda" and "memory-swing" in self.symptoms
 
     # -- gathering -------------------------------------------------------------------------
     @override
@@ -198,6 +201,22 @@ class SymptomMonitor(Callback):
     @override
     def on_validation_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._last_end = None  # validation time is no wait for a training batch
+        self._val_inputs = InputStats()
+
+    @override
+    def on_validation_batch_start(
+        self,
+        trainer: pl.Trainer,
+        pl_module: pl.LightningModule,
+        batch: Any,
+        batch_idx: int,
+        dataloader_idx: int = 0,
+    ) -> None:
+        if self._compare_inputs(trainer) and not trainer.sanity_checking:
+            self._val_inputs.add(batch)
+
+    def _compare_inputs(self, trainer: pl.Trainer) -> bool:
+        return trainer.world_size > 1 and "rank-divergence" in self.symptoms
 
     @override
     def on_train_batch_start(
@@ -209,20 +228,11 @@ class SymptomMonitor(Callback):
         else:
             self._waits.append(-1.0)  # placeholder: keeps waits and step times aligned
         self._batch_start = now
-        if self.unk_token_id is not None and "plateau" in self.symptoms and isinstance(batch, Mapping):
-            self._count_unknown(batch)
-
-    def _count_unknown(self, batch: Mapping[str, Any]) -> None:
-        ids = batch.get("input_ids")
-        if not isinstance(ids, torch.Tensor):
-            return
-        mask = batch.get("attention_mask")
-        real = mask.bool() if isinstance(mask, torch.Tensor) else torch.ones_like(ids, dtype=torch.bool)
-        unk = ((ids == self.unk_token_id) & real).sum()
-        tokens = real.sum()
-        # Accumulated on the batch's device; read once per check.
-        self._unk = unk if self._unk is None else self._unk + unk
-        self._tokens = tokens if self._tokens is None else self._tokens + tokens
+        # Unknown tokens are counted on the last batch before each check: a sample of one batch in
+        # k keeps the rate's precision (thousands of tokens per check) at a k-th of the cost.
+        last = (self._batches + 1) % self.check_every_n_steps == 0
+        if last and self._unk_id is not None and "plateau" in self.symptoms:
+            self._unknown.add(batch, self._unk_id)
 
     @override
     def on_train_batch_end(
@@ -230,10 +240,10 @@ class SymptomMonitor(Callback):
     ) -> None:
         if self._batch_start is not None:
             self._steps.append(time.perf_counter() - self._batch_start)
-        loss = outputs.get("loss") if isinstance(outputs, Mapping) else outputs
+        loss = outputs.get("loss") if isinstance(outputs, dict | Mapping) else outputs
         if isinstance(loss, torch.Tensor):
-            self._pending.append(loss.detach().reshape(()).float())
-        if pl_module.device.type == "cuda" and "memory-swing" in self.symptoms:
+            self._pending.append(loss.detach())
+        if self._cuda:
             self._memory.append(float(torch.cuda.memory_allocated(pl_module.device)))
         self._batches += 1
         if self._batches % self.check_every_n_steps == 0:
@@ -244,7 +254,7 @@ class SymptomMonitor(Callback):
         """Converts the pending loss tensors: the only host-device sync, once per check."""
         if not self._pending:
             return []
-        values = torch.stack(self._pending).cpu().tolist()
+        values, counts = to_host(self._pending, self._unknown.take())
         self._pending.clear()
         for value in values:
             if len(self._early) < self._early_len:
@@ -252,10 +262,7 @@ class SymptomMonitor(Callback):
             if len(self._start) < self._start_len:
                 self._start.append(value)
             self._recent.append(value)
-        if self._unk is not None and self._tokens is not None:
-            unk, tokens = (int(v) for v in torch.stack([self._unk, self._tokens]).cpu().tolist())
-            self._unk_rate = unk / tokens if tokens else None
-            self._unk = self._tokens = None
+        self._unk_rate = self._unknown.update(counts, self._unk_rate)
         return values
 
     # -- checking --------------------------------------------------------------------------
@@ -263,13 +270,22 @@ class SymptomMonitor(Callback):
         step = trainer.global_step
         found: list[Diagnosis | None] = []
         kw = self.thresholds
-        if self._want("early-oscillation") and len(self._early) <= self._early_len:
+        if self._want("early-oscillation") and not self._early_judged:
+            self._early_judged = len(self._early) >= self._early_len  # its window is final: judged once more
             found.append(detect_early_oscillation(self._early, step=step, **kw["early-oscillation"]))
         if self._want("plateau") and len(self._start) >= self._start_len:
             seen = self._batches
             values = self._start + (list(self._recent) if seen >= self._start_len + len(self._recent) else [])
-            found.append(detect_plateau(values, step=step, unk_rate=self._unk_rate, **kw["plateau"]))
-        if self._want("data-starvation"):
+            baseline = 0.0 if self._run_facts(trainer).vocab_kind == "subword" else None
+            found.append(
+                detect_plateau(
+                    values, step=step, unk_rate=self._unk_rate, unk_baseline=baseline, **kw["plateau"]
+                )
+            )
+        # Cheap gate first: no wait above the detector's least median wait, no starvation.
+        if self._want("data-starvation") and max(self._waits, default=0.0) > kw["data-starvation"].get(
+            "min_wait_s", 0.02
+        ):
             pairs = [(w, s) for w, s in zip(self._waits, self._steps) if w >= 0]
             found.append(
                 detect_data_starvation(
@@ -278,110 +294,108 @@ class SymptomMonitor(Callback):
             )
         if self._want("memory-swing") and self._memory:
             found.append(detect_memory_swing(list(self._memory), step=step, **kw["memory-swing"]))
-        return [d for d in found if d is not None]
+        return self._attributed(trainer, found)
+
+    def _run_facts(self, trainer: pl.Trainer) -> RunFacts:
+        """The run's facts, read once (after the validator's checks before step 1)."""
+        if self._facts is None:
+            self._facts = gather_facts(trainer)
+        return self._facts
+
+    def _attributed(self, trainer: pl.Trainer, found: list[Diagnosis | None]) -> list[Diagnosis]:
+        facts = self._run_facts(trainer)
+        out = [attribute(d, facts) for d in found if d is not None]
+        return [d for d in out if d is not None]
 
     def _want(self, code: str) -> bool:
-        return code in self.symptoms and not any(d.symptom == code for d in self.diagnoses)
+        if len(self.diagnoses) != self._seen[0]:  # the diagnosed symptoms, recounted when they change
+            self._seen = (len(self.diagnoses), {d.symptom for d in self.diagnoses})
+        return code in self.symptoms and code not in self._seen[1]
 
     def _check(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         values = self._flush()
-        local = self._local_checks(trainer)
-        # One small all-gather: this rank's losses of the last k steps and the symptoms it saw.
+        new = self._local_checks(trainer)
+        if trainer.world_size > 1:  # on one process there is nothing to gather or compare
+            new += self._across_ranks(trainer, pl_module, values, new)
+        log_metrics(trainer, self, trainer.world_size)
+        self._act(trainer, new)
+
+    def _across_ranks(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, values: list[float], local: list[Diagnosis]
+    ) -> list[Diagnosis]:
+        """One small all-gather: this rank's losses of the last k steps and the symptoms it saw."""
         k = self.check_every_n_steps
         recent = [math.nan] * (k - len(values[-k:])) + values[-k:]
         flags = [1.0 if any(d.symptom == code for d in local) else 0.0 for code in _CODES]
         vector = torch.tensor([*recent, *flags], device=pl_module.device, dtype=torch.float32)
-        gathered = trainer.strategy.all_gather(vector)
-        rows = gathered.reshape(-1, vector.numel()).cpu().tolist()
+        rows = trainer.strategy.all_gather(vector).reshape(-1, vector.numel()).cpu().tolist()
         for index in range(k):  # one entry per step: every rank's loss at that step
             self._rank_losses.append([row[index] for row in rows])
-
         diverged = None
-        if self._want("rank-divergence") and len(rows) > 1 and self._batches >= self.divergence_warmup_steps:
+        if self._want("rank-divergence") and self._batches >= self.divergence_warmup_steps:
             candidate = detect_rank_divergence(
                 [list(column) for column in zip(*self._rank_losses)],
                 step=trainer.global_step,
-                **self.thresholds["rank-divergence"],
+                **kwargs_for(detect_rank_divergence, self.thresholds["rank-divergence"]),
             )
             self._divergent_checks = self._divergent_checks + 1 if candidate else 0
             if self._divergent_checks >= self.divergence_patience:
                 diverged = candidate
-        new = list(local)
-        if diverged is not None:
-            new.append(diverged)
+        new = self._attributed(trainer, [diverged])
         # Symptoms other ranks saw and this one did not: recorded so that all ranks act alike.
-        for index, code in enumerate(_CODES):
-            ranks = [r for r, row in enumerate(rows) if row[k + index] > 0]
-            if ranks and self._want(code) and not any(d.symptom == code for d in new):
-                new.append(
-                    Diagnosis(
-                        code,
-                        trainer.global_step,
-                        SYMPTOMS[code].suspected_rule,
-                        {
-                            "ranks": ranks,
-                            "note": "seen on another rank; its numbers are in that rank's warning",
-                        },
-                        f"rank(s) {ranks} saw {code}",
-                    )
-                )
-        self._log(trainer, rows)
-        self._act(trainer, new)
+        wanted = [c for c in _CODES if self._want(c) and not any(d.symptom == c for d in [*local, *new])]
+        return new + seen_elsewhere([row[k:] for row in rows], _CODES, wanted, trainer.global_step)
 
     @override
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        if trainer.sanity_checking or "train-val-gap" not in self.symptoms:
+        if trainer.sanity_checking:
             return
+        found = self._input_shift(trainer, pl_module)
+        if "train-val-gap" in self.symptoms:
+            found += self._train_val_gap(trainer)
+        self._act(trainer, found)
+
+    def _input_shift(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> list[Diagnosis]:
+        """Under DDP: the ranks' validation input statistics against each other (shares of one split)."""
+        if not self._compare_inputs(trainer) or not self._want("rank-divergence"):
+            return []
+        width = _INPUT_COLUMNS
+        vector = self._val_inputs.vector(width, pl_module.device)
+        rows = trainer.strategy.all_gather(vector).reshape(-1, vector.numel()).cpu().tolist()
+        val = [{"mean": r[:width], "std": r[width:]} for r in rows]
+        measured = rank_input_shift(val)
+        self.input_shifts.append(measured[0] if measured else None)
+        shift = detect_input_shift(
+            val,
+            step=trainer.global_step,
+            **kwargs_for(detect_input_shift, self.thresholds["rank-divergence"]),
+        )
+        return self._attributed(trainer, [shift])
+
+    def _train_val_gap(self, trainer: pl.Trainer) -> list[Diagnosis]:
         self._flush()
         val = trainer.callback_metrics.get(self.val_metric)
         recent = list(self._recent)[-self.check_every_n_steps :]
         if val is None or not recent:
-            return
+            return []
         self._epoch_train.append(sum(recent) / len(recent))
         self._epoch_val.append(float(val))
         found = None
         if self._want("train-val-gap"):
-            found = detect_train_val_gap(
+            gap = detect_train_val_gap(
                 self._epoch_train,
                 self._epoch_val,
                 step=trainer.global_step,
                 **self.thresholds["train-val-gap"],
             )
+            found = next(iter(self._attributed(trainer, [gap])), None)
         # Every rank reaches validation end: take the decision together.
         anywhere = trainer.strategy.reduce_boolean_decision(found is not None, all=False)
         if anywhere and found is None and self._want("train-val-gap"):
-            found = Diagnosis(
-                "train-val-gap",
-                trainer.global_step,
-                SYMPTOMS["train-val-gap"].suspected_rule,
-                {"note": "seen on another rank"},
-                "another rank saw a train-val gap",
-            )
-        self._act(trainer, [found] if found is not None else [])
+            return seen_elsewhere([[1.0]], ["train-val-gap"], ["train-val-gap"], trainer.global_step)
+        return [found] if found is not None else []
 
     # -- acting ----------------------------------------------------------------------------
-    def _log(self, trainer: pl.Trainer, rows: list[list[float]]) -> None:
-        if not trainer.loggers or not trainer.is_global_zero:
-            return
-        metrics: dict[str, float] = {"symptom/diagnoses": float(len(self.diagnoses))}
-        pairs = [(w, s) for w, s in zip(self._waits, self._steps) if w >= 0]
-        if pairs:
-            metrics["symptom/wait_share"] = sum(w / (w + s) if w + s > 0 else 0.0 for w, s in pairs) / len(
-                pairs
-            )
-        if self._unk_rate is not None:
-            metrics["symptom/unk_rate"] = self._unk_rate
-        if len(rows) > 1 and self._rank_losses:
-            columns = [[v for v in column if math.isfinite(v)] for column in zip(*self._rank_losses)]
-            means = [sum(c) / len(c) for c in columns if c]
-            center = sum(means) / len(means) if means else 0.0
-            if len(means) > 1 and center:
-                metrics["symptom/rank_loss_spread"] = (max(means) - min(means)) / abs(center)
-        if self._memory:
-            metrics["symptom/memory_allocated_mib"] = self._memory[-1] / 2**20
-        for logger in trainer.loggers:
-            logger.log_metrics(metrics, step=trainer.global_step)
-
     def _act(self, trainer: pl.Trainer, new: list[Diagnosis]) -> None:
         if not new:
             return
@@ -405,13 +419,7 @@ class SymptomMonitor(Callback):
 
     def report(self) -> str:
         """The diagnoses as readable text (what is printed at the end of fit)."""
-        if not self.diagnoses:
-            return "SymptomMonitor: no symptom of an order error seen."
-        lines = [f"SymptomMonitor: {len(self.diagnoses)} symptom(s) of an order error:"]
-        lines += [f"  {number}. {d.describe()}" for number, d in enumerate(self.diagnoses, start=1)]
-        if self.pause_path:
-            lines.append(f"  The run was paused: {self.pause_path}; see lightning_order.recover().")
-        return "\n".join(lines)
+        return format_report(self.diagnoses, self.pause_path)
 
     @override
     def on_fit_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:

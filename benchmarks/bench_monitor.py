@@ -1,0 +1,191 @@
+"""What SymptomMonitor costs per training step, side by side with an empty callback, in one run.
+
+A small MLP on token ids and float features (a batch shaped like ``OrderedDataModule``'s:
+``input_ids``, ``attention_mask``, ``features``, ``labels``) is fitted for ``--steps`` steps. A
+rotating callback puts, step by step in turn, nothing, an empty callback, and a
+``SymptomMonitor`` (counting unknown tokens, all symptoms on) in the callback list, so the three
+share one process, one data stream and the same machine load. Each step is timed on the wall
+clock and on this thread's CPU clock (torch runs single-threaded here: other processes on a
+shared machine cannot inflate it). The overhead of a variant is its mean step time relative to
+the steps with nothing, over the steps after a warm-up; the mean, not the median, because the
+monitor's work is concentrated in one step out of ``check_every_n_steps`` (the check) and a
+median would hide it. Each figure is the median over ``--repeats`` runs.
+
+It also states the monitor's collective calls: one all-gather per check (``k`` losses and the
+symptom flags per rank) and, under DDP, one per validation (the ranks' validation input
+statistics); on one process they return at once.
+
+Example:
+    python benchmarks/bench_monitor.py --steps 600 --repeats 3 --json bench_monitor.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+import warnings
+from typing import Any
+
+import pytorch_lightning as pl
+import torch
+from pytorch_lightning.callbacks import Callback
+from torch import nn
+from torch.utils.data import DataLoader, Dataset
+
+from lightning_order import SymptomMonitor
+
+warnings.filterwarnings("ignore")
+VARIANTS = ("none", "empty", "monitor")
+
+
+class _Empty(Callback):
+    """A callback with the same hooks as the monitor's per-step ones, doing nothing."""
+
+    def on_train_batch_start(self, *args: Any) -> None:
+        pass
+
+    def on_train_batch_end(self, *args: Any) -> None:
+        pass
+
+
+class _Rotate(Callback):
+    """Times every step and rotates which variant is in the callback list for the next one."""
+
+    def __init__(self, members: dict[str, Callback | None], warmup: int) -> None:
+        self.members, self.warmup = members, warmup
+        self.wall: dict[str, list[float]] = {v: [] for v in VARIANTS}
+        self.cpu: dict[str, list[float]] = {v: [] for v in VARIANTS}
+        self.current = "none"
+        self._start = (0.0, 0.0)
+
+    def on_train_batch_start(self, trainer: pl.Trainer, *args: Any) -> None:
+        self._start = (time.perf_counter(), time.thread_time())
+
+    def on_train_batch_end(self, trainer: pl.Trainer, *args: Any) -> None:
+        wall, cpu = time.perf_counter() - self._start[0], time.thread_time() - self._start[1]
+        if trainer.global_step > self.warmup:
+            self.wall[self.current].append(wall)
+            self.cpu[self.current].append(cpu)
+        member = self.members[self.current]
+        if member is not None:
+            trainer.callbacks.remove(member)
+        self.current = VARIANTS[(VARIANTS.index(self.current) + 1) % len(VARIANTS)]
+        member = self.members[self.current]
+        if member is not None:
+            trainer.callbacks.insert(0, member)  # runs before this timer's on_train_batch_end
+
+
+class _Batches(Dataset):
+    def __init__(self, rows: int, vocab: int = 400, length: int = 64, features: int = 7) -> None:
+        g = torch.Generator().manual_seed(0)
+        self.ids = torch.randint(2, vocab, (rows, length), generator=g)
+        self.ids[:, length // 2 :] = 0  # padding
+        self.features = torch.randn(rows, features, generator=g)
+        self.labels = torch.randint(0, 4, (rows,), generator=g)
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
+        ids = self.ids[i]
+        return {
+            "input_ids": ids,
+            "attention_mask": (ids != 0).long(),
+            "features": self.features[i],
+            "labels": self.labels[i],
+        }
+
+
+class _Model(pl.LightningModule):
+    def __init__(self, vocab: int = 400, width: int = 256) -> None:
+        super().__init__()
+        self.embedding = nn.EmbeddingBag(vocab, 64, padding_idx=0)
+        self.net = nn.Sequential(
+            nn.Linear(64 + 7, width), nn.ReLU(), nn.Linear(width, width), nn.ReLU(), nn.Linear(width, 4)
+        )
+
+    def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        x = torch.cat([self.embedding(batch["input_ids"]), batch["features"]], -1)
+        return nn.functional.cross_entropy(self.net(x), batch["labels"])
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.parameters(), lr=0.01)
+
+
+def _run(steps: int, batch_size: int, warmup: int) -> dict[str, dict[str, float]]:
+    monitor = SymptomMonitor(unk_token_id=1, verbose=False)
+    rotate = _Rotate({"none": None, "empty": _Empty(), "monitor": monitor}, warmup)
+    trainer = pl.Trainer(
+        max_steps=steps,
+        accelerator="cpu",
+        devices=1,
+        callbacks=[rotate],
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
+    trainer.fit(_Model(), DataLoader(_Batches(batch_size * 64), batch_size=batch_size, shuffle=True))
+    return {
+        clock: {v: _trimmed_mean(times[v]) for v in VARIANTS}
+        for clock, times in (("wall", rotate.wall), ("cpu", rotate.cpu))
+    }
+
+
+def _trimmed_mean(values: list[float], top: float = 0.02) -> float:
+    """The mean without the slowest 2 % (preemption by other processes, garbage collection).
+
+    The monitor's checks are one step in ten (10 %), so trimming 2 % keeps their cost in.
+    """
+    kept = sorted(values)[: max(1, int(len(values) * (1 - top)))]
+    return statistics.fmean(kept)
+
+
+def bench(steps: int, repeats: int, batch_size: int, warmup: int = 30) -> dict[str, Any]:
+    """The per-step overhead of an empty callback and of the monitor, relative to no callback."""
+    torch.manual_seed(0)
+    _run(60, batch_size, 10)  # warm-up run: imports, thread pools
+    runs = [_run(steps, batch_size, warmup) for _ in range(repeats)]
+    out: dict[str, Any] = {"steps_per_run": steps, "repeats": repeats, "batch_size": batch_size}
+    for clock in ("cpu", "wall"):
+        out[f"{clock}_step_ms"] = 1e3 * statistics.median(r[clock]["none"] for r in runs)
+        for variant in ("empty", "monitor"):
+            ratios = [100 * (r[clock][variant] / r[clock]["none"] - 1) for r in runs]
+            out[f"{clock}_overhead_percent_{variant}"] = statistics.median(ratios)
+            out[f"{clock}_overhead_percent_{variant}_runs"] = [round(x, 2) for x in ratios]
+    out["all_gathers"] = (
+        "one per check (every check_every_n_steps=10 batches: 10 losses + 6 flags per rank), "
+        "plus under DDP one per validation (64 means + 64 stds per rank): "
+        "steps_per_epoch / 10 + validations_per_epoch"
+    )
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps", type=int, default=600)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--batch-size", type=int, default=64, help="64 gives about a 2 ms step on one CPU thread"
+    )
+    parser.add_argument("--json", help="write the results here")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    result = bench(args.steps, args.repeats, args.batch_size)
+    print(f"step (nothing): {result['cpu_step_ms']:.2f} ms CPU, {result['wall_step_ms']:.2f} ms wall")
+    for variant in ("empty", "monitor"):
+        print(
+            f"{variant:>8}: CPU {result[f'cpu_overhead_percent_{variant}']:+.2f} % "
+            f"(runs {result[f'cpu_overhead_percent_{variant}_runs']}), wall "
+            f"{result[f'wall_overhead_percent_{variant}']:+.2f} % (runs {result[f'wall_overhead_percent_{variant}_runs']})"
+        )
+    print(f"all-gathers: {result['all_gathers']}")
+    if args.json:
+        with open(args.json, "w") as handle:
+            json.dump(result, handle, indent=2)
+
+
+if __name__ == "__main__":
+    main()
