@@ -19,18 +19,25 @@ from __future__ import annotations
 import csv
 import json
 import os
+import random
 import sys
 import tempfile
 import uuid
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pytest
 import xxhash
 
 from lightning_order import OrderedDataModule
+from lightning_order.data import arrow
+from lightning_order.data.arrow import clean_array, key_hash_array, space_class, text_features
+from lightning_order.data.cleaning import clean_text
 from lightning_order.data.demo import demo_rows
+from lightning_order.data.features import engineer_batch
+from lightning_order.data.split import is_val, key_hashes
 
 GOLDEN = Path(__file__).parent / "golden" / "data_fast.json"
 
@@ -165,6 +172,47 @@ def test_same_fingerprints_ledger_and_rows_as_the_per_row_path(snapshots, case):
     for key in ("cache_key", "ledger_fingerprint", "data_fingerprints", "dims", "tokenizer"):
         assert got[key] == want[key], key
     assert got["parts"] == want["parts"]
+
+
+_KERNEL_TEXTS = [
+    *_HOSTILE,
+    "a\u0130b&amp;c",
+    "x\u00df &amp;&lt; y",
+    "&amp;amp;lt; &amp;lt;",
+    "<b\n>x",
+    "a" * 300 + "<" + "b" * 250 + ">",
+    " lead and trail ",
+    "double  space",
+    "",
+    "plain words only",
+    *("".join(chr(random.Random(i).randrange(1, 0x3000)) for _ in range(40)) for i in range(300)),
+]
+
+
+@pytest.mark.parametrize("lowercase", [True, False])
+def test_clean_array_is_clean_text(lowercase):
+    got = clean_array(pa.array(_KERNEL_TEXTS), lowercase).to_pylist()
+    assert got == [clean_text(t, lowercase) for t in _KERNEL_TEXTS]
+
+
+@pytest.mark.parametrize("cleaned", [True, False])
+def test_text_features_are_engineer_batch(cleaned):
+    texts = [clean_text(t) for t in _KERNEL_TEXTS] if cleaned else _KERNEL_TEXTS
+    got = text_features(pa.array(texts))
+    want = engineer_batch({"text": list(texts)}, "text", [])
+    for name, values in got.items():
+        assert values.tolist() == want[name], name
+
+
+def test_key_hashes_are_the_per_row_ones():
+    array = pa.array(_KERNEL_TEXTS)
+    assert (key_hash_array(array, text=True).view(np.int64) == key_hashes(_KERNEL_TEXTS, text=True)).all()
+    flags = (key_hash_array(array, text=True, seed=5) % (1 << 20)).astype(np.int64) < round(0.3 * (1 << 20))
+    assert (flags == is_val(_KERNEL_TEXTS, 0.3, 5, text=True)).all()
+
+
+def test_the_space_class_is_pythons():
+    assert space_class() == arrow._SPACE and space_class(but=" ") == arrow._SPACE_BUT_BLANK
 
 
 def _record(path: Path) -> None:

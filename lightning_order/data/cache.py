@@ -32,6 +32,7 @@ from filelock import FileLock, Timeout
 
 from lightning_order.data.steps import DataState
 from lightning_order.data.storage import CACHE_HINT, file_records, storage_error, verify_files
+from lightning_order.data.tables import save_part
 from lightning_order.errors import CacheWarning, DataError, ManifestError
 from lightning_order.ledger import MANIFEST_NAME, StepLedger
 
@@ -244,7 +245,7 @@ def write_prepared(folder: Path, state: DataState, ledger: StepLedger, dims: Map
     """
     try:
         for name, part in state.parts.items():
-            part.save_to_disk(str(folder / name))
+            save_part(part, folder / name)
         state.tokenizer.save(str(folder / "tokenizer.json"))
         (folder / "statistics.json").write_text(json.dumps(state.statistics, indent=2, sort_keys=True))
     except Exception as err:

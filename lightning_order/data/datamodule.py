@@ -78,7 +78,10 @@ class OrderedDataModule(pl.LightningDataModule):
         max_length: token ids are padded/truncated to this length.
         batch_size: rows per batch in the dataloaders.
         num_workers: dataloader worker processes.
-        num_proc: processes for the batched ``Dataset.map`` steps of preparation.
+        num_proc: processes for the row-wise steps that run through ``Dataset.map`` (a
+            user's own ``clean`` or ``engineer_features``, on at least 20 000 rows); ``None``
+            (the default): every available CPU. The default steps run vectorised in Arrow and
+            the tokenizer uses its own threads.
         cache_dir: the cache root; default ``$LIGHTNING_ORDER_CACHE`` or ``~/.cache/lightning_order``.
         demo_size: rows of the demo corpus (about 190 bytes of text each).
         order: the data steps to run, in order (a permutation or subset of ``load, clean,
@@ -121,7 +124,7 @@ class OrderedDataModule(pl.LightningDataModule):
         max_length: int = 128,
         batch_size: int = 32,
         num_workers: int = 0,
-        num_proc: int = 1,
+        num_proc: int | None = None,
         cache_dir: str | None = None,
         demo_size: int = 20000,
         order: Sequence[str] | None = None,
@@ -202,8 +205,12 @@ class OrderedDataModule(pl.LightningDataModule):
         # The hooks run in num_proc workers: a shallow copy without trainer or data pickles cheaply.
         clone = copy.copy(self)
         clone.__dict__.update(trainer=None, _ledger=None, _tokenizer=None, _train=None, _val=None)
-        hooks = {"clean": CleanRows(clone.clean, self.text_column)}
-        hooks["engineer_features"] = clone.engineer_features
+        # Only overridden row steps are hooks: the default ones run vectorised over Arrow.
+        hooks: dict[str, Any] = {}
+        if "clean" in self.config.overrides:
+            hooks["clean"] = CleanRows(clone.clean, self.text_column)
+        if "engineer_features" in self.config.overrides:
+            hooks["engineer_features"] = clone.engineer_features
         ctx = StepContext(self.config, work=work, hooks=hooks, rank=rank, world_size=world)
         return replace(ctx, feature_names=tuple(self.feature_names))
 
@@ -223,9 +230,10 @@ class OrderedDataModule(pl.LightningDataModule):
         info = {"cache_key": self.cache_key, "order": list(self.order), "per_rank_steps": per_rank}
         ledger = StepLedger(info={**info, "config": identity, "feature_names": self.feature_names})
         state = run_steps(steps, STEPS, self._context(work), DataState(), ledger)
-        shutil.rmtree(work, ignore_errors=True)
         dims = {"num_features": len(self.feature_names), "max_length": self.config.max_length}
+        # write_prepared moves the encoded parts' files out of the scratch folder, then it goes.
         _cache.write_prepared(folder, state, ledger, dims)
+        shutil.rmtree(work, ignore_errors=True)
 
     def _ensure_prepared(self) -> Path:
         # Every file of the cache is verified against the manifest's hashes once per instance.

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -22,8 +22,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import xxhash
 
+from lightning_order.data.arrow import key_hash_array
 from lightning_order.data.config import CODE_VERSION, DataConfig
 from lightning_order.data.steps import ROWS, STEPS, DataState, StepContext, StepResult
+from lightning_order.data.tables import batches, write_split
 from lightning_order.errors import DataError
 from lightning_order.ledger import fingerprint
 
@@ -89,16 +91,27 @@ def split(ctx: StepContext, state: DataState) -> StepResult:
     key = cfg.key_column
     data = state.data
     flags, train_labels, val_labels = [], set(), set()
-    columns = list(dict.fromkeys([key, cfg.label_column]))
-    for batch in data.select_columns(columns).with_format("arrow").iter(batch_size=10000):
-        f = is_val(batch[key].to_pylist(), cfg.val_fraction, cfg.seed, text=cfg.group_column is None)
-        flags.append(f)
-        labels = batch[cfg.label_column]
-        train_labels.update(pc.unique(labels.filter(pa.array(~f))).to_pylist())
-        val_labels.update(pc.unique(labels.filter(pa.array(f))).to_pylist())
-    flag = np.concatenate(flags) if flags else np.zeros(0, dtype=bool)
+    threshold = round(cfg.val_fraction * _BUCKETS)
+
+    def assigned(tables: Iterable[pa.Table]) -> Iterator[tuple[pa.Table, pa.Table]]:
+        for table in tables:
+            keys = table[key]
+            if cfg.group_column is None and keys.null_count == 0:
+                f = (key_hash_array(keys, text=True, seed=cfg.seed) % _BUCKETS).astype(np.int64) < threshold
+            else:
+                f = is_val(keys.to_pylist(), cfg.val_fraction, cfg.seed, text=cfg.group_column is None)
+            flags.append(f)
+            labels = table[cfg.label_column]
+            train_labels.update(pc.unique(labels.filter(pa.array(~f))).to_pylist())
+            val_labels.update(pc.unique(labels.filter(pa.array(f))).to_pylist())
+            yield table.filter(pa.array(~f)), table.filter(pa.array(f))
+
     params = {"val_fraction": cfg.val_fraction, "seed": cfg.seed, "key": key}
     fp = fingerprint("split", CODE_VERSION, dict(ctx.inputs), params)
+    # One pass: each batch is assigned and written, in row order, to the train and val files
+    # (contiguous Arrow: later steps read it sequentially, and no index mapping is kept).
+    written = write_split(assigned(batches(data)), data.features, ctx.work, fp[:8])
+    flag = np.concatenate(flags) if flags else np.zeros(0, dtype=bool)
     digest = fingerprint(fp, hashlib.sha256(np.packbits(flag).tobytes()).hexdigest())
     train_idx, val_idx = np.flatnonzero(~flag), np.flatnonzero(flag)
     for name, idx in (("train", train_idx), ("val", val_idx)):
@@ -121,13 +134,7 @@ def split(ctx: StepContext, state: DataState) -> StepResult:
             step="split",
             column=cfg.label_column,
         )
-    # Flattened: later steps then read contiguous Arrow; iterating an index mapping instead
-    # gathers rows and keeps memory that grows with the data.
-    nproc = cfg.num_proc if cfg.num_proc > 1 else None
-    parts = {
-        name: data.select(idx).flatten_indices(num_proc=nproc, new_fingerprint=fingerprint(fp, name, "rows"))
-        for name, idx in (("train", train_idx), ("val", val_idx))
-    }
+    parts = dict(zip(("train", "val"), written))
     part_fps = {"train": fingerprint(digest, "train"), "val": fingerprint(digest, "val")}
     labels = tuple(sorted(train_labels, key=lambda v: (str(type(v)), v)))
     return StepResult(
