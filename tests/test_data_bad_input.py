@@ -169,7 +169,7 @@ def test_disk_full_while_saving_names_the_save_step(tmp_path, monkeypatch):
     # The encoded parts are published by lightning_order.data.tables.save_part (a move, or
     # save_to_disk for parts that are not one scratch file of their own).
     monkeypatch.setattr(datasets.Dataset, "save_to_disk", full)
-    monkeypatch.setattr("lightning_order.data.cache.save_part", full)
+    monkeypatch.setattr("lightning_order.data.tables.save_part", full)
     dm = OrderedDataModule(cache_dir=str(tmp_path), **TINY_DEMO)
     with pytest.raises(DataError) as info:
         dm.prepare_data()

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 import json
-import shutil
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -21,27 +20,21 @@ import numpy as np
 from tokenizers import Tokenizer
 from torch.utils.data import DataLoader
 
-import lightning_order.data.encode
-import lightning_order.data.load
-import lightning_order.data.shard
-import lightning_order.data.split
-import lightning_order.data.vocab  # noqa: F401
 from lightning_order import _compat as pl
 from lightning_order.data import cache as _cache
+from lightning_order.data import prepare as _prepare
 from lightning_order.data.cleaning import CleanRows, clean_batch
 from lightning_order.data.config import CODE_VERSION, DataConfig, InputHash, TokenizerKind, override_identity
 from lightning_order.data.features import ENGINEERED_FEATURES, engineer_batch
 from lightning_order.data.loaders import BATCH_KEYS, Collate, make_loader
-from lightning_order.data.steps import STEPS, DataState, StepContext, resolve_order, run_steps, split_phases
-from lightning_order.ledger import StepLedger, fingerprint
+from lightning_order.data.steps import STEPS, StepContext, run_steps, split_phases
+from lightning_order.ledger import StepLedger
 from lightning_order.order import STANDARD_PIPELINE, Pipeline
 
 __all__ = ["CODE_VERSION", "DATA_STEPS", "OrderedDataModule"]
 
 #: The data steps of :data:`STANDARD_PIPELINE`, in the mandated order.
 DATA_STEPS: tuple[str, ...] = tuple(STANDARD_PIPELINE.subset(STEPS))
-#: The data form a runnable order must leave: every rank holds its shard.
-_FINAL_FORM = "shard"
 #: The config fields kept as attributes of the same name (subclasses' row steps read them).
 _ATTRIBUTES = ("dataset", "data_files", "text_column", "label_column", "numeric_columns", "group_column")
 _ATTRIBUTES += ("val_fraction", "seed", "lowercase", "demo_size", "demo_sources", "demo_seed")
@@ -153,11 +146,9 @@ class OrderedDataModule(pl.LightningDataModule):
         self.batch_size, self.num_workers, self.cache_dir = int(batch_size), int(num_workers), cache_dir
         self.shuffle, self.enforce = bool(shuffle), bool(enforce)
         self.pipeline = STANDARD_PIPELINE if pipeline is None else pipeline
-        self.order: tuple[str, ...] = resolve_order(
-            order, STEPS, self.pipeline, self.config, enforce=self.enforce, final=_FINAL_FORM
-        )
+        self.order: tuple[str, ...] = _prepare.order_of(self.config, order, self.enforce, self.pipeline)
         #: The pipeline fingerprint: the hash of everything that shapes the prepared data.
-        self.cache_key: str = fingerprint("lightning_order.data", self.config.identity(self.order))
+        self.cache_key: str = _prepare.cache_key(self.config, self.order)
         self._ledger: StepLedger | None = None
         self._tokenizer: Tokenizer | None = None
         self._train: datasets.Dataset | None = None  # this rank's shard, after setup
@@ -198,8 +189,7 @@ class OrderedDataModule(pl.LightningDataModule):
     @property
     def feature_names(self) -> list[str]:
         """The feature vector's columns: the numeric columns, then the engineered ones."""
-        engineered = list(self.engineered_features) if "engineer_features" in self.order else []
-        return [*self.numeric_columns, *engineered]
+        return _prepare.feature_names(self.config, self.order)
 
     def _context(self, work: Path | None = None, world: int = 1, rank: int = 0) -> StepContext:
         # The hooks run in num_proc workers: a shallow copy without trainer or data pickles cheaply.
@@ -223,17 +213,7 @@ class OrderedDataModule(pl.LightningDataModule):
         _cache.prepare_once(self.cache_root, self.cache_key, self._prepare_into)
 
     def _prepare_into(self, folder: Path) -> None:
-        work = folder / "work"
-        work.mkdir()
-        steps, per_rank = split_phases(self.order, STEPS)
-        identity = self.config.identity(self.order)
-        info = {"cache_key": self.cache_key, "order": list(self.order), "per_rank_steps": per_rank}
-        ledger = StepLedger(info={**info, "config": identity, "feature_names": self.feature_names})
-        state = run_steps(steps, STEPS, self._context(work), DataState(), ledger)
-        dims = {"num_features": len(self.feature_names), "max_length": self.config.max_length}
-        # write_prepared moves the encoded parts' files out of the scratch folder, then it goes.
-        _cache.write_prepared(folder, state, ledger, dims)
-        shutil.rmtree(work, ignore_errors=True)
+        _prepare.prepare_into(folder, self.config, self.order, self._context().hooks)
 
     def _ensure_prepared(self) -> Path:
         # Every file of the cache is verified against the manifest's hashes once per instance.
