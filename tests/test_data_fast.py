@@ -174,6 +174,23 @@ def test_same_fingerprints_ledger_and_rows_as_the_per_row_path(snapshots, case):
     assert got["parts"] == want["parts"]
 
 
+def test_key_hash_is_of_the_cleaned_key_when_cleaning_runs_after_the_split(tmp_path):
+    # The split carries its key hashes to encode only while the data is the split's; here clean
+    # runs after the split (enforce=False), so encode hashes the cleaned text itself.
+    import datasets
+
+    order = ["load", "split", "clean", "engineer_features", "fit_features", "build_vocab", "encode", "shard"]
+    dm = OrderedDataModule(
+        demo_size=400, vocab_size=200, max_length=16, cache_dir=str(tmp_path), order=order, enforce=False
+    )
+    dm.prepare_data()
+    cleaned = [t for t in (clean_text(r["text"]) for r in demo_rows(400)) if t]
+    assert dm.ledger.steps()[:3] == ["load", "split", "clean"]
+    for part in ("train", "val"):
+        stored = datasets.load_from_disk(str(dm.cache_path / part))["key_hash"]
+        assert set(stored) <= set(key_hashes(cleaned, text=True).tolist())
+
+
 _KERNEL_TEXTS = [
     *_HOSTILE,
     "a\u0130b&amp;c",

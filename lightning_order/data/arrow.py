@@ -33,7 +33,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import xxhash
 
-__all__ = ["clean_array", "key_hash_array", "replace_rows", "space_class", "text_features", "text_keys"]
+__all__ = [
+    "clean_array",
+    "hash_keys",
+    "key_bytes",
+    "key_hash_array",
+    "replace_rows",
+    "space_class",
+    "text_features",
+    "text_keys",
+]
 
 #: The entities replaced in Arrow; ``&amp;`` last, so no ``&`` it yields is read again.
 _ENTITIES = (
@@ -169,6 +178,31 @@ def text_keys(array: pa.Array) -> pa.Array:
     return keys
 
 
+def key_bytes(array: pa.Array, text: bool) -> list[bytes]:
+    """The UTF-8 bytes each key is hashed from: :func:`text_keys` of texts, else ``str(value)``.
+
+    A text column with nulls keys them as :func:`~.split.text_key` does (``str(None)``).
+    """
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks()
+    if text and array.null_count == 0:
+        return [k.encode("utf-8") for k in text_keys(array).to_pylist()]
+    from lightning_order.data.split import text_key
+
+    if text:
+        return [text_key(k).encode("utf-8") for k in array.to_pylist()]
+    return [str(k).encode("utf-8") for k in array.to_pylist()]
+
+
+def hash_keys(values: list[bytes], seed: int | None = None) -> np.ndarray:
+    """The xxh3-64 hash (uint64) of each key's bytes, with ``seed`` (``None``: unseeded)."""
+    if seed is None:
+        return np.fromiter(map(xxhash.xxh3_64_intdigest, values), dtype=np.uint64, count=len(values))
+    return np.fromiter(
+        (xxhash.xxh3_64_intdigest(v, seed=seed) for v in values), dtype=np.uint64, count=len(values)
+    )
+
+
 def key_hash_array(array: pa.Array, text: bool, seed: int | None = None) -> np.ndarray:
     """The xxh3-64 hash of each key (uint64), as :mod:`~.split` computes it.
 
@@ -177,12 +211,4 @@ def key_hash_array(array: pa.Array, text: bool, seed: int | None = None) -> np.n
         text: the keys are texts (hash :func:`text_keys`), else ``str(value)``.
         seed: the hash's seed (``None``: unseeded, the stored ``key_hash``).
     """
-    if text:
-        values = [k.encode("utf-8") for k in text_keys(array).to_pylist()]
-    else:
-        values = [str(k).encode("utf-8") for k in array.to_pylist()]
-    if seed is None:
-        return np.fromiter(map(xxhash.xxh3_64_intdigest, values), dtype=np.uint64, count=len(values))
-    return np.fromiter(
-        (xxhash.xxh3_64_intdigest(v, seed=seed) for v in values), dtype=np.uint64, count=len(values)
-    )
+    return hash_keys(key_bytes(array, text), seed)

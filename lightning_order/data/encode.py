@@ -25,7 +25,7 @@ from tokenizers import Tokenizer
 
 from lightning_order.data.arrow import key_hash_array
 from lightning_order.data.config import CODE_VERSION, DataConfig
-from lightning_order.data.split import KEY_HASH_COLUMN, key_hashes
+from lightning_order.data.split import CARRIED_KEY_HASH, KEY_HASH_COLUMN, key_hashes
 from lightning_order.data.steps import ROWS, STEPS, DataState, StepContext, StepResult
 from lightning_order.data.tables import batches, write_dataset
 from lightning_order.data.vocab import encode_bounded
@@ -88,6 +88,9 @@ class Encoder:
         self.mean = None if mean is None else np.asarray(mean, dtype=np.float64)
         self.std = None if std is None else np.asarray(std, dtype=np.float64)
         self._tokenizer: Tokenizer | None = None
+        #: Take ``key_hash`` from the split's :data:`~.split.CARRIED_KEY_HASH` column (set by the
+        #: step when no step changed the data since the split, so the keys are the ones it hashed).
+        self.carried = False
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -143,11 +146,12 @@ class Encoder:
         ids, mask = self.token_arrays(table[self.text_column].to_pylist())
         columns = [table[c].to_numpy(zero_copy_only=False) for c in self.feature_columns]
         feats = self._features(columns, len(ids))
-        keys = table[self.key_column]
-        if keys.null_count:
-            hashes = key_hashes(keys.to_pylist(), text=self.key_column == self.text_column)
+        if self.carried and CARRIED_KEY_HASH in table.column_names:
+            hashes = table[CARRIED_KEY_HASH]
         else:
-            hashes = key_hash_array(keys, text=self.key_column == self.text_column).view(np.int64)
+            hashes = key_hash_array(table[self.key_column], text=self.key_column == self.text_column).view(
+                np.int64
+            )
         labels = np.asarray([self.label_map[v] for v in table[self.label_column].to_pylist()], dtype=np.int64)
         return pa.table(
             {
@@ -155,7 +159,7 @@ class Encoder:
                 "attention_mask": _fixed(mask),
                 "features": _fixed(feats),
                 "labels": pa.array(labels),
-                KEY_HASH_COLUMN: pa.array(hashes),
+                KEY_HASH_COLUMN: hashes if isinstance(hashes, pa.ChunkedArray) else pa.array(hashes),
             }
         )
 
@@ -194,6 +198,7 @@ def encode(ctx: StepContext, state: DataState) -> StepResult:
         mean=None if stats is None else stats["mean"],
         std=None if stats is None else stats["std"],
     )
+    encoder.carried = state.lineage[0] == "split"
     fp = fingerprint("encode", CODE_VERSION, dict(ctx.inputs), cfg.max_length, dict(state.part_fps))
     schema = encoded_features(cfg.max_length, len(names))
     part_fps, encoded = {}, {}

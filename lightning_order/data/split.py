@@ -17,21 +17,25 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
 from typing import Any
 
+import datasets
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import xxhash
 
-from lightning_order.data.arrow import key_hash_array
+from lightning_order.data.arrow import hash_keys, key_bytes
 from lightning_order.data.config import CODE_VERSION, DataConfig
 from lightning_order.data.steps import ROWS, STEPS, DataState, StepContext, StepResult
 from lightning_order.data.tables import batches, write_split
 from lightning_order.errors import DataError
 from lightning_order.ledger import fingerprint
 
-__all__ = ["KEY_HASH_COLUMN", "is_val", "key_hashes", "split", "text_key"]
+__all__ = ["CARRIED_KEY_HASH", "KEY_HASH_COLUMN", "is_val", "key_hashes", "split", "text_key"]
 
 KEY_HASH_COLUMN = "key_hash"
+#: The parts carry each row's unseeded key hash from the split to ``encode`` (which stores it as
+#: :data:`KEY_HASH_COLUMN` while the keys are those the split hashed).
+CARRIED_KEY_HASH = "__lightning_order_key_hash"
 _BUCKETS = 1 << 20
 _WORD = re.compile(r"\w+")
 
@@ -95,11 +99,10 @@ def split(ctx: StepContext, state: DataState) -> StepResult:
 
     def assigned(tables: Iterable[pa.Table]) -> Iterator[tuple[pa.Table, pa.Table]]:
         for table in tables:
-            keys = table[key]
-            if cfg.group_column is None and keys.null_count == 0:
-                f = (key_hash_array(keys, text=True, seed=cfg.seed) % _BUCKETS).astype(np.int64) < threshold
-            else:
-                f = is_val(keys.to_pylist(), cfg.val_fraction, cfg.seed, text=cfg.group_column is None)
+            values = key_bytes(table[key], text=cfg.group_column is None)
+            f = (hash_keys(values, seed=cfg.seed) % _BUCKETS).astype(np.int64) < threshold
+            # The unseeded hash encode stores as key_hash, computed from the same bytes now.
+            table = table.append_column(CARRIED_KEY_HASH, pa.array(hash_keys(values).view(np.int64)))
             flags.append(f)
             labels = table[cfg.label_column]
             train_labels.update(pc.unique(labels.filter(pa.array(~f))).to_pylist())
@@ -110,7 +113,9 @@ def split(ctx: StepContext, state: DataState) -> StepResult:
     fp = fingerprint("split", CODE_VERSION, dict(ctx.inputs), params)
     # One pass: each batch is assigned and written, in row order, to the train and val files
     # (contiguous Arrow: later steps read it sequentially, and no index mapping is kept).
-    written = write_split(assigned(batches(data)), data.features, ctx.work, fp[:8])
+    features = data.features.copy()
+    features[CARRIED_KEY_HASH] = datasets.Value("int64")
+    written = write_split(assigned(batches(data)), features, ctx.work, fp[:8])
     flag = np.concatenate(flags) if flags else np.zeros(0, dtype=bool)
     digest = fingerprint(fp, hashlib.sha256(np.packbits(flag).tobytes()).hexdigest())
     train_idx, val_idx = np.flatnonzero(~flag), np.flatnonzero(flag)
