@@ -174,6 +174,30 @@ def test_same_fingerprints_ledger_and_rows_as_the_per_row_path(snapshots, case):
     assert got["parts"] == want["parts"]
 
 
+def test_many_small_batches_on_threads_give_the_same_outputs(tmp_path, monkeypatch):
+    # The vectorised steps read batches of BATCH_ROWS and run them on num_proc threads, in order.
+    from lightning_order.data import tables
+
+    monkeypatch.setattr(tables, "BATCH_ROWS", 97)
+    dm = OrderedDataModule(demo_size=1500, vocab_size=400, max_length=24, num_proc=3, cache_dir=str(tmp_path))
+    got, want = snapshot(dm), _golden()["demo"]
+    assert got["records"] == want["records"] and got["parts"] == want["parts"]
+
+
+def test_ordered_map_keeps_the_order_and_raises_the_first_error():
+    from lightning_order.data.tables import ordered_map
+
+    assert list(ordered_map(lambda x: x * x, range(50), workers=3)) == [x * x for x in range(50)]
+
+    def fail_at_7(x):
+        if x == 7:
+            raise ValueError(x)
+        return x
+
+    with pytest.raises(ValueError, match="7"):
+        list(ordered_map(fail_at_7, range(20), workers=2))
+
+
 def test_key_hash_is_of_the_cleaned_key_when_cleaning_runs_after_the_split(tmp_path):
     # The split carries its key hashes to encode only while the data is the split's; here clean
     # runs after the split (enforce=False), so encode hashes the cleaned text itself.
@@ -202,6 +226,11 @@ _KERNEL_TEXTS = [
     "double  space",
     "",
     "plain words only",
+    "\uff41\u0301 \ufb01\u0301 full-width and ligature before a combining mark",
+    "\u00a0",
+    "\uff21\uff3a\uff10\uff19\uff01\uff5e\u00a0\ufb01x\ufb02y\u00a0",
+    "\uff00\uff5f\ufb00\ufb03 neighbours of the mapped ranges",
+    "caf\u00e9\u00a0\uff43\uff41\uff46\u00e9",
     *("".join(chr(random.Random(i).randrange(1, 0x3000)) for _ in range(40)) for i in range(300)),
 ]
 

@@ -12,8 +12,10 @@ checks and handed to the Python function, and only those:
   text holds (``&amp; &lt; &gt; &quot; &#39; &nbsp;``) are unescaped by substring replacement;
   any other ``&`` (named entities, numeric ones, a bare ``&``) sends the row to Python.
 * NFKC and lower-casing: ASCII rows are their own NFKC form and lower-case with ASCII rules;
-  other rows are normalised / lower-cased in Python (``unicodedata`` and ``str.lower``, so the
-  Unicode version is Python's, never Arrow's).
+  rows whose only other characters are no-break spaces, ``fi``/``fl`` ligatures and full-width
+  ASCII forms are normalised byte-wise (nothing can compose there); other rows are normalised /
+  lower-cased in Python (``unicodedata`` and ``str.lower``, so the Unicode version is Python's,
+  never Arrow's).
 * The regular expressions run in RE2 (no backreferences): runs of the same punctuation are
   matched per character; ``\\s`` is spelled out as every code point ``str.isspace`` accepts.
 * Word counts (``str.split``) are the spaces plus one in texts whose only whitespace is single
@@ -117,7 +119,8 @@ def clean_array(array: pa.Array, lowercase: bool = True) -> pa.Array:
         python = amps != simple  # an entity (or a bare &) only html.unescape knows
         for entity, char in _ENTITIES:
             array = pc.replace_substring(array, entity, char)
-    wide = _not_ascii(array) & ~python
+    array, other = _simple_nfkc(array)
+    wide = other & ~python
     if wide.any():
         array = replace_rows(
             array, wide, _python_rows(array, wide, lambda t: unicodedata.normalize("NFKC", t))
@@ -137,6 +140,62 @@ def clean_array(array: pa.Array, lowercase: bool = True) -> pa.Array:
     if python.any():  # these rows are cleaned from their raw text, all in Python
         array = replace_rows(array, python, _python_rows(raw, python, lambda t: clean_text(t, lowercase)))
     return array
+
+
+def _buffers(array: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """The offsets (rebased to 0, int64) and the UTF-8 bytes of a string array without nulls."""
+    kind = np.int64 if pa.types.is_large_string(array.type) else np.int32
+    offsets = np.frombuffer(array.buffers()[1], dtype=kind)[array.offset : array.offset + len(array) + 1]
+    raw = array.buffers()[2]
+    data = np.frombuffer(raw, dtype=np.uint8) if raw is not None else np.zeros(0, dtype=np.uint8)
+    return (offsets - offsets[0]).astype(np.int64), data[offsets[0] : offsets[-1]]
+
+
+def _simple_nfkc(array: pa.Array) -> tuple[pa.Array, np.ndarray]:
+    """NFKC of the rows whose only non-ASCII characters map to ASCII one by one; which rows are left.
+
+    Those characters are U+00A0 (no-break space: " "), U+FB01/U+FB02 (the ``fi``/``fl``
+    ligatures) and U+FF01-U+FF5E (full-width forms of ASCII ``!``-``~``). In a row with no other
+    non-ASCII character there is no combining mark, so nothing composes and NFKC is exactly this
+    character-by-character mapping, applied here to the UTF-8 bytes with numpy.
+
+    Returns:
+        The array with those rows normalised, and a mask of the non-ASCII rows it left as they
+        were (for ``unicodedata.normalize``).
+    """
+    offsets, data = _buffers(array)
+    leads = np.flatnonzero(data >= 0xC0)  # the first byte of every non-ASCII character
+    if not len(leads):
+        return array, np.zeros(len(array), dtype=bool)
+    b1 = data[leads].astype(np.int64)
+    b2 = data[np.minimum(leads + 1, len(data) - 1)].astype(np.int64) & 0x3F
+    b3 = data[np.minimum(leads + 2, len(data) - 1)].astype(np.int64) & 0x3F
+    two, three = (b1 & 0xE0) == 0xC0, (b1 & 0xF0) == 0xE0
+    point = np.where(two, ((b1 & 0x1F) << 6) | b2, np.where(three, ((b1 & 0x0F) << 12) | (b2 << 6) | b3, -1))
+    nbsp, liga = point == 0xA0, (point == 0xFB01) | (point == 0xFB02)
+    full = (point >= 0xFF01) & (point <= 0xFF5E)
+    row = np.searchsorted(offsets, leads, side="right") - 1
+    other = np.zeros(len(array), dtype=bool)
+    other[row[~(nbsp | liga | full)]] = True
+    mapped = ~other[row]  # characters of rows that hold only mappable ones
+    out = data.copy()
+    at = leads[mapped & nbsp]
+    out[at], drop = ord(" "), [at + 1]
+    at, second = leads[mapped & liga], point[mapped & liga]
+    out[at], out[at + 1] = ord("f"), np.where(second == 0xFB01, ord("i"), ord("l"))
+    drop.append(at + 2)
+    at = leads[mapped & full]
+    out[at] = point[mapped & full] - 0xFEE0
+    drop += [at + 1, at + 2]
+    dropped = np.sort(np.concatenate(drop))
+    kind = np.int64 if pa.types.is_large_string(array.type) else np.int32
+    new_offsets = (offsets - np.searchsorted(dropped, offsets)).astype(kind)
+    normalised = pa.Array.from_buffers(
+        array.type,
+        len(array),
+        [None, pa.py_buffer(new_offsets.tobytes()), pa.py_buffer(np.delete(out, dropped).tobytes())],
+    )
+    return normalised, other
 
 
 def text_features(array: pa.Array) -> dict[str, np.ndarray]:

@@ -14,7 +14,9 @@ from __future__ import annotations
 import json
 import os
 import uuid
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
@@ -25,16 +27,26 @@ import pyarrow as pa
 from lightning_order.data.steps import DataState, StepContext
 from lightning_order.ledger import fingerprint
 
-__all__ = ["BATCH_ROWS", "apply_tables", "batches", "map_table", "save_part", "write_dataset", "write_split"]
+__all__ = [
+    "BATCH_ROWS",
+    "apply_tables",
+    "batches",
+    "map_table",
+    "ordered_map",
+    "save_part",
+    "write_dataset",
+    "write_split",
+]
 
 #: Rows per batch of the vectorised steps (a few MB of text: cache-friendly, bounded memory).
 BATCH_ROWS = 65536
 
 
 def batches(
-    dataset: datasets.Dataset, columns: Sequence[str] | None = None, size: int = BATCH_ROWS
+    dataset: datasets.Dataset, columns: Sequence[str] | None = None, size: int | None = None
 ) -> Iterator[pa.Table]:
     """The rows of ``dataset`` (``columns`` of them, default all) as Arrow tables of at most ``size`` rows."""
+    size = size or BATCH_ROWS
     view = dataset if columns is None else dataset.select_columns(list(columns))
     if view._indices is None:  # a plain memory-mapped table: slice it, zero-copy
         table = view.data.table
@@ -92,15 +104,35 @@ def write_split(
     )
 
 
+def ordered_map(function: Callable[[Any], Any], items: Iterable[Any], workers: int = 1) -> Iterator[Any]:
+    """``map(function, items)`` on ``workers`` threads, in order, with at most ``2 * workers`` in flight.
+
+    Arrow's compute kernels release the GIL, so the batches of a vectorised step run in parallel;
+    the window bounds the memory to a few batches however large the data.
+    """
+    if workers <= 1:
+        yield from map(function, items)
+        return
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        window: deque[Future[Any]] = deque()
+        for item in items:
+            window.append(pool.submit(function, item))
+            if len(window) >= 2 * workers:
+                yield window.popleft().result()
+        while window:
+            yield window.popleft().result()
+
+
 def map_table(
     dataset: datasets.Dataset,
     function: Callable[[pa.Table], pa.Table],
     features: datasets.Features,
     work: Path | None,
     name: str,
+    workers: int = 1,
 ) -> datasets.Dataset:
-    """``function`` applied to every batch of ``dataset``, written once (see :func:`write_dataset`)."""
-    return write_dataset((function(t) for t in batches(dataset)), features, work, name)
+    """``function`` applied to every batch of ``dataset`` on ``workers`` threads, written once in order."""
+    return write_dataset(ordered_map(function, batches(dataset), workers), features, work, name)
 
 
 def apply_tables(
@@ -119,7 +151,8 @@ def apply_tables(
 
     def run(data: datasets.Dataset, label: str) -> datasets.Dataset:
         out = features(data.features.copy()) if features is not None else data.features
-        return map_table(data, function, out, ctx.work, f"{name}-{label}")
+        workers = getattr(ctx.config, "num_proc", None) or 1
+        return map_table(data, function, out, ctx.work, f"{name}-{label}", workers)
 
     if state.parts:
         part_fps = {part: fingerprint(fp, part) for part in state.parts}
