@@ -25,7 +25,8 @@ Usage::
 
 Prints one JSON line per size and a summary: ours/floor (target <= 1.5), ours/reference (target
 <= 0.7), the cached run's time (target <= 1 s), peak anonymous memory of each side, the load
-average (``os.getloadavg``) before each size, and ours' per-step times.
+average (``os.getloadavg``) before each size, ours' per-step times, and each side's CPU seconds
+(user + system, all threads: steadier than wall time on a shared machine).
 """
 
 from __future__ import annotations
@@ -275,7 +276,11 @@ def _worker(args: argparse.Namespace) -> None:
 
     anon = _AnonPeak()
     side = {"reference": _reference, "ours": _ours, "floor": _floor}[args.worker]
+    before = resource.getrusage(resource.RUSAGE_SELF)
     result = side(args.data, args.cache, args.num_proc)
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    # CPU seconds of all the process's threads: steadier than wall time on a shared machine.
+    result["cpu_s"] = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     result["peak_anon_mb"] = anon.stop()
     print("RESULT " + json.dumps(result))
@@ -318,6 +323,7 @@ def _best(data: Path, floor_data: Path, folder: Path, num_proc: int, repeats: in
         fastest = min(results, key=lambda r: r["seconds"])
         best[kind] = {
             "seconds": fastest["seconds"],
+            "cpu_s": min(r["cpu_s"] for r in results),
             "all_seconds": [round(r["seconds"], 2) for r in results],
             "peak_rss_mb": max(r["peak_rss_mb"] for r in results),
             "peak_anon_mb": max(r["peak_anon_mb"] for r in results),
@@ -376,6 +382,9 @@ def main() -> None:
             "runs_s": {k: v["all_seconds"] for k, v in best.items()},
             "ours_over_floor": round(ours["seconds"] / floor["seconds"], 3),
             "ours_over_reference": round(ours["seconds"] / reference["seconds"], 3),
+            "cpu_s": {k: round(v["cpu_s"], 2) for k, v in best.items()},
+            "ours_over_floor_cpu": round(ours["cpu_s"] / floor["cpu_s"], 3),
+            "ours_over_reference_cpu": round(ours["cpu_s"] / reference["cpu_s"], 3),
             "cached_s": round(cached["seconds"], 3),
             "peak_anon_mb": {k: round(v["peak_anon_mb"]) for k, v in best.items()},
             "peak_rss_mb": {k: round(v["peak_rss_mb"]) for k, v in best.items()},
@@ -394,6 +403,12 @@ def main() -> None:
             f"{r['size_mb']:>6g} {r['rows']:>9} {r['floor_s']:>8} {r['reference_s']:>8} {r['ours_s']:>8} "
             f"{r['ours_over_floor']:>10} {r['ours_over_reference']:>8} {r['cached_s']:>9} {anon:>23} "
             f"{r['load_before'][0]:>5}"
+        )
+    for r in rows:
+        print(
+            f"{r['size_mb']:g} MB, CPU seconds floor/reference/ours: "
+            f"{r['cpu_s']['floor']}/{r['cpu_s']['reference']}/{r['cpu_s']['ours']} "
+            f"(ours/floor {r['ours_over_floor_cpu']}, ours/reference {r['ours_over_reference_cpu']})"
         )
     for r in rows:
         steps = ", ".join(f"{k} {v:.2f}" for k, v in (r["ours_steps_s"] or {}).items())

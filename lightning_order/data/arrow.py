@@ -244,8 +244,8 @@ def key_bytes(array: pa.Array, text: bool) -> list[bytes]:
     """
     if isinstance(array, pa.ChunkedArray):
         array = array.combine_chunks()
-    if text and array.null_count == 0:
-        return [k.encode("utf-8") for k in text_keys(array).to_pylist()]
+    if text and array.null_count == 0:  # the UTF-8 bytes as they are: no str made and encoded again
+        return text_keys(array).cast(pa.binary()).to_pylist()
     from lightning_order.data.split import text_key
 
     if text:

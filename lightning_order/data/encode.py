@@ -21,6 +21,7 @@ from typing import Any
 import datasets
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from tokenizers import Tokenizer
 
 from lightning_order.data.arrow import key_hash_array
@@ -141,6 +142,18 @@ class Encoder:
             KEY_HASH_COLUMN: key_hashes(batch[self.key_column], text=self.key_column == self.text_column),
         }
 
+    def _label_ids(self, column: Any) -> np.ndarray:
+        """Class ids of a label column: by Arrow look-up, or by ``label_map`` where types differ."""
+        try:
+            names = pa.array(list(self.label_map), type=column.type)
+            ids = pc.index_in(column, value_set=names)
+        except (pa.ArrowException, TypeError, ValueError):
+            ids = None
+        if ids is None or ids.null_count:  # not all found: the dict says why (a KeyError, as before)
+            return np.asarray([self.label_map[v] for v in column.to_pylist()], dtype=np.int64)
+        order = np.asarray(list(self.label_map.values()), dtype=np.int64)
+        return order[np.asarray(ids.to_numpy(zero_copy_only=False), dtype=np.int64)]
+
     def encode_table(self, table: pa.Table) -> pa.Table:
         """The encoded columns of an Arrow batch (the same values as :meth:`__call__`), as Arrow arrays."""
         ids, mask = self.token_arrays(table[self.text_column].to_pylist())
@@ -152,7 +165,7 @@ class Encoder:
             hashes = key_hash_array(table[self.key_column], text=self.key_column == self.text_column).view(
                 np.int64
             )
-        labels = np.asarray([self.label_map[v] for v in table[self.label_column].to_pylist()], dtype=np.int64)
+        labels = self._label_ids(table[self.label_column])
         return pa.table(
             {
                 "input_ids": _fixed(ids),
