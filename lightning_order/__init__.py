@@ -11,6 +11,8 @@ needs, as before. A new public name is one line in :data:`_LAZY` and one in ``__
 from __future__ import annotations
 
 import importlib
+import sys
+import types
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
@@ -81,6 +83,23 @@ __all__ = [
     "require_steps",
     "step_fingerprint",
 ]
+
+
+class _Package(types.ModuleType):
+    """The package module: a submodule named like a public name (``recording``) never hides it.
+
+    The import system sets ``lightning_order.recording`` to the submodule once it is imported;
+    the eager ``__init__`` then rebound it to the function, and this keeps that so.
+    """
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if _LAZY.get(name) == f"{__name__}.{name}" and isinstance(value, types.ModuleType):
+            self.__dict__.pop(name, None)  # the public object is resolved by __getattr__
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
 
 
 def __getattr__(name: str) -> Any:
