@@ -22,6 +22,8 @@ from lightning_order import commands
 from lightning_order.data.cache import is_complete
 
 _HEAVY = ("torch", "pytorch_lightning", "lightning")
+#: What a cache hit of the light `prepare` does not import either (only preparing reads data).
+_DATA = ("datasets",)
 
 
 def _in_fresh_process(code: str) -> Any:
@@ -56,7 +58,7 @@ with contextlib.redirect_stdout(io.StringIO()):
     codes["audit"] = main(["audit", {str(prepared)!r}])
     codes["prepare"] = main(["prepare", "--config", {DEMO!r}, *{TINY!r}, "--data.cache_dir", {str(prepared)!r}])
 import lightning_order
-heavy = [m for m in {_HEAVY!r} if m in sys.modules]
+heavy = [m for m in {_HEAVY + _DATA!r} if m in sys.modules]
 print(json.dumps({{"codes": codes, "heavy": heavy}}))
 """
     result = _in_fresh_process(code)

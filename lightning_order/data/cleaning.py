@@ -27,7 +27,6 @@ import pyarrow.compute as pc
 from lightning_order.data.arrow import clean_array
 from lightning_order.data.config import CODE_VERSION, DataConfig
 from lightning_order.data.steps import ROWS, STEPS, DataState, StepContext, StepResult, apply_rowwise
-from lightning_order.data.tables import apply_tables
 from lightning_order.errors import DataError
 from lightning_order.ledger import fingerprint
 
@@ -131,6 +130,8 @@ class CleanTable:
 @STEPS.register("clean", takes=ROWS, reads="data", writes_data=True)
 def clean(ctx: StepContext, state: DataState) -> StepResult:
     """Step 2: cleans every row (``ctx.hooks["clean"]`` when the owner overrides it) and drops empty ones."""
+    from lightning_order.data.tables import apply_tables  # datasets: imported when data is cleaned
+
     cfg: DataConfig = ctx.config
     fp = fingerprint("clean", CODE_VERSION, dict(ctx.inputs), cfg.lowercase, dict(cfg.overrides))
     before = state.rows()

@@ -16,9 +16,8 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import datasets
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -28,9 +27,11 @@ from lightning_order.data.arrow import key_hash_array
 from lightning_order.data.config import CODE_VERSION, DataConfig
 from lightning_order.data.split import CARRIED_KEY_HASH, KEY_HASH_COLUMN, key_hashes
 from lightning_order.data.steps import ROWS, STEPS, DataState, StepContext, StepResult
-from lightning_order.data.tables import batches, write_dataset
 from lightning_order.data.vocab import encode_bounded
 from lightning_order.ledger import fingerprint
+
+if TYPE_CHECKING:  # datasets is imported when data is encoded (a cache hit needs none)
+    import datasets
 
 __all__ = ["Encoder", "encode", "encoded_features"]
 
@@ -41,6 +42,8 @@ _ENCODE_ROWS = 8192
 
 def encoded_features(max_length: int, num_features: int) -> datasets.Features:
     """The Arrow schema of an encoded split (compact storage; torch format widens to long/float)."""
+    import datasets
+
     return datasets.Features(
         {
             "input_ids": datasets.Sequence(datasets.Value("int32"), length=max_length),
@@ -197,6 +200,8 @@ def _fixed(matrix: np.ndarray) -> pa.FixedSizeListArray:
 )
 def encode(ctx: StepContext, state: DataState) -> StepResult:
     """Step 7: encodes every part; features are standardised when statistics were fitted before."""
+    from lightning_order.data.tables import batches, write_dataset
+
     cfg: DataConfig = ctx.config
     names = list(ctx.feature_names)
     stats = state.statistics

@@ -17,9 +17,8 @@ import functools
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import datasets
 import numpy as np
 import pyarrow as pa
 
@@ -34,9 +33,11 @@ from lightning_order.data.steps import (
     apply_rowwise,
     train_data,
 )
-from lightning_order.data.tables import apply_tables
 from lightning_order.errors import DataError
 from lightning_order.ledger import fingerprint
+
+if TYPE_CHECKING:  # datasets is imported when features are computed (a cache hit needs none)
+    import datasets
 
 __all__ = [
     "ENGINEERED_FEATURES",
@@ -123,6 +124,8 @@ class FeatureTable:
 
 
 def _add_features(features: datasets.Features) -> datasets.Features:
+    import datasets
+
     for name in ENGINEERED_FEATURES:
         features[name] = datasets.Value("float64")
     return features
@@ -236,6 +239,8 @@ def _arrow_matrix(column: Any, width: int) -> np.ndarray:
 @STEPS.register("engineer_features", takes=ROWS, reads="data", writes_data=True)
 def engineer_features(ctx: StepContext, state: DataState) -> StepResult:
     """Step 3: adds the engineered columns to every row (``ctx.hooks["engineer_features"]`` if overridden)."""
+    from lightning_order.data.tables import apply_tables
+
     cfg: DataConfig = ctx.config
     fp = fingerprint("engineer_features", CODE_VERSION, dict(ctx.inputs), list(cfg.engineered_features))
     function = ctx.hooks.get("engineer_features")

@@ -17,7 +17,6 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
 from typing import Any
 
-import datasets
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -26,7 +25,6 @@ import xxhash
 from lightning_order.data.arrow import hash_keys, key_bytes
 from lightning_order.data.config import CODE_VERSION, DataConfig
 from lightning_order.data.steps import ROWS, STEPS, DataState, StepContext, StepResult
-from lightning_order.data.tables import batches, write_split
 from lightning_order.errors import DataError
 from lightning_order.ledger import fingerprint
 
@@ -91,6 +89,10 @@ def is_val(keys: Sequence[Any], val_fraction: float, seed: int, text: bool = Fal
 )
 def split(ctx: StepContext, state: DataState) -> StepResult:
     """Step 4: splits the rows into ``train`` and ``val`` by key; every val label must occur in train."""
+    import datasets  # imported when data is split (a cache hit needs none)
+
+    from lightning_order.data.tables import batches, write_split
+
     cfg: DataConfig = ctx.config
     key = cfg.key_column
     data = state.data
