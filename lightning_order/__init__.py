@@ -1,29 +1,55 @@
 """lightning_order: the right order of data preparation for PyTorch Lightning, by default and proven.
 
 The public API lives here and only here; import from ``lightning_order``.
+
+Names are imported on first use (:data:`_LAZY`, PEP 562 ``__getattr__``), so ``import
+lightning_order`` and the light commands (``lightning-order --help``, ``audit``, ``graph``) do not
+import torch or Lightning; ``from lightning_order import OrderValidator`` imports what that name
+needs, as before. A new public name is one line in :data:`_LAZY` and one in ``__all__``.
 """
 
-from lightning_order.callbacks import OrderValidator, SymptomMonitor
-from lightning_order.checks.symptoms import Diagnosis
-from lightning_order.data import OrderedDataModule, make_demo_corpus
-from lightning_order.errors import (
-    CacheWarning,
-    CheckpointError,
-    DataError,
-    LightningOrderError,
-    ManifestError,
-    OrderError,
-    OrderWarning,
-    StepNameError,
-)
-from lightning_order.ledger import StepLedger, StepRecord, fingerprint, step_fingerprint
-from lightning_order.models import OrderedTextClassifier
-from lightning_order.order import STANDARD_PIPELINE, Pipeline, Step, require_steps
-from lightning_order.recording import StepRecording, data_fingerprint, record_step, recording
-from lightning_order.recovery import RecoveryPlan, recover
-from lightning_order.rules import RULES, Violation
+from __future__ import annotations
+
+import importlib
+import sys
+import types
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+#: Public name -> the module that defines it.
+_LAZY: dict[str, str] = {
+    "OrderValidator": "lightning_order.callbacks",
+    "SymptomMonitor": "lightning_order.callbacks",
+    "Diagnosis": "lightning_order.checks.symptoms",
+    "OrderedDataModule": "lightning_order.data.datamodule",
+    "make_demo_corpus": "lightning_order.data.demo",
+    "CacheWarning": "lightning_order.errors",
+    "CheckpointError": "lightning_order.errors",
+    "DataError": "lightning_order.errors",
+    "LightningOrderError": "lightning_order.errors",
+    "ManifestError": "lightning_order.errors",
+    "OrderError": "lightning_order.errors",
+    "OrderWarning": "lightning_order.errors",
+    "StepNameError": "lightning_order.errors",
+    "StepLedger": "lightning_order.ledger",
+    "StepRecord": "lightning_order.ledger",
+    "fingerprint": "lightning_order.ledger",
+    "step_fingerprint": "lightning_order.ledger",
+    "OrderedTextClassifier": "lightning_order.models",
+    "STANDARD_PIPELINE": "lightning_order.order",
+    "Pipeline": "lightning_order.order",
+    "Step": "lightning_order.order",
+    "require_steps": "lightning_order.order",
+    "StepRecording": "lightning_order.recording",
+    "data_fingerprint": "lightning_order.recording",
+    "record_step": "lightning_order.recording",
+    "recording": "lightning_order.recording",
+    "RecoveryPlan": "lightning_order.recovery",
+    "recover": "lightning_order.recovery",
+    "RULES": "lightning_order.rules",
+    "Violation": "lightning_order.rules",
+}
 
 __all__ = [
     "RULES",
@@ -57,3 +83,56 @@ __all__ = [
     "require_steps",
     "step_fingerprint",
 ]
+
+
+class _Package(types.ModuleType):
+    """The package module: a submodule named like a public name (``recording``) never hides it.
+
+    The import system sets ``lightning_order.recording`` to the submodule once it is imported;
+    the eager ``__init__`` then rebound it to the function, and this keeps that so.
+    """
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if _LAZY.get(name) == f"{__name__}.{name}" and isinstance(value, types.ModuleType):
+            self.__dict__.pop(name, None)  # the public object is resolved by __getattr__
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'lightning_order' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
+
+if TYPE_CHECKING:  # pragma: no cover - static analysers see the names eagerly
+    from lightning_order.callbacks import OrderValidator, SymptomMonitor
+    from lightning_order.checks.symptoms import Diagnosis
+    from lightning_order.data.datamodule import OrderedDataModule
+    from lightning_order.data.demo import make_demo_corpus
+    from lightning_order.errors import (
+        CacheWarning,
+        CheckpointError,
+        DataError,
+        LightningOrderError,
+        ManifestError,
+        OrderError,
+        OrderWarning,
+        StepNameError,
+    )
+    from lightning_order.ledger import StepLedger, StepRecord, fingerprint, step_fingerprint
+    from lightning_order.models import OrderedTextClassifier
+    from lightning_order.order import STANDARD_PIPELINE, Pipeline, Step, require_steps
+    from lightning_order.recording import StepRecording, data_fingerprint, record_step, recording
+    from lightning_order.recovery import RecoveryPlan, recover
+    from lightning_order.rules import RULES, Violation

@@ -13,14 +13,16 @@ from __future__ import annotations
 import math
 import pickle
 import re
+import sys
 from collections.abc import Mapping
 from os import PathLike
 from pathlib import PurePath
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from lightning_order.errors import CheckpointError
+
+if TYPE_CHECKING:  # torch is imported where a checkpoint is read: `audit` of manifests needs none
+    import torch
 
 __all__ = ["load_checkpoint", "plain"]
 
@@ -37,6 +39,8 @@ def load_checkpoint(path: str | PathLike[str], map_location: str | torch.device 
             run code); the message names what it refers to and the fix.
         FileNotFoundError: there is no such file.
     """
+    import torch
+
     try:
         checkpoint = torch.load(str(path), map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as err:
@@ -65,7 +69,8 @@ def plain(value: Any) -> Any:
         return value
     if isinstance(value, float):
         return value if math.isfinite(value) else str(value)
-    if isinstance(value, torch.Tensor):
+    torch = sys.modules.get("torch")  # no tensor exists before torch is imported
+    if torch is not None and isinstance(value, torch.Tensor):
         return value.detach().cpu()
     if isinstance(value, Mapping):
         return {str(k): plain(v) for k, v in value.items()}

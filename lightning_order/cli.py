@@ -32,7 +32,7 @@ from argparse import ArgumentError
 from collections.abc import Iterable, Sequence
 from typing import Any, Literal
 
-from jsonargparse import ArgumentParser, Namespace
+from jsonargparse import Namespace
 from jsonargparse.typing import import_object
 from pytorch_lightning import Callback, Trainer
 from pytorch_lightning.cli import LightningArgumentParser, LightningCLI
@@ -40,7 +40,7 @@ from rich.table import Table
 from rich.text import Text
 
 from lightning_order._distributed import release_process_group
-from lightning_order.audit import AUDIT_UNREADABLE, audit, find_manifests
+from lightning_order.audit import audit, find_manifests
 from lightning_order.callbacks import OrderValidator, SymptomMonitor
 from lightning_order.checks.ledger import check_ledger
 from lightning_order.console import (
@@ -54,22 +54,19 @@ from lightning_order.console import (
     scalar_metrics,
 )
 from lightning_order.console import console as make_console
-from lightning_order.errors import LightningOrderError, ManifestError
-from lightning_order.graph import graph_marks, to_dot, to_mermaid
+from lightning_order.errors import LightningOrderError
 from lightning_order.ledger import StepLedger
-from lightning_order.order import STANDARD_PIPELINE
+from lightning_order.tools import TOOLS
+from lightning_order.tools import audit_main as _audit_main
+from lightning_order.tools import graph_main as _graph_main
+from lightning_order.tools import tool_parser as _tool_parser
 
 # audit, find_manifests and ledger_table live in lightning_order.audit and lightning_order.console;
 # they stay importable from here, where the command line reaches them.
 __all__ = ["OrderCLI", "audit", "find_manifests", "ledger_table", "main", "order_callbacks"]
 
-#: The subcommands dispatched before LightningCLI, with their one-line help.
-TOOLS: dict[str, str] = {
-    "prepare": "Run the data pipeline only and write the cache and its manifest (same config as fit).",
-    "audit": "Re-check prepared pipelines (a cache root, one pipeline folder or a manifest).",
-    "graph": "Print the pipeline DAG as Mermaid or DOT, with executed steps and violated edges.",
-}
-
+# The subcommands dispatched before LightningCLI (TOOLS: their one-line help) and their parsers
+# live in lightning_order.tools, which the light entry point (lightning_order.commands) imports.
 #: Exit codes of main() for user errors: a run refused (any lightning_order error), a command line
 #: rejected (jsonargparse), as argparse does.
 EXIT_REFUSED, EXIT_USAGE = 1, 2
@@ -336,59 +333,6 @@ class _PrepareCLI(OrderCLI):
 
 
 # -- the extra subcommands' parsers and entry points -----------------------------------------
-def _tool_parser(name: str) -> ArgumentParser:
-    prog = f"lightning-order {name}"
-    if name == "audit":
-        parser = ArgumentParser(prog=prog, description=TOOLS[name], exit_on_error=False)
-        parser.add_argument(
-            "path",
-            type=str,
-            help="A cache_dir root (audits every prepared pipeline in it), one prepared pipeline's "
-            "folder, or a manifest.json. Exit code: 0 clean, 1 violations, 2 unreadable/tampered.",
-        )
-        return parser
-    if name == "graph":
-        parser = ArgumentParser(prog=prog, description=TOOLS[name], exit_on_error=False)
-        parser.add_argument(
-            "--format", type=Literal["mermaid", "dot"], default="mermaid", help="Output format."
-        )
-        parser.add_argument(
-            "--manifest",
-            type=str | None,
-            default=None,
-            help="A manifest (or its folder): mark executed steps with their seq and violated edges.",
-        )
-        return parser
-    # prepare: the full parser is LightningCLI's (the same config as fit); this one is for --help.
-    parser = ArgumentParser(
-        prog=prog,
-        description=TOOLS[name] + " Takes the same options and --config files as fit; "
-        "run `lightning-order prepare --help` for all of them.",
-    )
-    parser.add_argument("-c", "--config", type=str | None, default=None, help="A fit config file.")
-    return parser
-
-
-def _audit_main(argv: list[str]) -> int:
-    cfg = _tool_parser("audit").parse_args(argv)
-    return audit(cfg.path)
-
-
-def _graph_main(argv: list[str]) -> int:
-    cfg = _tool_parser("graph").parse_args(argv)
-    marks = graph_marks(STANDARD_PIPELINE)
-    if cfg.manifest:
-        try:
-            ledger = StepLedger.load(find_manifests(cfg.manifest)[0])
-        except ManifestError as err:
-            make_console(stderr=True).print(Text(f"✗ {err}", style="bold red"))
-            return AUDIT_UNREADABLE
-        marks = graph_marks(STANDARD_PIPELINE, ledger)
-    render = to_dot if cfg.format == "dot" else to_mermaid
-    sys.stdout.write(render(STANDARD_PIPELINE, marks))
-    return 0
-
-
 def _run_cli(cli_class: type[OrderCLI], args: list[str] | None, **kwargs: Any) -> OrderCLI:
     parser_kwargs = {"exit_on_error": False, **kwargs.pop("parser_kwargs", {})}  # main() prints the error
     with warnings.catch_warnings():

@@ -11,10 +11,8 @@ import re
 from argparse import ArgumentError
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
-from pytorch_lightning import Trainer
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -25,6 +23,9 @@ from lightning_order.graph import ledger_rows
 from lightning_order.ledger import MANIFEST_NAME, StepLedger
 from lightning_order.order import STANDARD_PIPELINE, Pipeline
 from lightning_order.rules import Violation
+
+if TYPE_CHECKING:  # torch and Lightning are imported where used: `audit` and `graph` need neither
+    from pytorch_lightning import Trainer
 
 __all__ = [
     "ConfigurationError",
@@ -122,6 +123,8 @@ def prepare_report(datamodule: Any) -> None:
 
 def scalar_metrics(metrics: dict[str, Any]) -> dict[str, float]:
     """The metrics that are single numbers, as floats."""
+    import torch
+
     scalars = {}
     for name, value in metrics.items():
         if isinstance(value, torch.Tensor):

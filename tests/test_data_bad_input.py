@@ -163,10 +163,13 @@ def test_disk_full_inside_a_step_names_the_step_and_the_path(tmp_path):
 
 
 def test_disk_full_while_saving_names_the_save_step(tmp_path, monkeypatch):
-    def full(self, path, *args, **kwargs):
+    def full(part, path, *args, **kwargs):
         raise _enospc(str(Path(path) / "data-00000-of-00001.arrow"))
 
+    # The encoded parts are published by lightning_order.data.tables.save_part (a move, or
+    # save_to_disk for parts that are not one scratch file of their own).
     monkeypatch.setattr(datasets.Dataset, "save_to_disk", full)
+    monkeypatch.setattr("lightning_order.data.tables.save_part", full)
     dm = OrderedDataModule(cache_dir=str(tmp_path), **TINY_DEMO)
     with pytest.raises(DataError) as info:
         dm.prepare_data()

@@ -13,6 +13,9 @@ it (:func:`verify_files`), so a flipped bit, a truncated, emptied or missing fil
 trusted: :func:`prepare_once` warns (:class:`~lightning_order.errors.CacheWarning`, naming the
 file) and prepares the folder anew. Hashing runs at memory speed (xxh3); see docs/reliability.md
 for the measured cost.
+
+``datasets`` and ``pyarrow`` are imported by the functions that read or write data, so checking a
+cache (``audit``, a cache hit) does not import them.
 """
 
 from __future__ import annotations
@@ -26,8 +29,6 @@ import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-import datasets
-import pyarrow as pa
 from filelock import FileLock, Timeout
 
 from lightning_order.data.steps import DataState
@@ -242,9 +243,11 @@ def write_prepared(folder: Path, state: DataState, ledger: StepLedger, dims: Map
             (``manifest``, ``split``, ``statistics``, ``vocab``).
         dims: the dims the state does not know (``num_features``, ``max_length``).
     """
+    from lightning_order.data.tables import save_part  # datasets: imported when data is written
+
     try:
         for name, part in state.parts.items():
-            part.save_to_disk(str(folder / name))
+            save_part(part, folder / name)
         state.tokenizer.save(str(folder / "tokenizer.json"))
         (folder / "statistics.json").write_text(json.dumps(state.statistics, indent=2, sort_keys=True))
     except Exception as err:
@@ -274,6 +277,9 @@ def read_state(path: Path, ledger: StepLedger) -> DataState:
     Statistics that were fitted (their mean is known) were applied by ``encode``; otherwise the
     features were stored raw and the state holds no statistics yet.
     """
+    import datasets  # imported when data is read: `audit` and a cache hit need only the manifest
+    import pyarrow as pa
+
     try:
         stats = json.loads((path / "statistics.json").read_text())
         parts = {name: datasets.load_from_disk(str(path / name)) for name in ("train", "val")}

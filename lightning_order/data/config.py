@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from functools import cached_property
@@ -23,7 +24,7 @@ from lightning_order.data.inputs import InputHash
 from lightning_order.data.vocab import check_vocab_size
 from lightning_order.errors import DataError
 
-__all__ = ["CODE_VERSION", "DataConfig", "InputHash", "TokenizerKind", "override_identity"]
+__all__ = ["CODE_VERSION", "DataConfig", "InputHash", "TokenizerKind", "available_cpus", "override_identity"]
 
 #: Bump when a step's output changes for the same config, so old caches are not reused.
 CODE_VERSION = "3"
@@ -52,7 +53,7 @@ class DataConfig:
     vocab_size: int = 8000
     tokenizer: TokenizerKind = "wordpiece"
     max_length: int = 128
-    num_proc: int = 1
+    num_proc: int | None = None
     demo_size: int = 20000
     dataset_config: str | None = None
     load_split: str = "train"
@@ -87,8 +88,10 @@ class DataConfig:
                 f"max_length must be a positive int, got {self.max_length!r}{kind}; e.g. max_length=128",
                 step="encode",
             )
+        if self.num_proc is None:  # the default: every CPU this process may run on
+            object.__setattr__(self, "num_proc", available_cpus())
         fixes = {
-            "num_proc": "e.g. num_proc=1",
+            "num_proc": "e.g. num_proc=1, or leave it out (null) for every available CPU",
             "demo_size": "the demo corpus's rows, e.g. demo_size=2000 (or pass dataset=... for your own data)",
             "demo_sources": "e.g. demo_sources=1",
         }
@@ -165,6 +168,14 @@ class DataConfig:
         """The part of the identity that decides which rows ``load`` reads."""
         ident = self.identity(())
         return {k: ident.get(k) for k in ("dataset_config", "load_split", "data_files", "demo")}
+
+
+def available_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask where the platform has one)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - macOS, Windows
+        return max(1, os.cpu_count() or 1)
 
 
 def override_identity(cls: type, base: type, names: Sequence[str]) -> dict[str, str]:

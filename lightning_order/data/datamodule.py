@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 import json
-import shutil
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -21,27 +20,21 @@ import numpy as np
 from tokenizers import Tokenizer
 from torch.utils.data import DataLoader
 
-import lightning_order.data.encode
-import lightning_order.data.load
-import lightning_order.data.shard
-import lightning_order.data.split
-import lightning_order.data.vocab  # noqa: F401
 from lightning_order import _compat as pl
 from lightning_order.data import cache as _cache
+from lightning_order.data import prepare as _prepare
 from lightning_order.data.cleaning import CleanRows, clean_batch
 from lightning_order.data.config import CODE_VERSION, DataConfig, InputHash, TokenizerKind, override_identity
 from lightning_order.data.features import ENGINEERED_FEATURES, engineer_batch
 from lightning_order.data.loaders import BATCH_KEYS, Collate, make_loader
-from lightning_order.data.steps import STEPS, DataState, StepContext, resolve_order, run_steps, split_phases
-from lightning_order.ledger import StepLedger, fingerprint
+from lightning_order.data.steps import STEPS, StepContext, run_steps, split_phases
+from lightning_order.ledger import StepLedger
 from lightning_order.order import STANDARD_PIPELINE, Pipeline
 
 __all__ = ["CODE_VERSION", "DATA_STEPS", "OrderedDataModule"]
 
 #: The data steps of :data:`STANDARD_PIPELINE`, in the mandated order.
 DATA_STEPS: tuple[str, ...] = tuple(STANDARD_PIPELINE.subset(STEPS))
-#: The data form a runnable order must leave: every rank holds its shard.
-_FINAL_FORM = "shard"
 #: The config fields kept as attributes of the same name (subclasses' row steps read them).
 _ATTRIBUTES = ("dataset", "data_files", "text_column", "label_column", "numeric_columns", "group_column")
 _ATTRIBUTES += ("val_fraction", "seed", "lowercase", "demo_size", "demo_sources", "demo_seed")
@@ -78,7 +71,10 @@ class OrderedDataModule(pl.LightningDataModule):
         max_length: token ids are padded/truncated to this length.
         batch_size: rows per batch in the dataloaders.
         num_workers: dataloader worker processes.
-        num_proc: processes for the batched ``Dataset.map`` steps of preparation.
+        num_proc: processes for the row-wise steps that run through ``Dataset.map`` (a
+            user's own ``clean`` or ``engineer_features``, on at least 20 000 rows); ``None``
+            (the default): every available CPU. The default steps run vectorised in Arrow and
+            the tokenizer uses its own threads.
         cache_dir: the cache root; default ``$LIGHTNING_ORDER_CACHE`` or ``~/.cache/lightning_order``.
         demo_size: rows of the demo corpus (about 190 bytes of text each).
         order: the data steps to run, in order (a permutation or subset of ``load, clean,
@@ -121,7 +117,7 @@ class OrderedDataModule(pl.LightningDataModule):
         max_length: int = 128,
         batch_size: int = 32,
         num_workers: int = 0,
-        num_proc: int = 1,
+        num_proc: int | None = None,
         cache_dir: str | None = None,
         demo_size: int = 20000,
         order: Sequence[str] | None = None,
@@ -150,11 +146,9 @@ class OrderedDataModule(pl.LightningDataModule):
         self.batch_size, self.num_workers, self.cache_dir = int(batch_size), int(num_workers), cache_dir
         self.shuffle, self.enforce = bool(shuffle), bool(enforce)
         self.pipeline = STANDARD_PIPELINE if pipeline is None else pipeline
-        self.order: tuple[str, ...] = resolve_order(
-            order, STEPS, self.pipeline, self.config, enforce=self.enforce, final=_FINAL_FORM
-        )
+        self.order: tuple[str, ...] = _prepare.order_of(self.config, order, self.enforce, self.pipeline)
         #: The pipeline fingerprint: the hash of everything that shapes the prepared data.
-        self.cache_key: str = fingerprint("lightning_order.data", self.config.identity(self.order))
+        self.cache_key: str = _prepare.cache_key(self.config, self.order)
         self._ledger: StepLedger | None = None
         self._tokenizer: Tokenizer | None = None
         self._train: datasets.Dataset | None = None  # this rank's shard, after setup
@@ -195,15 +189,18 @@ class OrderedDataModule(pl.LightningDataModule):
     @property
     def feature_names(self) -> list[str]:
         """The feature vector's columns: the numeric columns, then the engineered ones."""
-        engineered = list(self.engineered_features) if "engineer_features" in self.order else []
-        return [*self.numeric_columns, *engineered]
+        return _prepare.feature_names(self.config, self.order)
 
     def _context(self, work: Path | None = None, world: int = 1, rank: int = 0) -> StepContext:
         # The hooks run in num_proc workers: a shallow copy without trainer or data pickles cheaply.
         clone = copy.copy(self)
         clone.__dict__.update(trainer=None, _ledger=None, _tokenizer=None, _train=None, _val=None)
-        hooks = {"clean": CleanRows(clone.clean, self.text_column)}
-        hooks["engineer_features"] = clone.engineer_features
+        # Only overridden row steps are hooks: the default ones run vectorised over Arrow.
+        hooks: dict[str, Any] = {}
+        if "clean" in self.config.overrides:
+            hooks["clean"] = CleanRows(clone.clean, self.text_column)
+        if "engineer_features" in self.config.overrides:
+            hooks["engineer_features"] = clone.engineer_features
         ctx = StepContext(self.config, work=work, hooks=hooks, rank=rank, world_size=world)
         return replace(ctx, feature_names=tuple(self.feature_names))
 
@@ -216,16 +213,7 @@ class OrderedDataModule(pl.LightningDataModule):
         _cache.prepare_once(self.cache_root, self.cache_key, self._prepare_into)
 
     def _prepare_into(self, folder: Path) -> None:
-        work = folder / "work"
-        work.mkdir()
-        steps, per_rank = split_phases(self.order, STEPS)
-        identity = self.config.identity(self.order)
-        info = {"cache_key": self.cache_key, "order": list(self.order), "per_rank_steps": per_rank}
-        ledger = StepLedger(info={**info, "config": identity, "feature_names": self.feature_names})
-        state = run_steps(steps, STEPS, self._context(work), DataState(), ledger)
-        shutil.rmtree(work, ignore_errors=True)
-        dims = {"num_features": len(self.feature_names), "max_length": self.config.max_length}
-        _cache.write_prepared(folder, state, ledger, dims)
+        _prepare.prepare_into(folder, self.config, self.order, self._context().hooks)
 
     def _ensure_prepared(self) -> Path:
         # Every file of the cache is verified against the manifest's hashes once per instance.

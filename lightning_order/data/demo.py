@@ -18,9 +18,10 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import datasets
+if TYPE_CHECKING:  # datasets is imported when a corpus is built (a cache hit needs none)
+    import datasets
 
 __all__ = ["DEMO_NUMERIC_COLUMNS", "DEMO_NUM_CLASSES", "demo_rows", "make_demo_corpus"]
 
@@ -116,16 +117,19 @@ def demo_rows(size: int, seed: int = 0, sources: int = 1) -> Iterator[dict[str, 
         }
 
 
-_FEATURES = datasets.Features(
-    {
-        "text": datasets.Value("string"),
-        "label": datasets.Value("int64"),
-        "ratio": datasets.Value("float64"),
-        "score": datasets.Value("float64"),
-        "amount": datasets.Value("float64"),
-        "source": datasets.Value("int64"),
-    }
-)
+def _features() -> datasets.Features:
+    import datasets
+
+    return datasets.Features(
+        {
+            "text": datasets.Value("string"),
+            "label": datasets.Value("int64"),
+            "ratio": datasets.Value("float64"),
+            "score": datasets.Value("float64"),
+            "amount": datasets.Value("float64"),
+            "source": datasets.Value("int64"),
+        }
+    )
 
 
 def make_demo_corpus(
@@ -142,9 +146,11 @@ def make_demo_corpus(
     Returns:
         The corpus, with the columns of :func:`demo_rows`.
     """
+    import datasets
+
     return datasets.Dataset.from_generator(
         demo_rows,
-        features=_FEATURES,
+        features=_features(),
         gen_kwargs={"size": int(size), "seed": int(seed), "sources": int(sources)},
         cache_dir=None if cache_dir is None else str(cache_dir),
     )

@@ -4,6 +4,11 @@ Every feature here looks at one row only, so it may run before the split (DESIGN
 Engineered features are appended after the configured numeric columns; together they are the
 model's ``features`` vector. Non-finite values are rejected here, row-wise, so a NaN in a
 validation row is caught as surely as one in a train row.
+
+The default features are computed vectorised over Arrow batches (:func:`~.arrow.text_features`:
+exactly the values of :func:`engineer_batch`); a user's own ``engineer_features``
+(``ctx.hooks["engineer_features"]``), or numeric columns that are not numbers in Arrow, go
+row-wise through ``datasets.map``.
 """
 
 from __future__ import annotations
@@ -12,10 +17,12 @@ import functools
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import pyarrow as pa
 
+from lightning_order.data.arrow import text_features
 from lightning_order.data.config import CODE_VERSION, DataConfig
 from lightning_order.data.steps import (
     ROWS,
@@ -29,8 +36,12 @@ from lightning_order.data.steps import (
 from lightning_order.errors import DataError
 from lightning_order.ledger import fingerprint
 
+if TYPE_CHECKING:  # datasets is imported when features are computed (a cache hit needs none)
+    import datasets
+
 __all__ = [
     "ENGINEERED_FEATURES",
+    "FeatureTable",
     "check_numeric",
     "engineer_batch",
     "engineer_features",
@@ -85,6 +96,51 @@ def engineer_batch(
     batch["feat_mean_word_len"] = mean_len
     batch["feat_punct"] = punct
     return batch
+
+
+class FeatureTable:
+    """The default engineered features of an Arrow batch (vectorised), after the numeric columns' checks."""
+
+    def __init__(self, text_column: str, numeric_columns: Sequence[str]) -> None:
+        self.text_column = text_column
+        self.numeric_columns = list(numeric_columns)
+
+    def __call__(self, table: pa.Table) -> pa.Table:
+        for column in self.numeric_columns:
+            values = np.asarray(table[column].to_numpy(zero_copy_only=False), dtype=np.float64)
+            bad = ~np.isfinite(values)
+            if bad.any():
+                raise DataError(
+                    f"{int(bad.sum())} value(s) in this batch are missing, NaN or infinite (e.g. {values[bad][0]}); "
+                    "impute or drop those rows before preparing (statistics would be NaN)",
+                    step="engineer_features",
+                    column=column,
+                )
+        for name, values in text_features(table[self.text_column]).items():
+            index = table.schema.get_field_index(name)
+            column = pa.array(values, type=pa.float64())
+            table = table.append_column(name, column) if index < 0 else table.set_column(index, name, column)
+        return table
+
+
+def _add_features(features: datasets.Features) -> datasets.Features:
+    import datasets
+
+    for name in ENGINEERED_FEATURES:
+        features[name] = datasets.Value("float64")
+    return features
+
+
+def _vectorisable(state: DataState, cfg: DataConfig) -> bool:
+    """The default features can run on Arrow: numeric columns hold numbers, the text has no null."""
+    data = state.data if not state.parts else next(iter(state.parts.values()))
+    schema = data.data.schema
+    numbers = all(
+        pa.types.is_integer(schema.field(c).type) or pa.types.is_floating(schema.field(c).type)
+        for c in cfg.numeric_columns
+    )
+    texts = [state.data] if not state.parts else list(state.parts.values())
+    return numbers and all(t.data.table[cfg.text_column].null_count == 0 for t in texts)
 
 
 def streaming_moments(blocks: Iterable[np.ndarray]) -> tuple[int, np.ndarray, np.ndarray]:
@@ -183,13 +239,20 @@ def _arrow_matrix(column: Any, width: int) -> np.ndarray:
 @STEPS.register("engineer_features", takes=ROWS, reads="data", writes_data=True)
 def engineer_features(ctx: StepContext, state: DataState) -> StepResult:
     """Step 3: adds the engineered columns to every row (``ctx.hooks["engineer_features"]`` if overridden)."""
+    from lightning_order.data.tables import apply_tables
+
     cfg: DataConfig = ctx.config
-    default = functools.partial(
-        engineer_batch, text_column=cfg.text_column, numeric_columns=cfg.numeric_columns
-    )
-    function = ctx.hooks.get("engineer_features") or default
     fp = fingerprint("engineer_features", CODE_VERSION, dict(ctx.inputs), list(cfg.engineered_features))
-    state = apply_rowwise(cfg, state, fp, function)
+    function = ctx.hooks.get("engineer_features")
+    if function is None and _vectorisable(state, cfg):
+        state = apply_tables(
+            ctx, state, fp, "features", FeatureTable(cfg.text_column, cfg.numeric_columns), _add_features
+        )
+    else:
+        default = functools.partial(
+            engineer_batch, text_column=cfg.text_column, numeric_columns=cfg.numeric_columns
+        )
+        state = apply_rowwise(cfg, state, fp, function or default)
     return StepResult(
         state,
         fp,

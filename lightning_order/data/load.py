@@ -13,8 +13,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-
-import datasets
+from typing import TYPE_CHECKING
 
 from lightning_order.data.config import CODE_VERSION, DataConfig
 from lightning_order.data.demo import make_demo_corpus
@@ -22,6 +21,9 @@ from lightning_order.data.inputs import diagnose_files, files_identity, local_fi
 from lightning_order.data.steps import STEPS, DataState, StepContext, StepResult
 from lightning_order.errors import DataError
 from lightning_order.ledger import fingerprint
+
+if TYPE_CHECKING:  # datasets is imported when rows are loaded (a cache hit needs none)
+    import datasets
 
 __all__ = ["load"]
 
@@ -90,6 +92,8 @@ def _load_dataset(cfg: DataConfig, hf_cache: Path | None) -> datasets.Dataset:
             f"{', '.join(map(str, files))}; build the DataModule again",
             step="load",
         )
+    import datasets
+
     try:
         return datasets.load_dataset(
             cfg.dataset,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -22,14 +22,18 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import xxhash
 
+from lightning_order.data.arrow import hash_keys, key_bytes
 from lightning_order.data.config import CODE_VERSION, DataConfig
 from lightning_order.data.steps import ROWS, STEPS, DataState, StepContext, StepResult
 from lightning_order.errors import DataError
 from lightning_order.ledger import fingerprint
 
-__all__ = ["KEY_HASH_COLUMN", "is_val", "key_hashes", "split", "text_key"]
+__all__ = ["CARRIED_KEY_HASH", "KEY_HASH_COLUMN", "is_val", "key_hashes", "split", "text_key"]
 
 KEY_HASH_COLUMN = "key_hash"
+#: The parts carry each row's unseeded key hash from the split to ``encode`` (which stores it as
+#: :data:`KEY_HASH_COLUMN` while the keys are those the split hashed).
+CARRIED_KEY_HASH = "__lightning_order_key_hash"
 _BUCKETS = 1 << 20
 _WORD = re.compile(r"\w+")
 
@@ -85,20 +89,36 @@ def is_val(keys: Sequence[Any], val_fraction: float, seed: int, text: bool = Fal
 )
 def split(ctx: StepContext, state: DataState) -> StepResult:
     """Step 4: splits the rows into ``train`` and ``val`` by key; every val label must occur in train."""
+    import datasets  # imported when data is split (a cache hit needs none)
+
+    from lightning_order.data.tables import batches, write_split
+
     cfg: DataConfig = ctx.config
     key = cfg.key_column
     data = state.data
     flags, train_labels, val_labels = [], set(), set()
-    columns = list(dict.fromkeys([key, cfg.label_column]))
-    for batch in data.select_columns(columns).with_format("arrow").iter(batch_size=10000):
-        f = is_val(batch[key].to_pylist(), cfg.val_fraction, cfg.seed, text=cfg.group_column is None)
-        flags.append(f)
-        labels = batch[cfg.label_column]
-        train_labels.update(pc.unique(labels.filter(pa.array(~f))).to_pylist())
-        val_labels.update(pc.unique(labels.filter(pa.array(f))).to_pylist())
-    flag = np.concatenate(flags) if flags else np.zeros(0, dtype=bool)
+    threshold = round(cfg.val_fraction * _BUCKETS)
+
+    def assigned(tables: Iterable[pa.Table]) -> Iterator[tuple[pa.Table, pa.Table]]:
+        for table in tables:
+            values = key_bytes(table[key], text=cfg.group_column is None)
+            f = (hash_keys(values, seed=cfg.seed) % _BUCKETS).astype(np.int64) < threshold
+            # The unseeded hash encode stores as key_hash, computed from the same bytes now.
+            table = table.append_column(CARRIED_KEY_HASH, pa.array(hash_keys(values).view(np.int64)))
+            flags.append(f)
+            labels = table[cfg.label_column]
+            train_labels.update(pc.unique(labels.filter(pa.array(~f))).to_pylist())
+            val_labels.update(pc.unique(labels.filter(pa.array(f))).to_pylist())
+            yield table.filter(pa.array(~f)), table.filter(pa.array(f))
+
     params = {"val_fraction": cfg.val_fraction, "seed": cfg.seed, "key": key}
     fp = fingerprint("split", CODE_VERSION, dict(ctx.inputs), params)
+    # One pass: each batch is assigned and written, in row order, to the train and val files
+    # (contiguous Arrow: later steps read it sequentially, and no index mapping is kept).
+    features = data.features.copy()
+    features[CARRIED_KEY_HASH] = datasets.Value("int64")
+    written = write_split(assigned(batches(data)), features, ctx.work, fp[:8])
+    flag = np.concatenate(flags) if flags else np.zeros(0, dtype=bool)
     digest = fingerprint(fp, hashlib.sha256(np.packbits(flag).tobytes()).hexdigest())
     train_idx, val_idx = np.flatnonzero(~flag), np.flatnonzero(flag)
     for name, idx in (("train", train_idx), ("val", val_idx)):
@@ -121,13 +141,7 @@ def split(ctx: StepContext, state: DataState) -> StepResult:
             step="split",
             column=cfg.label_column,
         )
-    # Flattened: later steps then read contiguous Arrow; iterating an index mapping instead
-    # gathers rows and keeps memory that grows with the data.
-    nproc = cfg.num_proc if cfg.num_proc > 1 else None
-    parts = {
-        name: data.select(idx).flatten_indices(num_proc=nproc, new_fingerprint=fingerprint(fp, name, "rows"))
-        for name, idx in (("train", train_idx), ("val", val_idx))
-    }
+    parts = dict(zip(("train", "val"), written))
     part_fps = {"train": fingerprint(digest, "train"), "val": fingerprint(digest, "val")}
     labels = tuple(sorted(train_labels, key=lambda v: (str(type(v)), v)))
     return StepResult(

@@ -37,6 +37,7 @@ and calls the same runner: the runner is never edited to add a step.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -50,6 +51,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from lightning_order.order import Pipeline
 
 __all__ = [
+    "POOL_ROWS",
     "ROWS",
     "STEPS",
     "DataState",
@@ -66,6 +68,8 @@ __all__ = [
     "train_data",
 ]
 
+#: The fewest rows for which a row-wise ``Dataset.map`` starts ``num_proc`` worker processes.
+POOL_ROWS = 20000
 #: The form of the data before it is encoded (one row per example, original columns).
 ROWS = frozenset({"rows"})
 
@@ -348,7 +352,10 @@ def run_steps(
         spec = registry[name]
         inputs, fitted_on = _lineage(spec, state, ledger)
         step_ctx = replace(ctx, inputs=inputs, fitted_on=fitted_on)
+        start = time.perf_counter()
         result = _placeholder(step_ctx, state, spec) if dry else _run_one(spec, step_ctx, state)
+        # The step's own time (stats are never part of a fingerprint): the ledger's time breakdown.
+        seconds = {} if dry else {"seconds": round(time.perf_counter() - start, 4)}
         record = ledger.record(
             name,
             inputs=inputs,
@@ -356,7 +363,7 @@ def run_steps(
             fitted_on=fitted_on,
             parts=result.parts,
             params=result.params,
-            stats=result.stats,
+            stats={**result.stats, **seconds},
         )
         state = replace(result.state, form=spec.makes or result.state.form)
         if spec.writes_data:
@@ -387,14 +394,14 @@ def train_data(state: DataState) -> Any:
     return state.parts["train"] if state.parts else state.data
 
 
-def map_kwargs(config: Any, fp: str) -> dict[str, Any]:
-    """The ``Dataset.map`` arguments of a batched step (``num_proc`` and the new fingerprint)."""
-    return {
-        "batched": True,
-        "batch_size": 1000,
-        "num_proc": config.num_proc if config.num_proc > 1 else None,
-        "new_fingerprint": fp[:32],
-    }
+def map_kwargs(config: Any, fp: str, rows: int = POOL_ROWS) -> dict[str, Any]:
+    """The ``Dataset.map`` arguments of a batched step (``num_proc`` and the new fingerprint).
+
+    Worker processes are used only for ``rows`` of at least :data:`POOL_ROWS` (below that,
+    starting them costs more than they save).
+    """
+    procs = config.num_proc if config.num_proc > 1 and rows >= POOL_ROWS else None
+    return {"batched": True, "batch_size": 1000, "num_proc": procs, "new_fingerprint": fp[:32]}
 
 
 def apply_rowwise(config: Any, state: DataState, fp: str, function: Callable, **kwargs: Any) -> DataState:
@@ -403,6 +410,6 @@ def apply_rowwise(config: Any, state: DataState, fp: str, function: Callable, **
         parts, part_fps = {}, {}
         for name, part in state.parts.items():
             part_fps[name] = fingerprint(fp, name)
-            parts[name] = part.map(function, **map_kwargs(config, part_fps[name]), **kwargs)
+            parts[name] = part.map(function, **map_kwargs(config, part_fps[name], len(part)), **kwargs)
         return replace(state, parts=parts, part_fps=part_fps)
-    return replace(state, data=state.data.map(function, **map_kwargs(config, fp), **kwargs))
+    return replace(state, data=state.data.map(function, **map_kwargs(config, fp, len(state.data)), **kwargs))

@@ -124,8 +124,10 @@ def text_batches(
         batch_size: rows per batch.
         max_chars: each text is cut to its first ``max_chars`` characters (``None``: whole).
     """
-    for batch in dataset.select_columns([column]).iter(batch_size=batch_size):
-        texts = batch[column]
+    from lightning_order.data.tables import batches  # Arrow slices: no datasets formatting per batch
+
+    for table in batches(dataset, [column], batch_size):
+        texts = table[column].to_pylist()
         if max_chars is not None:
             texts = [t[:max_chars] if isinstance(t, str) and len(t) > max_chars else t for t in texts]
         yield texts
