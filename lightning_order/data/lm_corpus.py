@@ -6,18 +6,23 @@ function defined in it, and each public method of those classes) of a curated, s
 standard-library modules, read with :func:`inspect.getdoc`. The modules are pure Python or always
 built into CPython, free of import side effects and of platform-specific content (no
 ``antigravity``, ``this``, ``tkinter``, ``idlelib``, ``turtle``, ``os``, ``socket``, ``asyncio``,
-``ssl``, ``sqlite3``, ``decimal``...); one that is missing on a build is skipped.
+``ssl``, ``sqlite3``, ``decimal``...); one that is missing on a build is skipped. The language
+reference's topics from ``pydoc_data`` follow, one document per topic.
 
 The traversal is sorted at every level (modules, names, methods), so the corpus is a pure function
 of the Python version: the same documents in the same order on every machine running that version
 (its :func:`corpus_fingerprint` says which). It keeps text that repeats in real documentation on
 purpose: a method that does not override its base class's docstring gets it from
-:func:`inspect.getdoc` (e.g. every ``HTMLParser``/``Formatter``/``TestCase`` subclass method), so
+:func:`inspect.getdoc` (e.g. the SAX handler methods of ``xml.dom.pulldom.PullDOM`` and
+``xml.sax.saxutils.XMLGenerator``, the file methods of ``tempfile.SpooledTemporaryFile``), so
 exact duplicates exist and deduplication has real work to do.
 
-Size on CPython 3.11: about 7 900 documents, 3.1 MB of text (about 0.5 M words); building it takes
-about 0.5 s (most of it importing the modules). Running Python with ``-OO`` strips docstrings,
-so there the corpus is empty and :func:`stdlib_corpus` raises a :class:`DataError` saying so.
+Size on CPython 3.11: 1 474 documents (each at least 120 characters), 1.13 MB of text, about
+166 000 words, of which 110 are exact repeats of another document; the language reference's
+topics (``pydoc_data``, what ``help("assert")`` shows) make 79 of them. Building it takes about
+0.1-0.2 s (mostly importing the modules). Running Python with ``-OO`` strips docstrings,
+so there only the 79 topics remain (and where ``pydoc_data`` is missing too, the corpus is empty and
+:func:`stdlib_corpus` raises a :class:`DataError` saying so).
 """
 
 from __future__ import annotations
