@@ -82,7 +82,9 @@ class OrderLMCLI(OrderCLI):
         console = make_console()
         ledger = getattr(self.datamodule, "ledger", None)
         if isinstance(ledger, StepLedger) and len(ledger):
-            console.print(ledger_table(ledger, title=f"lightning-order {stage}: the ledger", pipeline=LM_PIPELINE))
+            console.print(
+                ledger_table(ledger, title=f"lightning-order {stage}: the ledger", pipeline=LM_PIPELINE)
+            )
             print_violations(console, lm_ledger_violations(ledger))
         metrics = scalar_metrics(trainer.callback_metrics)
         if metrics:
@@ -120,7 +122,9 @@ def lm_ledger_violations(ledger: StepLedger) -> list[Any]:
     return [*check_ledger(ledger, LM_PIPELINE), *check_lm_ledger(evidence)]
 
 
-def sample_continuation(model: Any, datamodule: Any, prompt_tokens: int = 12, new_tokens: int = 60) -> tuple[Any, str]:
+def sample_continuation(
+    model: Any, datamodule: Any, prompt_tokens: int = 12, new_tokens: int = 60
+) -> tuple[Any, str]:
     """The start of the first validation document and the model's sampled continuation of it (seeded).
 
     Returns:
