@@ -57,6 +57,8 @@ os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
 
+import logging
+
 import numpy as np
 import pytorch_lightning as pl
 import torch
@@ -68,6 +70,9 @@ from lightning_order._distributed import launch_env, release_process_group
 from lightning_order.data.lm_config import EOS_TOKEN
 from lightning_order.data.lm_corpus import stdlib_corpus
 from lightning_order.data.lm_steps import clean_document, encode_documents, pack_stream, train_byte_bpe
+
+for _name in ("pytorch_lightning", "lightning.pytorch", "lightning_fabric"):
+    logging.getLogger(_name).setLevel(logging.WARNING)
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = REPO / "docs" / "lab"
@@ -92,7 +97,7 @@ class LabConfig:
     n_embd: int = 64
     lr: float = 3e-3
     dirty_share: float = 0.5
-    copy_share: float = 0.4
+    copy_share: float = 0.5
     gen_prompts: int = 24
     gen_tokens: int = 24
     pad_positions: int = 8
@@ -158,18 +163,26 @@ def dirty(text: str, rng: random.Random) -> str:
             words[i] = "".join(_FULL_WIDTH.get(c, c) for c in words[i])
         elif roll < 0.06:
             words[i] = words[i].replace("fi", "\ufb01")
-    text = " ".join(words).replace(". ", ".\u00a0 ", 2)
+    text = " ".join(words).replace(". ", ".\u00a0", 2)
     lines = [line + " " * rng.randint(0, 3) for line in text.split("\n")]
     text = "\r\n".join(lines).replace("\r\n\r\n", "\r\n\r\n\r\n\r\n", 1)
     return "\x0b" + text + "\x07" if rng.random() < 0.5 else text
 
 
 def near_copy(text: str, rng: random.Random) -> str:
-    """A mirror: about 1 % of the words changed (a near-duplicate after cleaning), other dirt."""
+    """A mirror's copy: a header and a footer line added, 1 % of the words changed, other dirt.
+
+    After cleaning it is a near-duplicate of ``text`` (word 5-gram Jaccard about 0.8-0.95 for
+    documents of 50 words or more), never an exact one.
+    """
     words = text.split(" ")
-    for i in rng.sample(range(len(words)), max(1, len(words) // 100)):
-        words[i] = words[i].upper() if rng.random() < 0.5 else words[i] + "s"
-    return dirty(" ".join(words), rng)
+    for i in rng.sample(range(len(words)), len(words) // 100):
+        words[i] = words[i] + "s"
+    return dirty(f"{_MIRROR_HEAD}\n{' '.join(words)}\n{_MIRROR_FOOT}", rng)
+
+
+_MIRROR_HEAD = "Mirror:"
+_MIRROR_FOOT = "(retrieved from a mirror)"
 
 
 def build_lab_corpus(cfg: LabConfig, folder: Path) -> dict[str, Any]:
