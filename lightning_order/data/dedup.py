@@ -17,8 +17,8 @@ Definitions (one place, used by every function here):
   transitive chains: a document is never removed for resembling a removed one).
 - Documents with fewer than ``ngram`` words have no n-grams: they are deduplicated exactly only.
 
-Speed: the work is vectorised. Each distinct word is hashed once (xxh3), the n-gram hashes of the
-whole corpus are combined in numpy in one pass, rensa computes every signature from that flat
+Speed: the work is vectorised. Arrow dictionary-encodes the words and each distinct one is hashed
+once (xxh3), the n-gram hashes of the whole corpus are combined in numpy in one pass, rensa computes every signature from that flat
 buffer and flags the rows that share an LSH band with another row; only those rows are banded in
 Python and compared. About 15-30 MB/s of text on one core (``benchmarks/bench_lm_prepare.py``).
 The LSH band count is the largest number of rows per band (dividing ``num_perm``) that still finds
@@ -28,11 +28,11 @@ cost only an exact comparison.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import pyarrow as pa
 import rensa
 import xxhash
 
@@ -119,11 +119,13 @@ class _Shingles:
 
     def __init__(self, word_lists: Sequence[list[str]], ngram: int) -> None:
         lengths = np.fromiter(map(len, word_lists), dtype=np.int64, count=len(word_lists))
-        flat = list(itertools.chain.from_iterable(word_lists))
-        # Each distinct word is hashed once; occurrences are looked up (a dict lookup is cheaper).
-        table = dict.fromkeys(flat)
-        table = dict(zip(table, map(xxhash.xxh3_64_intdigest, map(str.encode, table))))
-        words = np.fromiter(map(table.__getitem__, flat), dtype=np.uint64, count=len(flat))
+        # Arrow dictionary-encodes every word occurrence in C++; each distinct word is hashed once.
+        encoded = pa.array(word_lists, type=pa.list_(pa.large_string())).flatten().dictionary_encode()
+        distinct = encoded.dictionary.to_pylist()
+        table = np.fromiter(
+            map(xxhash.xxh3_64_intdigest, map(str.encode, distinct)), dtype=np.uint64, count=len(distinct)
+        )
+        words = table[encoded.indices.to_numpy(zero_copy_only=False)] if len(distinct) else np.empty(0, np.uint64)
         counts = np.maximum(lengths - ngram + 1, 0)
         total = len(words) - ngram + 1
         if total > 0 and counts.sum() > 0:
