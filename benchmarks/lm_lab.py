@@ -552,6 +552,7 @@ def _ddp_worker(args: argparse.Namespace) -> None:
 
 def detect_per_rank_ddp(cfg: LabConfig, corpus: dict[str, Any], cache: str) -> dict[str, Any]:
     """Runs the 2-rank DDP detection in a subprocess and reads what rank 0 saw."""
+    Path(cache).mkdir(parents=True, exist_ok=True)
     out = Path(cache) / "ddp_result.json"
     cmd = [
         sys.executable,
@@ -722,6 +723,7 @@ def run_lab(cfg: LabConfig, out: Path, cases: Sequence[Case] = CASES) -> dict[st
                     runs.append(run_simulated_ddp(cfg, corpus, seed, True, cache))
                 else:
                     runs.append(run_training(cfg, corpus, seed, case, cache))
+        (out / "lm_runs_partial.json").write_text(json.dumps(runs, default=str))  # kept if DDP fails
         ddp = None
         if cfg.ddp and any(c.per_rank_tokenizer for c in cases):
             ddp = detect_per_rank_ddp(cfg, corpus, str(Path(tmp) / "ddp"))
