@@ -49,6 +49,9 @@ _LAZY: dict[str, str] = {
     "recover": "lightning_order.recovery",
     "RULES": "lightning_order.rules",
     "Violation": "lightning_order.rules",
+    "LM_PIPELINE": "lightning_order.order",
+    "OrderedLMDataModule": "lightning_order.data.lm_datamodule",
+    "OrderedCausalLM": "lightning_order.lm_model",
 }
 
 __all__ = [
@@ -82,6 +85,9 @@ __all__ = [
     "recover",
     "require_steps",
     "step_fingerprint",
+    "LM_PIPELINE",
+    "OrderedLMDataModule",
+    "OrderedCausalLM",
 ]
 
 
@@ -120,6 +126,7 @@ if TYPE_CHECKING:  # pragma: no cover - static analysers see the names eagerly
     from lightning_order.checks.symptoms import Diagnosis
     from lightning_order.data.datamodule import OrderedDataModule
     from lightning_order.data.demo import make_demo_corpus
+    from lightning_order.data.lm_datamodule import OrderedLMDataModule
     from lightning_order.errors import (
         CacheWarning,
         CheckpointError,
@@ -131,8 +138,9 @@ if TYPE_CHECKING:  # pragma: no cover - static analysers see the names eagerly
         StepNameError,
     )
     from lightning_order.ledger import StepLedger, StepRecord, fingerprint, step_fingerprint
+    from lightning_order.lm_model import OrderedCausalLM
     from lightning_order.models import OrderedTextClassifier
-    from lightning_order.order import STANDARD_PIPELINE, Pipeline, Step, require_steps
+    from lightning_order.order import LM_PIPELINE, STANDARD_PIPELINE, Pipeline, Step, require_steps
     from lightning_order.recording import StepRecording, data_fingerprint, record_step, recording
     from lightning_order.recovery import RecoveryPlan, recover
     from lightning_order.rules import RULES, Violation

@@ -364,11 +364,11 @@ def main(args: list[str] | None = None) -> int:
             return _graph_main(argv[1:])
         if command == "prepare":
             parser_kwargs = {"prog": "lightning-order prepare", "description": TOOLS["prepare"]}
-            _run_cli(_PrepareCLI, argv[1:], run=False, parser_kwargs=parser_kwargs)
+            _run_cli(_lm_cli(argv, True) or _PrepareCLI, argv[1:], run=False, parser_kwargs=parser_kwargs)
             return 0
         # args=None lets LightningCLI read sys.argv itself, which Lightning's DDP launcher re-runs.
         try:
-            _run_cli(OrderCLI, args, parser_kwargs={"prog": "lightning-order"})
+            _run_cli(_lm_cli(argv) or OrderCLI, args, parser_kwargs={"prog": "lightning-order"})
         finally:
             release_process_group()
     except ArgumentError as err:
@@ -378,6 +378,12 @@ def main(args: list[str] | None = None) -> int:
         print_error(error_lines(err))
         return EXIT_REFUSED
     return 0
+
+
+def _lm_cli(argv: list[str], prepare: bool = False) -> type[OrderCLI] | None:
+    from lightning_order.lm_cli import cli_class_for  # an OrderedCausalLM model: the LM flavour
+
+    return cli_class_for(argv, prepare)
 
 
 if __name__ == "__main__":

@@ -111,8 +111,9 @@ def prepare_report(datamodule: Any) -> None:
     elif isinstance(getattr(datamodule, "ledger", None), StepLedger):
         ledger = datamodule.ledger
     if ledger is not None:
-        out.print(ledger_table(ledger, title="lightning-order prepare: the ledger"))
-        print_violations(out, check_ledger(ledger))
+        pipeline = getattr(datamodule, "pipeline", None) or STANDARD_PIPELINE  # an LM's is LM_PIPELINE
+        out.print(ledger_table(ledger, title="lightning-order prepare: the ledger", pipeline=pipeline))
+        print_violations(out, check_ledger(ledger, pipeline))
         dims = ledger.info.get("dims")
         if dims:
             out.print(Text.assemble(("dims: ", "bold"), ", ".join(f"{k}={v}" for k, v in dims.items())))

@@ -14,17 +14,17 @@ from __future__ import annotations
 
 import difflib
 import functools
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, get_args
 
 from lightning_order.errors import OrderError, OrderWarning, StepNameError
 from lightning_order.judge import judge
 from lightning_order.ledger import StepLedger, StepRecord
-from lightning_order.rules import RULES, Violation  # noqa: F401  (RULES: older imports from here keep working)
+from lightning_order.rules import RULES, Violation  # RULES: older imports from here keep working
 
 # RULES and Violation live in lightning_order.rules (a leaf module); the errors in errors.py.
-__all__ = ["KINDS", "STANDARD_PIPELINE", "Pipeline", "Step", "require_steps"]
+__all__ = ["KINDS", "LM_PIPELINE", "STANDARD_PIPELINE", "Pipeline", "Step", "require_steps"]
 
 StepKind = Literal["source", "rowwise", "partition", "fitted", "apply", "model", "loop"]
 KINDS: tuple[str, ...] = get_args(StepKind)
@@ -77,14 +77,18 @@ class Pipeline:
 
     Args:
         steps: the steps; their ``requires`` must name steps of this pipeline.
+        rules: ``{(step, prerequisite): rule code}`` of this pipeline, before the general ones.
 
     Raises:
         OrderError: rule ``cycle`` (with the cycle's path), ``missing-step`` (a requirement
             that names no step) or ``duplicate-step`` (two steps with one name).
     """
 
-    def __init__(self, steps: Iterable[Step]) -> None:
+    def __init__(self, steps: Iterable[Step], rules: Mapping[tuple[str, str], str] | None = None) -> None:
         self._steps: dict[str, Step] = {}
+        self.rules: dict[tuple[str, str], str] = dict(rules or {})
+        if any(code not in RULES for code in self.rules.values()):
+            raise ValueError(f"Pipeline(rules=...) names unknown rule codes {sorted(self.rules.values())}")
         for step in steps:
             if not isinstance(step, Step):
                 raise TypeError(f"Pipeline takes Step objects, got {type(step).__name__}: {step!r}")
@@ -213,7 +217,7 @@ class Pipeline:
             old = merged[target]
             extra = tuple(n for n in new_names if n not in old.requires and n != target)
             merged[target] = Step(old.name, old.requires + extra, old.kind, old.description)
-        return Pipeline(merged.values())
+        return Pipeline(merged.values(), rules=self.rules)
 
     # -- reading ---------------------------------------------------------------------------
     @property
@@ -278,7 +282,7 @@ class Pipeline:
 
     def rule_for(self, step: str, prerequisite: str) -> str:
         """The rule code for running ``step`` before its prerequisite ``prerequisite``."""
-        specific = _SPECIFIC_BY_NAME.get((step, prerequisite))
+        specific = self.rules.get((step, prerequisite)) or _SPECIFIC_BY_NAME.get((step, prerequisite))
         if specific is None and step in self._steps and prerequisite in self._steps:
             kinds = (self._steps[step].kind, self._steps[prerequisite].kind)
             specific = _SPECIFIC_BY_KIND.get(kinds)
@@ -346,6 +350,23 @@ STANDARD_PIPELINE = Pipeline(
     ]
 )
 
+LM_PIPELINE = Pipeline(  # causal language modelling, DESIGN.md §1b (OrderedLMDataModule)
+    [
+        Step("clean", ("load",), "rowwise", "normalise each document; drop the empty ones"),
+        Step("dedup", ("clean",), "rowwise", "exact and MinHash near-duplicates, on the whole corpus"),
+        Step("split", ("clean", "dedup"), "partition", "train/validation by document hash"),
+        Step("build_vocab", ("clean", "split"), "fitted", "byte-level BPE, special tokens; train only"),
+        Step("encode", ("build_vocab",), "apply", "token ids, one end-of-text after each document"),
+        Step("pack", ("encode",), "apply", "blocks of block_size + 1 tokens, no padding"),
+        Step("shard", ("pack",), "partition", "the same number of blocks on every rank"),
+        Step("init_model", ("pack",), "model", "build the model from the data's dims"),
+        *(STANDARD_PIPELINE[name] for name in ("load", "configure_optimizers", "train", "evaluate")),
+    ],
+    rules={
+        ("split", "dedup"): "dedup-after-split",
+        ("init_model", "build_vocab"): "vocab-changed-after-init",
+    },
+)
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 

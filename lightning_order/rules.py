@@ -92,6 +92,25 @@ RULES: dict[str, Rule] = {
         "the pipeline is ambiguous: records of one step would be judged against the other",
         "give every step its own name, or replace a step with Pipeline.extend",
     ),
+    "dedup-after-split": Rule(
+        "deduplication ran after the train/validation split, or near-duplicates straddle the split",
+        "validation perplexity is flattered by documents the model trained on in near-identical form",
+        "deduplicate the whole cleaned corpus before the split: clean -> dedup -> split "
+        "(OrderedLMDataModule does it by default)",
+    ),
+    "vocab-changed-after-init": Rule(
+        "the tokenizer gained or changed tokens after the model was built",
+        "'index out of range in self' / device-side asserts, checkpoint size mismatches "
+        "([32004, ...] vs [32000, ...]), or new tokens read from untrained embedding rows",
+        "declare every special token in build_vocab (before the model is built), then build the model "
+        "from dm.dims; or resize the embedding and output head and record the new tokenizer",
+    ),
+    "pack-without-eos": Rule(
+        "documents were concatenated into blocks without an end-of-text token between them",
+        "the model never learns where a document ends: generations run on and start mid-sentence",
+        "end every document with exactly one end-of-text token in encode, before pack "
+        "(OrderedLMDataModule does it by default); never use the end-of-text id as padding",
+    ),
 }
 
 

@@ -32,6 +32,7 @@ from typing_extensions import override
 
 from lightning_order._compat import Callback
 from lightning_order.callbacks._content import dataset_lengths, summarize_splits
+from lightning_order.callbacks._lm import judging_pipeline, lm_violations
 from lightning_order.callbacks._sampling import (
     _agree,
     _all_gather,
@@ -211,7 +212,7 @@ class OrderValidator(Callback):
         local: list[Violation] = []
         if ledger is not None:
             # A hand-written datamodule (lightning_order.recording) is judged on the steps it declares.
-            local += check_ledger(ledger, judged_pipeline(self.pipeline, ledger))
+            local += check_ledger(ledger, judged_pipeline(judging_pipeline(dm, self.pipeline), ledger))
         elif dm is not None:
             rank_zero_info(
                 f"OrderValidator: {type(dm).__name__} keeps no ledger; checking dims, ranks and overlap "
@@ -316,6 +317,7 @@ class OrderValidator(Callback):
         self._model_checked = True
         current = self._current
         local = check_model_dims(_model_dims(pl_module), current["dims"], observed=self._observed)
+        local += lm_violations(trainer.datamodule, pl_module, self.sample_rows)  # LM tables and blocks
         if not self._resume_checked and self._restored:
             local += check_resume(self.fingerprints, current["fingerprints"])
             local += check_resume_proof(self.fingerprints, current["fingerprints"])

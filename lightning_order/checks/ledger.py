@@ -19,6 +19,7 @@ __all__ = ["DIM_KEYS", "check_init_order", "check_ledger", "judged_pipeline", "p
 
 #: The data dims a model is built from (docs/architecture.md, "Dims contract").
 DIM_KEYS: tuple[str, ...] = ("vocab_size", "num_features", "num_classes", "max_length")
+DIM_KEYS += ("padded_vocab_size", "block_size")  # causal language modelling (OrderedLMDataModule)
 
 
 def check_ledger(
@@ -116,7 +117,7 @@ def project_pipeline(pipeline: Pipeline, keep: Iterable[str]) -> Pipeline:
     for name in pipeline.subset(kept):
         step = pipeline[name]
         steps.append(Step(name, tuple(dict.fromkeys(nearest(step.requires))), step.kind, step.description))
-    return Pipeline(steps)
+    return Pipeline(steps, rules=pipeline.rules)
 
 
 def judged_pipeline(pipeline: Pipeline, ledger: StepLedger) -> Pipeline:

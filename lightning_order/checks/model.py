@@ -57,6 +57,8 @@ def check_model_dims(
         model_value = model_dims.get(model_key)
         if model_value is None:
             continue
+        if model_key == "embedding_rows" and "padded_vocab_size" in data:
+            data_key = "padded_vocab_size"  # a language model's table has the padded rows
         if data_key in data and int(model_value) != int(data[data_key]):
             problems.append(f"{what} is {model_value}, the data's {data_key} is {data[data_key]}")
             differing[model_key] = (model_value, data[data_key])

@@ -27,6 +27,8 @@ _CONSEQUENCE: dict[str, tuple[str, tuple[str, ...]]] = {
         "the train/validation split changed: validation rows may have been trained on",
         ("split",),
     ),
+    "corpus": ("the corpus changed: the run would skip or replay documents", ("load",)),
+    "tokenizer": ("the tokenizer changed: token ids would silently mean other text", ("build_vocab",)),
     "manifest": ("the prepared data changed", ("encode",)),
 }
 

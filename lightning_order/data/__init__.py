@@ -8,7 +8,9 @@ the streaming statistics), :mod:`~.split`, :mod:`~.vocab`, :mod:`~.encode`, :mod
 out of the steps. :mod:`~.config` holds the typed, validated arguments; :mod:`~.cache` the folder
 naming, file lock and atomic publish; :mod:`~.loaders` the batch collation; :mod:`~.datamodule`
 the thin shell; :mod:`~.prepare` the preparation itself, which the light ``prepare`` command runs
-without Lightning.
+without Lightning. Causal language modelling has its own steps on the same runner:
+:mod:`~.lm_steps` (with :mod:`~.lm_corpus`, :mod:`~.dedup`, :mod:`~.lm_config`, :mod:`~.lm_cache`)
+and the shell :mod:`~.lm_datamodule` (``OrderedLMDataModule``).
 
 The names below are imported on first use, so importing a step module does not import torch or
 Lightning.

@@ -1,0 +1,162 @@
+"""Language-modelling checks: does the model's table fit the tokenizer, and do the blocks hold boundaries?
+
+Pure functions of one plain dict (``evidence``) that
+:mod:`lightning_order.callbacks._lm` gathers from the datamodule, its ledger, the model and
+sampled batches. Missing keys are skipped, so a hand-written LM datamodule that only exposes its
+tokenizer gets the checks its evidence allows. The keys:
+
+- ``tokenizer_size``, ``tokenizer_fp``: the tokenizer in use now (its size, added tokens
+  included, and its fingerprint); ``recorded_vocab_fp``, ``recorded_vocab_size``,
+  ``recorded_padded``: what ``build_vocab`` recorded and the padded size the ledger holds;
+- ``embedding_rows``, ``head_rows``: rows of the model's token embedding and output head;
+- ``max_token_id``: the largest id in the sampled batches;
+- ``eos_id``, ``sampled_eos``, ``sampled_tokens``: end-of-text ids counted in the sampled
+  blocks; ``recorded_eos_rate``: the rate ``pack`` recorded for the train blocks;
+  ``encode_eos`` (``encode``'s ``eos`` parameter), ``documents``, ``eos_tokens`` (its stats);
+- ``straddling``: near-duplicate pairs across the split that ``dedup`` counted (it runs there
+  only when it ran after the split).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from lightning_order.rules import Violation
+
+__all__ = ["EOS_RATE_BAND", "check_lm", "check_lm_ledger"]
+
+#: Sampled blocks may hold end-of-text ids at this factor of the recorded rate either way (documents
+#: differ in length by orders of magnitude, so a sample's rate is far noisier than a count of coin flips).
+EOS_RATE_BAND = 3.0
+#: A sample this large without any end-of-text id, with no recorded rate, means no boundaries.
+UNRECORDED_MIN_TOKENS = 32_768
+
+
+def check_lm_ledger(evidence: Mapping[str, Any]) -> list[Violation]:
+    """``pack-without-eos`` and ``dedup-after-split`` from what the ledger recorded."""
+    found = []
+    docs, eos = evidence.get("documents"), evidence.get("eos_tokens")
+    if evidence.get("encode_eos") is False or (docs is not None and eos is not None and int(eos) < int(docs)):
+        found.append(
+            Violation(
+                "pack-without-eos",
+                ("pack", "encode"),
+                f"encode put {eos if eos is not None else 0} end-of-text tokens after {docs} documents "
+                "(eos=False): pack concatenated them without boundaries",
+            )
+        )
+    straddling = evidence.get("straddling")
+    if straddling:
+        found.append(
+            Violation(
+                "dedup-after-split",
+                ("split", "dedup"),
+                f"{straddling} near-duplicate document pairs straddle the split: deduplication ran after it and "
+                "could only compare documents within each side",
+                details={"straddling": int(straddling)},
+            )
+        )
+    return found
+
+
+def _tokenizer_violations(ev: Mapping[str, Any]) -> list[Violation]:
+    found = []
+    size = ev.get("tokenizer_size")
+    rows = {k: ev[k] for k in ("embedding_rows", "head_rows") if ev.get(k) is not None}
+    changed = (
+        ev.get("tokenizer_fp")
+        and ev.get("recorded_vocab_fp")
+        and ev["tokenizer_fp"] != ev["recorded_vocab_fp"]
+    )
+    if changed:
+        was = ev.get("recorded_vocab_size")
+        grew = f" (size {was} -> {size})" if was is not None and size is not None else ""
+        found.append(
+            Violation(
+                "vocab-changed-after-init",
+                ("init_model", "build_vocab"),
+                f"the tokenizer in use is not the one build_vocab recorded{grew}: tokens were added or changed "
+                "after the vocabulary was built and the model was sized from it",
+                details={"recorded": ev["recorded_vocab_fp"], "now": ev["tokenizer_fp"]},
+            )
+        )
+    short = {k: v for k, v in rows.items() if size is not None and int(v) < int(size)}
+    if short:
+        text = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in short.items())
+        found.append(
+            Violation(
+                "vocab-changed-after-init",
+                ("init_model", "build_vocab"),
+                f"the tokenizer holds {size} tokens but the model has {text}: ids from {min(short.values())} on "
+                "raise 'index out of range in self' (a device-side assert on GPU)",
+                details={"tokenizer_size": size, **short},
+            )
+        )
+    top = ev.get("max_token_id")
+    table = min(rows.values()) if rows else None
+    if top is not None and table is not None and int(top) >= int(table) and not short:
+        found.append(
+            Violation(
+                "vocab-changed-after-init",
+                ("init_model", "encode"),
+                f"the batches hold token id {top}, but the model's table has {table} rows: the data was encoded "
+                "with a larger tokenizer than the model was built for",
+                details={"max_token_id": top, "rows": table},
+            )
+        )
+    padded = ev.get("recorded_padded")
+    head = ev.get("head_rows")
+    if padded is not None and head is not None and int(head) != int(padded) and not short:
+        found.append(
+            Violation(
+                "init-before-data",
+                ("init_model", "encode"),
+                f"the output head has {head} rows, the data's padded_vocab_size is {padded}",
+                details={"differing": {"head_rows": (head, padded)}},
+            )
+        )
+    return found
+
+
+def _eos_violations(ev: Mapping[str, Any]) -> list[Violation]:
+    eos_id, seen, tokens = ev.get("eos_id"), ev.get("sampled_eos"), ev.get("sampled_tokens")
+    if eos_id is None or seen is None or not tokens:
+        return []
+    rate = ev.get("recorded_eos_rate")
+    if rate is None:
+        if seen == 0 and tokens >= UNRECORDED_MIN_TOKENS:
+            message = f"{tokens} sampled tokens hold no end-of-text id ({eos_id}): documents are packed without boundaries"
+            return [Violation("pack-without-eos", ("pack", "encode"), message)]
+        return []
+    expected = float(rate) * tokens
+    if rate == 0:
+        return []  # the ledger check reports a pipeline that recorded no boundaries
+    too_few = (seen == 0 and expected >= 10) or (
+        seen > 0 and expected >= 30 and seen * EOS_RATE_BAND < expected
+    )
+    too_many = expected >= 30 and seen > EOS_RATE_BAND * expected + 3 * math.sqrt(expected)
+    if not (too_few or too_many):
+        return []
+    return [
+        Violation(
+            "pack-without-eos",
+            ("pack", "encode"),
+            f"the sampled blocks hold {seen} end-of-text ids in {tokens} tokens; pack recorded a rate of "
+            f"{rate:.5f} (about {expected:.0f} expected): the blocks served are not the blocks the ledger describes",
+            details={"sampled_eos": seen, "expected": expected},
+        )
+    ]
+
+
+def check_lm(evidence: Mapping[str, Any]) -> list[Violation]:
+    """Every LM violation the evidence shows (see the module docstring for its keys).
+
+    Returns:
+        ``vocab-changed-after-init`` (the tokenizer changed since ``build_vocab``, or holds more
+        tokens than the model has rows, or the batches hold ids beyond them), ``init-before-data``
+        (an output head not of the recorded padded size), ``pack-without-eos`` (no boundaries
+        recorded, or sampled at a rate far from the recorded one), ``dedup-after-split``.
+    """
+    return [*check_lm_ledger(evidence), *_tokenizer_violations(evidence), *_eos_violations(evidence)]

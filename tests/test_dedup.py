@@ -1,0 +1,205 @@
+"""``lightning_order.data.dedup``: exact and MinHash/LSH near-duplicate removal, and the straddling check.
+
+Every constructed case is built from real standard-library docstrings; every similarity the tests
+rely on is computed here independently of the module, exactly.
+"""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from lightning_order.data.dedup import DedupResult, deduplicate, jaccard, straddling_pairs, word_ngrams
+from lightning_order.data.lm_corpus import stdlib_corpus
+from lightning_order.errors import DataError
+
+
+def _grams(text: str, n: int = 5) -> frozenset[tuple[str, ...]]:
+    """Word n-grams computed independently of the module under test."""
+    words = text.lower().split()
+    return frozenset(zip(*(words[k:] for k in range(n))))
+
+
+def _exact_jaccard(a: str, b: str) -> float:
+    x, y = _grams(a), _grams(b)
+    return len(x & y) / len(x | y) if x | y else 0.0
+
+
+@pytest.fixture(scope="module")
+def docs() -> list[str]:
+    """Distinct long stdlib docstrings (no pair near the threshold), in corpus order."""
+    chosen: list[str] = []
+    seen: list[frozenset] = []
+    for text in stdlib_corpus():
+        grams = _grams(text)
+        if len(text.split()) < 60 or any(len(grams & s) / len(grams | s) > 0.3 for s in seen[-50:]):
+            continue
+        chosen.append(text)
+        seen.append(grams)
+        if len(chosen) == 120:
+            break
+    return chosen
+
+
+def _edit(text: str, fraction: float, seed: int) -> str:
+    """Replaces a ``fraction`` of the words with another word, spread evenly (a near-duplicate)."""
+    words = text.split()
+    rng = random.Random(seed)
+    step = max(1, round(1 / fraction))
+    for i in range(rng.randrange(step), len(words), step):
+        words[i] = "zzz" + words[i]
+    return " ".join(words)
+
+
+def test_distinct_documents_are_all_kept(docs):
+    result = deduplicate(docs)
+    assert isinstance(result, DedupResult)
+    assert result.keep.dtype == np.int64
+    assert result.keep.tolist() == list(range(len(docs)))
+    assert (result.exact_removed, result.near_removed) == (0, 0)
+
+
+def test_exact_duplicates_after_normalisation_keep_the_first(docs):
+    base = docs[:30]
+    copies = [base[3].upper(), "  " + base[7].replace(" ", "\n  "), base[3], base[20] + "\t"]
+    texts = base + copies
+    result = deduplicate(texts)
+    assert result.exact_removed == 4
+    assert result.near_removed == 0
+    assert result.keep.tolist() == list(range(30))
+
+
+def test_near_duplicates_are_removed_and_counted_exactly(docs):
+    base = docs[:40]
+    variants = {}
+    for k, i in enumerate((2, 5, 11, 17, 29)):
+        variants[i] = _edit(base[i], 0.01, seed=k)  # ~1 word in 100 changed: Jaccard ≈ 0.95
+    far = _edit(base[33], 0.25, seed=9)  # a quarter of the words changed: Jaccard far below 0.8
+    texts = base + list(variants.values()) + [far]
+    for i, text in variants.items():
+        assert _exact_jaccard(base[i], text) >= 0.8
+    assert _exact_jaccard(base[33], far) < 0.8
+    result = deduplicate(texts)
+    assert result.exact_removed == 0
+    assert result.near_removed == 5
+    assert result.keep.tolist() == [*range(40), len(texts) - 1]
+
+
+def test_a_near_duplicate_is_kept_when_its_original_was_removed_first_by_order(docs):
+    # The earlier of two near-duplicates is kept, whichever way round they are listed.
+    a, b = docs[4], _edit(docs[4], 0.01, seed=1)
+    assert _exact_jaccard(a, b) >= 0.8
+    assert deduplicate([b, a]).keep.tolist() == [0]
+    assert deduplicate([a, b]).keep.tolist() == [0]
+
+
+def test_threshold_decides(docs):
+    text = docs[10]
+    variant = _edit(text, 0.05, seed=3)
+    similarity = _exact_jaccard(text, variant)
+    assert 0.3 < similarity < 0.9
+    assert deduplicate([text, variant], threshold=similarity - 0.01).near_removed == 1
+    assert deduplicate([text, variant], threshold=min(1.0, similarity + 0.01)).near_removed == 0
+
+
+def test_no_kept_pair_reaches_the_threshold_on_a_real_sample(docs):
+    # The whole corpus plus planted near-duplicates; every kept pair of a random sample checked exactly.
+    corpus = stdlib_corpus()
+    rng = random.Random(0)
+    planted = [
+        _edit(corpus[i], rng.choice((0.01, 0.02, 0.05)), seed=i) for i in rng.sample(range(len(corpus)), 60)
+    ]
+    texts = corpus + planted
+    result = deduplicate(texts)
+    assert result.exact_removed > 50  # the corpus's own inherited docstrings
+    assert result.near_removed > 20
+    kept = [texts[i] for i in result.keep]
+    sample = [kept[i] for i in sorted(rng.sample(range(len(kept)), 500))]
+    grams = [_grams(t) for t in sample]
+    for i in range(len(sample)):
+        for j in range(i + 1, len(sample)):
+            if grams[i] and grams[j]:
+                similarity = len(grams[i] & grams[j]) / len(grams[i] | grams[j])
+                assert similarity < 0.8, (sample[i][:80], sample[j][:80], similarity)
+    # And nothing was removed that had no earlier kept twin at the threshold (exact check).
+    removed = sorted(set(range(len(texts))) - set(result.keep.tolist()))
+    kept_set = result.keep.tolist()
+    for r in rng.sample(removed, 20):
+        norm = " ".join(texts[r].lower().split())
+        twins = [k for k in kept_set if k < r]
+        assert any(
+            " ".join(texts[k].lower().split()) == norm or _exact_jaccard(texts[k], texts[r]) >= 0.8
+            for k in twins
+        )
+
+
+def test_deterministic(docs):
+    variants = [_edit(d, 0.02, seed=i) for i, d in enumerate(docs[:20])]
+    expected = sum(_exact_jaccard(d, v) >= 0.8 for d, v in zip(docs, variants))
+    assert 5 <= expected < 20  # some variants are near-duplicates, some are not
+    first, second = deduplicate(docs + variants), deduplicate(docs + variants)
+    assert first.keep.tolist() == second.keep.tolist()
+    assert (
+        (first.exact_removed, first.near_removed)
+        == (second.exact_removed, second.near_removed)
+        == (0, expected)
+    )
+
+
+def test_empty_and_short_documents_are_deduplicated_exactly_only():
+    texts = ["", "", "Return self.", "return   SELF.", "Return the value", "   "]
+    result = deduplicate(texts)
+    assert result.keep.tolist() == [0, 2, 4]
+    assert result.exact_removed == 3  # "" twice more ("   " normalises to ""), and the case variant
+    assert result.near_removed == 0
+    assert result.short_documents == 6
+    assert deduplicate([]).keep.tolist() == []
+    assert word_ngrams("Return self.", 5) == set()
+
+
+@pytest.mark.parametrize("threshold", [0, 0.0, -0.1, 1.5, float("nan"), "0.8", None])
+def test_bad_threshold_is_a_clear_data_error(threshold):
+    with pytest.raises(DataError, match="threshold") as info:
+        deduplicate(["a b c d e f"], threshold=threshold)
+    assert info.value.step == "dedup"
+
+
+@pytest.mark.parametrize("kwargs", [{"ngram": 0}, {"ngram": 2.5}, {"num_perm": 1}])
+def test_bad_parameters_are_data_errors(kwargs):
+    with pytest.raises(DataError, match=next(iter(kwargs))):
+        deduplicate(["a b c d e f"], **kwargs)
+
+
+def test_a_document_that_is_not_text_is_a_data_error():
+    with pytest.raises(DataError, match="index 1"):
+        deduplicate(["fine text", None])
+
+
+def test_word_ngrams_and_jaccard():
+    assert word_ngrams("A b C d", 2) == {"a b", "b c", "c d"}
+    assert jaccard({1, 2}, {2, 3}) == pytest.approx(1 / 3)
+    assert jaccard(set(), set()) == 0.0
+    assert jaccard({"x"}, {"x"}) == 1.0
+
+
+def test_straddling_pairs_finds_exactly_the_planted_pairs(docs):
+    train = docs[:60]
+    val = docs[60:90]
+    planted = {
+        (5, 3): _edit(train[5], 0.01, seed=1),
+        (44, 12): _edit(train[44], 0.02, seed=2),
+        (7, 20): train[7],
+    }
+    val = list(val)
+    for (_, j), text in planted.items():
+        val[j] = text
+    val.append("Return self.")  # short documents pair only when equal
+    train = [*train, "return  self."]
+    pairs = straddling_pairs(train, val)
+    assert [(i, j) for i, j, _ in pairs] == [*sorted((i, j) for i, j in planted), (60, 30)]
+    for i, j, similarity in pairs[:-1]:
+        assert similarity == pytest.approx(_exact_jaccard(train[i], val[j]))
+    assert straddling_pairs(docs[:60], docs[60:90]) == []
+    assert straddling_pairs([], []) == []
