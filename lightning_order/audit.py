@@ -20,7 +20,7 @@ from lightning_order.console import ledger_table, print_violations
 from lightning_order.data.cache import cache_problems
 from lightning_order.errors import CheckpointError, ManifestError
 from lightning_order.ledger import CHECKPOINT_KEY, MANIFEST_NAME, StepLedger
-from lightning_order.order import STANDARD_PIPELINE, Pipeline
+from lightning_order.order import LM_PIPELINE, STANDARD_PIPELINE, Pipeline
 
 __all__ = ["AUDIT_OK", "AUDIT_UNREADABLE", "AUDIT_VIOLATIONS", "audit", "find_manifests"]
 
@@ -85,11 +85,14 @@ def audit(path: str | Path, pipeline: Pipeline = STANDARD_PIPELINE, console: Con
             out.print(Text(f"✗ unreadable manifest: {err}", style="bold red"))
             code = AUDIT_UNREADABLE
             continue
-        out.print(ledger_table(ledger, pipeline=pipeline))
+        judged = pipeline
+        if pipeline is STANDARD_PIPELINE and ledger.info.get("pipeline") == "lm":
+            judged = LM_PIPELINE  # a manifest of OrderedLMDataModule names its pipeline
+        out.print(ledger_table(ledger, pipeline=judged))
         dims = ledger.info.get("dims")
         if dims:
             out.print(Text("dims: " + ", ".join(f"{k}={v}" for k, v in dims.items())))
-        violations = check_ledger(ledger, pipeline)
+        violations = check_ledger(ledger, judged)
         print_violations(out, violations)
         if violations and code == AUDIT_OK:
             code = AUDIT_VIOLATIONS

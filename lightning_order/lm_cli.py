@@ -123,9 +123,12 @@ def lm_ledger_violations(ledger: StepLedger) -> list[Any]:
 
 
 def sample_continuation(
-    model: Any, datamodule: Any, prompt_tokens: int = 12, new_tokens: int = 60
+    model: Any, datamodule: Any, prompt_words: int = 6, new_tokens: int = 60
 ) -> tuple[Any, str]:
-    """The start of the first validation document and the model's sampled continuation of it (seeded).
+    """The first words of a validation document and the model's sampled continuation of them (seeded).
+
+    The document is the first of the validation split whose first line has at least
+    ``prompt_words`` words (a sentence rather than a title), so the prompt ends on a word boundary.
 
     Returns:
         ``(prompt text, continuation text)``, or ``(None, "")`` when the datamodule has no
@@ -133,14 +136,18 @@ def sample_continuation(
     """
     try:
         tokenizer, eos = datamodule.tokenizer, int(datamodule.eos_token_id)
-        document = datamodule.documents("val")[0]
+        documents = datamodule.documents("val")
     except (AttributeError, IndexError, KeyError, TypeError):
         return None, ""
-    prompt = tokenizer.encode(document).ids[:prompt_tokens]
-    new = model.generate([eos, *prompt], new_tokens, eos_token_id=eos, seed=0)
+    lines = [doc.split("\n", 1)[0].split() for doc in documents]
+    words = next((line for line in lines if len(line) >= prompt_words), lines[0] if lines else [])
+    if not words:
+        return None, ""
+    prompt = " ".join(words[:prompt_words])
+    new = model.generate([eos, *tokenizer.encode(prompt).ids], new_tokens, eos_token_id=eos, seed=0)
     ended = bool(new) and new[-1] == eos
     text = tokenizer.decode([t for t in new if t != eos])
-    return tokenizer.decode(prompt), text + (" <|endoftext|>" if ended else " …")
+    return prompt, text + (" <|endoftext|>" if ended else " …")
 
 
 def _config_paths(argv: Sequence[str]) -> list[str]:

@@ -77,9 +77,7 @@ class Pipeline:
 
     Args:
         steps: the steps; their ``requires`` must name steps of this pipeline.
-        rules: ``{(step, prerequisite): rule code}``: the code for running ``step`` before
-            ``prerequisite`` in this pipeline, where it has a name of its own (e.g.
-            ``("split", "dedup"): "dedup-after-split"``); checked before the general codes.
+        rules: ``{(step, prerequisite): rule code}`` of this pipeline, before the general ones.
 
     Raises:
         OrderError: rule ``cycle`` (with the cycle's path), ``missing-step`` (a requirement
@@ -89,9 +87,8 @@ class Pipeline:
     def __init__(self, steps: Iterable[Step], rules: Mapping[tuple[str, str], str] | None = None) -> None:
         self._steps: dict[str, Step] = {}
         self.rules: dict[tuple[str, str], str] = dict(rules or {})
-        unknown_rules = sorted(code for code in self.rules.values() if code not in RULES)
-        if unknown_rules:
-            raise ValueError(f"Pipeline(rules=...) names unknown rule codes {unknown_rules}; see RULES")
+        if any(code not in RULES for code in self.rules.values()):
+            raise ValueError(f"Pipeline(rules=...) names unknown rule codes {sorted(self.rules.values())}")
         for step in steps:
             if not isinstance(step, Step):
                 raise TypeError(f"Pipeline takes Step objects, got {type(step).__name__}: {step!r}")
@@ -353,10 +350,8 @@ STANDARD_PIPELINE = Pipeline(
     ]
 )
 
-#: The causal language-modelling order of DESIGN.md §1b (:class:`~lightning_order.OrderedLMDataModule`).
-LM_PIPELINE = Pipeline(
+LM_PIPELINE = Pipeline(  # causal language modelling, DESIGN.md §1b (OrderedLMDataModule)
     [
-        Step("load", (), "source", "read the raw documents"),
         Step("clean", ("load",), "rowwise", "normalise each document; drop the empty ones"),
         Step("dedup", ("clean",), "rowwise", "exact and MinHash near-duplicates, on the whole corpus"),
         Step("split", ("clean", "dedup"), "partition", "train/validation by document hash"),
@@ -365,16 +360,13 @@ LM_PIPELINE = Pipeline(
         Step("pack", ("encode",), "apply", "blocks of block_size + 1 tokens, no padding"),
         Step("shard", ("pack",), "partition", "the same number of blocks on every rank"),
         Step("init_model", ("pack",), "model", "build the model from the data's dims"),
-        Step("configure_optimizers", ("init_model",), "model", "optimizer over the parameters"),
-        Step("train", ("shard", "configure_optimizers"), "loop", "the training loop"),
-        Step("evaluate", ("train",), "loop", "validation perplexity"),
+        *(STANDARD_PIPELINE[name] for name in ("load", "configure_optimizers", "train", "evaluate")),
     ],
     rules={
-        ("split", "dedup"): "dedup-after-split",  # near-duplicates then straddle the split
-        ("init_model", "build_vocab"): "vocab-changed-after-init",  # the tokenizer changed under the model
+        ("split", "dedup"): "dedup-after-split",
+        ("init_model", "build_vocab"): "vocab-changed-after-init",
     },
 )
-
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 

@@ -73,3 +73,39 @@ def leaky_ledger() -> StepLedger:
     )
     ledger.record("fit_features", inputs={"split": split.parts["train"]}, fitted_on=split.parts["val"])
     return ledger
+
+
+def readme_training_example(tmp_path: Path, monkeypatch: Any, namespace_module: str | None = None) -> dict:
+    """Run the README's ``trainer.fit`` example verbatim on a small ``reviews.csv`` in ``tmp_path``.
+
+    Args:
+        tmp_path: the folder the example runs in (it writes ``reviews.csv`` and its cache there).
+        monkeypatch: pytest's fixture, to change directory and the cache root.
+        namespace_module: ``"lightning.pytorch"`` to run the example under that namespace instead
+            of the ``pytorch_lightning`` it imports.
+
+    Returns:
+        The example's globals (``trainer``, ``dm``, ``model``).
+    """
+    import csv
+    import re
+
+    from lightning_order.data.demo import demo_rows
+
+    with open(tmp_path / "reviews.csv", "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=["text", "label", "price", "stars"])
+        writer.writeheader()
+        for row in demo_rows(400, seed=1):
+            writer.writerow(
+                {"text": row["text"], "label": row["label"], "price": row["amount"], "stars": row["score"]}
+            )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("LIGHTNING_ORDER_CACHE", str(tmp_path / "cache"))
+    readme = (ROOT / "README.md").read_text()
+    example = next(b for b in re.findall(r"```python\n(.*?)```", readme, flags=re.S) if "trainer.fit" in b)
+    assert "import pytorch_lightning as pl" in example
+    if namespace_module is not None:
+        example = example.replace("import pytorch_lightning as pl", f"import {namespace_module} as pl")
+    namespace: dict = {"__name__": "readme_example"}
+    exec(compile(example, "README.md", "exec"), namespace)
+    return namespace

@@ -8,13 +8,13 @@ the Trainer the object is attached to, so Lightning's ``is_overridden`` answers 
 from __future__ import annotations
 
 import importlib
-import re
 import warnings
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
+from helpers import readme_training_example
 from torch.utils.data import DataLoader
 
 from lightning_order import (
@@ -104,25 +104,7 @@ def test_ordered_datamodule_and_model_under_both(ns, tmp_path):
 @pytest.mark.slow
 def test_readme_example_runs_under_lightning_pytorch(tmp_path, monkeypatch):
     """The README's training example with ``import lightning.pytorch as pl`` instead."""
-    import csv
-
-    from lightning_order.data.demo import demo_rows
-
-    with open(tmp_path / "reviews.csv", "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=["text", "label", "price", "stars"])
-        writer.writeheader()
-        for row in demo_rows(400, seed=1):
-            writer.writerow(
-                {"text": row["text"], "label": row["label"], "price": row["amount"], "stars": row["score"]}
-            )
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("LIGHTNING_ORDER_CACHE", str(tmp_path / "cache"))
-    readme = (ROOT / "README.md").read_text()
-    example = next(b for b in re.findall(r"```python\n(.*?)```", readme, flags=re.S) if "trainer.fit" in b)
-    assert "import pytorch_lightning as pl" in example
-    example = example.replace("import pytorch_lightning as pl", "import lightning.pytorch as pl")
-    namespace: dict = {"__name__": "readme_example"}
-    exec(compile(example, "README.md", "exec"), namespace)
+    namespace = readme_training_example(tmp_path, monkeypatch, namespace_module="lightning.pytorch")
     trainer = namespace["trainer"]
     assert type(trainer).__module__.startswith("lightning.pytorch")
     assert trainer.global_step > 0 and trainer.state.finished

@@ -184,3 +184,39 @@ def test_strided_shards_are_equal_and_disjoint(world: int) -> None:
     shards = [stride_shard(10, world, rank)[0] for rank in range(world)]
     assert len({len(s) for s in shards}) == 1
     assert len(set(np.concatenate(shards).tolist())) == sum(map(len, shards)) == (10 // world) * world
+
+
+def test_audit_judges_an_lm_cache_by_its_own_pipeline(dm: OrderedLMDataModule, capsys) -> None:
+    from lightning_order.audit import audit
+
+    assert audit(dm.cache_path) == 0
+    assert "the order is correct" in capsys.readouterr().out
+
+
+def test_the_tokenizer_trains_deterministically() -> None:
+    from lightning_order.data.lm_steps import train_byte_bpe
+
+    docs = stdlib_corpus(150)
+    assert train_byte_bpe(docs, 500).to_str() == train_byte_bpe(docs, 500).to_str()
+
+
+def test_the_bounded_pre_tokenizer_cuts_long_runs(dm: OrderedLMDataModule) -> None:
+    pieces = dm.tokenizer.pre_tokenizer.pre_tokenize_str("x" * 250 + " word")
+    assert max(len(p) for p, _ in pieces) <= 100
+    assert dm.tokenizer.decode(dm.tokenizer.encode("x" * 250 + " word").ids) == "x" * 250 + " word"
+
+
+def test_the_keyword_contract_of_the_issue() -> None:
+    import inspect
+
+    from lightning_order import OrderedDataModule
+
+    lm = inspect.signature(OrderedLMDataModule).parameters
+    classification = inspect.signature(OrderedDataModule).parameters
+    shared = ["dataset", "data_files", "text_column", "val_fraction", "seed", "vocab_size", "batch_size"]
+    shared += ["num_workers", "num_proc", "cache_dir", "order", "enforce"]
+    for name in shared:
+        assert name in lm and name in classification, name
+    for name, default in (("block_size", 128), ("tokenizer_file", None), ("pad_vocab_multiple", 64)):
+        assert lm[name].default == default
+    assert lm["dedup_threshold"].default == 0.8 and lm["dataset"].default is None

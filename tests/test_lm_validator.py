@@ -154,3 +154,27 @@ def test_resume_is_refused_when_corpus_or_tokenizer_changed(
     assert err.value.rules == ["resume-data-changed"]
     assert change in str(err.value)
     assert trainer.global_step == 0
+
+
+@pytest.mark.parametrize("namespace", ["pytorch_lightning", "lightning.pytorch"])
+def test_lm_classes_under_both_lightning_namespaces(tmp_path: Path, namespace: str) -> None:
+    import importlib
+
+    ns = importlib.import_module(namespace)
+    dm = _dm(tmp_path / "cache")
+    model = OrderedCausalLM(**dm.dims, **MODEL)
+    validator = OrderValidator()
+    trainer = ns.Trainer(
+        callbacks=[validator, SymptomMonitor()],
+        max_steps=2,
+        limit_val_batches=1,
+        val_check_interval=2,
+        num_sanity_val_steps=0,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
+    trainer.fit(model, dm)
+    assert trainer.global_step == 2 and validator.violations == []
+    assert dm.ledger.steps()[-1] == "evaluate"

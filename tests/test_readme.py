@@ -6,6 +6,8 @@ import ast
 import re
 from pathlib import Path
 
+from helpers import readme_training_example
+
 import lightning_order
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,22 +44,7 @@ def test_public_api_is_exported():
 
 def test_readme_training_example_runs_as_written(tmp_path, monkeypatch):
     """The 'In your own code' example, verbatim, on a small reviews.csv the test writes."""
-    import csv
-
-    from lightning_order.data.demo import demo_rows
-
-    with open(tmp_path / "reviews.csv", "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=["text", "label", "price", "stars"])
-        writer.writeheader()
-        for row in demo_rows(400, seed=1):
-            writer.writerow(
-                {"text": row["text"], "label": row["label"], "price": row["amount"], "stars": row["score"]}
-            )
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("LIGHTNING_ORDER_CACHE", str(tmp_path / "cache"))
-    example = next(b for b in _python_blocks((ROOT / "README.md").read_text()) if "trainer.fit" in b)
-    namespace: dict = {"__name__": "readme_example"}
-    exec(compile(example, "README.md", "exec"), namespace)
+    namespace = readme_training_example(tmp_path, monkeypatch)
     trainer, dm = namespace["trainer"], namespace["dm"]
     assert trainer.global_step > 0
     assert trainer.state.finished

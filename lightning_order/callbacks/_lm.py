@@ -47,15 +47,16 @@ def _tokenizer(dm: Any) -> Any:
 
 def is_lm(dm: Any) -> bool:
     """Whether ``dm`` looks like an LM datamodule (see the module docstring)."""
-    if dm is None or _tokenizer(dm) is None:
+    if dm is None:
         return False
     dims = getattr(dm, "dims", None)
     ledger = _ledger(dm)
-    return (
+    looks_lm = (
         getattr(dm, "eos_token_id", None) is not None
         or (isinstance(dims, Mapping) and "block_size" in dims)
         or (ledger is not None and ledger.latest("pack") is not None)
     )
+    return looks_lm and _tokenizer(dm) is not None
 
 
 def _tokenizer_facts(tokenizer: Any) -> dict[str, Any]:

@@ -34,6 +34,8 @@ _FINGERPRINTS: dict[str, tuple[str, tuple[str, ...]]] = {
     "split": ("train/validation split", ("split", "shard")),
     "statistics": ("fitted feature statistics", ("fit_features", "shard")),
     "vocab": ("vocabulary", ("build_vocab", "shard")),
+    "tokenizer": ("tokenizer in use", ("build_vocab", "shard")),
+    "corpus": ("corpus", ("load", "shard")),
 }
 
 

@@ -6,6 +6,9 @@ its dry run). Each step is registered in the module that owns its maths: :mod:`~
 the streaming statistics), :mod:`~.split`, :mod:`~.vocab`, :mod:`~.encode`, :mod:`~.shard`.
 :mod:`~.config` holds the typed, validated arguments; :mod:`~.cache` the folder naming, file lock
 and atomic publish; :mod:`~.loaders` the batch collation; :mod:`~.datamodule` the thin shell.
+Causal language modelling has its own steps on the same runner: :mod:`~.lm_steps` (with
+:mod:`~.lm_corpus`, :mod:`~.dedup`, :mod:`~.lm_config`, :mod:`~.lm_cache`) and the shell
+:mod:`~.lm_datamodule` (``OrderedLMDataModule``).
 """
 
 from lightning_order.data.cleaning import clean_text

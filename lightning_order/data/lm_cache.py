@@ -10,7 +10,6 @@ deduplicated documents, for held-out evaluation and the straddle tests); ``token
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -107,9 +106,3 @@ def read_documents(path: Path, split: str) -> list[str]:
         return pq.read_table(path / split / "documents.parquet").column("text").to_pylist()
     except (OSError, pa.ArrowException) as err:
         raise _unreadable(path, err) from err
-
-
-def recorded(ledger: StepLedger, key: str, default: Any = None) -> Any:
-    """A value of the manifest's ``info`` (``eos_id``, ``dims``...)."""
-    info: Mapping[str, Any] = ledger.info
-    return info.get(key, default)
