@@ -172,6 +172,17 @@ def test_bad_parameters_are_data_errors(kwargs):
         deduplicate(["a b c d e f"], **kwargs)
 
 
+def test_lone_surrogates_are_deduplicated_like_any_text(docs):
+    # Text decoded with errors="surrogateescape" holds lone surrogates, which Arrow cannot store.
+    text = docs[0] + " \udcff"
+    near = _edit(text, 0.01, seed=0)
+    assert _exact_jaccard(text, near) >= 0.8
+    result = deduplicate([text, near, text, docs[1]])
+    assert (result.exact_removed, result.near_removed) == (1, 1)
+    assert result.keep.tolist() == [0, 3]
+    assert straddling_pairs([text], [near])[0][:2] == (0, 0)
+
+
 def test_a_document_that_is_not_text_is_a_data_error():
     with pytest.raises(DataError, match="index 1"):
         deduplicate(["fine text", None])

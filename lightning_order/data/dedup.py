@@ -18,16 +18,18 @@ Definitions (one place, used by every function here):
 - Documents with fewer than ``ngram`` words have no n-grams: they are deduplicated exactly only.
 
 Speed: the work is vectorised. Arrow dictionary-encodes the words and each distinct one is hashed
-once (xxh3), the n-gram hashes of the whole corpus are combined in numpy in one pass, rensa computes every signature from that flat
-buffer and flags the rows that share an LSH band with another row; only those rows are banded in
-Python and compared. About 15-30 MB/s of text on one core (``benchmarks/bench_lm_prepare.py``).
-The LSH band count is the largest number of rows per band (dividing ``num_perm``) that still finds
-a pair at exactly the threshold with probability ≥ 0.99, so misses are rare and extra candidates
-cost only an exact comparison.
+once (xxh3), the n-gram hashes of the whole corpus are combined in numpy in one pass, rensa
+computes every signature from that flat buffer and flags the rows that share an LSH band with
+another row; only those rows are banded in Python and compared. About 12-25 MB/s of text on one
+core of the development machine (``benchmarks/bench_lm_prepare.py``). The LSH band count is the
+largest number of rows per band (dividing ``num_perm``) that still finds a pair at exactly the
+threshold with probability ≥ 0.99, so misses are rare and extra candidates cost only an exact
+comparison.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -119,13 +121,13 @@ class _Shingles:
 
     def __init__(self, word_lists: Sequence[list[str]], ngram: int) -> None:
         lengths = np.fromiter(map(len, word_lists), dtype=np.int64, count=len(word_lists))
-        # Arrow dictionary-encodes every word occurrence in C++; each distinct word is hashed once.
-        encoded = pa.array(word_lists, type=pa.list_(pa.large_string())).flatten().dictionary_encode()
-        distinct = encoded.dictionary.to_pylist()
+        distinct, indices = _dictionary(word_lists)
         table = np.fromiter(
-            map(xxhash.xxh3_64_intdigest, map(str.encode, distinct)), dtype=np.uint64, count=len(distinct)
+            (xxhash.xxh3_64_intdigest(w.encode("utf-8", "surrogatepass")) for w in distinct),
+            dtype=np.uint64,
+            count=len(distinct),
         )
-        words = table[encoded.indices.to_numpy(zero_copy_only=False)] if len(distinct) else np.empty(0, np.uint64)
+        words = table[indices] if len(distinct) else np.empty(0, np.uint64)
         counts = np.maximum(lengths - ngram + 1, 0)
         total = len(words) - ngram + 1
         if total > 0 and counts.sum() > 0:
@@ -157,6 +159,17 @@ class _Shingles:
         a, b = self.unique(i), self.unique(j)
         inter = len(np.intersect1d(a, b, assume_unique=True))
         return inter / (len(a) + len(b) - inter)
+
+
+def _dictionary(word_lists: Sequence[list[str]]) -> tuple[list[str], np.ndarray]:
+    """The distinct words and, for every word occurrence in order, its index among them."""
+    try:  # Arrow dictionary-encodes every occurrence in C++; each distinct word is hashed once
+        encoded = pa.array(word_lists, type=pa.list_(pa.large_string())).flatten().dictionary_encode()
+        return encoded.dictionary.to_pylist(), encoded.indices.to_numpy(zero_copy_only=False)
+    except (UnicodeError, pa.ArrowException):  # lone surrogates: Arrow holds valid UTF-8 only
+        flat = list(itertools.chain.from_iterable(word_lists))
+        position = {word: i for i, word in enumerate(dict.fromkeys(flat))}
+        return list(position), np.fromiter(map(position.__getitem__, flat), dtype=np.int64, count=len(flat))
 
 
 def _finalise(x: np.ndarray) -> np.ndarray:
