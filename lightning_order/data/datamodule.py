@@ -27,6 +27,7 @@ from lightning_order.data.cleaning import CleanRows, clean_batch
 from lightning_order.data.config import CODE_VERSION, DataConfig, InputHash, TokenizerKind, override_identity
 from lightning_order.data.features import ENGINEERED_FEATURES, engineer_batch
 from lightning_order.data.loaders import BATCH_KEYS, Collate, make_loader
+from lightning_order.data.shell import PreparedCache
 from lightning_order.data.steps import STEPS, StepContext, run_steps, split_phases
 from lightning_order.ledger import StepLedger
 from lightning_order.order import STANDARD_PIPELINE, Pipeline
@@ -41,7 +42,7 @@ _ATTRIBUTES += ("val_fraction", "seed", "lowercase", "demo_size", "demo_sources"
 _ATTRIBUTES += ("dataset_config", "load_split", "num_proc")
 
 
-class OrderedDataModule(pl.LightningDataModule):
+class OrderedDataModule(PreparedCache, pl.LightningDataModule):
     """A LightningDataModule that prepares text classification data in the mandated order.
 
     Subclass it and override :meth:`clean` or :meth:`engineer_features` (row-wise, stateless),
@@ -159,16 +160,6 @@ class OrderedDataModule(pl.LightningDataModule):
         self._verified: str | None = None  # the cache key whose files this instance verified
         self.shard_info: dict[str, int] = {}
 
-    @property
-    def cache_root(self) -> Path:
-        """The cache root folder (``cache_dir`` or the default)."""
-        return Path(self.cache_dir).expanduser() if self.cache_dir else _cache.default_cache_dir()
-
-    @property
-    def cache_path(self) -> Path:
-        """The cache folder of this configuration (``<cache_root>/<cache_key>``)."""
-        return self.cache_root / self.cache_key
-
     def clean(self, batch: dict[str, list[Any]]) -> dict[str, list[Any]]:
         """Step 2: cleans a batch (row-wise). Override to change the cleaning.
 
@@ -204,44 +195,8 @@ class OrderedDataModule(pl.LightningDataModule):
         ctx = StepContext(self.config, work=work, hooks=hooks, rank=rank, world_size=world)
         return replace(ctx, feature_names=tuple(self.feature_names))
 
-    def prepare_data(self) -> None:
-        """Runs the steps before ``shard`` once and publishes the cache folder (no state is assigned).
-
-        Under a file lock: the first process prepares, the others wait and then find the
-        finished cache. A complete cache of the same configuration is reused at once.
-        """
-        _cache.prepare_once(self.cache_root, self.cache_key, self._prepare_into)
-
     def _prepare_into(self, folder: Path) -> None:
         _prepare.prepare_into(folder, self.config, self.order, self._context().hooks)
-
-    def _ensure_prepared(self) -> Path:
-        # Every file of the cache is verified against the manifest's hashes once per instance.
-        if self._verified != self.cache_key:
-            if not _cache.is_complete(self.cache_path, self.cache_key):
-                self.prepare_data()
-            self._verified = self.cache_key
-        return self.cache_path
-
-    def _manifest(self) -> StepLedger:
-        if self._ledger is None:
-            self._ledger = StepLedger.load(self._ensure_prepared())
-        return self._ledger
-
-    @property
-    def ledger(self) -> StepLedger:
-        """The ledger: the prepared manifest, plus this rank's ``shard`` record after ``setup``."""
-        return self._manifest()
-
-    @property
-    def dims(self) -> dict[str, int]:
-        """``vocab_size``, ``num_features``, ``num_classes``, ``max_length`` (prepares if needed)."""
-        return dict(self._manifest().info["dims"])
-
-    @property
-    def vocab_size(self) -> int:
-        """The trained vocabulary's size (may be below the requested ``vocab_size``)."""
-        return self.dims["vocab_size"]
 
     @property
     def num_features(self) -> int:
@@ -257,13 +212,6 @@ class OrderedDataModule(pl.LightningDataModule):
     def max_length(self) -> int:
         """The padded sequence length."""
         return self.config.max_length
-
-    @property
-    def tokenizer(self) -> Tokenizer:
-        """The trained :class:`tokenizers.Tokenizer` (read from the cache)."""
-        if self._tokenizer is None:
-            self._tokenizer = Tokenizer.from_file(str(self._ensure_prepared() / "tokenizer.json"))
-        return self._tokenizer
 
     @property
     def statistics(self) -> dict[str, Any]:

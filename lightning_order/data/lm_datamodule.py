@@ -23,12 +23,12 @@ from torch.utils.data import DataLoader, Dataset
 
 import lightning_order.data.lm_steps  # noqa: F401  (registers the LM steps)
 from lightning_order import _compat as pl
-from lightning_order.data import cache as _cache
 from lightning_order.data.inputs import InputHash
 from lightning_order.data.lm_cache import read_blocks, read_documents, write_lm_prepared
 from lightning_order.data.lm_config import EOS_TOKEN, LMConfig
 from lightning_order.data.lm_steps import LM_STEPS
 from lightning_order.data.loaders import make_loader
+from lightning_order.data.shell import PreparedCache
 from lightning_order.data.steps import DataState, StepContext, resolve_order, run_steps, split_phases
 from lightning_order.errors import OrderError
 from lightning_order.ledger import StepLedger, fingerprint
@@ -79,7 +79,7 @@ def collate_blocks(items: Any) -> dict[str, torch.Tensor]:
     return {key: torch.stack([item[key] for item in items]) for key in LM_BATCH_KEYS}
 
 
-class OrderedLMDataModule(pl.LightningDataModule):
+class OrderedLMDataModule(PreparedCache, pl.LightningDataModule):
     """A LightningDataModule that prepares causal LM data in the order of :data:`~lightning_order.LM_PIPELINE`.
 
     ``load → clean → dedup → split → build_vocab → encode → pack`` run once in ``prepare_data``;
@@ -188,23 +188,9 @@ class OrderedLMDataModule(pl.LightningDataModule):
         self._verified: str | None = None
         self.shard_info: dict[str, int] = {}
 
-    # -- the cache -------------------------------------------------------------------------
-    @property
-    def cache_root(self) -> Path:
-        """The cache root folder (``cache_dir`` or the default)."""
-        return Path(self.cache_dir).expanduser() if self.cache_dir else _cache.default_cache_dir()
-
-    @property
-    def cache_path(self) -> Path:
-        """The cache folder of this configuration (``<cache_root>/<cache_key>``)."""
-        return self.cache_root / self.cache_key
-
+    # -- the cache (the rest: PreparedCache in data/shell.py) ----------------------------------
     def _context(self, work: Path | None = None, world: int = 1, rank: int = 0) -> StepContext:
         return StepContext(self.config, work=work, rank=rank, world_size=world)
-
-    def prepare_data(self) -> None:
-        """Runs the steps before ``shard`` once and publishes the cache folder (no state is assigned)."""
-        _cache.prepare_once(self.cache_root, self.cache_key, self._prepare_into)
 
     def _prepare_into(self, folder: Path) -> None:
         work = folder / "work"
@@ -216,34 +202,7 @@ class OrderedLMDataModule(pl.LightningDataModule):
         shutil.rmtree(work, ignore_errors=True)
         write_lm_prepared(folder, state, ledger, self.config.pad_vocab_multiple)
 
-    def _ensure_prepared(self) -> Path:
-        if self._verified != self.cache_key:
-            if not _cache.is_complete(self.cache_path, self.cache_key):
-                self.prepare_data()
-            self._verified = self.cache_key
-        return self.cache_path
-
-    def _manifest(self) -> StepLedger:
-        if self._ledger is None:
-            self._ledger = StepLedger.load(self._ensure_prepared())
-        return self._ledger
-
     # -- what the model and the checks read ------------------------------------------------
-    @property
-    def ledger(self) -> StepLedger:
-        """The ledger: the prepared manifest, plus this rank's ``shard`` record after ``setup``."""
-        return self._manifest()
-
-    @property
-    def dims(self) -> dict[str, int]:
-        """``vocab_size`` (the tokenizer's size), ``padded_vocab_size`` and ``block_size`` (prepares if needed)."""
-        return dict(self._manifest().info["dims"])
-
-    @property
-    def vocab_size(self) -> int:
-        """The tokenizer's size (the end-of-text token included)."""
-        return self.dims["vocab_size"]
-
     @property
     def padded_vocab_size(self) -> int:
         """The embedding rows a model gets: ``vocab_size`` rounded up to ``pad_vocab_multiple``."""
@@ -253,13 +212,6 @@ class OrderedLMDataModule(pl.LightningDataModule):
     def block_size(self) -> int:
         """Tokens per training sequence."""
         return self.config.block_size
-
-    @property
-    def tokenizer(self) -> Tokenizer:
-        """The :class:`tokenizers.Tokenizer` in use (read from the cache once; the same object after)."""
-        if self._tokenizer is None:
-            self._tokenizer = Tokenizer.from_file(str(self._ensure_prepared() / "tokenizer.json"))
-        return self._tokenizer
 
     @property
     def eos_token_id(self) -> int:
