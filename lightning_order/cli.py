@@ -36,7 +36,6 @@ from jsonargparse import Namespace
 from jsonargparse.typing import import_object
 from pytorch_lightning import Callback, Trainer
 from pytorch_lightning.cli import LightningArgumentParser, LightningCLI
-from rich.table import Table
 from rich.text import Text
 
 from lightning_order._distributed import release_process_group
@@ -50,6 +49,7 @@ from lightning_order.console import (
     locations,
     prepare_report,
     print_error,
+    print_metrics,
     print_violations,
     scalar_metrics,
 )
@@ -246,13 +246,7 @@ class OrderCLI(LightningCLI):
             console.print(ledger_table(ledger, title=f"lightning-order {stage}: the ledger"))
             print_violations(console, check_ledger(ledger))
         metrics = scalar_metrics(trainer.callback_metrics)
-        if metrics:
-            table = Table(title="final metrics", title_justify="left")
-            table.add_column("metric")
-            table.add_column("value", justify="right")
-            for name, value in sorted(metrics.items()):
-                table.add_row(name, f"{value:.4f}")
-            console.print(table)
+        print_metrics(console, metrics)
         for label, where in locations(self.datamodule, trainer, stage):
             console.print(Text.assemble((f"{label}: ", "bold"), str(where)))
 

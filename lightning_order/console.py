@@ -137,6 +137,18 @@ def scalar_metrics(metrics: dict[str, Any]) -> dict[str, float]:
     return scalars
 
 
+def print_metrics(console: Console, metrics: dict[str, float]) -> None:
+    """Prints ``metrics`` (from :func:`scalar_metrics`) as a two-column table; nothing when empty."""
+    if not metrics:
+        return
+    table = Table(title="final metrics", title_justify="left")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for name, value in sorted(metrics.items()):
+        table.add_row(name, f"{value:.4f}")
+    console.print(table)
+
+
 def locations(datamodule: Any, trainer: Trainer, stage: str) -> list[tuple[str, Any]]:
     """Where a run left its cache, checkpoints and logs, as (label, path) pairs."""
     found: list[tuple[str, Any]] = []

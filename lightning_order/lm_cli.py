@@ -18,14 +18,13 @@ from typing import Any
 
 import torch
 import yaml
-from rich.table import Table
 from rich.text import Text
 
 from lightning_order.checks.ledger import check_ledger
 from lightning_order.checks.lm import check_lm_ledger
 from lightning_order.cli import OrderCLI, _PrepareCLI
 from lightning_order.console import console as make_console
-from lightning_order.console import ledger_table, locations, print_violations, scalar_metrics
+from lightning_order.console import ledger_table, locations, print_metrics, print_violations, scalar_metrics
 from lightning_order.ledger import StepLedger
 from lightning_order.order import LM_PIPELINE
 
@@ -87,13 +86,7 @@ class OrderLMCLI(OrderCLI):
             )
             print_violations(console, lm_ledger_violations(ledger))
         metrics = scalar_metrics(trainer.callback_metrics)
-        if metrics:
-            table = Table(title="final metrics", title_justify="left")
-            table.add_column("metric")
-            table.add_column("value", justify="right")
-            for name, value in sorted(metrics.items()):
-                table.add_row(name, f"{value:.4f}")
-            console.print(table)
+        print_metrics(console, metrics)
         ppl = metrics.get("val_ppl", math.exp(metrics["val_loss"]) if "val_loss" in metrics else None)
         if ppl is not None:
             console.print(Text.assemble(("validation perplexity: ", "bold"), f"{ppl:.2f}"))

@@ -14,7 +14,6 @@ import inspect
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal, get_args
 
@@ -34,7 +33,7 @@ TokenizerKind = Literal["wordpiece", "bpe"]
 
 
 @dataclass(frozen=True)
-class DataConfig:
+class DataConfig(_inputs.InputFiles):
     """What shapes the prepared data (see :class:`~lightning_order.data.OrderedDataModule` for each field).
 
     Raises:
@@ -118,16 +117,6 @@ class DataConfig:
         """The config of the fields found in ``arguments`` (e.g. a DataModule's hparams) and ``extra``."""
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in arguments.items() if k in names}, **extra)
-
-    @cached_property
-    def input_files(self) -> Any:
-        """``data_files`` with globs and folders expanded: the files ``load`` reads (see :mod:`~.inputs`)."""
-        return _inputs.expand_data_files(self.data_files, self.dataset)
-
-    @cached_property
-    def input_identity(self) -> Any:
-        """The identity of :attr:`input_files` (content hashes, or size and mtime: ``input_hash``)."""
-        return _inputs.files_identity(self.input_files, self.input_hash)
 
     @property
     def key_column(self) -> str:

@@ -16,6 +16,7 @@ import codecs
 import glob
 import os
 from collections.abc import Iterable
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
 
@@ -207,3 +208,21 @@ def _header_only(path: Path) -> str | None:
         f"has a header ({names}) but no rows: expected at least one data row below the header; "
         "add rows or remove the file from data_files"
     )
+
+
+class InputFiles:
+    """Mixin for a data config with ``dataset``, ``data_files`` and ``input_hash`` fields: what ``load`` reads."""
+
+    dataset: str | None
+    data_files: Any
+    input_hash: InputHash
+
+    @cached_property
+    def input_files(self) -> Any:
+        """``data_files`` with globs and folders expanded: the files ``load`` reads."""
+        return expand_data_files(self.data_files, self.dataset)
+
+    @cached_property
+    def input_identity(self) -> Any:
+        """The identity of :attr:`input_files` (content hashes, or size and mtime: ``input_hash``)."""
+        return files_identity(self.input_files, self.input_hash)

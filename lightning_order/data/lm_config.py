@@ -48,7 +48,7 @@ def _positive_int(name: str, value: Any, step: str, fix: str, least: int = 1) ->
 
 
 @dataclass(frozen=True)
-class LMConfig:
+class LMConfig(_inputs.InputFiles):
     """What shapes the prepared LM data (see :class:`~lightning_order.OrderedLMDataModule` for each field).
 
     Raises:
@@ -113,16 +113,6 @@ class LMConfig:
         """The config of the fields found in ``arguments`` (e.g. a DataModule's ``locals()``)."""
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in arguments.items() if k in names})
-
-    @cached_property
-    def input_files(self) -> Any:
-        """``data_files`` with globs and folders expanded (the files ``load`` reads)."""
-        return _inputs.expand_data_files(self.data_files, self.dataset)
-
-    @cached_property
-    def input_identity(self) -> Any:
-        """The identity of :attr:`input_files` (content hashes, or size and mtime: ``input_hash``)."""
-        return _inputs.files_identity(self.input_files, self.input_hash)
 
     @cached_property
     def tokenizer_digest(self) -> str | None:
