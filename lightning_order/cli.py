@@ -56,6 +56,7 @@ from lightning_order.console import (
 from lightning_order.console import console as make_console
 from lightning_order.errors import LightningOrderError
 from lightning_order.ledger import StepLedger
+from lightning_order.order import STANDARD_PIPELINE, Pipeline
 from lightning_order.tools import TOOLS
 from lightning_order.tools import audit_main as _audit_main
 from lightning_order.tools import graph_main as _graph_main
@@ -243,12 +244,22 @@ class OrderCLI(LightningCLI):
         console = make_console()
         ledger = getattr(self.datamodule, "ledger", None)
         if isinstance(ledger, StepLedger) and len(ledger):
-            console.print(ledger_table(ledger, title=f"lightning-order {stage}: the ledger"))
-            print_violations(console, check_ledger(ledger))
+            console.print(ledger_table(ledger, title=f"lightning-order {stage}: the ledger", pipeline=self.pipeline))
+            print_violations(console, self._ledger_violations(ledger))
         metrics = scalar_metrics(trainer.callback_metrics)
         print_metrics(console, metrics)
+        self._summary_extras(console, stage, metrics)
         for label, where in locations(self.datamodule, trainer, stage):
             console.print(Text.assemble((f"{label}: ", "bold"), str(where)))
+
+    #: The pipeline the summary judges and draws the ledger by.
+    pipeline: Pipeline = STANDARD_PIPELINE
+
+    def _ledger_violations(self, ledger: StepLedger) -> list[Any]:
+        return check_ledger(ledger)
+
+    def _summary_extras(self, console: Any, stage: str, metrics: dict[str, float]) -> None:
+        """What a flavour of the CLI prints after the metrics (nothing here)."""
 
 
 def _dims_set_by_user(model: Any, dims: Sequence[str]) -> list[tuple[str, str, Any]]:

@@ -23,8 +23,6 @@ from rich.text import Text
 from lightning_order.checks.ledger import check_ledger
 from lightning_order.checks.lm import check_lm_ledger
 from lightning_order.cli import OrderCLI, _PrepareCLI
-from lightning_order.console import console as make_console
-from lightning_order.console import ledger_table, locations, print_metrics, print_violations, scalar_metrics
 from lightning_order.ledger import StepLedger
 from lightning_order.order import LM_PIPELINE
 
@@ -74,19 +72,13 @@ class OrderLMCLI(OrderCLI):
         if threads:
             torch.set_num_threads(int(threads))
 
-    def _summary(self, stage: str) -> None:
-        trainer = self.trainer
-        if trainer is None or not trainer.is_global_zero:
-            return
-        console = make_console()
-        ledger = getattr(self.datamodule, "ledger", None)
-        if isinstance(ledger, StepLedger) and len(ledger):
-            console.print(
-                ledger_table(ledger, title=f"lightning-order {stage}: the ledger", pipeline=LM_PIPELINE)
-            )
-            print_violations(console, lm_ledger_violations(ledger))
-        metrics = scalar_metrics(trainer.callback_metrics)
-        print_metrics(console, metrics)
+    pipeline = LM_PIPELINE
+
+    def _ledger_violations(self, ledger: StepLedger) -> list[Any]:
+        return lm_ledger_violations(ledger)
+
+    def _summary_extras(self, console: Any, stage: str, metrics: dict[str, float]) -> None:
+        """Validation perplexity and, after ``fit``, a sampled continuation."""
         ppl = metrics.get("val_ppl", math.exp(metrics["val_loss"]) if "val_loss" in metrics else None)
         if ppl is not None:
             console.print(Text.assemble(("validation perplexity: ", "bold"), f"{ppl:.2f}"))
@@ -95,9 +87,6 @@ class OrderLMCLI(OrderCLI):
             if prompt is not None:
                 console.print(Text("sampled continuation (prompt, then the model's text):", style="bold"))
                 console.print(Text.assemble((prompt, "cyan"), continuation))
-        for label, where in locations(self.datamodule, trainer, stage):
-            console.print(Text.assemble((f"{label}: ", "bold"), str(where)))
-
 
 class _LMPrepareCLI(_PrepareCLI, OrderLMCLI):
     """``lightning-order prepare`` on an LM config: the datamodule alone, prepared."""
