@@ -107,7 +107,7 @@ def test_every_block_holds_one_eos_per_document_boundary(dm: OrderedLMDataModule
 
 def test_no_near_duplicate_straddles_the_split_exactly_on_a_sample(tmp_path: Path) -> None:
     data = planted_corpus(tmp_path / "docs.jsonl")
-    module = OrderedLMDataModule(
+    planted = dict(
         dataset="json",
         data_files=str(data),
         val_fraction=0.2,
@@ -115,6 +115,7 @@ def test_no_near_duplicate_straddles_the_split_exactly_on_a_sample(tmp_path: Pat
         block_size=32,
         cache_dir=str(tmp_path / "cache"),
     )
+    module = OrderedLMDataModule(**planted)
     module.prepare_data()
     assert module.ledger.latest("dedup").stats["near_removed"] >= 35  # the planted variants were found
     train, val = module.documents("train"), module.documents("val")
@@ -125,12 +126,7 @@ def test_no_near_duplicate_straddles_the_split_exactly_on_a_sample(tmp_path: Pat
     assert worst < 0.8
     # The same corpus deduplicated after the split (a wrong order) leaves planted pairs straddling it.
     wrong = OrderedLMDataModule(
-        dataset="json",
-        data_files=str(data),
-        val_fraction=0.2,
-        vocab_size=400,
-        block_size=32,
-        cache_dir=str(tmp_path / "cache"),
+        **planted,
         order="load, clean, split, dedup, build_vocab, encode, pack, shard",
         enforce=False,
     )

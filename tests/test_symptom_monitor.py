@@ -13,6 +13,7 @@ import pytorch_lightning as pl
 import torch
 import yaml
 from ddp_utils import read_json, run_script
+from helpers import quiet_trainer
 from orders import WRONG_ORDERS
 from pytorch_lightning.loggers import CSVLogger
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
@@ -28,19 +29,7 @@ VOCAB_BEFORE_CLEAN = WRONG_ORDERS["vocab-before-clean"]
 WORDS = [f"w{i}" for i in range(40)]
 
 
-def _trainer(tmp_path: Path, callbacks: list, **kwargs) -> pl.Trainer:
-    options = dict(
-        accelerator="cpu",
-        devices=1,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        default_root_dir=str(tmp_path),
-        num_sanity_val_steps=0,
-    )
-    options.update(kwargs)
-    return pl.Trainer(callbacks=callbacks, **options)
+_trainer = quiet_trainer  # tmp_path, callbacks, then any Trainer keyword
 
 
 # -- a small text task whose loader tokenises inside __getitem__ ------------------------------
