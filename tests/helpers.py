@@ -16,12 +16,13 @@ TINY = ["--data.demo_size=300", "--data.vocab_size=200", "--data.max_length=32"]
 
 
 def quiet_trainer(
-    tmp_path: Path | str | None = None, callbacks: list | None = None, **kwargs: Any
+    tmp_path: Path | str | None = None, callbacks: list | None = None, *, ns: Any = pl, **kwargs: Any
 ) -> pl.Trainer:
     """A CPU ``Trainer`` that prints and writes nothing it is not asked to.
 
     No logger, checkpointing, progress bar, model summary or sanity validation; ``kwargs``
-    override any of it (``enable_checkpointing=True``, ``max_steps=...``).
+    override any of it (``enable_checkpointing=True``, ``max_steps=...``). ``ns`` is the
+    Lightning namespace whose ``Trainer`` is built (``pytorch_lightning`` or ``lightning.pytorch``).
     """
     options: dict[str, Any] = {
         "accelerator": "cpu",
@@ -33,7 +34,7 @@ def quiet_trainer(
         "num_sanity_val_steps": 0,
         "default_root_dir": str(tmp_path) if tmp_path is not None else None,
     }
-    return pl.Trainer(callbacks=list(callbacks or []), **{**options, **kwargs})
+    return ns.Trainer(callbacks=list(callbacks or []), **{**options, **kwargs})
 
 
 def clean_ledger() -> StepLedger:

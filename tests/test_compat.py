@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 import torch
-from helpers import readme_training_example
+from helpers import quiet_trainer, readme_training_example
 from torch.utils.data import DataLoader
 
 from lightning_order import (
@@ -36,17 +36,8 @@ def ns(request: pytest.FixtureRequest) -> Any:
 
 
 def _trainer(ns: Any, callbacks: list, **kwargs: Any) -> Any:
-    options = {
-        "max_epochs": 1,
-        "limit_train_batches": 2,
-        "limit_val_batches": 1,
-        "num_sanity_val_steps": 0,
-        "logger": False,
-        "enable_checkpointing": False,
-        "enable_progress_bar": False,
-        "enable_model_summary": False,
-    }
-    return ns.Trainer(callbacks=callbacks, **{**options, **kwargs})
+    short = {"max_epochs": 1, "limit_train_batches": 2, "limit_val_batches": 1}
+    return quiet_trainer(None, callbacks, ns=ns, **{**short, **kwargs})
 
 
 @pytest.mark.parametrize("name", ["LightningModule", "LightningDataModule", "Callback"])

@@ -26,6 +26,7 @@ from handwritten import (
     build,
     glue_lines,
 )
+from helpers import quiet_trainer
 
 from lightning_order import (
     OrderError,
@@ -40,17 +41,8 @@ NAMESPACES = ("pytorch_lightning", "lightning.pytorch")
 
 
 def _trainer(ns: Any, validator: OrderValidator | None = None) -> Any:
-    return ns.Trainer(
-        max_epochs=1,
-        limit_train_batches=2,
-        limit_val_batches=1,
-        num_sanity_val_steps=0,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        callbacks=[validator or OrderValidator()],
-    )
+    short = {"max_epochs": 1, "limit_train_batches": 2, "limit_val_batches": 1}
+    return quiet_trainer(None, [validator or OrderValidator()], ns=ns, **short)
 
 
 def _model_for(dm: Any, model_cls: type = DocsClassifier, **kwargs: Any) -> Any:

@@ -142,3 +142,22 @@ def test_capped_word_level_vocabulary_is_no_order_error_under_ddp(tmp_path: Path
         assert result["world_size"] == 2 and result["global_step"] > 40
         assert result["unk_rate"] > 0.01
         assert result["diagnoses"] == [] and result["validator_rules"] == []
+
+
+def test_capped_word_level_vocabulary_is_no_order_error_under_lightning_pytorch(tmp_path: Path) -> None:
+    """The same correct hand-written pipeline, written against ``lightning.pytorch``."""
+    import lightning.pytorch as lpl
+    from handwritten import build
+
+    data_cls, model_cls = build(lpl)
+    dm = data_cls()
+    dm.setup("fit")
+    monitor = SymptomMonitor(unk_token_id=dm.vocab["[UNK]"], check_every_n_steps=5)
+    trainer = quiet_trainer(tmp_path, [OrderValidator(), monitor], ns=lpl, max_epochs=3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", OrderWarning)
+        trainer.fit(model_cls(vocab_size=dm.vocab_size), dm)
+    assert type(trainer).__module__.startswith("lightning.pytorch")
+    assert trainer.global_step > 80
+    assert monitor._unk_rate is not None and monitor._unk_rate > 0.01
+    assert monitor.diagnoses == []
