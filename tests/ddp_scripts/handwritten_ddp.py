@@ -24,6 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for handwritten.py
 
 from handwritten import PerRankStatsData, RandomSplitData, build, glue_lines
+from helpers import quiet_trainer
 
 from lightning_order import OrderValidator
 from lightning_order._distributed import release_process_group
@@ -35,20 +36,8 @@ def run_case(namespace: str, data_cls: type, model_cls: type) -> dict:
     dm.setup("fit")  # the classic user code: set the data up, size the model from it
     model = model_cls(vocab_size=dm.vocab_size)
     validator = OrderValidator(on_violation="warn")
-    trainer = ns.Trainer(
-        accelerator="cpu",
-        devices=2,
-        strategy="ddp",
-        max_epochs=1,
-        limit_train_batches=2,
-        limit_val_batches=1,
-        num_sanity_val_steps=0,
-        callbacks=[validator],
-        logger=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        enable_checkpointing=False,
-    )
+    short = {"max_epochs": 1, "limit_train_batches": 2, "limit_val_batches": 1}
+    trainer = quiet_trainer(None, [validator], ns=ns, devices=2, strategy="ddp", **short)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         trainer.fit(model, dm)

@@ -18,6 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for hand
 import pytorch_lightning as pl
 import torch
 from handwritten import DocsClassifier, DocsData
+from helpers import quiet_trainer
 
 from lightning_order import OrderValidator, SymptomMonitor
 from lightning_order._distributed import release_process_group
@@ -30,18 +31,7 @@ def main(out: Path) -> None:
     dm.setup("fit")  # the classic user code: set the data up, size the model from it
     monitor = SymptomMonitor(unk_token_id=dm.vocab["[UNK]"], check_every_n_steps=5)
     validator = OrderValidator(on_violation="warn")
-    trainer = pl.Trainer(
-        accelerator="cpu",
-        devices=2,
-        strategy="ddp",
-        max_epochs=3,
-        num_sanity_val_steps=0,
-        callbacks=[validator, monitor],
-        logger=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        enable_checkpointing=False,
-    )
+    trainer = quiet_trainer(None, [validator, monitor], devices=2, strategy="ddp", max_epochs=3)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         trainer.fit(DocsClassifier(vocab_size=dm.vocab_size), dm)
