@@ -34,13 +34,25 @@ _SUBWORD_MODELS = ("WordPiece", "BPE", "Unigram")
 _MAX_COLUMNS = 64
 
 
-def gather_facts(trainer: Any) -> RunFacts:
-    """The run's facts from the Trainer's datamodule and any ``OrderValidator`` among its callbacks."""
+def gather_facts(trainer: Any, label_check_rows: int = 0) -> RunFacts:
+    """The run's facts from the Trainer's datamodule and any ``OrderValidator`` among its callbacks.
+
+    Args:
+        trainer: the Trainer.
+        label_check_rows: without a validator (whose setup already ran it), read up to this many
+            rows per split for the label-encoding check; ``0``: not here. Collective under DDP
+            when it reads: every rank must call this at the same point.
+    """
+    from lightning_order.callbacks._labels import label_encoding_violations
     from lightning_order.callbacks.order_validator import OrderValidator
 
     dm = getattr(trainer, "datamodule", None)
     validators = [cb for cb in getattr(trainer, "callbacks", []) if isinstance(cb, OrderValidator)]
-    rules = {v.rule for validator in validators for v in validator.violations}
+    found = [v for validator in validators for v in validator.violations]
+    if not validators and label_check_rows > 0:
+        found += label_encoding_violations(trainer, dm, label_check_rows)
+    rules = {v.rule for v in found}
+    encoded = [c for v in found if v.details.get("kind") == "label-encoding" for c in v.details["columns"]]
     ledger = _ledger(dm)
     steps = None
     if ledger is not None:
@@ -55,6 +67,7 @@ def gather_facts(trainer: Any) -> RunFacts:
         ledger_steps=steps,
         vocabulary=vocabulary,
         vocab_kind=kind,
+        label_encoded=encoded,
     )
 
 

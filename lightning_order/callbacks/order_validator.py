@@ -32,6 +32,7 @@ from typing_extensions import override
 
 from lightning_order._compat import Callback
 from lightning_order.callbacks._content import dataset_lengths, summarize_splits
+from lightning_order.callbacks._labels import label_encoding_violations
 from lightning_order.callbacks._lm import judging_pipeline, lm_violations
 from lightning_order.callbacks._sampling import (
     _agree,
@@ -91,6 +92,10 @@ class OrderValidator(Callback):
             own repeat rate); ``1.0`` turns the check off.
         whole_rows: splits up to this many items are hashed whole (exact overlap and rank
             comparisons); larger ones through ``sample_rows`` items at the same indices per rank.
+        label_check_rows: rows per split and rank read for the label-encoding check (a target
+            encoding fitted on train + validation rows is ``fit-before-split``; see
+            :func:`~lightning_order.checks.label_encoding.check_label_encoded_features`); larger
+            splits are sampled, which weakens the check; ``0`` turns it off.
 
     Attributes:
         violations: what the latest check found (also in warn mode), identical on every rank.
@@ -107,6 +112,7 @@ class OrderValidator(Callback):
         record: bool = True,
         overlap_threshold: float = 0.01,
         whole_rows: int = 20_000,
+        label_check_rows: int = 100_000,
     ) -> None:
         super().__init__()
         if on_violation not in ("raise", "warn"):
@@ -131,6 +137,9 @@ class OrderValidator(Callback):
             )
         self.overlap_threshold = overlap_threshold
         self.whole_rows = whole_rows
+        if label_check_rows < 0:
+            raise ValueError(f"label_check_rows must be at least 0, got {label_check_rows}")
+        self.label_check_rows = label_check_rows
         self.violations: list[Violation] = []
         # State (saved in checkpoints, restored as saved): the data the weights were trained on.
         self.fingerprints: dict[str, str] = {}
@@ -221,6 +230,8 @@ class OrderValidator(Callback):
         else:
             rank_zero_info("OrderValidator: no datamodule; only the model and resume checks run")
         local += self._overlap(dm, train_sample, content)
+        # Collective (every rank reads its splits, all-gathers them): identical verdicts everywhere.
+        labels = label_encoding_violations(trainer, dm, self.label_check_rows) if self.label_check_rows else []
         # The content summary compares every float key; the sampled `features` only where it is missing.
         summary = self._rank_summary(trainer, dm, ledger, None if content.get("train") else train_sample[0])
         summary["content"] = {
@@ -234,6 +245,7 @@ class OrderValidator(Callback):
             violations,
             check_ranks([g["summary"] for g in gathered]),
             check_rank_datasets([g["summary"]["content"] for g in gathered]),
+            labels,
         )
         self._act(trainer, violations, f"OrderValidator.setup ({getattr(stage, 'value', stage)})")
 

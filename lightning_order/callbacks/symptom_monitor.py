@@ -47,6 +47,7 @@ from lightning_order.checks.symptoms import (
     detect_data_starvation,
     detect_early_oscillation,
     detect_input_shift,
+    detect_label_leak,
     detect_memory_swing,
     detect_plateau,
     detect_rank_divergence,
@@ -90,6 +91,9 @@ class SymptomMonitor(Callback):
             ``<trainer.default_root_dir>/lightning_order``).
         gpu_hour_price: price of one device-hour, for the waste report's cost.
         verbose: print the report at the end of fit.
+        label_check_rows: without an ``OrderValidator`` in the Trainer, rows per split the
+            monitor reads once at the start of training for the label-encoding check (a target
+            encoding fitted on validation rows, which no loss curve shows); ``0`` turns it off.
     """
 
     def __init__(
@@ -107,6 +111,7 @@ class SymptomMonitor(Callback):
         checkpoint_dir: str | None = None,
         gpu_hour_price: float | None = None,
         verbose: bool = True,
+        label_check_rows: int = 100_000,
     ) -> None:
         super().__init__()
         if on_symptom not in ("warn", "stop"):
@@ -126,6 +131,7 @@ class SymptomMonitor(Callback):
         self.checkpoint_dir = checkpoint_dir
         self.gpu_hour_price = gpu_hour_price
         self.verbose = verbose
+        self.label_check_rows = label_check_rows
         self._key: str | None = None
 
         self._reset_run()
@@ -192,6 +198,12 @@ class SymptomMonitor(Callback):
         self._fit_start = time.perf_counter()
         self._unk_id = unk_id(trainer.datamodule, self.unk_token, self.unk_token_id)
         self._cuda = pl_module.device.type == "cuda" and "memory-swing" in self.symptoms
+
+    @override
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        # After every callback's on_fit_start (the validator's late checks) and on every rank at
+        # once: the facts may all-gather the splits for the label-encoding check.
+        self._facts = gather_facts(trainer, self.label_check_rows)
 
     # -- gathering -------------------------------------------------------------------------
     @override
@@ -297,7 +309,7 @@ class SymptomMonitor(Callback):
         return self._attributed(trainer, found)
 
     def _run_facts(self, trainer: pl.Trainer) -> RunFacts:
-        """The run's facts, read once (after the validator's checks before step 1)."""
+        """The run's facts, read once at the start of training (here only when that was skipped)."""
         if self._facts is None:
             self._facts = gather_facts(trainer)
         return self._facts
@@ -381,6 +393,13 @@ class SymptomMonitor(Callback):
         self._epoch_train.append(sum(recent) / len(recent))
         self._epoch_val.append(float(val))
         found = None
+        facts = self._run_facts(trainer)
+        if self._want("train-val-gap") and facts.label_encoded:  # the data's evidence, known to every rank
+            leak = detect_label_leak(
+                facts.label_encoded, train_loss=self._epoch_train[-1], val_loss=self._epoch_val[-1],
+                step=trainer.global_step,
+            )
+            return self._attributed(trainer, [leak])
         if self._want("train-val-gap"):
             gap = detect_train_val_gap(
                 self._epoch_train,

@@ -20,7 +20,7 @@ group.
 """
 
 from lightning_order.checks.symptoms.attribution import RunFacts, attribute
-from lightning_order.checks.symptoms.generalisation import detect_train_val_gap
+from lightning_order.checks.symptoms.generalisation import detect_label_leak, detect_train_val_gap
 from lightning_order.checks.symptoms.loss import detect_early_oscillation, detect_plateau
 from lightning_order.checks.symptoms.ranks import detect_input_shift, detect_rank_divergence, rank_input_shift
 from lightning_order.checks.symptoms.resources import detect_data_starvation, detect_memory_swing
@@ -35,6 +35,7 @@ __all__ = [
     "detect_data_starvation",
     "detect_early_oscillation",
     "detect_input_shift",
+    "detect_label_leak",
     "detect_memory_swing",
     "detect_plateau",
     "detect_rank_divergence",

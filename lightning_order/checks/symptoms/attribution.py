@@ -12,9 +12,9 @@ cleaned train text are the vocabulary's cap, not an error).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import Any, Literal
 
 from lightning_order.checks.symptoms.table import Diagnosis
 
@@ -33,6 +33,9 @@ class RunFacts:
         vocabulary: whether the data keeps a vocabulary (``None``: unknown).
         vocab_kind: ``"subword"`` (WordPiece, BPE, Unigram: covers its train text's alphabet),
             ``"word"`` (word-level: a cap leaves unknown tokens by design), or ``None``.
+        label_encoded: per column, the evidence of a label-encoded feature fitted on train +
+            validation rows (:func:`~lightning_order.checks.label_encoding.check_label_encoded_features`'s
+            ``details["columns"]``); empty when the data shows none or was not checked.
     """
 
     world_size: int = 1
@@ -41,6 +44,7 @@ class RunFacts:
     ledger_steps: frozenset[str] | None = None
     vocabulary: bool | None = None
     vocab_kind: Literal["subword", "word"] | None = None
+    label_encoded: tuple[Mapping[str, Any], ...] = ()
 
     @classmethod
     def of(
@@ -52,6 +56,7 @@ class RunFacts:
         ledger_steps: Iterable[str] | None = None,
         vocabulary: bool | None = None,
         vocab_kind: Literal["subword", "word"] | None = None,
+        label_encoded: Iterable[Mapping[str, Any]] = (),
     ) -> RunFacts:
         """Builds facts from any iterables (a convenience for callers and tests)."""
         return cls(
@@ -61,6 +66,7 @@ class RunFacts:
             None if ledger_steps is None else frozenset(ledger_steps),
             vocabulary,
             vocab_kind,
+            tuple(label_encoded),
         )
 
 
@@ -107,6 +113,10 @@ def attribute(diagnosis: Diagnosis, facts: RunFacts) -> Diagnosis | None:
             diagnosis,
             None,
             "validation far above train is memorising or splits that differ: no order error shown",
+        )
+    if diagnosis.symptom == "train-val-gap" and trigger == "label-encoded-feature":
+        return _named(
+            diagnosis, "fit-before-split", "the data holds a label encoding fitted on validation rows"
         )
     if diagnosis.symptom == "train-val-gap" and kind == "leakage":
         if "train-val-overlap" in facts.rules:

@@ -1,14 +1,16 @@
-"""The train-versus-validation detector: leakage (validation as good as train from the start) and overfitting."""
+"""The train-versus-validation detectors: leakage (validation as good as train from the start, or a
+label-encoded feature fitted on validation rows) and splits that differ (validation far above train)."""
 
 from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from lightning_order.checks.symptoms.table import Diagnosis, _check_positive, _diagnosis
 
-__all__ = ["detect_train_val_gap"]
+__all__ = ["detect_label_leak", "detect_train_val_gap"]
 
 
 def detect_train_val_gap(
@@ -23,6 +25,7 @@ def detect_train_val_gap(
     require_shrinking_ratio: bool = True,
     overfit_ratio: float = 3.0,
     overfit_min_gap: float = 0.5,
+    max_val_rise: float = 0.05,
 ) -> Diagnosis | None:
     """Validation loss suspiciously at or below train from the start, or far above it.
 
@@ -46,7 +49,11 @@ def detect_train_val_gap(
     * **overfitting** (``train-val-overlap``, the rule the table lists: train and validation do
       not hold the same rows' distribution, e.g. a split before cleaning; or the model simply
       memorises): the latest val loss is at least ``overfit_ratio`` times the train loss and
-      above it by at least ``overfit_min_gap`` nats.
+      above it by at least ``overfit_min_gap`` nats, *and* it is still within ``max_val_rise``
+      of its best. A validation loss that climbs back from its best while train keeps falling
+      is ordinary memorisation (a correct run that trains long enough does it: the lab's correct
+      target-encoding runs reach 3x by step 300), not something to report; a gap that holds at
+      the best validation loss says the splits differ.
 
     Leakage evidence (validation labels reached training) cannot tell overlapping rows from
     fitted features that learned from validation rows: the evidence lists both
@@ -64,6 +71,8 @@ def detect_train_val_gap(
         require_shrinking_ratio: the val/train ratio must fall at each of the first validations.
         overfit_ratio: the val/train loss ratio that counts as far above.
         overfit_min_gap: the least absolute gap for overfitting (nats).
+        max_val_rise: how far (relative) above its best the latest val loss may be and still
+            count: above it, the gap is memorisation.
 
     Returns:
         A ``train-val-gap`` diagnosis, or ``None``.
@@ -111,7 +120,9 @@ def detect_train_val_gap(
                 },
             )
     train, val = pairs[-1]
-    if train > 0 and val >= overfit_ratio * train and val - train >= overfit_min_gap:
+    best_val = min(v for _, v in pairs)
+    memorising = val > best_val * (1.0 + max_val_rise)
+    if train > 0 and val >= overfit_ratio * train and val - train >= overfit_min_gap and not memorising:
         return _diagnosis(
             "train-val-gap",
             step,
@@ -124,9 +135,67 @@ def detect_train_val_gap(
                 "ratio": val / train,
                 "overfit_ratio": overfit_ratio,
                 "overfit_min_gap": overfit_min_gap,
+                "best_val": best_val,
                 "statistic": val / train,
                 "baseline": overfit_ratio,
                 "distance": val - train,
             },
         )
     return None
+
+
+def detect_label_leak(
+    columns: Sequence[Mapping[str, Any]],
+    *,
+    train_loss: float | None,
+    val_loss: float | None,
+    step: int = 0,
+    min_ratio: float = 3.0,
+) -> Diagnosis | None:
+    """Validation read through label-encoded features fitted on validation rows: optimistic metrics.
+
+    The loss curves cannot show this leak: a target encoding carries each train row's own label
+    as much as each validation row's, so the val/train ratio looks the same with a leaky and a
+    sound fit (the lab: 0.84-1.18 in both). The evidence is the data's:
+    :func:`~lightning_order.checks.label_encoding.check_label_encoded_features` (run by
+    ``OrderValidator``, or by the monitor when there is none) found columns that match their
+    categories' mean label over train + validation rows ``ratio`` times better than over the
+    train rows. This detector turns it into the symptom a user sees at a validation: its loss
+    is read through those columns.
+
+    Args:
+        columns: the check's per-column evidence (``name``, ``ratio``, ``fit_all``, ``fit_train``, ...).
+        train_loss: the train loss near this validation (for the message).
+        val_loss: this validation's loss.
+        step: the step to stamp on the diagnosis.
+        min_ratio: the least ratio that counts.
+
+    Returns:
+        A ``train-val-gap`` diagnosis (``kind`` ``leakage``, ``trigger`` ``label-encoded-feature``) or ``None``.
+    """
+    leaked = [c for c in columns if float(c.get("ratio", 0.0)) >= min_ratio]
+    if not leaked or val_loss is None or not math.isfinite(val_loss):
+        return None
+    worst = max(leaked, key=lambda c: float(c["ratio"]))
+    ratio = float(worst["ratio"])
+    seen = f" (train {train_loss:.3f})" if train_loss is not None and math.isfinite(train_loss) else ""
+    return _diagnosis(
+        "train-val-gap",
+        step,
+        f"the validation loss {val_loss:.3f}{seen} is read through {len(leaked)} label-encoded "
+        f"column(s) fitted on validation rows ({', '.join(str(c['name']) for c in leaked)}): "
+        f"{worst['name']} matches its categories' mean label over train + validation rows "
+        f"{ratio:.1f}x better than over the train rows, so validation metrics are optimistic",
+        {
+            "kind": "leakage",
+            "trigger": "label-encoded-feature",
+            "columns": [str(c["name"]) for c in leaked],
+            "train": train_loss,
+            "val": val_loss,
+            "candidates": ["fit-before-split"],
+            "statistic": ratio,
+            "baseline": min_ratio,
+            "distance": ratio - min_ratio,
+        },
+        rule="fit-before-split",
+    )
