@@ -116,7 +116,8 @@ def build(ns: ModuleType = pytorch_lightning) -> tuple[type, type]:
                 out.append(
                     {
                         "input_ids": torch.tensor(ids + [self.vocab[PAD]] * (MAX_LENGTH - len(ids))),
-                        "numeric": (torch.tensor(numeric(row["text"])) - self.stats["mean"]) / self.stats["std"],
+                        "numeric": (torch.tensor(numeric(row["text"])) - self.stats["mean"])
+                        / self.stats["std"],
                         "labels": torch.tensor(row["label"]),
                     }
                 )

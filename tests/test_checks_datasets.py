@@ -62,13 +62,18 @@ def test_same_rows_with_different_floats_is_shard_before_normalize_for_any_key()
 
 def test_disjoint_shards_with_shifted_distributions_are_a_rank_mismatch():
     val = _split(range(1000, 1100))
-    parts = [_split(range(0, 500), _float([0.0], rows=500)), _split(range(500, 1000), _float([3.0], rows=500))]
+    parts = [
+        _split(range(0, 500), _float([0.0], rows=500)),
+        _split(range(500, 1000), _float([3.0], rows=500)),
+    ]
     (v,) = check_rank_datasets([{"rank": r, "train": p, "val": val} for r, p in enumerate(parts)])
     assert v.rule == "rank-mismatch" and "numeric[0]" in v.message
 
 
 def test_models_of_different_sizes_per_rank_are_a_rank_mismatch():
-    (v,) = check_rank_datasets([{"rank": 0, "model": {"embedding_rows": 402}}, {"rank": 1, "model": {"embedding_rows": 398}}])
+    (v,) = check_rank_datasets(
+        [{"rank": 0, "model": {"embedding_rows": 402}}, {"rank": 1, "model": {"embedding_rows": 398}}]
+    )
     assert v.rule == "rank-mismatch" and "rank 0: 402; rank 1: 398" in v.message
 
 
@@ -107,7 +112,14 @@ def test_item_hashes_separate_rows_from_inputs():
 def test_summaries_hash_whole_small_splits_and_sample_the_same_indices_in_large_ones():
     class DM:
         def __init__(self, n):
-            self.rows = [{"input_ids": torch.tensor([i % 50, 7]), "numeric": torch.tensor([float(i)]), "labels": torch.tensor(0)} for i in range(n)]
+            self.rows = [
+                {
+                    "input_ids": torch.tensor([i % 50, 7]),
+                    "numeric": torch.tensor([float(i)]),
+                    "labels": torch.tensor(0),
+                }
+                for i in range(n)
+            ]
 
         def train_dataloader(self):
             return torch.utils.data.DataLoader(self.rows, batch_size=4)
@@ -118,7 +130,9 @@ def test_summaries_hash_whole_small_splits_and_sample_the_same_indices_in_large_
     small = summarize_splits(DM(100), {"train": 100, "val": 10}, sample_rows=16, whole_rows=1000)
     assert small["train"]["whole"] and len(small["train"]["inputs"]) == 100
     assert small["train"]["max_token_id"] == 49 and small["train"]["floats"]["numeric"]["rows"] == 16
-    large = [summarize_splits(DM(n), {"train": 300, "val": 10}, sample_rows=16, whole_rows=50) for n in (300, 400)]
+    large = [
+        summarize_splits(DM(n), {"train": 300, "val": 10}, sample_rows=16, whole_rows=50) for n in (300, 400)
+    ]
     assert not large[0]["train"]["whole"] and large[0]["train"]["ids"] == large[1]["train"]["ids"]
 
 

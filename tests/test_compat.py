@@ -45,7 +45,10 @@ def test_bases_are_subclasses_of_both_namespaces(name):
     for namespace in NAMESPACES:
         assert issubclass(getattr(_compat, name), getattr(importlib.import_module(namespace), name))
     for cls in (OrderedTextClassifier, OrderedDataModule, OrderValidator):
-        assert any(issubclass(cls, getattr(_compat, n)) for n in ("LightningModule", "LightningDataModule", "Callback"))
+        assert any(
+            issubclass(cls, getattr(_compat, n))
+            for n in ("LightningModule", "LightningDataModule", "Callback")
+        )
 
 
 def test_hooks_follow_the_namespace_of_the_attached_trainer(ns):
@@ -63,7 +66,11 @@ class _NoValidation(_compat.LightningDataModule):
 
     def train_dataloader(self) -> DataLoader:
         rows = [
-            {"input_ids": torch.randint(1, 20, (6,)), "features": torch.zeros(0), "labels": torch.tensor(i % 2)}
+            {
+                "input_ids": torch.randint(1, 20, (6,)),
+                "features": torch.zeros(0),
+                "labels": torch.tensor(i % 2),
+            }
             for i in range(32)
         ]
         return DataLoader(rows, batch_size=8)
@@ -78,7 +85,9 @@ def test_a_datamodule_without_validation_and_the_callbacks_under_both(ns):
 
 
 def test_ordered_datamodule_and_model_under_both(ns, tmp_path):
-    dm = OrderedDataModule(demo_size=400, vocab_size=200, max_length=16, batch_size=32, cache_dir=str(tmp_path))
+    dm = OrderedDataModule(
+        demo_size=400, vocab_size=200, max_length=16, batch_size=32, cache_dir=str(tmp_path)
+    )
     model = OrderedTextClassifier(**dm.dims, embed_dim=8, hidden_dim=8)
     validator = OrderValidator()
     trainer = _trainer(ns, [validator, SymptomMonitor()])
@@ -89,7 +98,13 @@ def test_ordered_datamodule_and_model_under_both(ns, tmp_path):
     assert trainer.global_step == 2 and validator.violations == []
     assert not [w for w in caught if issubclass(w.category, OrderWarning)]
     steps = dm.ledger.steps()
-    assert steps[steps.index("init_model") :] == ["init_model", "configure_optimizers", "train", "evaluate", "evaluate"]
+    assert steps[steps.index("init_model") :] == [
+        "init_model",
+        "configure_optimizers",
+        "train",
+        "evaluate",
+        "evaluate",
+    ]
 
 
 @pytest.mark.slow

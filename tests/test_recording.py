@@ -44,7 +44,9 @@ class Prep:
 
 
 def test_data_fingerprint_is_of_content():
-    assert data_fingerprint({"a": torch.ones(3), "b": [1, "x"]}) == data_fingerprint({"b": [1, "x"], "a": torch.ones(3)})
+    assert data_fingerprint({"a": torch.ones(3), "b": [1, "x"]}) == data_fingerprint(
+        {"b": [1, "x"], "a": torch.ones(3)}
+    )
     assert data_fingerprint(torch.ones(3)) != data_fingerprint(torch.ones(3, dtype=torch.float64))
     assert data_fingerprint(Subset(ROWS, [1, 2])) == data_fingerprint([ROWS[1], ROWS[2]])
     with pytest.raises(TypeError, match="memory address"):

@@ -292,3 +292,15 @@ def test_non_finite_values_are_ignored() -> None:
     losses = [float("nan")] * 10 + CORRECT_LOSSES
     assert detect_early_oscillation(losses, warmup_steps=15) is None
     assert detect_rank_divergence([[float("nan")] * 5, [0.5, 0.6]]) is None
+
+
+def test_train_val_gap_memorisation_is_not_reported() -> None:
+    # Recorded on the lab's correct target-encoding DDP run (seed 3): the validation loss climbs
+    # back from its best while train keeps falling. Ordinary memorisation, no report.
+    train = [1.05, 0.71, 0.55, 0.42, 0.35, 0.295]
+    val = [1.02, 0.78, 0.72, 0.74, 0.84, 0.905]
+    assert detect_train_val_gap(train, val) is None
+    # The same gap held at the best validation loss: the splits differ.
+    held = detect_train_val_gap(train, [1.02, 0.95, 0.93, 0.92, 0.91, 0.905])
+    assert held.evidence["kind"] == "overfitting" and held.evidence["best_val"] == pytest.approx(0.905)
+    assert detect_train_val_gap(train, val, max_val_rise=1.0) is not None

@@ -58,7 +58,8 @@ def _columns(batch: Any, feature_names: Sequence[str] | None) -> tuple[list[np.n
         if feature_names is not None and len(feature_names) == flat.shape[1] and path == "features":
             names += [f"features[{n}]" for n in feature_names]
         else:
-            names += [f"{path}[{i}]" for i in range(flat.shape[1])]
+            where = f"input {path}" if path.isdigit() else path
+            names += [f"column {i} of {where}" for i in range(flat.shape[1])]
     return columns, names, labels
 
 

@@ -57,7 +57,10 @@ def main(out: Path) -> None:
     _, model_cls = build(importlib.import_module("pytorch_lightning"))
     results["random-split"] = run_case("pytorch_lightning", RandomSplitData, model_cls)
     results["per-rank-stats"] = run_case("pytorch_lightning", PerRankStatsData, model_cls)
-    results["glue"] = {"random-split": glue_lines(RandomSplitData), "per-rank-stats": glue_lines(PerRankStatsData)}
+    results["glue"] = {
+        "random-split": glue_lines(RandomSplitData),
+        "per-rank-stats": glue_lines(PerRankStatsData),
+    }
     rank = results["random-split"]["rank"]
     (out / f"rank{rank}.json").write_text(json.dumps(results))
 
