@@ -304,3 +304,13 @@ def test_train_val_gap_memorisation_is_not_reported() -> None:
     held = detect_train_val_gap(train, [1.02, 0.95, 0.93, 0.92, 0.91, 0.905])
     assert held.evidence["kind"] == "overfitting" and held.evidence["best_val"] == pytest.approx(0.905)
     assert detect_train_val_gap(train, val, max_val_rise=1.0) is not None
+
+
+def test_plateau_calls_a_diverging_loss_not_learning_whatever_its_last_trend() -> None:
+    # Recorded on Lightning's BoringModel (SGD at 0.1): from about 20 to thousands, swinging so
+    # wildly that the last 60 steps can average below the 60 before them.
+    start, older, recent = [20.0] * 20, [9000.0] * 60, [6000.0] * 60
+    diagnosis = detect_plateau(start + older + recent)
+    assert diagnosis.evidence["trigger"] == "stall" and diagnosis.evidence["diverging"]
+    assert "300x its start (diverging)" in diagnosis.message and diagnosis.suspected_rule is None
+    assert detect_plateau(start + older + recent, max_growth=1000.0) is None

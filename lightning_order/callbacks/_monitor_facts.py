@@ -164,6 +164,7 @@ class UnknownCounter:
         self.pending: list[torch.Tensor] = []
         self.unk = 0
         self.tokens = 0
+        self.batches = 0
 
     def add(self, batch: Any, unk_token_id: int) -> None:
         """Counts a batch's ``input_ids`` equal to ``unk_token_id`` (padding excluded by its mask)."""
@@ -174,10 +175,12 @@ class UnknownCounter:
         tokens = (
             mask.sum() if isinstance(mask, torch.Tensor) else torch.tensor(ids.numel(), device=ids.device)
         )
-        self.pending = [(ids == unk_token_id).sum(), tokens]
+        self.batches += 1
+        unknown = (ids == unk_token_id).sum()
+        self.pending = [torch.stack([unknown, tokens.to(unknown.dtype)])]
 
     def take(self) -> list[torch.Tensor]:
-        """The pending counts (``[unk, tokens]`` or nothing), cleared."""
+        """The pending counts (one ``[unk, tokens]`` tensor, or nothing), cleared."""
         out, self.pending = self.pending, []
         return out
 
@@ -280,9 +283,11 @@ def unk_id(dm: Any, unk_token: str, given: int | None) -> int | None:
 
 def to_host(losses: list[torch.Tensor], counts: list[torch.Tensor]) -> tuple[list[float], list[float]]:
     """The pending losses and unknown-token counts as numbers, in one host-device sync."""
-    joined = torch.cat([torch.stack(losses).flatten().float(), *(c.reshape(1).float() for c in counts)])
+    joined = torch.stack(losses).reshape(-1)
+    if counts:
+        joined = torch.cat([joined, *(c.reshape(-1).to(joined.dtype) for c in counts)])
     values = joined.tolist()
-    split = len(values) - len(counts)
+    split = len(values) - sum(c.numel() for c in counts)
     return values[:split], values[split:]
 
 

@@ -231,7 +231,9 @@ class OrderValidator(Callback):
             rank_zero_info("OrderValidator: no datamodule; only the model and resume checks run")
         local += self._overlap(dm, train_sample, content)
         # Collective (every rank reads its splits, all-gathers them): identical verdicts everywhere.
-        labels = label_encoding_violations(trainer, dm, self.label_check_rows) if self.label_check_rows else []
+        labels = (
+            label_encoding_violations(trainer, dm, self.label_check_rows) if self.label_check_rows else []
+        )
         # The content summary compares every float key; the sampled `features` only where it is missing.
         summary = self._rank_summary(trainer, dm, ledger, None if content.get("train") else train_sample[0])
         summary["content"] = {

@@ -60,6 +60,7 @@ __all__ = ["SymptomMonitor"]
 
 _CODES = tuple(SYMPTOMS)
 _INPUT_COLUMNS = 64  # input columns compared across ranks (a fixed width: one all-gather shape)
+_UNKNOWN_SAMPLES = 100  # train batches whose unknown tokens are counted (one per check) at most
 
 
 class SymptomMonitor(Callback):
@@ -99,7 +100,7 @@ class SymptomMonitor(Callback):
     def __init__(
         self,
         on_symptom: Literal["warn", "stop"] = "warn",
-        check_every_n_steps: int = 10,
+        check_every_n_steps: int = 50,
         symptoms: list[str] | None = None,
         thresholds: dict[str, dict[str, float]] | None = None,
         divergence_patience: int = 2,
@@ -164,6 +165,7 @@ class SymptomMonitor(Callback):
         self._recent: deque[float] = deque(maxlen=int(plat["window"]))
         self._unk_id: int | None = self.unk_token_id
         self._cuda = False
+        self._count_unknown = False
         self._waits: deque[float] = deque(
             maxlen=max(int(self.thresholds["data-starvation"]["min_steps"]), 50)
         )
@@ -171,7 +173,8 @@ class SymptomMonitor(Callback):
         self._memory: deque[float] = deque(maxlen=max(int(self.thresholds["memory-swing"]["min_steps"]), 50))
         self._unknown = UnknownCounter()
         self._unk_rate: float | None = None
-        self._batch_start: float | None = None
+        self._marks: list[float] = []  # (start, end) clock readings of the batches since the last read
+        self._count_next = False
         self._last_end: float | None = None
         self._divergent_checks = 0
         self._rank_losses: deque[list[float]] = deque(maxlen=self.divergence_window)
@@ -198,6 +201,7 @@ class SymptomMonitor(Callback):
         self._fit_start = time.perf_counter()
         self._unk_id = unk_id(trainer.datamodule, self.unk_token, self.unk_token_id)
         self._cuda = pl_module.device.type == "cuda" and "memory-swing" in self.symptoms
+        self._count_unknown = self._unk_id is not None and "plateau" in self.symptoms
 
     @override
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -208,10 +212,12 @@ class SymptomMonitor(Callback):
     # -- gathering -------------------------------------------------------------------------
     @override
     def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._read_clock()
         self._last_end = None  # the first batch of an epoch pays for starting the loader
 
     @override
     def on_validation_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._read_clock()
         self._last_end = None  # validation time is no wait for a training batch
         self._val_inputs = InputStats()
 
@@ -234,33 +240,60 @@ class SymptomMonitor(Callback):
     def on_train_batch_start(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
     ) -> None:
-        now = time.perf_counter()
-        if self._last_end is not None:
-            self._waits.append(now - self._last_end)
-        else:
-            self._waits.append(-1.0)  # placeholder: keeps waits and step times aligned
-        self._batch_start = now
-        # Unknown tokens are counted on the last batch before each check: a sample of one batch in
-        # k keeps the rate's precision (thousands of tokens per check) at a k-th of the cost.
-        last = (self._batches + 1) % self.check_every_n_steps == 0
-        if last and self._unk_id is not None and "plateau" in self.symptoms:
+        # Per step: a clock reading and an append at each end; everything else waits for the check.
+        self._marks.append(time.perf_counter())
+        if self._count_next:
+            # Unknown tokens are counted on the last batch before each check: a sample of one
+            # batch in k keeps the rate's precision (thousands of tokens per check) at a k-th of
+            # the cost, and after _UNKNOWN_SAMPLES batches the rate is known (the vocabulary and
+            # the data do not change mid-run).
             self._unknown.add(batch, self._unk_id)
+            self._count_unknown = self._unknown.batches < _UNKNOWN_SAMPLES
 
     @override
     def on_train_batch_end(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
-        if self._batch_start is not None:
-            self._steps.append(time.perf_counter() - self._batch_start)
-        loss = outputs.get("loss") if isinstance(outputs, dict | Mapping) else outputs
+        self._marks.append(time.perf_counter())
+        loss = outputs.get("loss") if type(outputs) is dict else outputs
+        if not isinstance(loss, torch.Tensor) and isinstance(loss, Mapping):  # a mapping, not a dict
+            loss = loss.get("loss")
         if isinstance(loss, torch.Tensor):
-            self._pending.append(loss.detach())
+            # Kept on the device, converted once per check. Lightning's automatic optimisation
+            # hands over a detached copy already; a manual training_step's loss is detached here.
+            self._pending.append(loss.detach() if loss.requires_grad else loss)
         if self._cuda:
             self._memory.append(float(torch.cuda.memory_allocated(pl_module.device)))
         self._batches += 1
-        if self._batches % self.check_every_n_steps == 0:
+        left = self._batches % self.check_every_n_steps
+        if left == 0:
             self._check(trainer, pl_module)
-        self._last_end = time.perf_counter()
+            self._last_end = time.perf_counter()  # the check's time is no wait for the next batch
+        self._count_next = self._count_unknown and left == self.check_every_n_steps - 1
+
+    @override
+    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        # The batches since the last check are judged too: a run shorter than one check interval
+        # still gets its verdicts (every rank reaches this point, so the all-gather is safe).
+        if self._pending:
+            self._check(trainer, pl_module)
+
+    def _read_clock(self) -> None:
+        """The pending (start, end) clock marks as per-batch waits and step times.
+
+        A batch's wait runs from the previous batch's end (or the end of the check after it) to
+        its start; ``-1``: unknown (the first batch of an epoch pays for starting the loader;
+        validation time is no wait for a training batch).
+        """
+        marks, last = self._marks, self._last_end
+        pairs = len(marks) // 2
+        for index in range(0, 2 * pairs, 2):
+            start, end = marks[index], marks[index + 1]
+            self._waits.append(start - last if last is not None else -1.0)
+            self._steps.append(end - start)
+            last = end
+        del marks[: 2 * pairs]
+        self._last_end = last
 
     def _flush(self) -> list[float]:
         """Converts the pending loss tensors: the only host-device sync, once per check."""
@@ -268,12 +301,9 @@ class SymptomMonitor(Callback):
             return []
         values, counts = to_host(self._pending, self._unknown.take())
         self._pending.clear()
-        for value in values:
-            if len(self._early) < self._early_len:
-                self._early.append(value)
-            if len(self._start) < self._start_len:
-                self._start.append(value)
-            self._recent.append(value)
+        self._early.extend(values[: max(self._early_len - len(self._early), 0)])
+        self._start.extend(values[: max(self._start_len - len(self._start), 0)])
+        self._recent.extend(values)
         self._unk_rate = self._unknown.update(counts, self._unk_rate)
         return values
 
@@ -282,8 +312,10 @@ class SymptomMonitor(Callback):
         step = trainer.global_step
         found: list[Diagnosis | None] = []
         kw = self.thresholds
-        if self._want("early-oscillation") and not self._early_judged:
-            self._early_judged = len(self._early) >= self._early_len  # its window is final: judged once more
+        if self._want("early-oscillation") and not self._early_judged and len(self._early) >= self._early_len:
+            # Judged once, on the whole window: a partial one would make the verdict depend on
+            # check_every_n_steps (a diverging run's first 20 steps swing like an oscillating one).
+            self._early_judged = True
             found.append(detect_early_oscillation(self._early, step=step, **kw["early-oscillation"]))
         if self._want("plateau") and len(self._start) >= self._start_len:
             seen = self._batches
@@ -325,6 +357,7 @@ class SymptomMonitor(Callback):
         return code in self.symptoms and code not in self._seen[1]
 
     def _check(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._read_clock()
         values = self._flush()
         new = self._local_checks(trainer)
         if trainer.world_size > 1:  # on one process there is nothing to gather or compare
@@ -396,7 +429,9 @@ class SymptomMonitor(Callback):
         facts = self._run_facts(trainer)
         if self._want("train-val-gap") and facts.label_encoded:  # the data's evidence, known to every rank
             leak = detect_label_leak(
-                facts.label_encoded, train_loss=self._epoch_train[-1], val_loss=self._epoch_val[-1],
+                facts.label_encoded,
+                train_loss=self._epoch_train[-1],
+                val_loss=self._epoch_val[-1],
                 step=trainer.global_step,
             )
             return self._attributed(trainer, [leak])

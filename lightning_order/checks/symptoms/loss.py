@@ -122,6 +122,7 @@ def detect_plateau(
     min_improvement: float = 0.02,
     max_progress: float = 0.25,
     max_unk_rate: float = 0.002,
+    max_growth: float = 2.0,
 ) -> Diagnosis | None:
     """The loss does not improve over a long window after warm-up, or many tokens are unknown.
 
@@ -136,7 +137,10 @@ def detect_plateau(
       about 50 steps (the hand-written pipeline of the tests, seed 4: 1.27 from step 40 to 90,
       then 1.02 by step 120), hence a window of 120. A loss that does not fall has ordinary causes (labels
       that carry no signal, a learning rate, a model) that the curve cannot tell from an order
-      error, so the diagnosis says what it saw and names no rule.
+      error, so the diagnosis says what it saw and names no rule. A recent mean above
+      ``max_growth`` times the start is a stall whatever the last window's trend: a diverging
+      loss swings so wildly (Lightning's ``BoringModel`` with SGD at 0.1: from 20 to 10⁴) that
+      one half-window can look better than the one before it.
     * **unknown tokens** (``vocab-before-clean``): after the warm-up, the share of non-padding
       input tokens that are the unknown token exceeds ``unk_baseline`` (the rate the vocabulary
       leaves on its own train text) by more than ``max_unk_rate``. A subword vocabulary
@@ -160,6 +164,7 @@ def detect_plateau(
         min_improvement: the least relative improvement across the window.
         max_progress: the relative progress from the start below which a stall counts.
         max_unk_rate: the largest unknown-token share a correct vocabulary leaves.
+        max_growth: the recent mean over the start above which the loss is diverging.
 
     Returns:
         A ``plateau`` diagnosis, or ``None``.
@@ -195,14 +200,20 @@ def detect_plateau(
     recent = statistics.fmean(values[-half:])
     improvement = (older - recent) / older if older > 0 else 0.0
     progress = (start - recent) / start
-    if improvement >= min_improvement or progress >= max_progress:
+    diverging = recent > max_growth * start
+    if not diverging and (improvement >= min_improvement or progress >= max_progress):
         return None
     unk_text = f"; unknown-token rate {unk_rate:.1%}" if unk_rate is not None else ""
+    seen = (
+        f"the loss of the last {half} steps is {recent / start:.3g}x its start (diverging)"
+        if diverging
+        else f"the loss improved {improvement:.1%} over the last {2 * half} steps and only "
+        f"{progress:.0%} since the start"
+    )
     return _diagnosis(
         "plateau",
         stamp,
-        f"not learning: the loss improved {improvement:.1%} over the last {2 * half} steps and only "
-        f"{progress:.0%} since the start ({start:.3f} -> {recent:.3f}){unk_text}",
+        f"not learning: {seen} ({start:.3f} -> {recent:.3f}){unk_text}",
         {
             "trigger": "stall",
             "start_loss": start,
@@ -210,6 +221,7 @@ def detect_plateau(
             "recent_mean": recent,
             "improvement": improvement,
             "progress": progress,
+            "diverging": diverging,
             "unk_rate": unk_rate,
             "window": 2 * half,
             "min_improvement": min_improvement,

@@ -186,7 +186,8 @@ def _diagnosis(
 
 
 def _finite(values: Sequence[float]) -> list[float]:
-    return [float(v) for v in values if math.isfinite(float(v))]
+    floats = list(map(float, values))
+    return floats if all(map(math.isfinite, floats)) else [v for v in floats if math.isfinite(v)]
 
 
 def _check_positive(**values: float) -> None:
