@@ -244,7 +244,9 @@ class OrderCLI(LightningCLI):
         console = make_console()
         ledger = getattr(self.datamodule, "ledger", None)
         if isinstance(ledger, StepLedger) and len(ledger):
-            console.print(ledger_table(ledger, title=f"lightning-order {stage}: the ledger", pipeline=self.pipeline))
+            console.print(
+                ledger_table(ledger, title=f"lightning-order {stage}: the ledger", pipeline=self.pipeline)
+            )
             print_violations(console, self._ledger_violations(ledger))
         metrics = scalar_metrics(trainer.callback_metrics)
         print_metrics(console, metrics)

@@ -88,6 +88,7 @@ class OrderLMCLI(OrderCLI):
                 console.print(Text("sampled continuation (prompt, then the model's text):", style="bold"))
                 console.print(Text.assemble((prompt, "cyan"), continuation))
 
+
 class _LMPrepareCLI(_PrepareCLI, OrderLMCLI):
     """``lightning-order prepare`` on an LM config: the datamodule alone, prepared."""
 

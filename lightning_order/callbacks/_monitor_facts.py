@@ -155,9 +155,9 @@ def _columns(tensor: torch.Tensor) -> torch.Tensor | None:
 class UnknownCounter:
     """Unknown and real tokens of the sampled train batches, read with the losses (one host sync).
 
-    :meth:`add` leaves two 0-dim tensors on the batch's device; :meth:`take` hands them to the
-    monitor's flush, which converts them together with the pending losses; :meth:`update` adds
-    the converted counts to the totals since the start of the fit.
+    :meth:`add` leaves a ``[unk, tokens]`` tensor on the batch's device per counted batch;
+    :meth:`take` hands them to the monitor's flush, which converts them together with the pending
+    losses; :meth:`update` adds the converted counts to the totals since the start of the fit.
     """
 
     def __init__(self) -> None:
@@ -177,18 +177,18 @@ class UnknownCounter:
         )
         self.batches += 1
         unknown = (ids == unk_token_id).sum()
-        self.pending = [torch.stack([unknown, tokens.to(unknown.dtype)])]
+        self.pending.append(torch.stack([unknown, tokens.to(unknown.dtype)]))
 
     def take(self) -> list[torch.Tensor]:
-        """The pending counts (one ``[unk, tokens]`` tensor, or nothing), cleared."""
+        """The pending counts (``[unk, tokens]`` tensors, one per counted batch), cleared."""
         out, self.pending = self.pending, []
         return out
 
     def update(self, counts: list[float], previous: float | None) -> float | None:
-        """Adds converted ``[unk, tokens]`` to the totals; the unknown share so far, else ``previous``."""
-        if counts:
-            self.unk += int(counts[0])
-            self.tokens += int(counts[1])
+        """Adds converted ``[unk, tokens, unk, tokens, ...]`` to the totals; the unknown share so far,
+        else ``previous``."""
+        self.unk += int(sum(counts[0::2]))
+        self.tokens += int(sum(counts[1::2]))
         return self.unk / self.tokens if self.tokens else previous
 
 
