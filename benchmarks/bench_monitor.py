@@ -168,7 +168,12 @@ def bench(steps: int, repeats: int, batch_size: int, warmup: int = 30) -> dict[s
     torch.manual_seed(0)
     _run(60, batch_size, 10)  # warm-up run: imports, thread pools
     runs = [_run(steps, batch_size, warmup) for _ in range(repeats)]
-    out: dict[str, Any] = {"steps_per_run": steps, "repeats": repeats, "batch_size": batch_size}
+    out: dict[str, Any] = {
+        "steps_per_run": steps,
+        "repeats": repeats,
+        "batch_size": batch_size,
+        "warmup_steps": warmup,
+    }
     for clock in ("cpu", "wall"):
         out[f"{clock}_step_ms"] = 1e3 * statistics.median(r[clock]["none"] for r in runs)
         for variant in ("empty", "monitor"):
@@ -190,10 +195,17 @@ def main() -> None:
     parser.add_argument(
         "--batch-size", type=int, default=64, help="64 gives about a 2 ms step on one CPU thread"
     )
+    parser.add_argument(
+        "--warmup",
+        type=int,
+        default=30,
+        help="global steps left out at the start (150: the monitor's first 50 batches, which count "
+        "unknown tokens, are out: the steady state)",
+    )
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    result = bench(args.steps, args.repeats, args.batch_size)
+    result = bench(args.steps, args.repeats, args.batch_size, args.warmup)
     print(f"step (nothing): {result['cpu_step_ms']:.2f} ms CPU, {result['wall_step_ms']:.2f} ms wall")
     for variant in ("empty", "monitor"):
         print(

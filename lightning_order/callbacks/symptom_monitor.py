@@ -2,7 +2,8 @@
 
 The callback only gathers numbers and acts; the verdicts come from the pure detectors of
 :mod:`lightning_order.checks.symptoms`. Cheap on a real cluster: losses stay detached tensors,
-converted once every ``check_every_n_steps`` (one host-device sync per check, none per step);
+converted once every ``check_every_n_steps`` (one host-device sync per check, none per step;
+the batches after the last check are judged at the end of training);
 windows are bounded; unknown tokens and input statistics are summed on the device; one
 all-gather of a small vector per check (each rank's recent losses and the symptoms it saw, so all
 ranks decide alike), and under DDP one per validation (each rank's input statistics).
@@ -60,7 +61,7 @@ __all__ = ["SymptomMonitor"]
 
 _CODES = tuple(SYMPTOMS)
 _INPUT_COLUMNS = 64  # input columns compared across ranks (a fixed width: one all-gather shape)
-_UNKNOWN_SAMPLES = 100  # train batches whose unknown tokens are counted at most (all before the first check, then one per check)
+_UNKNOWN_SAMPLES = 50  # the first train batches, whose unknown tokens are counted
 
 
 class SymptomMonitor(Callback):
@@ -68,7 +69,8 @@ class SymptomMonitor(Callback):
 
     Symptoms (:data:`~lightning_order.checks.symptoms.SYMPTOMS`), each against the run's own
     baseline: early oscillation, a loss that does not fall or unknown tokens, ranks that differ
-    (losses; validation inputs), train against validation, data starvation, memory swings. What
+    (losses; validation inputs), train against validation (and, from the data, validation read
+    through a label encoding fitted on validation rows), data starvation, memory swings. What
     each computes, its defaults and its false-alarm rate: ``docs/troubleshooting.md``. Each is
     diagnosed once per run; windows start afresh at every ``fit``. Override a threshold with
     ``thresholds``, e.g. ``{"plateau": {"max_unk_rate": 0.1}}`` (the detector's keywords).
@@ -174,7 +176,6 @@ class SymptomMonitor(Callback):
         self._unknown = UnknownCounter()
         self._unk_rate: float | None = None
         self._marks: list[float] = []  # (start, end) clock readings of the batches since the last read
-        self._count_next = False
         self._last_end: float | None = None
         self._divergent_checks = 0
         self._rank_losses: deque[list[float]] = deque(maxlen=self.divergence_window)
@@ -202,7 +203,6 @@ class SymptomMonitor(Callback):
         self._unk_id = unk_id(trainer.datamodule, self.unk_token, self.unk_token_id)
         self._cuda = pl_module.device.type == "cuda" and "memory-swing" in self.symptoms
         self._count_unknown = self._unk_id is not None and "plateau" in self.symptoms
-        self._count_next = self._count_unknown  # the first batch is counted
 
     @override
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -243,11 +243,10 @@ class SymptomMonitor(Callback):
     ) -> None:
         # Per step: a clock reading and an append at each end; everything else waits for the check.
         self._marks.append(time.perf_counter())
-        if self._count_next:
-            # Unknown tokens are counted on every batch before the first check (a precise rate
+        if self._count_unknown:
+            # Unknown tokens are counted on the first _UNKNOWN_SAMPLES batches (a precise rate
             # for the first verdict: ~0.3 % against a 0.2 % threshold needs tens of thousands of
-            # tokens), then on the last batch before each check, and not after _UNKNOWN_SAMPLES
-            # batches: the rate is known by then (the vocabulary and the data do not change).
+            # tokens), then no more: the vocabulary and the data do not change during a run.
             self._unknown.add(batch, self._unk_id)
             self._count_unknown = self._unknown.batches < _UNKNOWN_SAMPLES
 
@@ -266,12 +265,9 @@ class SymptomMonitor(Callback):
         if self._cuda:
             self._memory.append(float(torch.cuda.memory_allocated(pl_module.device)))
         self._batches += 1
-        left = self._batches % self.check_every_n_steps
-        if left == 0:
+        if self._batches % self.check_every_n_steps == 0:
             self._check(trainer, pl_module)
             self._last_end = time.perf_counter()  # the check's time is no wait for the next batch
-        first = self._batches < self.check_every_n_steps
-        self._count_next = self._count_unknown and (first or left == self.check_every_n_steps - 1)
 
     @override
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -289,12 +285,13 @@ class SymptomMonitor(Callback):
         """
         marks, last = self._marks, self._last_end
         pairs = len(marks) // 2
-        for index in range(0, 2 * pairs, 2):
-            start, end = marks[index], marks[index + 1]
-            self._waits.append(start - last if last is not None else -1.0)
-            self._steps.append(end - start)
-            last = end
-        del marks[: 2 * pairs]
+        if pairs:
+            starts, ends = marks[0 : 2 * pairs : 2], marks[1 : 2 * pairs : 2]
+            first = starts[0] - last if last is not None else -1.0
+            self._waits.extend([first, *(s - e for s, e in zip(starts[1:], ends))])
+            self._steps.extend([e - s for s, e in zip(starts, ends)])
+            last = ends[-1]
+            del marks[: 2 * pairs]
         self._last_end = last
 
     def _flush(self) -> list[float]:
