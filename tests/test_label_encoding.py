@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import pytorch_lightning as pl
 import torch
+from ddp_utils import read_json, run_script
 from helpers import quiet_trainer
 from label_data import feature_table, stdlib_rows, target_encoding
 from torch import nn
@@ -218,3 +219,25 @@ def test_ordered_datamodule_with_a_leaky_encoding_column(tmp_path: Path) -> None
 
 def _text_model(dm: OrderedDataModule) -> pl.LightningModule:
     return OrderedTextClassifier(**dm.dims)
+
+
+# -- under DDP: every rank's shard joined, the same verdict on every rank -------------------------------
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("mode", "callbacks"), [("leak", "validator"), ("leak", "monitor"), ("sound", "validator")]
+)
+def test_ddp_shards_are_joined_and_every_rank_agrees(tmp_path: Path, mode: str, callbacks: str) -> None:
+    run_script("label_ddp.py", tmp_path, mode, callbacks, timeout=240)
+    ranks = [read_json(tmp_path / f"rank{r}.json") for r in range(2)]
+    assert [r["world_size"] for r in ranks] == [2, 2]
+    for result in ranks:
+        rules = [(v["rule"], v["details"].get("kind")) for v in result["violations"]]
+        named = [(d["symptom"], d["suspected_rule"]) for d in result["diagnoses"]]
+        if mode == "sound":
+            assert rules == [] and named == []
+            continue
+        if callbacks == "validator":
+            assert rules == [("fit-before-split", "label-encoding")]
+        # The monitor names it at the first validation (the end of epoch 1), with or without a validator.
+        assert named == [("train-val-gap", "fit-before-split")]
+        assert result["diagnoses"][0]["step"] == result["steps_per_epoch"]
