@@ -61,6 +61,7 @@ __all__ = ["SymptomMonitor"]
 
 _CODES = tuple(SYMPTOMS)
 _INPUT_COLUMNS = 64  # input columns compared across ranks (a fixed width: one all-gather shape)
+_NEAR_VALIDATION = 10  # train steps whose mean is "the train loss" at a validation (a fast learner moves on)
 _UNKNOWN_SAMPLES = 50  # the first train batches, whose unknown tokens are counted
 
 
@@ -419,7 +420,7 @@ class SymptomMonitor(Callback):
     def _train_val_gap(self, trainer: pl.Trainer) -> list[Diagnosis]:
         self._flush()
         val = trainer.callback_metrics.get(self.val_metric)
-        recent = list(self._recent)[-self.check_every_n_steps :]
+        recent = list(self._recent)[-_NEAR_VALIDATION:]
         if val is None or not recent:
             return []
         self._epoch_train.append(sum(recent) / len(recent))
