@@ -241,3 +241,36 @@ def test_ddp_shards_are_joined_and_every_rank_agrees(tmp_path: Path, mode: str, 
         # The monitor names it at the first validation (the end of epoch 1), with or without a validator.
         assert named == [("train-val-gap", "fit-before-split")]
         assert result["diagnoses"][0]["step"] == result["steps_per_epoch"]
+
+
+def test_data_that_cannot_hold_an_encoding_is_left_after_a_probe() -> None:
+    from lightning_order.callbacks._labels import split_columns
+
+    class Counting(torch.utils.data.Dataset):
+        def __init__(self, x: torch.Tensor, y: torch.Tensor) -> None:
+            self.x, self.y, self.reads = x, y, 0
+
+        def __len__(self) -> int:
+            return len(self.y)
+
+        def __getitem__(self, i: int):
+            self.reads += 1
+            return self.x[i], self.y[i]
+
+    class Data:
+        def __init__(self, dataset) -> None:
+            self.dataset = dataset
+
+        def train_dataloader(self) -> DataLoader:
+            return DataLoader(self.dataset, batch_size=8)
+
+    g = torch.Generator().manual_seed(0)
+    continuous = Counting(torch.randn(5000, 3, generator=g), torch.randint(0, 2, (5000,), generator=g))
+    assert split_columns(Data(continuous), "train", 100_000) is None and continuous.reads == 256
+    images = Counting(torch.randn(5000, 3, 16, 16, generator=g), torch.randint(0, 2, (5000,), generator=g))
+    assert split_columns(Data(images), "train", 100_000) is None and images.reads == 256
+    encoded = Counting(
+        torch.randint(0, 9, (5000, 1), generator=g).float(), torch.randint(0, 2, (5000,), generator=g)
+    )
+    read = split_columns(Data(encoded), "train", 100_000)
+    assert read["x"].shape == (5000, 1) and encoded.reads == 5000

@@ -3,7 +3,9 @@
 Gathering only (the judgement is :func:`lightning_order.checks.label_encoding.check_label_encoded_features`).
 Items are read from the dataset behind each dataloader by index, in chunks (``__getitems__``
 where the dataset has it: Hugging Face datasets read a chunk in one call), collated with the
-loader's collate function; every floating-point leaf with at most 64 values per row becomes
+loader's collate function (a probe of 256 rows first: data with no label, or no small float
+column whose values repeat, is left there, so images or token blocks cost 256 reads); every
+floating-point leaf with at most 64 values per row becomes
 columns, the ``label``/``labels``/``y``/``target`` leaf the labels. A split longer than
 ``max_rows`` is read through a seeded sample of rows (said in the verdict). Under DDP every
 rank's arrays are gathered: shards that differ are joined into the whole split, datasets every
@@ -12,6 +14,7 @@ rank holds whole (a ``DistributedSampler`` pipeline) are kept once.
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Sequence
 from typing import Any
@@ -29,6 +32,7 @@ __all__ = ["label_encoding_violations", "split_columns"]
 log = logging.getLogger(__name__)
 
 _CHUNK = 8192
+_PROBE = 256
 _MAX_WIDTH = 64
 
 
@@ -90,13 +94,21 @@ def split_columns(dm: Any, split: str, max_rows: int) -> dict[str, Any] | None:
     feature_names = getattr(dm, "feature_names", None)
     feature_names = list(feature_names) if isinstance(feature_names, (list, tuple)) else None
     xs, ys, names = [], [], None
+    # A small probe first: data without a label and a small float column whose values repeat
+    # (images, token blocks, continuous features only) cannot hold an encoding; stop there.
+    bounds = [0, min(_PROBE, len(indices)), *range(_PROBE + _CHUNK, len(indices), _CHUNK), len(indices)]
     try:
-        for start in range(0, len(indices), _CHUNK):
-            batch = collate(_read(dataset, indices[start : start + _CHUNK].tolist()))
+        for start, stop in itertools.pairwise(bounds):
+            if start >= stop:
+                continue
+            batch = collate(_read(dataset, indices[start:stop].tolist()))
             columns, chunk_names, labels = _columns(batch, feature_names)
             if not columns or labels is None or len(labels) != columns[0].shape[0]:
                 return None
-            xs.append(np.concatenate(columns, axis=1))
+            x = np.concatenate(columns, axis=1)
+            if start == 0 and not any(np.unique(c).size < len(c) for c in x.T):
+                return None
+            xs.append(x)
             ys.append(np.asarray(labels))
             names = chunk_names
     except Exception as err:  # items that cannot be read or collated here: no label check
