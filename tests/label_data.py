@@ -8,6 +8,10 @@ that, so a target encoding of the module carries real label information), and fo
 features (log of the docstring's length, the number of parameters, its words, its share of
 capitals). Validation rows are chosen by
 a hash of the qualified name. Everything is a pure function of the Python version.
+
+:class:`FunctionsData` serves the table as a user's LightningDataModule would (a ``TensorDataset``
+per split; ``shard=True`` keeps only this rank's share of the train rows, as a hand-written DDP
+pipeline may), :class:`FunctionsClassifier` is a small MLP on it.
 """
 
 from __future__ import annotations
@@ -20,7 +24,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
+import pytorch_lightning as pl
+import torch
 import xxhash
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
 
 from lightning_order.data.lm_corpus import STDLIB_CORPUS_MODULES
 
@@ -100,3 +108,44 @@ def feature_table(rows: Rows, leak: bool) -> tuple[np.ndarray, np.ndarray, np.nd
     encoded = target_encoding(rows, np.ones_like(rows.is_val) if leak else ~rows.is_val)
     x = np.column_stack([rows.natural, encoded]).astype(np.float32)
     return x[~rows.is_val], rows.label[~rows.is_val], x[rows.is_val], rows.label[rows.is_val]
+
+
+class FunctionsData(pl.LightningDataModule):
+    """The table with the module's target encoding, fitted on train + validation rows (``leak``) or not."""
+
+    def __init__(self, leak: bool, shard: bool = False) -> None:
+        super().__init__()
+        self.leak, self.shard = leak, shard
+
+    def setup(self, stage: str) -> None:
+        tx, ty, vx, vy = feature_table(stdlib_rows(), leak=self.leak)
+        if self.shard:  # this rank's rows only: the validator must join the shards
+            rank, world = self.trainer.global_rank, self.trainer.world_size
+            tx, ty = tx[rank::world], ty[rank::world]
+        self.train = TensorDataset(torch.from_numpy(tx), torch.from_numpy(ty))
+        self.val = TensorDataset(torch.from_numpy(vx), torch.from_numpy(vy))
+
+    def train_dataloader(self) -> DataLoader:
+        return DataLoader(self.train, batch_size=64, shuffle=True)
+
+    def val_dataloader(self) -> DataLoader:
+        return DataLoader(self.val, batch_size=256)
+
+
+class FunctionsClassifier(pl.LightningModule):
+    """A small MLP on the table's five columns."""
+
+    def __init__(self, features: int = 5) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(features, 16), nn.ReLU(), nn.Linear(16, 2))
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        return nn.functional.cross_entropy(self.net(x), y)
+
+    def validation_step(self, batch, batch_idx):
+        x, y = batch
+        self.log("val_loss", nn.functional.cross_entropy(self.net(x), y), sync_dist=True)
+
+    def configure_optimizers(self):
+        return torch.optim.Adam(self.parameters(), lr=1e-2)

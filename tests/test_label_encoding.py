@@ -18,9 +18,8 @@ import pytorch_lightning as pl
 import torch
 from ddp_utils import read_json, run_script
 from helpers import quiet_trainer
-from label_data import feature_table, stdlib_rows, target_encoding
-from torch import nn
-from torch.utils.data import DataLoader, TensorDataset
+from label_data import FunctionsClassifier, FunctionsData, feature_table, stdlib_rows, target_encoding
+from torch.utils.data import DataLoader
 
 from lightning_order import (
     OrderedDataModule,
@@ -111,46 +110,10 @@ def test_the_monitor_detector_names_fit_before_split() -> None:
 
 
 # -- the callbacks on a hand-written datamodule (no glue) ------------------------------------------------
-class _Classifier(pl.LightningModule):
-    def __init__(self, features: int) -> None:
-        super().__init__()
-        self.net = nn.Sequential(nn.Linear(features, 16), nn.ReLU(), nn.Linear(16, 2))
-
-    def training_step(self, batch, batch_idx):
-        x, y = batch
-        return nn.functional.cross_entropy(self.net(x), y)
-
-    def validation_step(self, batch, batch_idx):
-        x, y = batch
-        self.log("val_loss", nn.functional.cross_entropy(self.net(x), y))
-
-    def configure_optimizers(self):
-        return torch.optim.Adam(self.parameters(), lr=1e-2)
-
-
-class _Functions(pl.LightningDataModule):
-    """The stdlib table as a user would load it: natural features and the module's target encoding."""
-
-    def __init__(self, leak: bool) -> None:
-        super().__init__()
-        self.leak = leak
-
-    def setup(self, stage: str) -> None:
-        tx, ty, vx, vy = feature_table(stdlib_rows(), leak=self.leak)
-        self.train = TensorDataset(torch.from_numpy(tx), torch.from_numpy(ty))
-        self.val = TensorDataset(torch.from_numpy(vx), torch.from_numpy(vy))
-
-    def train_dataloader(self) -> DataLoader:
-        return DataLoader(self.train, batch_size=64, shuffle=True)
-
-    def val_dataloader(self) -> DataLoader:
-        return DataLoader(self.val, batch_size=256)
-
-
 def test_validator_stops_a_leaky_target_encoding_before_step_1(tmp_path: Path) -> None:
     trainer = quiet_trainer(tmp_path, [OrderValidator()], max_steps=5)
     with pytest.raises(OrderError, match="fit-before-split") as caught:
-        trainer.fit(_Classifier(5), _Functions(leak=True))
+        trainer.fit(FunctionsClassifier(), FunctionsData(leak=True))
     assert "column 4 of input 0" in str(caught.value) and trainer.global_step == 0
 
 
@@ -160,7 +123,7 @@ def test_validator_and_monitor_pass_a_sound_target_encoding(tmp_path: Path) -> N
     trainer = quiet_trainer(tmp_path, [validator, monitor], max_epochs=3)
     with warnings.catch_warnings():
         warnings.simplefilter("error", OrderWarning)
-        trainer.fit(_Classifier(5), _Functions(leak=False))
+        trainer.fit(FunctionsClassifier(), FunctionsData(leak=False))
     assert validator.violations == [] and monitor.diagnoses == []
 
 
@@ -170,7 +133,7 @@ def test_monitor_names_the_leak_at_the_first_validation(tmp_path: Path, with_val
     callbacks = [OrderValidator(on_violation="warn"), monitor] if with_validator else [monitor]
     trainer = quiet_trainer(tmp_path, callbacks, max_epochs=2)
     with pytest.warns(OrderWarning, match="label-encoded"):
-        trainer.fit(_Classifier(5), _Functions(leak=True))
+        trainer.fit(FunctionsClassifier(), FunctionsData(leak=True))
     (diagnosis,) = monitor.diagnoses
     assert diagnosis.suspected_rule == "fit-before-split"
     assert diagnosis.step == trainer.num_training_batches  # the first validation: end of epoch 1
@@ -178,7 +141,7 @@ def test_monitor_names_the_leak_at_the_first_validation(tmp_path: Path, with_val
     quiet = SymptomMonitor(verbose=False, label_check_rows=0)
     with warnings.catch_warnings():
         warnings.simplefilter("error", OrderWarning)
-        quiet_trainer(tmp_path, [quiet], max_epochs=1).fit(_Classifier(5), _Functions(leak=True))
+        quiet_trainer(tmp_path, [quiet], max_epochs=1).fit(FunctionsClassifier(), FunctionsData(leak=True))
     assert quiet.diagnoses == []
 
 

@@ -188,12 +188,13 @@ def label_encoding_fits(
     labels = labels or [f"column {i}" for i in range(x.shape[1])]
     finite = np.isfinite(x).all(axis=0)
     candidates = []
-    for column in range(x.shape[1]):
-        distinct = np.unique(x[:, column]).size if finite[column] else 0
-        if 3 <= distinct <= len(x) / min_rows_per_value:
-            alone = _fits(x, targets, is_train, [column], labels)[0]
-            if max(alone.fit_all, alone.fit_train) >= min_fit:
-                candidates.append(column)
+    everything = np.ones_like(is_train)
+    for column in np.flatnonzero(finite):
+        values, inverse = np.unique(x[:, column], return_inverse=True)
+        if 3 <= values.size <= len(x) / min_rows_per_value:
+            alone = max(_best_fit(values, inverse, targets, rows) for rows in (is_train, everything))
+            if alone >= min_fit:
+                candidates.append(int(column))
     if not candidates:
         return []
     return _fits(x, targets, is_train, candidates, labels)

@@ -20,47 +20,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for labe
 import pytorch_lightning as pl
 import torch
 from helpers import quiet_trainer
-from label_data import feature_table, stdlib_rows
-from torch import nn
-from torch.utils.data import DataLoader, TensorDataset
+from label_data import FunctionsClassifier, FunctionsData
 
 from lightning_order import OrderValidator, SymptomMonitor
 from lightning_order._distributed import release_process_group
-
-
-class Classifier(pl.LightningModule):
-    def __init__(self) -> None:
-        super().__init__()
-        self.net = nn.Sequential(nn.Linear(5, 16), nn.ReLU(), nn.Linear(16, 2))
-
-    def training_step(self, batch, batch_idx):
-        x, y = batch
-        return nn.functional.cross_entropy(self.net(x), y)
-
-    def validation_step(self, batch, batch_idx):
-        x, y = batch
-        self.log("val_loss", nn.functional.cross_entropy(self.net(x), y), sync_dist=True)
-
-    def configure_optimizers(self):
-        return torch.optim.Adam(self.parameters(), lr=1e-2)
-
-
-class ShardedFunctions(pl.LightningDataModule):
-    def __init__(self, leak: bool) -> None:
-        super().__init__()
-        self.leak = leak
-
-    def setup(self, stage: str) -> None:
-        tx, ty, vx, vy = feature_table(stdlib_rows(), leak=self.leak)
-        rank, world = self.trainer.global_rank, self.trainer.world_size
-        self.train = TensorDataset(torch.from_numpy(tx[rank::world]), torch.from_numpy(ty[rank::world]))
-        self.val = TensorDataset(torch.from_numpy(vx), torch.from_numpy(vy))
-
-    def train_dataloader(self) -> DataLoader:
-        return DataLoader(self.train, batch_size=32, shuffle=True)
-
-    def val_dataloader(self) -> DataLoader:
-        return DataLoader(self.val, batch_size=128)
 
 
 def main(out: Path, mode: str, callbacks: str) -> None:
@@ -72,7 +35,7 @@ def main(out: Path, mode: str, callbacks: str) -> None:
     trainer = quiet_trainer(None, chosen, devices=2, strategy="ddp", max_epochs=2)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        trainer.fit(Classifier(), ShardedFunctions(leak=mode == "leak"))
+        trainer.fit(FunctionsClassifier(), FunctionsData(leak=mode == "leak", shard=True))
     result = {
         "rank": trainer.global_rank,
         "world_size": trainer.world_size,
