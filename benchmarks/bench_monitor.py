@@ -2,9 +2,9 @@
 
 A small MLP on token ids and float features (a batch shaped like ``OrderedDataModule``'s:
 ``input_ids``, ``attention_mask``, ``features``, ``labels``) is fitted for ``--steps`` steps. A
-rotating callback puts, step by step in turn, nothing, an empty callback, and a
-``SymptomMonitor`` (counting unknown tokens, all symptoms on) in the callback list, so the three
-share one process, one data stream and the same machine load; the labels are learnable, so
+rotating callback puts nothing, an empty callback, and a ``SymptomMonitor`` (counting unknown
+tokens, all symptoms on) in the callback list, each once per round of three steps in a shuffled
+order, so the three share one process, one data stream and the same machine load; the labels are learnable, so
 the run is healthy and every detector keeps running. Each step (both per-step hooks of the
 variant and Lightning's dispatch of them included) is timed on the wall
 clock and on this thread's CPU clock (torch runs single-threaded here: other processes on a
@@ -12,7 +12,8 @@ shared machine cannot inflate it). The overhead of a variant is its mean step ti
 the steps with nothing, over the steps after a warm-up; the mean, not the median, because the
 monitor's work is concentrated in one step out of ``check_every_n_steps`` (the check) and a
 median would hide it (steps over 3x the median, preemption, are dropped). Each figure is the
-median over ``--repeats`` runs.
+median over ``--repeats`` runs, with a 95 % bootstrap interval of that median (the step time
+drifts by tens of microseconds over a run, so one run's figure moves by about 0.2 %).
 
 It also states the monitor's collective calls: one all-gather per check (``k`` losses and the
 symptom flags per rank) and, under DDP, one per validation (the ranks' validation input
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import statistics
 import time
 import warnings
@@ -75,6 +77,8 @@ class _Rotate(Callback):
         self.wall: dict[str, list[float]] = {v: [] for v in VARIANTS}
         self.cpu: dict[str, list[float]] = {v: [] for v in VARIANTS}
         self.current = "none"
+        self._random = random.Random(0)
+        self._round: list[str] = []
 
     def on_train_batch_end(self, trainer: pl.Trainer, *args: Any) -> None:
         start = self.clock.start
@@ -85,7 +89,14 @@ class _Rotate(Callback):
         member = self.members[self.current]
         if member is not None:
             trainer.callbacks.remove(member)
-        self.current = VARIANTS[(VARIANTS.index(self.current) + 1) % len(VARIANTS)]
+        if not self._round:
+            # Every variant once per round of three steps, in a shuffled order: a fixed order
+            # gives each variant its own step phase, and a periodic cost of the step itself (the
+            # allocator, the loader) then lands on one variant (an empty callback put in the
+            # monitor's slot of a fixed order measured +3 to +19 us where the same callback in
+            # its own slot measured +8 us).
+            self._round = self._random.sample(VARIANTS, len(VARIANTS))
+        self.current = self._round.pop()
         member = self.members[self.current]
         if member is not None:
             trainer.callbacks.insert(1, member)  # after the clock's start, before this end
@@ -163,6 +174,13 @@ def _robust_mean(values: list[float], spike: float = 3.0) -> float:
     return statistics.fmean(v for v in values if v <= limit)
 
 
+def _median_interval(values: list[float], resamples: int = 4000) -> list[float]:
+    """A 95 % percentile-bootstrap interval of the median of ``values`` (seeded: reproducible)."""
+    rng = random.Random(0)
+    medians = sorted(statistics.median(rng.choices(values, k=len(values))) for _ in range(resamples))
+    return [round(medians[int(0.025 * resamples)], 2), round(medians[int(0.975 * resamples) - 1], 2)]
+
+
 def bench(steps: int, repeats: int, batch_size: int, warmup: int = 30) -> dict[str, Any]:
     """The per-step overhead of an empty callback and of the monitor, relative to no callback."""
     torch.manual_seed(0)
@@ -179,6 +197,7 @@ def bench(steps: int, repeats: int, batch_size: int, warmup: int = 30) -> dict[s
         for variant in ("empty", "monitor"):
             ratios = [100 * (r[clock][variant] / r[clock]["none"] - 1) for r in runs]
             out[f"{clock}_overhead_percent_{variant}"] = statistics.median(ratios)
+            out[f"{clock}_overhead_percent_{variant}_interval"] = _median_interval(ratios)
             out[f"{clock}_overhead_percent_{variant}_runs"] = [round(x, 2) for x in ratios]
     out["all_gathers"] = (
         "one per check (every check_every_n_steps=50 batches: 50 losses + 6 flags per rank), "
@@ -208,9 +227,10 @@ def main() -> None:
     result = bench(args.steps, args.repeats, args.batch_size, args.warmup)
     print(f"step (nothing): {result['cpu_step_ms']:.2f} ms CPU, {result['wall_step_ms']:.2f} ms wall")
     for variant in ("empty", "monitor"):
+        low, high = result[f"cpu_overhead_percent_{variant}_interval"]
         print(
             f"{variant:>8}: CPU {result[f'cpu_overhead_percent_{variant}']:+.2f} % "
-            f"(runs {result[f'cpu_overhead_percent_{variant}_runs']}), wall "
+            f"(95 % interval {low:+.2f} to {high:+.2f}; runs {result[f'cpu_overhead_percent_{variant}_runs']}), wall "
             f"{result[f'wall_overhead_percent_{variant}']:+.2f} % (runs {result[f'wall_overhead_percent_{variant}_runs']})"
         )
     print(f"all-gathers: {result['all_gathers']}")

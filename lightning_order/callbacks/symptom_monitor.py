@@ -326,10 +326,7 @@ class SymptomMonitor(Callback):
                     values, step=step, unk_rate=self._unk_rate, unk_baseline=baseline, **kw["plateau"]
                 )
             )
-        # Cheap gate first: no wait above the detector's least median wait, no starvation.
-        if self._want("data-starvation") and max(self._waits, default=0.0) > kw["data-starvation"].get(
-            "min_wait_s", 0.02
-        ):
+        if self._want("data-starvation") and self._may_starve():
             pairs = [(w, s) for w, s in zip(self._waits, self._steps) if w >= 0]
             found.append(
                 detect_data_starvation(
@@ -339,6 +336,18 @@ class SymptomMonitor(Callback):
         if self._want("memory-swing") and self._memory:
             found.append(detect_memory_swing(list(self._memory), step=step, **kw["memory-swing"]))
         return self._attributed(trainer, found)
+
+    def _may_starve(self) -> bool:
+        """A cheap gate before the starvation detector: can the median wait exceed its least one?
+
+        The detector needs a median wait above ``min_wait_s``, so at least half of the known
+        waits above it; in a healthy run (waits of microseconds) the ``max`` settles it.
+        """
+        least = self.thresholds["data-starvation"].get("min_wait_s", 0.02)
+        if max(self._waits, default=0.0) <= least:
+            return False
+        known = sum(1 for w in self._waits if w >= 0)
+        return 2 * sum(1 for w in self._waits if w > least) >= known
 
     def _run_facts(self, trainer: pl.Trainer) -> RunFacts:
         """The run's facts, read once at the start of training (here only when that was skipped)."""

@@ -1,0 +1,51 @@
+"""benchmarks/bench_monitor.py runs end to end on a few steps and states what it measured: each
+variant in every round of three steps, an interval around each median, the all-gathers."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+BENCH_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_monitor.py"
+
+
+def _load_bench():
+    spec = importlib.util.spec_from_file_location("bench_monitor", BENCH_PATH)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("bench_monitor", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+bench = _load_bench()
+
+
+class _Trainer:
+    """What the rotation reads of a Trainer: the global step and the callback list."""
+
+    global_step = 1
+
+    def __init__(self) -> None:
+        self.callbacks: list = []
+
+
+def test_every_round_runs_each_variant_once() -> None:
+    rotate = bench._Rotate({v: None for v in bench.VARIANTS}, warmup=0, clock=bench._Clock())
+    trainer, seen = _Trainer(), []
+    for _ in range(3 * 20):
+        seen.append(rotate.current)
+        rotate.on_train_batch_end(trainer)
+    rounds = [seen[i : i + 3] for i in range(1, len(seen) - 2, 3)]
+    assert all(sorted(r) == sorted(bench.VARIANTS) for r in rounds)
+    assert len({tuple(r) for r in rounds}) > 1  # shuffled, not one fixed phase per variant
+
+
+def test_a_short_run_reports_overheads_with_intervals() -> None:
+    result = bench.bench(steps=90, repeats=2, batch_size=16, warmup=10)
+    for variant in ("empty", "monitor"):
+        low, high = result[f"cpu_overhead_percent_{variant}_interval"]
+        assert low <= result[f"cpu_overhead_percent_{variant}"] <= high
+        assert len(result[f"cpu_overhead_percent_{variant}_runs"]) == 2
+    assert result["cpu_step_ms"] > 0
+    assert "one per check" in result["all_gathers"]

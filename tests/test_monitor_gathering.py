@@ -1,0 +1,95 @@
+"""What SymptomMonitor gathers per step, and the shortcuts that keep its checks cheap: the losses
+it reads (tensors left on their device until the check, then read at once) and the gate
+before the starvation detector (it must never hide a starved run)."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+import pytorch_lightning as pl
+import torch
+from helpers import quiet_trainer
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+from lightning_order import SymptomMonitor
+from lightning_order.callbacks._monitor_facts import to_host
+from lightning_order.checks.symptoms import detect_data_starvation
+
+
+def test_to_host_reads_losses_in_step_order_and_flattens_counts() -> None:
+    losses = [torch.tensor(1.5), torch.tensor([2.5, 3.5]), torch.tensor(4.5)]
+    counts = [torch.tensor([3, 100]), torch.tensor([0, 90])]
+    assert to_host(losses, counts) == ([1.5, 2.5, 3.5, 4.5], [3.0, 100.0, 0.0, 90.0])
+    assert to_host(losses[:1], []) == ([1.5], [])
+    assert to_host([], counts[:1]) == ([], [3.0, 100.0])
+    assert to_host([], []) == ([], [])
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_to_host_joins_device_tensors_in_one_read() -> None:
+    losses = [torch.tensor(1.5, device="cuda"), torch.tensor([2.5, 3.5], device="cuda")]
+    counts = [torch.tensor([3, 100], device="cuda")]
+    assert to_host(losses, counts) == ([1.5, 2.5, 3.5], [3.0, 100.0])
+
+
+class _Recorder(pl.LightningModule):
+    """Records its own losses; ``manual`` returns a loss that still requires grad."""
+
+    def __init__(self, manual: bool) -> None:
+        super().__init__()
+        self.automatic_optimization = not manual
+        self.net = nn.Linear(4, 2)
+        self.losses: list[float] = []
+
+    def training_step(self, batch: list[torch.Tensor], batch_idx: int) -> torch.Tensor:
+        x, y = batch
+        loss = nn.functional.cross_entropy(self.net(x), y)
+        self.losses.append(loss.item())
+        if not self.automatic_optimization:
+            optimizer = self.optimizers()
+            optimizer.zero_grad()
+            self.manual_backward(loss)
+            optimizer.step()
+        return loss
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+def test_the_monitor_reads_every_step_loss_in_order(tmp_path: Path) -> None:
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(256, 4, generator=g)
+    data = DataLoader(TensorDataset(x, (x[:, 0] > 0).long()), batch_size=8)
+    for manual in (False, True):
+        model, monitor = _Recorder(manual), SymptomMonitor(check_every_n_steps=7, verbose=False)
+        quiet_trainer(tmp_path, [monitor], max_steps=30).fit(model, data)
+        # 30 steps: four checks of 7 and the end-of-training one for the last 2.
+        assert len(model.losses) == 30
+        assert list(monitor._recent) == model.losses[-len(monitor._recent) :]
+        assert monitor._start == model.losses[: len(monitor._start)]
+        assert not monitor._pending
+
+
+def _gate(waits: list[float]) -> bool:
+    monitor = SymptomMonitor(verbose=False)
+    monitor._waits.extend(waits)
+    return monitor._may_starve()
+
+
+def test_the_starvation_gate_never_hides_a_starved_run() -> None:
+    rng = random.Random(0)
+    fired = 0
+    for _ in range(2000):
+        n = rng.randint(20, 50)
+        waits = [rng.choice([-1.0, rng.uniform(0, 0.01), rng.uniform(0.015, 0.2)]) for _ in range(n)]
+        steps = [rng.uniform(0.001, 0.05) for _ in range(n)]
+        known = [(w, s) for w, s in zip(waits, steps) if w >= 0]
+        starved = detect_data_starvation([w for w, _ in known], [s for _, s in known], step=0)
+        fired += starved is not None
+        assert _gate(waits) or starved is None
+    assert fired > 100  # the property was tried on starved runs too
+    assert not _gate([0.0001] * 50)  # a healthy run: the max settles it
+    assert not _gate([0.0001] * 40 + [0.5] * 10)  # a few slow batches are no starvation
