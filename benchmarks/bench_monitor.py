@@ -141,8 +141,8 @@ class _Model(pl.LightningModule):
         return torch.optim.SGD(self.parameters(), lr=0.1)
 
 
-def _run(steps: int, batch_size: int, warmup: int) -> dict[str, dict[str, float]]:
-    monitor = SymptomMonitor(unk_token_id=1, verbose=False)
+def _run(steps: int, batch_size: int, warmup: int, control: bool = False) -> dict[str, dict[str, float]]:
+    monitor = _Empty() if control else SymptomMonitor(unk_token_id=1, verbose=False)
     clock = _Clock()
     rotate = _Rotate({"none": None, "empty": _Empty(), "monitor": monitor}, warmup, clock)
     trainer = pl.Trainer(
@@ -181,16 +181,23 @@ def _median_interval(values: list[float], resamples: int = 4000) -> list[float]:
     return [round(medians[int(0.025 * resamples)], 2), round(medians[int(0.975 * resamples) - 1], 2)]
 
 
-def bench(steps: int, repeats: int, batch_size: int, warmup: int = 30) -> dict[str, Any]:
-    """The per-step overhead of an empty callback and of the monitor, relative to no callback."""
+def bench(
+    steps: int, repeats: int, batch_size: int, warmup: int = 30, control: bool = False
+) -> dict[str, Any]:
+    """The per-step overhead of an empty callback and of the monitor, relative to no callback.
+
+    ``control``: a second empty callback takes the monitor's place, a check of the method (both
+    empty callbacks should then measure the same).
+    """
     torch.manual_seed(0)
     _run(60, batch_size, 10)  # warm-up run: imports, thread pools
-    runs = [_run(steps, batch_size, warmup) for _ in range(repeats)]
+    runs = [_run(steps, batch_size, warmup, control) for _ in range(repeats)]
     out: dict[str, Any] = {
         "steps_per_run": steps,
         "repeats": repeats,
         "batch_size": batch_size,
         "warmup_steps": warmup,
+        "control": control,
     }
     for clock in ("cpu", "wall"):
         out[f"{clock}_step_ms"] = 1e3 * statistics.median(r[clock]["none"] for r in runs)
@@ -221,15 +228,21 @@ def main() -> None:
         help="global steps left out at the start (150: the monitor's first 50 batches, which count "
         "unknown tokens, are out: the steady state)",
     )
+    parser.add_argument(
+        "--control",
+        action="store_true",
+        help="a second empty callback in the monitor's place: checks that the method finds no cost where there is none",
+    )
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    result = bench(args.steps, args.repeats, args.batch_size, args.warmup)
+    result = bench(args.steps, args.repeats, args.batch_size, args.warmup, args.control)
     print(f"step (nothing): {result['cpu_step_ms']:.2f} ms CPU, {result['wall_step_ms']:.2f} ms wall")
     for variant in ("empty", "monitor"):
         low, high = result[f"cpu_overhead_percent_{variant}_interval"]
+        name = "empty #2" if result["control"] and variant == "monitor" else variant
         print(
-            f"{variant:>8}: CPU {result[f'cpu_overhead_percent_{variant}']:+.2f} % "
+            f"{name:>8}: CPU {result[f'cpu_overhead_percent_{variant}']:+.2f} % "
             f"(95 % interval {low:+.2f} to {high:+.2f}; runs {result[f'cpu_overhead_percent_{variant}_runs']}), wall "
             f"{result[f'wall_overhead_percent_{variant}']:+.2f} % (runs {result[f'wall_overhead_percent_{variant}_runs']})"
         )
