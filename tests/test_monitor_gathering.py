@@ -16,6 +16,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from lightning_order import SymptomMonitor
 from lightning_order.callbacks._monitor_facts import to_host
+from lightning_order.callbacks._step_clock import StepClock
 from lightning_order.checks.symptoms import detect_data_starvation
 
 
@@ -74,9 +75,9 @@ def test_the_monitor_reads_every_step_loss_in_order(tmp_path: Path) -> None:
 
 
 def _gate(waits: list[float]) -> bool:
-    monitor = SymptomMonitor(verbose=False)
-    monitor._waits.extend(waits)
-    return monitor._may_starve()
+    clock = StepClock(50)
+    clock.waits.extend(waits)
+    return clock.may_starve(0.02)
 
 
 def test_the_starvation_gate_never_hides_a_starved_run() -> None:
@@ -93,3 +94,20 @@ def test_the_starvation_gate_never_hides_a_starved_run() -> None:
     assert fired > 100  # the property was tried on starved runs too
     assert not _gate([0.0001] * 50)  # a healthy run: the max settles it
     assert not _gate([0.0001] * 40 + [0.5] * 10)  # a few slow batches are no starvation
+
+
+def test_the_step_clock_turns_marks_into_waits_and_steps() -> None:
+    clock = StepClock(50)
+    clock.marks.extend([1.0, 1.5, 2.0, 2.25])  # batch 1: 1.0-1.5, batch 2: 2.0-2.25
+    clock.read()
+    assert list(clock.waits) == [-1.0, 0.5] and list(clock.steps) == [0.5, 0.25]  # first wait unknown
+    clock.resume_at(3.0)  # a check ended at 3.0: its time is no wait
+    clock.marks.extend([3.5, 4.0, 4.5])  # a batch, and the start of the next (read later)
+    clock.read()
+    assert list(clock.waits)[-1] == 0.5 and clock.marks == [4.5]
+    clock.marks.append(5.0)
+    clock.pause()  # a new epoch or a validation: the next batch's wait is unknown
+    clock.marks.extend([9.0, 9.5])
+    clock.read()
+    assert list(clock.waits)[-2:] == [0.5, -1.0]
+    assert clock.known() == ([0.5, 0.5, 0.5], [0.25, 0.5, 0.5])

@@ -320,8 +320,8 @@ def log_metrics(trainer: Any, monitor: Any, ranks: int) -> None:
         return
     metrics = monitor_metrics(
         len(monitor.diagnoses),
-        monitor._waits,
-        monitor._steps,
+        monitor._clock.waits,
+        monitor._clock.steps,
         monitor._unk_rate,
         monitor._rank_losses,
         monitor._memory,

@@ -40,6 +40,7 @@ from lightning_order.callbacks._monitor_facts import (
     to_host,
     unk_id,
 )
+from lightning_order.callbacks._step_clock import StepClock
 from lightning_order.checks.symptoms import (
     SYMPTOMS,
     Diagnosis,
@@ -169,15 +170,11 @@ class SymptomMonitor(Callback):
         self._unk_id: int | None = self.unk_token_id
         self._cuda = False
         self._count_unknown = False
-        self._waits: deque[float] = deque(
-            maxlen=max(int(self.thresholds["data-starvation"]["min_steps"]), 50)
-        )
-        self._steps: deque[float] = deque(maxlen=self._waits.maxlen)
+        self._clock = StepClock(max(int(self.thresholds["data-starvation"]["min_steps"]), 50))
+        self._marks = self._clock.marks  # appended to at every batch's start and end
         self._memory: deque[float] = deque(maxlen=max(int(self.thresholds["memory-swing"]["min_steps"]), 50))
         self._unknown = UnknownCounter()
         self._unk_rate: float | None = None
-        self._marks: list[float] = []  # (start, end) clock readings of the batches since the last read
-        self._last_end: float | None = None
         self._divergent_checks = 0
         self._rank_losses: deque[list[float]] = deque(maxlen=self.divergence_window)
         self._val_inputs = InputStats()
@@ -214,13 +211,11 @@ class SymptomMonitor(Callback):
     # -- gathering -------------------------------------------------------------------------
     @override
     def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self._read_clock()
-        self._last_end = None  # the first batch of an epoch pays for starting the loader
+        self._clock.pause()  # the first batch of an epoch pays for starting the loader
 
     @override
     def on_validation_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self._read_clock()
-        self._last_end = None  # validation time is no wait for a training batch
+        self._clock.pause()  # validation time is no wait for a training batch
         self._val_inputs = InputStats()
 
     @override
@@ -268,7 +263,7 @@ class SymptomMonitor(Callback):
         self._batches += 1
         if self._batches % self.check_every_n_steps == 0:
             self._check(trainer, pl_module)
-            self._last_end = time.perf_counter()  # the check's time is no wait for the next batch
+            self._clock.resume_at(time.perf_counter())  # the check's time is no wait for the next batch
 
     @override
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -276,24 +271,6 @@ class SymptomMonitor(Callback):
         # still gets its verdicts (every rank reaches this point, so the all-gather is safe).
         if self._pending:
             self._check(trainer, pl_module)
-
-    def _read_clock(self) -> None:
-        """The pending (start, end) clock marks as per-batch waits and step times.
-
-        A batch's wait runs from the previous batch's end (or the end of the check after it) to
-        its start; ``-1``: unknown (the first batch of an epoch pays for starting the loader;
-        validation time is no wait for a training batch).
-        """
-        marks, last = self._marks, self._last_end
-        pairs = len(marks) // 2
-        if pairs:
-            starts, ends = marks[0 : 2 * pairs : 2], marks[1 : 2 * pairs : 2]
-            first = starts[0] - last if last is not None else -1.0
-            self._waits.extend([first, *(s - e for s, e in zip(starts[1:], ends))])
-            self._steps.extend([e - s for s, e in zip(starts, ends)])
-            last = ends[-1]
-            del marks[: 2 * pairs]
-        self._last_end = last
 
     def _flush(self) -> list[float]:
         """Converts the pending loss tensors: the only host-device sync, once per check."""
@@ -326,28 +303,13 @@ class SymptomMonitor(Callback):
                     values, step=step, unk_rate=self._unk_rate, unk_baseline=baseline, **kw["plateau"]
                 )
             )
-        if self._want("data-starvation") and self._may_starve():
-            pairs = [(w, s) for w, s in zip(self._waits, self._steps) if w >= 0]
-            found.append(
-                detect_data_starvation(
-                    [w for w, _ in pairs], [s for _, s in pairs], step=step, **kw["data-starvation"]
-                )
-            )
+        if self._want("data-starvation") and self._clock.may_starve(
+            kw["data-starvation"].get("min_wait_s", 0.02)
+        ):
+            found.append(detect_data_starvation(*self._clock.known(), step=step, **kw["data-starvation"]))
         if self._want("memory-swing") and self._memory:
             found.append(detect_memory_swing(list(self._memory), step=step, **kw["memory-swing"]))
         return self._attributed(trainer, found)
-
-    def _may_starve(self) -> bool:
-        """A cheap gate before the starvation detector: can the median wait exceed its least one?
-
-        The detector needs a median wait above ``min_wait_s``, so at least half of the known
-        waits above it; in a healthy run (waits of microseconds) the ``max`` settles it.
-        """
-        least = self.thresholds["data-starvation"].get("min_wait_s", 0.02)
-        if max(self._waits, default=0.0) <= least:
-            return False
-        known = sum(1 for w in self._waits if w >= 0)
-        return 2 * sum(1 for w in self._waits if w > least) >= known
 
     def _run_facts(self, trainer: pl.Trainer) -> RunFacts:
         """The run's facts, read once at the start of training (here only when that was skipped)."""
@@ -366,7 +328,7 @@ class SymptomMonitor(Callback):
         return code in self.symptoms and code not in self._seen[1]
 
     def _check(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self._read_clock()
+        self._clock.read()
         values = self._flush()
         new = self._local_checks(trainer)
         if trainer.world_size > 1:  # on one process there is nothing to gather or compare
