@@ -69,11 +69,16 @@ class _Rotate(Callback):
     """Last in the list: reads the clocks after every variant's end hook, then rotates the variant.
 
     The variant sits between :class:`_Clock` and this callback, so both of its per-step hooks
-    (and Lightning's dispatch of them) are inside the timed span.
+    (and Lightning's dispatch of them) are inside the timed span. ``block``: the steps a variant
+    is kept before the next one (1: a new variant every step; more: closer to a real run, where
+    the monitor's code and data stay warm from one step to the next).
     """
 
-    def __init__(self, members: dict[str, Callback | None], warmup: int, clock: _Clock) -> None:
-        self.members, self.warmup, self.clock = members, warmup, clock
+    def __init__(
+        self, members: dict[str, Callback | None], warmup: int, clock: _Clock, block: int = 1
+    ) -> None:
+        self.members, self.warmup, self.clock, self.block = members, warmup, clock, block
+        self._held = 0
         self.wall: dict[str, list[float]] = {v: [] for v in VARIANTS}
         self.cpu: dict[str, list[float]] = {v: [] for v in VARIANTS}
         self.current = "none"
@@ -86,6 +91,10 @@ class _Rotate(Callback):
         if trainer.global_step > self.warmup:
             self.wall[self.current].append(wall)
             self.cpu[self.current].append(cpu)
+        self._held += 1
+        if self._held < self.block:
+            return
+        self._held = 0
         member = self.members[self.current]
         if member is not None:
             trainer.callbacks.remove(member)
@@ -141,10 +150,12 @@ class _Model(pl.LightningModule):
         return torch.optim.SGD(self.parameters(), lr=0.1)
 
 
-def _run(steps: int, batch_size: int, warmup: int, control: bool = False) -> dict[str, dict[str, float]]:
+def _run(
+    steps: int, batch_size: int, warmup: int, control: bool = False, block: int = 1
+) -> dict[str, dict[str, float]]:
     monitor = _Empty() if control else SymptomMonitor(unk_token_id=1, verbose=False)
     clock = _Clock()
-    rotate = _Rotate({"none": None, "empty": _Empty(), "monitor": monitor}, warmup, clock)
+    rotate = _Rotate({"none": None, "empty": _Empty(), "monitor": monitor}, warmup, clock, block)
     trainer = pl.Trainer(
         max_steps=steps,
         accelerator="cpu",
@@ -182,22 +193,23 @@ def _median_interval(values: list[float], resamples: int = 4000) -> list[float]:
 
 
 def bench(
-    steps: int, repeats: int, batch_size: int, warmup: int = 30, control: bool = False
+    steps: int, repeats: int, batch_size: int, warmup: int = 30, control: bool = False, block: int = 1
 ) -> dict[str, Any]:
     """The per-step overhead of an empty callback and of the monitor, relative to no callback.
 
     ``control``: a second empty callback takes the monitor's place, a check of the method (both
-    empty callbacks should then measure the same).
+    empty callbacks should then measure the same). ``block``: consecutive steps per variant.
     """
     torch.manual_seed(0)
     _run(60, batch_size, 10)  # warm-up run: imports, thread pools
-    runs = [_run(steps, batch_size, warmup, control) for _ in range(repeats)]
+    runs = [_run(steps, batch_size, warmup, control, block) for _ in range(repeats)]
     out: dict[str, Any] = {
         "steps_per_run": steps,
         "repeats": repeats,
         "batch_size": batch_size,
         "warmup_steps": warmup,
         "control": control,
+        "block": block,
     }
     for clock in ("cpu", "wall"):
         out[f"{clock}_step_ms"] = 1e3 * statistics.median(r[clock]["none"] for r in runs)
@@ -233,10 +245,16 @@ def main() -> None:
         action="store_true",
         help="a second empty callback in the monitor's place: checks that the method finds no cost where there is none",
     )
+    parser.add_argument(
+        "--block",
+        type=int,
+        default=1,
+        help="consecutive steps per variant (1: a new one every step; 10: the monitor's code stays warm as in a real run)",
+    )
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    result = bench(args.steps, args.repeats, args.batch_size, args.warmup, args.control)
+    result = bench(args.steps, args.repeats, args.batch_size, args.warmup, args.control, args.block)
     print(f"step (nothing): {result['cpu_step_ms']:.2f} ms CPU, {result['wall_step_ms']:.2f} ms wall")
     for variant in ("empty", "monitor"):
         low, high = result[f"cpu_overhead_percent_{variant}_interval"]

@@ -49,3 +49,14 @@ def test_a_short_run_reports_overheads_with_intervals() -> None:
         assert len(result[f"cpu_overhead_percent_{variant}_runs"]) == 2
     assert result["cpu_step_ms"] > 0
     assert "one per check" in result["all_gathers"]
+
+
+def test_a_block_keeps_each_variant_for_its_steps() -> None:
+    rotate = bench._Rotate({v: None for v in bench.VARIANTS}, warmup=0, clock=bench._Clock(), block=4)
+    trainer, seen = _Trainer(), []
+    for _ in range(4 * 9):
+        seen.append(rotate.current)
+        rotate.on_train_batch_end(trainer)
+    runs = [seen[i : i + 4] for i in range(0, len(seen), 4)]
+    assert all(len(set(r)) == 1 for r in runs)  # one variant per block of four steps
+    assert {r[0] for r in runs} == set(bench.VARIANTS)
