@@ -46,16 +46,36 @@ def test_two_ddp_ranks_shard_before_normalize(tmp_path):
 KILL_POINTS = ["load", "clean", "split", "build_vocab", "encode", "save", "publish"]
 
 
+def _start_prepare(out, root, *args):
+    out.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, str(SCRIPTS / "data_prepare.py"), str(out), str(root), *args]
+    return subprocess.Popen(cmd, env=launch_env(), cwd=str(out), stderr=subprocess.PIPE, text=True)
+
+
 def test_prepare_killed_mid_way_then_rerun_matches_uninterrupted(tmp_path):
-    run_script("data_prepare.py", tmp_path / "ref", str(tmp_path / "ref-cache"))
+    # The reference and the kill points run side by side (each in its own cache: they are
+    # independent, and most of each run is importing); the half-written folders they leave are
+    # then gathered into one cache, where a rerun must ignore them all.
+    reference_run = _start_prepare(tmp_path / "ref", tmp_path / "ref-cache")
+    killed = {
+        point: _start_prepare(tmp_path / point, tmp_path / f"cache-{point}", point) for point in KILL_POINTS
+    }
+    _, stderr = reference_run.communicate(timeout=300)
+    assert reference_run.returncode == 0, stderr[-2000:]
     reference = read_json(tmp_path / "ref" / "result.json")
-    root = tmp_path / "cache"
     key = reference["cache_key"]
-    for point in KILL_POINTS:
-        proc = run_script("data_prepare.py", tmp_path / point, str(root), point, check=False)
-        assert proc.returncode == -signal.SIGKILL, (point, proc.stderr[-2000:])
-        assert not (root / key).exists(), point  # nothing a later run would trust
-        assert list(root.glob(f".tmp-{key}-*")), point  # the half-written folder stayed temporary
+    root = tmp_path / "cache"
+    root.mkdir()
+    for point, proc in killed.items():
+        _, stderr = proc.communicate(timeout=300)
+        assert proc.returncode == -signal.SIGKILL, (point, stderr[-2000:])
+        own = tmp_path / f"cache-{point}"
+        assert not (own / key).exists(), point  # nothing a later run would trust
+        temporary = list(own.glob(f".tmp-{key}-*"))
+        assert temporary, point  # the half-written folder stayed temporary
+        for left in [*temporary, *own.glob("*.lock")]:
+            left.replace(root / left.name)
+    assert len(list(root.glob(f".tmp-{key}-*"))) >= len(KILL_POINTS)
     run_script("data_prepare.py", tmp_path / "again", str(root))
     again = read_json(tmp_path / "again" / "result.json")
     assert again.pop("prepared") and reference.pop("prepared")
@@ -67,13 +87,10 @@ def test_three_processes_preparing_one_cache_prepare_once_and_agree(tmp_path):
     root = tmp_path / "cache"
     procs = []
     for i in range(3):
-        (tmp_path / f"p{i}").mkdir()
-        cmd = [sys.executable, str(SCRIPTS / "data_prepare.py"), str(tmp_path / f"p{i}"), str(root)]
-        procs.append(
-            subprocess.Popen(cmd, env=launch_env(), cwd=str(tmp_path / f"p{i}"), stderr=subprocess.PIPE)
-        )
+        procs.append(_start_prepare(tmp_path / f"p{i}", root))
     for proc in procs:
-        assert proc.wait(timeout=300) == 0, proc.stderr.read()[-2000:]
+        _, stderr = proc.communicate(timeout=300)
+        assert proc.returncode == 0, stderr[-2000:]
     results = [read_json(tmp_path / f"p{i}" / "result.json") for i in range(3)]
     assert sum(r.pop("prepared") for r in results) == 1  # one prepared under the lock, the others reused
     assert results[0] == results[1] == results[2]

@@ -186,24 +186,25 @@ def _text_model(dm: OrderedDataModule) -> pl.LightningModule:
 
 # -- under DDP: every rank's shard joined, the same verdict on every rank -------------------------------
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    ("mode", "callbacks"), [("leak", "validator"), ("leak", "monitor"), ("sound", "validator")]
-)
-def test_ddp_shards_are_joined_and_every_rank_agrees(tmp_path: Path, mode: str, callbacks: str) -> None:
-    run_script("label_ddp.py", tmp_path, mode, callbacks, timeout=240)
+def test_ddp_shards_are_joined_and_every_rank_agrees(tmp_path: Path) -> None:
+    """Three cases in one 2-rank launch: a leak with the validator, a leak with the monitor alone,
+    a sound encoding with the validator."""
+    run_script("label_ddp.py", tmp_path, timeout=400)
     ranks = [read_json(tmp_path / f"rank{r}.json") for r in range(2)]
-    assert [r["world_size"] for r in ranks] == [2, 2]
-    for result in ranks:
-        rules = [(v["rule"], v["details"].get("kind")) for v in result["violations"]]
-        named = [(d["symptom"], d["suspected_rule"]) for d in result["diagnoses"]]
-        if mode == "sound":
-            assert rules == [] and named == []
-            continue
-        if callbacks == "validator":
-            assert rules == [("fit-before-split", "label-encoding")]
-        # The monitor names it at the first validation (the end of epoch 1), with or without a validator.
-        assert named == [("train-val-gap", "fit-before-split")]
-        assert result["diagnoses"][0]["step"] == result["steps_per_epoch"]
+    for mode, callbacks in (("leak", "validator"), ("leak", "monitor"), ("sound", "validator")):
+        for per_rank in ranks:
+            result = per_rank[f"{mode}-{callbacks}"]
+            assert result["world_size"] == 2
+            rules = [(v["rule"], v["details"].get("kind")) for v in result["violations"]]
+            named = [(d["symptom"], d["suspected_rule"]) for d in result["diagnoses"]]
+            if mode == "sound":
+                assert rules == [] and named == [], (mode, callbacks)
+                continue
+            if callbacks == "validator":
+                assert rules == [("fit-before-split", "label-encoding")]
+            # The monitor names it at the first validation (the end of epoch 1), with or without a validator.
+            assert named == [("train-val-gap", "fit-before-split")], (mode, callbacks)
+            assert result["diagnoses"][0]["step"] == result["steps_per_epoch"]
 
 
 def test_data_that_cannot_hold_an_encoding_is_left_after_a_probe() -> None:
