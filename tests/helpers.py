@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytorch_lightning as pl
@@ -110,3 +113,16 @@ def readme_training_example(tmp_path: Path, monkeypatch: Any, namespace_module: 
     namespace: dict = {"__name__": "readme_example"}
     exec(compile(example, "README.md", "exec"), namespace)
     return namespace
+
+
+def load_benchmark(name: str) -> ModuleType:
+    """``benchmarks/<name>.py`` as a module: the benchmarks are scripts, not a package.
+
+    Registered in ``sys.modules`` under ``name`` first (its dataclasses and pickled functions
+    resolve their module by name).
+    """
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault(name, module)
+    spec.loader.exec_module(module)
+    return module

@@ -3,22 +3,9 @@ variant in every round of three steps, an interval around each median, the all-g
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
+from helpers import load_benchmark
 
-BENCH_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_monitor.py"
-
-
-def _load_bench():
-    spec = importlib.util.spec_from_file_location("bench_monitor", BENCH_PATH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("bench_monitor", module)
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = _load_bench()
+bench = load_benchmark("bench_monitor")
 
 
 class _Trainer:

@@ -7,30 +7,17 @@ lab script is imported through ``importlib`` because ``benchmarks/`` is not a pa
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import random
-import sys
-from pathlib import Path
 
 import pytest
+from helpers import load_benchmark
 
 from lightning_order.data.dedup import jaccard, word_ngrams
 from lightning_order.data.lm_corpus import stdlib_corpus
 from lightning_order.data.lm_steps import clean_document
 
-LAB_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "lm_lab.py"
-
-
-def _load_lab():
-    spec = importlib.util.spec_from_file_location("lm_lab", LAB_PATH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("lm_lab", module)
-    spec.loader.exec_module(module)
-    return module
-
-
-lab = _load_lab()
+lab = load_benchmark("lm_lab")
 
 
 def test_dirt_is_exactly_what_cleaning_removes():

@@ -7,26 +7,14 @@ because ``benchmarks/`` is not a package.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
-import sys
 from pathlib import Path
 
 import pytest
+from helpers import load_benchmark
 
-LAB_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "order_lab.py"
-
-
-def _load_lab():
-    spec = importlib.util.spec_from_file_location("order_lab", LAB_PATH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("order_lab", module)
-    spec.loader.exec_module(module)
-    return module
-
-
-lab = _load_lab()
+lab = load_benchmark("order_lab")
 
 
 @pytest.fixture(scope="module")
