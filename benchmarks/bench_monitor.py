@@ -13,14 +13,14 @@ the steps with nothing, over the steps after a warm-up; the mean, not the median
 monitor's work is concentrated in one step out of ``check_every_n_steps`` (the check) and a
 median would hide it (steps over 3x the median, preemption, are dropped). Each figure is the
 median over ``--repeats`` runs, with a 95 % bootstrap interval of that median (the step time
-drifts by tens of microseconds over a run, so one run's figure moves by about 0.2 %).
+drifts by tens of microseconds over a run, so one run's figure moves by about ±0.3 %).
 
 It also states the monitor's collective calls: one all-gather per check (``k`` losses and the
 symptom flags per rank) and, under DDP, one per validation (the ranks' validation input
 statistics); on one process they return at once.
 
 Example:
-    python benchmarks/bench_monitor.py --steps 3000 --repeats 5 --batch-size 112 --json bench_monitor.json
+    python benchmarks/bench_monitor.py --steps 3000 --repeats 15 --batch-size 128 --warmup 150 --json bench_monitor.json
 """
 
 from __future__ import annotations
