@@ -6,7 +6,7 @@ from lightning_order.data import cache
 
 
 def test_cache_stale_leftovers_are_removed(tmp_path):
-    key = "k" * 32
+    key = "0" * 32
     tmp = cache.new_temp_dir(tmp_path, key)
     (tmp / "train").mkdir()
     half = tmp_path / key

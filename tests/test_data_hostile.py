@@ -100,25 +100,25 @@ def test_a_failed_or_interrupted_prepare_leaves_no_temp_folder(tmp_path, interru
         raise interrupt("stopped")
 
     with pytest.raises(interrupt):
-        cache.prepare_once(tmp_path, "k" * 32, build)
-    assert not list(tmp_path.glob(".tmp-*")) and not (tmp_path / ("k" * 32)).exists()
+        cache.prepare_once(tmp_path, "0" * 32, build)
+    assert not list(tmp_path.glob(".tmp-*")) and not (tmp_path / ("0" * 32)).exists()
 
 
 def test_stale_temp_folders_of_other_configurations_are_cleaned_when_safe(tmp_path):
     old = time.time() - cache.STALE_AFTER_S - 60
     folders = {}
     for name, age in (("stale", old), ("young", None), ("locked", old)):
-        key = name[0] * 32
+        key = {"stale": "5", "young": "7", "locked": "1"}[name] * 32
         folders[name] = cache.new_temp_dir(tmp_path, key)
         (folders[name] / "x").write_text("half")
         if age is not None:
             os.utime(folders[name], (age, age))
-    with FileLock(str(tmp_path / f"{'l' * 32}.lock")):  # another process is preparing "locked"
-        removed = cache.remove_stale_others(tmp_path, "z" * 32)
+    with FileLock(str(tmp_path / f"{'1' * 32}.lock")):  # another process is preparing "locked"
+        removed = cache.remove_stale_others(tmp_path, "f" * 32)
     assert removed == [folders["stale"]]
     assert not folders["stale"].exists() and folders["young"].exists() and folders["locked"].exists()
     # prepare_once cleans them too, and never the temp folder of a configuration being prepared
     os.utime(folders["young"], (old, old))
-    with FileLock(str(tmp_path / f"{'l' * 32}.lock")):
-        cache.prepare_once(tmp_path, "p" * 32, lambda folder: (folder / "manifest.json").write_text("{}"))
+    with FileLock(str(tmp_path / f"{'1' * 32}.lock")):
+        cache.prepare_once(tmp_path, "e" * 32, lambda folder: (folder / "manifest.json").write_text("{}"))
     assert not folders["young"].exists() and folders["locked"].exists()

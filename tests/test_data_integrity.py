@@ -115,7 +115,7 @@ def test_the_manifest_lists_every_prepared_file(pristine):
     assert any(n.startswith("train/") and n.endswith(".arrow") for n in names)
     assert "manifest.json" not in names
     on_disk = {p.relative_to(root / key).as_posix() for p in (root / key).rglob("*") if p.is_file()}
-    assert on_disk - names == {"manifest.json"}
+    assert on_disk - names == {"manifest.json", cache.TEMP_MARKER}  # the marker: the library wrote it
     assert all(files[n]["xxh3"] == file_digest(root / key / n) for n in names)
     assert verify_files(root / key, files) == []
 

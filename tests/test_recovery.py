@@ -140,7 +140,7 @@ def test_vocab_before_clean_run_paused_then_recovered_beats_a_fresh_run(tmp_path
     assert payload["reason"][0]["suspected_rule"] == "vocab-before-clean"
     assert payload["waste"]["cost"] == pytest.approx(payload["waste"]["device_hours"] * 4.0)
 
-    plan = recover(monitor.pause_path)
+    plan = recover(monitor.pause_path, cache_dir=cache)
     assert plan.path == "data" and plan.ckpt_path is None and plan.advice == "continue"
     assert list(plan.datamodule.order) == list(OrderedDataModule(cache_dir=cache).order)  # mandated
     assert plan.datamodule.enforce

@@ -6,6 +6,13 @@ process killed mid-way leaves only a temporary folder that the next preparation 
 lock beside the folder (``<key>.lock``, :mod:`filelock`) makes one process prepare while the
 others (DDP ranks, other nodes on a shared file system) wait and then reuse its result.
 
+Only what this library wrote is ever deleted: ``cache_dir`` may be any folder a user points it
+at (a home or project folder), so a leftover is removed only when its name matches the exact
+pattern :func:`new_temp_dir` writes (``.tmp-<32 hex>-<pid>-<8 hex>``) *and* it holds the marker
+file written when it was created (:data:`TEMP_MARKER`). A final folder that is not an intact
+cache is removed only when it holds our manifest or marker; anything else in the way is refused
+with a :class:`~lightning_order.errors.DataError`, never deleted.
+
 The manifest records the size and xxh3 content hash of every file of the prepared data (the Arrow
 files and their ``state.json``/``dataset_info.json``, ``tokenizer.json``, ``statistics.json``),
 and the manifest's own checksum covers that list. :func:`is_complete` verifies every file against
@@ -22,6 +29,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import time
 import uuid
@@ -39,11 +47,13 @@ from lightning_order.ledger import MANIFEST_NAME, StepLedger
 __all__ = [
     "CACHE_ENV",
     "STALE_AFTER_S",
+    "TEMP_MARKER",
     "cache_lock",
     "cache_problems",
     "check_cache_path",
     "default_cache_dir",
     "is_complete",
+    "is_own_temp_dir",
     "new_temp_dir",
     "prepare_once",
     "publish",
@@ -58,6 +68,11 @@ CACHE_ENV = "LIGHTNING_ORDER_CACHE"
 _REQUIRED = ("train", "val", "tokenizer.json")
 #: Temporary folders of *other* configurations older than this (seconds) and not locked are deleted.
 STALE_AFTER_S = 6 * 3600
+#: The file :func:`new_temp_dir` writes first into every folder it makes (it stays when the folder is
+#: published): the proof that the library wrote it.
+TEMP_MARKER = ".lightning_order"
+#: The exact name of a temporary folder: ``.tmp-<cache key>-<pid>-<8 hex>``.
+_TEMP_NAME = re.compile(r"\.tmp-(?P<key>[0-9a-f]{32})-(?P<pid>[0-9]+)-[0-9a-f]{8}")
 
 
 def default_cache_dir() -> Path:
@@ -113,44 +128,89 @@ def check_cache_path(final: Path) -> None:
         )
 
 
+def is_own_temp_dir(path: Path, key: str | None = None) -> bool:
+    """Whether ``path`` is a temporary folder this library wrote (of ``key``, when given).
+
+    Its name must match ``.tmp-<32 hex>-<pid>-<8 hex>`` exactly and it must hold the marker file
+    :func:`new_temp_dir` writes: a user's ``.tmp-notes`` (or any folder we did not create) is
+    never taken for ours.
+    """
+    match = _TEMP_NAME.fullmatch(path.name)
+    if match is None or (key is not None and match["key"] != key):
+        return False
+    try:
+        return path.is_dir() and not path.is_symlink() and (path / TEMP_MARKER).is_file()
+    except OSError:
+        return False
+
+
+def _refuse_foreign(final: Path) -> None:
+    """Raises unless the folder at a cache path was written by this library (manifest or marker)."""
+    if final.is_dir() and not ((final / MANIFEST_NAME).is_file() or (final / TEMP_MARKER).is_file()):
+        raise DataError(
+            f"the cache path {final} is a folder that lightning_order did not write (no manifest): "
+            "it is left untouched; move it away, or choose another cache_dir",
+            step="prepare_data",
+        )
+
+
 def remove_stale(root: Path, key: str) -> list[Path]:
     """Deletes leftovers of interrupted preparations of ``key`` (call it holding the lock).
 
+    Only folders this library wrote are touched (:func:`is_own_temp_dir`, and a final folder
+    holding our manifest or marker).
+
     Returns:
         The folders removed: temporary folders, and a final folder that is not complete.
+
+    Raises:
+        DataError: the final folder exists, is not an intact cache and holds nothing of ours
+            (someone else's folder under our cache name: refused, never deleted).
     """
     removed = []
-    for tmp in root.glob(f".tmp-{key}-*"):
-        shutil.rmtree(tmp, ignore_errors=True)
-        removed.append(tmp)
+    for tmp in sorted(root.glob(f".tmp-{key}-*")):
+        if is_own_temp_dir(tmp, key):
+            shutil.rmtree(tmp, ignore_errors=True)
+            removed.append(tmp)
     final = root / key
     if final.is_dir() and not final.is_symlink() and not is_complete(final, key):
+        _refuse_foreign(final)
         shutil.rmtree(final, ignore_errors=True)
         removed.append(final)
     return removed
 
 
 def remove_stale_others(root: Path, key: str, older_than: float = STALE_AFTER_S) -> list[Path]:
-    """Deletes temporary folders of *other* configurations, when that is safe.
+    """Deletes temporary folders of *other* configurations, when they are ours and it is safe.
 
-    A temporary folder is deleted only when its configuration's lock can be taken at once (no
-    process is preparing it: a preparer holds the lock while it writes, and a killed one no
-    longer does) and it was last modified more than ``older_than`` seconds ago.
+    A folder is considered only when :func:`is_own_temp_dir` says this library wrote it. It is
+    deleted only when its configuration's lock can be taken at once (no process is preparing it:
+    a preparer holds the lock while it writes, and a killed one no longer does) and it was last
+    modified more than ``older_than`` seconds ago. Its lock file goes with it when no finished
+    cache of that configuration needs it (:mod:`filelock` re-creates a lock file that was removed
+    while a waiter held it open, so this cannot let two processes in).
 
     Returns:
         The folders removed.
     """
     removed = []
     now = time.time()
-    for tmp in root.glob(".tmp-*"):
-        other = tmp.name[len(".tmp-") :].split("-", 1)[0]
-        if other == key or not tmp.is_dir():
+    for tmp in sorted(root.glob(".tmp-*")):
+        if not is_own_temp_dir(tmp):
+            continue  # not ours: never touched, whatever its name or age
+        other = _TEMP_NAME.fullmatch(tmp.name)["key"]  # type: ignore[index]
+        if other == key:
             continue
+        lock_path = root / f"{other}.lock"
         try:
             if now - tmp.stat().st_mtime < older_than:
                 continue
-            with FileLock(str(root / f"{other}.lock"), timeout=0):
+            with FileLock(str(lock_path), timeout=0):
                 shutil.rmtree(tmp, ignore_errors=True)
+                if not (root / other).exists() and not any(
+                    is_own_temp_dir(p, other) for p in root.glob(f".tmp-{other}-*")
+                ):
+                    lock_path.unlink(missing_ok=True)
         except (Timeout, OSError):
             continue  # someone prepares it, or it vanished: leave it
         removed.append(tmp)
@@ -160,7 +220,11 @@ def remove_stale_others(root: Path, key: str, older_than: float = STALE_AFTER_S)
 def new_temp_dir(root: Path, key: str) -> Path:
     """A fresh temporary folder for preparing ``key``, beside the final folder."""
     path = root / f".tmp-{key}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    if _TEMP_NAME.fullmatch(path.name) is None:
+        raise ValueError(f"a cache key is 32 lowercase hex characters (a fingerprint), got {key!r}")
     path.mkdir(parents=True)
+    # The marker first: only a folder holding it is ever deleted by a later cleanup.
+    (path / TEMP_MARKER).write_text(json.dumps({"key": key, "pid": os.getpid(), "created": time.time()}))
     return path
 
 
@@ -205,6 +269,7 @@ def prepare_once(root: Path, key: str, build: Callable[[Path], None], step: str 
         if not problems:
             return
         if final.exists():
+            _refuse_foreign(final)
             warnings.warn(
                 CacheWarning(
                     f"the prepared data at {final} is damaged and is not trusted: "
@@ -255,7 +320,7 @@ def write_prepared(folder: Path, state: DataState, ledger: StepLedger, dims: Map
         if converted is None:
             raise
         raise converted from err
-    files = file_records(folder, skip=(MANIFEST_NAME, "work"))
+    files = file_records(folder, skip=(MANIFEST_NAME, TEMP_MARKER, "work"))
     fps = {"manifest": ledger.fingerprint}
     for key, step in (("split", "split"), ("statistics", "fit_features"), ("vocab", "build_vocab")):
         fps[key] = record.output if (record := ledger.latest(step)) else ""

@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from lightning_order.data.cache import TEMP_MARKER
 from lightning_order.data.lm_config import EOS_TOKEN, padded_size
 from lightning_order.data.split import key_hashes
 from lightning_order.data.steps import DataState
@@ -64,7 +65,7 @@ def write_lm_prepared(folder: Path, state: DataState, ledger: StepLedger, pad_vo
         eos_id=state.tokenizer.token_to_id(EOS_TOKEN),
         data_fingerprints=fps,
     )
-    ledger.info["files"] = file_records(folder, skip=(MANIFEST_NAME, "work"))
+    ledger.info["files"] = file_records(folder, skip=(MANIFEST_NAME, TEMP_MARKER, "work"))
     try:
         ledger.save(folder)
     except OSError as err:

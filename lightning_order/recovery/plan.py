@@ -8,6 +8,7 @@ holds: the caller passes them, or the name is one of this package's own public c
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path as FilePath
@@ -84,6 +85,7 @@ def recover(
     restart_below: float = 0.05,
     min_kept: float = 0.5,
     map_location: str | torch.device = "cpu",
+    cache_dir: str | os.PathLike[str] | None = None,
 ) -> RecoveryPlan:
     """Builds what the next ``trainer.fit`` needs after a pause, and advises continue or restart.
 
@@ -123,6 +125,9 @@ def recover(
         restart_below: the progress share under which a restart is advised.
         min_kept: the least share of kept weight elements for a continue.
         map_location: where to load the checkpoint's tensors.
+        cache_dir: where a rebuilt datamodule prepares its data; ``None``: the default cache
+            root (``$LIGHTNING_ORDER_CACHE`` or ``~/.cache/lightning_order``). A path stored in
+            the checkpoint is never used: only the caller chooses where ``recover()`` writes.
 
     Returns:
         A :class:`RecoveryPlan`.
@@ -149,7 +154,9 @@ def recover(
         )
 
     if datamodule is None:
-        datamodule = _rebuild_datamodule(payload, checkpoint, datamodule_cls, mandated=chosen == "data")
+        datamodule = _rebuild_datamodule(
+            payload, checkpoint, datamodule_cls, mandated=chosen == "data", cache_dir=cache_dir
+        )
     model = model_cls(**{**hparams, **dict(datamodule.dims)})
     old_vocab = payload.get("vocab")
     tokenizer = getattr(datamodule, "tokenizer", None)
@@ -201,7 +208,11 @@ def _own_class(recorded: str | None, argument: str, what: str) -> type:
 
 
 def _rebuild_datamodule(
-    payload: Mapping[str, Any], checkpoint: Mapping[str, Any], datamodule_cls: type | None, mandated: bool
+    payload: Mapping[str, Any],
+    checkpoint: Mapping[str, Any],
+    datamodule_cls: type | None,
+    mandated: bool,
+    cache_dir: str | os.PathLike[str] | None = None,
 ) -> Any:
     info = payload.get("datamodule") or {}
     if datamodule_cls is None:
@@ -211,6 +222,11 @@ def _rebuild_datamodule(
             )
         datamodule_cls = _own_class(info["class"], "datamodule_cls", "datamodule")
     kwargs = dict(checkpoint.get("datamodule_hyper_parameters") or info.get("hparams") or {})
+    # Where to write is the caller's choice alone: a checkpoint is data from elsewhere, and the
+    # folder it names may be anyone's.
+    kwargs.pop("cache_dir", None)
+    if cache_dir is not None:
+        kwargs["cache_dir"] = os.fspath(cache_dir)
     if mandated:
         # The repair: the mandated order, enforced. Everything else as the paused run had it.
         kwargs.update(order=None, enforce=True)
@@ -218,3 +234,4 @@ def _rebuild_datamodule(
     datamodule.prepare_data()
     datamodule.setup("fit")
     return datamodule
+
