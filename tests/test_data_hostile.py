@@ -12,8 +12,13 @@ import pytest
 from filelock import FileLock
 
 from lightning_order import OrderedDataModule
-from lightning_order.data import cache
-from lightning_order.data.vocab import MAX_WORD_CHARS, bounded_pre_tokenizer, encode_bounded, train_tokenizer
+from lightning_order.data.engine import cache
+from lightning_order.data.text.vocab import (
+    MAX_WORD_CHARS,
+    bounded_pre_tokenizer,
+    encode_bounded,
+    train_tokenizer,
+)
 
 WORDS = ["good", "bad", "fine", "meh", "great", "awful", "ok", "nice"]
 

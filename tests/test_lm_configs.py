@@ -8,7 +8,7 @@ import pytest
 
 from lightning_order import OrderedCausalLM, OrderedLMDataModule, OrderValidator, SymptomMonitor
 from lightning_order.cli import main
-from lightning_order.lm_cli import OrderLMCLI, cli_class_for
+from lightning_order.cli.lm import OrderLMCLI, cli_class_for
 
 pytestmark = pytest.mark.filterwarnings("ignore:LightningCLI's args parameter")
 
@@ -55,7 +55,10 @@ def test_lm_config_parses_and_instantiates(config: Path, tmp_path: Path) -> None
 def test_the_classification_configs_keep_their_cli() -> None:
     assert cli_class_for(["fit", "--config", str(CONFIGS / "demo.yaml")]) is None
     assert cli_class_for(["fit", "--model", "lightning_order.OrderedCausalLM"]) is OrderLMCLI
-    assert cli_class_for(["fit", "--model.class_path=lightning_order.lm_model.OrderedCausalLM"]) is OrderLMCLI
+    assert (
+        cli_class_for(["fit", "--model.class_path=lightning_order.models.causal_lm.OrderedCausalLM"])
+        is OrderLMCLI
+    )
 
 
 def test_a_linked_dim_set_in_the_config_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

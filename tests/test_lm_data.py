@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 
 from lightning_order import LM_PIPELINE, OrderedCausalLM, OrderedLMDataModule, OrderError
-from lightning_order.data.lm_cache import read_blocks
-from lightning_order.data.lm_corpus import stdlib_corpus
-from lightning_order.data.lm_datamodule import LM_DATA_STEPS
-from lightning_order.data.lm_steps import clean_document, encode_documents, pack_stream, stride_shard
-from lightning_order.lm_cli import lm_ledger_violations
+from lightning_order.cli.lm import lm_ledger_violations
+from lightning_order.data.lm.artefacts import read_blocks
+from lightning_order.data.lm.corpus import stdlib_corpus
+from lightning_order.data.lm.datamodule import LM_DATA_STEPS
+from lightning_order.data.lm.steps import clean_document, encode_documents, pack_stream, stride_shard
 
 SMALL = {"max_documents": 300, "vocab_size": 400, "block_size": 32, "batch_size": 8}
 
@@ -183,14 +183,14 @@ def test_strided_shards_are_equal_and_disjoint(world: int) -> None:
 
 
 def test_audit_judges_an_lm_cache_by_its_own_pipeline(dm: OrderedLMDataModule, capsys) -> None:
-    from lightning_order.audit import audit
+    from lightning_order.cli.auditing import audit
 
     assert audit(dm.cache_path) == 0
     assert "the order is correct" in capsys.readouterr().out
 
 
 def test_the_tokenizer_trains_deterministically() -> None:
-    from lightning_order.data.lm_steps import train_byte_bpe
+    from lightning_order.data.lm.steps import train_byte_bpe
 
     docs = stdlib_corpus(150)
     assert train_byte_bpe(docs, 500).to_str() == train_byte_bpe(docs, 500).to_str()

@@ -11,7 +11,7 @@ import torch
 from helpers import quiet_trainer
 
 from lightning_order import OrderedCausalLM, OrderedLMDataModule, OrderError, OrderValidator, SymptomMonitor
-from lightning_order.data.lm_cache import read_blocks
+from lightning_order.data.lm.artefacts import read_blocks
 
 SMALL = {"max_documents": 300, "vocab_size": 400, "block_size": 32, "batch_size": 8}
 MODEL = {"n_layer": 1, "n_head": 2, "n_embd": 32}

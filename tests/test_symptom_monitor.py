@@ -215,7 +215,7 @@ def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 def _datamodule(cache_dir: str, seed: int = 0, order: list[str] | None = None, **kwargs):
-    from lightning_order.data.datamodule import OrderedDataModule
+    from lightning_order.data.text.datamodule import OrderedDataModule
 
     options = dict(demo_size=2000, vocab_size=2000, seed=seed, cache_dir=cache_dir)
     options.update(kwargs)

@@ -67,7 +67,7 @@ def _tokenizer_facts(tokenizer: Any) -> dict[str, Any]:
     elif hasattr(tokenizer, "__len__"):
         facts["tokenizer_size"] = len(tokenizer)
     if hasattr(backend, "to_str"):
-        from lightning_order.data.lm_datamodule import tokenizer_fingerprint
+        from lightning_order.data.lm.datamodule import tokenizer_fingerprint
 
         facts["tokenizer_fp"] = tokenizer_fingerprint(tokenizer)
     return facts

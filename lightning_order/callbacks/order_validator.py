@@ -30,7 +30,6 @@ import torch
 from pytorch_lightning.utilities.rank_zero import rank_zero_info
 from typing_extensions import override
 
-from lightning_order._compat import Callback
 from lightning_order.callbacks._content import dataset_lengths, summarize_splits
 from lightning_order.callbacks._labels import label_encoding_violations
 from lightning_order.callbacks._lm import judging_pipeline, lm_violations
@@ -56,6 +55,7 @@ from lightning_order.checks.model import check_model_dims
 from lightning_order.checks.ranks import check_ranks
 from lightning_order.checks.report import format_report, merge_violations
 from lightning_order.checks.resume import check_restore_shapes, check_resume, check_resume_proof
+from lightning_order.compat import Callback
 from lightning_order.errors import CheckpointError, OrderError, OrderWarning
 from lightning_order.ledger import CHECKPOINT_KEY, StepLedger, fingerprint
 from lightning_order.order import STANDARD_PIPELINE, Pipeline

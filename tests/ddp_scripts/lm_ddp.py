@@ -18,7 +18,7 @@ import pytorch_lightning as pl
 import xxhash
 
 from lightning_order import OrderedCausalLM, OrderedLMDataModule, OrderError, OrderValidator
-from lightning_order._distributed import release_process_group
+from lightning_order.distributed import release_process_group
 
 
 class Counter(pl.Callback):

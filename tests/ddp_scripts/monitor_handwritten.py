@@ -21,7 +21,7 @@ from handwritten import DocsClassifier, DocsData
 from helpers import quiet_trainer
 
 from lightning_order import OrderValidator, SymptomMonitor
-from lightning_order._distributed import release_process_group
+from lightning_order.distributed import release_process_group
 
 
 def main(out: Path) -> None:

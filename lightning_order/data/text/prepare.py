@@ -1,0 +1,84 @@
+"""The preparation itself, as functions of a :class:`~.config.DataConfig`: order, cache key, run.
+
+:class:`~.datamodule.OrderedDataModule` calls these, and so does the light ``lightning-order
+prepare`` (:mod:`lightning_order.cli.dispatch`), which builds the config from the YAML's ``data:``
+section without importing torch or Lightning: both compute the same order, the same cache key and
+the same prepared folder, because both go through this module.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from lightning_order.data.engine import cache as _cache
+from lightning_order.data.engine.runner import DataState, StepContext, resolve_order, run_steps, split_phases
+from lightning_order.data.text.artefacts import write_prepared
+from lightning_order.data.text.config import DataConfig
+from lightning_order.data.text.steps import STEPS
+from lightning_order.ledger import StepLedger, fingerprint
+from lightning_order.order import STANDARD_PIPELINE
+
+if TYPE_CHECKING:  # pragma: no cover
+    from lightning_order.order import Pipeline
+
+__all__ = ["FINAL_FORM", "cache_key", "feature_names", "order_of", "prepare_into", "prepare_once"]
+
+#: The data form a runnable order must leave: every rank holds its shard.
+FINAL_FORM = "shard"
+
+
+def order_of(
+    config: DataConfig,
+    order: Sequence[str] | str | None,
+    enforce: bool = True,
+    pipeline: Pipeline | None = None,
+    owner: str = "OrderedDataModule",
+) -> tuple[str, ...]:
+    """The data steps to run (see :func:`~.steps.resolve_order`): the mandated ones, or ``order`` checked."""
+    chosen = STANDARD_PIPELINE if pipeline is None else pipeline
+    return resolve_order(order, STEPS, chosen, config, enforce=enforce, final=FINAL_FORM, owner=owner)
+
+
+def cache_key(config: DataConfig, order: Sequence[str]) -> str:
+    """The pipeline fingerprint naming the cache folder: the hash of everything that shapes the data."""
+    return fingerprint("lightning_order.data", config.identity(order))
+
+
+def feature_names(config: DataConfig, order: Sequence[str]) -> list[str]:
+    """The feature vector's columns: the numeric columns, then the engineered ones (if they run)."""
+    engineered = list(config.engineered_features) if "engineer_features" in order else []
+    return [*config.numeric_columns, *engineered]
+
+
+def prepare_into(
+    folder: Path,
+    config: DataConfig,
+    order: Sequence[str],
+    hooks: Mapping[str, Any] | None = None,
+) -> None:
+    """Runs the steps of ``order`` before the first per-rank one and writes the cache into ``folder``."""
+    work = folder / "work"
+    work.mkdir()
+    steps, per_rank = split_phases(order, STEPS)
+    names = feature_names(config, order)
+    key = cache_key(config, order)
+    info = {"cache_key": key, "order": list(order), "per_rank_steps": per_rank}
+    ledger = StepLedger(info={**info, "config": config.identity(order), "feature_names": names})
+    ctx = StepContext(config, work=work, hooks=dict(hooks or {}), feature_names=tuple(names))
+    state = run_steps(steps, STEPS, ctx, DataState(), ledger)
+    dims = {"num_features": len(names), "max_length": config.max_length}
+    # write_prepared moves the encoded parts' files out of the scratch folder, then it goes.
+    write_prepared(folder, state, ledger, dims)
+    shutil.rmtree(work, ignore_errors=True)
+
+
+def prepare_once(
+    root: Path, config: DataConfig, order: Sequence[str], hooks: Mapping[str, Any] | None = None
+) -> Path:
+    """Prepares ``config`` into ``root/<cache key>`` unless an intact cache is there; returns the folder."""
+    key = cache_key(config, order)
+    _cache.prepare_once(root, key, lambda folder: prepare_into(folder, config, order, hooks))
+    return root / key
