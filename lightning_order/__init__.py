@@ -45,7 +45,7 @@ _LAZY: dict[str, str] = {
     "Step": "lightning_order.order",
     "require_steps": "lightning_order.order",
     "StepRecording": "lightning_order.recording",
-    "data_fingerprint": "lightning_order.recording",
+    "data_fingerprint": "lightning_order.fingerprints",
     "record_step": "lightning_order.recording",
     "recording": "lightning_order.recording",
     "RecoveryPlan": "lightning_order.recovery",

@@ -21,6 +21,7 @@ import numpy as np
 
 from lightning_order.callbacks._sampling import _as_numpy, _get, _ledger, _model_dims, _sample
 from lightning_order.checks.lm import check_lm
+from lightning_order.fingerprints import tokenizer_fingerprint
 from lightning_order.order import STANDARD_PIPELINE, Pipeline
 from lightning_order.rules import Violation
 
@@ -67,8 +68,6 @@ def _tokenizer_facts(tokenizer: Any) -> dict[str, Any]:
     elif hasattr(tokenizer, "__len__"):
         facts["tokenizer_size"] = len(tokenizer)
     if hasattr(backend, "to_str"):
-        from lightning_order.data.lm.datamodule import tokenizer_fingerprint
-
         facts["tokenizer_fp"] = tokenizer_fingerprint(tokenizer)
     return facts
 

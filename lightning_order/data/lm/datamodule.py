@@ -31,22 +31,17 @@ from lightning_order.data.lm.artefacts import read_blocks, read_documents, write
 from lightning_order.data.lm.config import EOS_TOKEN, LMConfig
 from lightning_order.data.lm.steps import LM_STEPS
 from lightning_order.errors import OrderError
+from lightning_order.fingerprints import tokenizer_fingerprint
 from lightning_order.ledger import StepLedger, fingerprint
 from lightning_order.order import LM_PIPELINE
 from lightning_order.rules import Violation
 
-__all__ = ["LM_BATCH_KEYS", "LM_DATA_STEPS", "BlockDataset", "OrderedLMDataModule", "tokenizer_fingerprint"]
+__all__ = ["LM_BATCH_KEYS", "LM_DATA_STEPS", "BlockDataset", "OrderedLMDataModule"]
 
 #: The keys of every LM batch.
 LM_BATCH_KEYS: tuple[str, ...] = ("input_ids", "labels")
 #: The data steps of :data:`LM_PIPELINE`, in the mandated order.
 LM_DATA_STEPS: tuple[str, ...] = tuple(LM_PIPELINE.subset(LM_STEPS))
-
-
-def tokenizer_fingerprint(tokenizer: Any) -> str:
-    """The fingerprint ``build_vocab`` records for a tokenizer (a ``tokenizers.Tokenizer`` or a fast HF one)."""
-    backend = getattr(tokenizer, "backend_tokenizer", tokenizer)
-    return fingerprint("vocab", backend.to_str())
 
 
 class BlockDataset(Dataset):
