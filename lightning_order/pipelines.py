@@ -61,7 +61,10 @@ class PipelineDescriptor:
             by the CLI and compared by the model check before step 1 (DESIGN.md §3).
         datamodule: import path of its DataModule class.
         model: import path of its reference model class.
-        steps: import path of its data steps' :class:`~lightning_order.data.engine.StepRegistry`.
+        config: import path of its config class (the DataModule's arguments, typed and documented).
+        preparation: import path of its preparation module (``order_of``, ``cache_key``,
+            ``prepare_into``, ``prepare_cache``: what the DataModule and the light ``prepare`` call).
+        steps: import path of its data steps' :class:`~lightning_order.data.engine.runner.StepRegistry`.
         ledger_checks: import paths of pure functions ``f(ledger) -> list[Violation]`` that judge
             what the order alone cannot (e.g. end-of-text tokens recorded by ``encode``).
         summary: import path of ``f(console, datamodule, model, stage, metrics)``, what the CLI
@@ -74,6 +77,8 @@ class PipelineDescriptor:
     dims: tuple[str, ...]
     datamodule: str
     model: str
+    config: str
+    preparation: str
     steps: str
     ledger_checks: tuple[str, ...] = ()
     summary: str | None = None
@@ -86,6 +91,10 @@ class PipelineDescriptor:
     def model_class(self) -> type:
         """The reference model class (imported now)."""
         return resolve(self.model)
+
+    def config_class(self) -> type:
+        """The config class (imported now; no torch)."""
+        return resolve(self.config)
 
     def step_registry(self) -> Any:
         """The registry of the data steps (imported now)."""
@@ -112,6 +121,8 @@ PIPELINES: Mapping[str, PipelineDescriptor] = {
         dims=("vocab_size", "num_features", "num_classes", "max_length"),
         datamodule="lightning_order.data.text.datamodule:OrderedDataModule",
         model="lightning_order.models.classifier:OrderedTextClassifier",
+        config="lightning_order.data.text.config:DataConfig",
+        preparation="lightning_order.data.text.prepare",
         steps="lightning_order.data.text.steps:STEPS",
         title="text classification",
     ),
@@ -121,6 +132,8 @@ PIPELINES: Mapping[str, PipelineDescriptor] = {
         dims=("vocab_size", "padded_vocab_size", "block_size"),
         datamodule="lightning_order.data.lm.datamodule:OrderedLMDataModule",
         model="lightning_order.models.causal_lm:OrderedCausalLM",
+        config="lightning_order.data.lm.config:LMConfig",
+        preparation="lightning_order.data.lm.prepare",
         steps="lightning_order.data.lm.steps:LM_STEPS",
         ledger_checks=("lightning_order.checks.lm:check_lm_records",),
         summary="lightning_order.cli.summaries:print_lm_summary",

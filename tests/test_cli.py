@@ -119,7 +119,7 @@ def test_order_cli_refuses_the_tool_subcommands(capsys: pytest.CaptureFixture[st
     with pytest.raises(SystemExit) as exit_info:
         OrderCLI(args=["graph"])
     assert exit_info.value.code == 2
-    assert "'graph' is run by lightning_order.cli.main" in capsys.readouterr().err
+    assert "'graph' is run by the `lightning-order` command" in capsys.readouterr().err
 
 
 # -- fit, end to end -------------------------------------------------------------------------

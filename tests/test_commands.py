@@ -99,8 +99,25 @@ def test_what_the_light_path_cannot_read_goes_to_lightningcli(argv, monkeypatch)
     import lightning_order.cli.lightning
 
     seen = []
-    monkeypatch.setattr(lightning_order.cli.lightning, "main", lambda args=None: seen.append(args) or 7)
-    assert commands.main(argv) == 7 and seen == [argv]
+
+    def run(args, descriptor, *, prepare=False, prog):
+        seen.append((args, descriptor.name, prepare))
+
+    monkeypatch.setattr(lightning_order.cli.lightning, "run", run)
+    assert commands.main(argv) == 0
+    expected = (argv[1:], "standard", True) if argv[0] == "prepare" else (argv, "standard", False)
+    assert seen == [expected]
+
+
+def test_light_prepare_takes_the_lm_pipeline_too(tmp_path: Path, capsys):
+    lm_config = str(ROOT / "configs" / "lm-demo.yaml")
+    small = ["--data.max_documents=150", "--data.vocab_size=300", "--data.block_size=16"]
+    assert commands.main(["prepare", "--config", lm_config, *small, "--data.cache_dir", str(tmp_path)]) == 0
+    assert "no violation" in capsys.readouterr().out
+    from lightning_order import OrderedLMDataModule
+
+    dm = OrderedLMDataModule(max_documents=150, vocab_size=300, block_size=16, batch_size=16, cache_dir=str(tmp_path))
+    assert is_complete(dm.cache_path, dm.cache_key)  # the light path named the DataModule's cache
 
 
 def test_audit_usage_error_is_one_line_and_exit_code_2(capsys):

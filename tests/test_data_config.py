@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from lightning_order import OrderedDataModule
-from lightning_order.data.text.config import DataConfig, override_identity
+from lightning_order.data.engine.config import override_identity
+from lightning_order.data.text.config import DataConfig
 from lightning_order.data.text.demo import DEMO_NUMERIC_COLUMNS
 from lightning_order.errors import DataError
 

@@ -25,7 +25,7 @@ from typing import Any
 
 from lightning_order.rules import Violation
 
-__all__ = ["EOS_RATE_BAND", "check_lm", "check_lm_ledger"]
+__all__ = ["EOS_RATE_BAND", "check_lm", "check_lm_ledger", "check_lm_records"]
 
 #: Sampled blocks may hold end-of-text ids at this factor of the recorded rate either way (documents
 #: differ in length by orders of magnitude, so a sample's rate is far noisier than a count of coin flips).
@@ -160,3 +160,15 @@ def check_lm(evidence: Mapping[str, Any]) -> list[Violation]:
         recorded, or sampled at a rate far from the recorded one), ``dedup-after-split``.
     """
     return [*check_lm_ledger(evidence), *_tokenizer_violations(evidence), *_eos_violations(evidence)]
+
+
+def check_lm_records(ledger: Any) -> list[Violation]:
+    """``pack-without-eos`` and ``dedup-after-split`` from an LM ledger's records (its ``encode`` and ``dedup``)."""
+    evidence: dict[str, Any] = {}
+    encode, dedup = ledger.latest("encode"), ledger.latest("dedup")
+    if encode is not None and "eos" in encode.params:
+        evidence.update(encode_eos=bool(encode.params["eos"]), documents=encode.stats.get("documents"))
+        evidence["eos_tokens"] = encode.stats.get("eos_tokens")
+    if dedup is not None:
+        evidence["straddling"] = dedup.stats.get("straddling")
+    return check_lm_ledger(evidence)

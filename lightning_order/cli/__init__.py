@@ -19,7 +19,9 @@ from typing import Any
 _LAZY: dict[str, str] = {
     "main": "lightning_order.cli.dispatch",
     "OrderCLI": "lightning_order.cli.lightning",
-    "OrderLMCLI": "lightning_order.cli.lm",
+    "OrderLMCLI": "lightning_order.cli.lightning",
+    "PrepareCLI": "lightning_order.cli.lightning",
+    "descriptor_of_command": "lightning_order.cli.dispatch",
     "order_callbacks": "lightning_order.cli.lightning",
     "audit": "lightning_order.cli.auditing",
     "find_manifests": "lightning_order.cli.auditing",

@@ -14,13 +14,13 @@ from rich.console import Console
 from rich.text import Text
 
 from lightning_order.checkpoint import load_checkpoint
-from lightning_order.checks.ledger import check_ledger
 from lightning_order.cli.console import console as make_console
 from lightning_order.cli.console import ledger_table, print_violations
 from lightning_order.data.engine.cache import cache_problems
 from lightning_order.errors import CheckpointError, ManifestError
 from lightning_order.ledger import CHECKPOINT_KEY, MANIFEST_NAME, StepLedger
-from lightning_order.order import LM_PIPELINE, STANDARD_PIPELINE, Pipeline
+from lightning_order.order import Pipeline
+from lightning_order.pipelines import descriptor_for
 
 __all__ = ["AUDIT_OK", "AUDIT_UNREADABLE", "AUDIT_VIOLATIONS", "audit", "find_manifests"]
 
@@ -56,13 +56,15 @@ def find_manifests(path: str | Path) -> list[Path]:
     return found
 
 
-def audit(path: str | Path, pipeline: Pipeline = STANDARD_PIPELINE, console: Console | None = None) -> int:
+def audit(path: str | Path, pipeline: Pipeline | None = None, console: Console | None = None) -> int:
     """Re-checks every prepared pipeline under ``path`` and prints a table for each.
 
     Args:
         path: a cache root, one prepared pipeline's folder, a manifest file, or a checkpoint
             (its ledger is checked; it is read with ``weights_only=True``, so nothing in it runs).
-        pipeline: the pipeline to check against.
+        pipeline: the pipeline to check against; ``None``: each ledger's own (its descriptor,
+            named by ``info["pipeline"]``: an LM cache is judged by ``LM_PIPELINE`` and the LM
+            ledger checks).
         console: where to print (default: stdout).
 
     Returns:
@@ -85,14 +87,13 @@ def audit(path: str | Path, pipeline: Pipeline = STANDARD_PIPELINE, console: Con
             out.print(Text(f"✗ unreadable manifest: {err}", style="bold red"))
             code = AUDIT_UNREADABLE
             continue
-        judged = pipeline
-        if pipeline is STANDARD_PIPELINE and ledger.info.get("pipeline") == "lm":
-            judged = LM_PIPELINE  # a manifest of OrderedLMDataModule names its pipeline
+        descriptor = descriptor_for(ledger=ledger)
+        judged = pipeline or descriptor.pipeline
         out.print(ledger_table(ledger, pipeline=judged))
         dims = ledger.info.get("dims")
         if dims:
             out.print(Text("dims: " + ", ".join(f"{k}={v}" for k, v in dims.items())))
-        violations = check_ledger(ledger, judged)
+        violations = descriptor.check(ledger, judged)
         print_violations(out, violations)
         if violations and code == AUDIT_OK:
             code = AUDIT_VIOLATIONS

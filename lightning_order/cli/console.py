@@ -17,11 +17,11 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from lightning_order.checks.ledger import check_ledger
 from lightning_order.cli.rendering import ledger_rows
 from lightning_order.errors import LightningOrderError, OrderError
 from lightning_order.ledger import MANIFEST_NAME, StepLedger
 from lightning_order.order import STANDARD_PIPELINE, Pipeline
+from lightning_order.pipelines import descriptor_for
 from lightning_order.rules import Violation
 
 if TYPE_CHECKING:  # torch and Lightning are imported where used: `audit` and `graph` need neither
@@ -111,9 +111,10 @@ def prepare_report(datamodule: Any) -> None:
     elif isinstance(getattr(datamodule, "ledger", None), StepLedger):
         ledger = datamodule.ledger
     if ledger is not None:
-        pipeline = getattr(datamodule, "pipeline", None) or STANDARD_PIPELINE  # an LM's is LM_PIPELINE
+        descriptor = descriptor_for(ledger=ledger)  # the manifest names its pipeline
+        pipeline = getattr(datamodule, "pipeline", None) or descriptor.pipeline
         out.print(ledger_table(ledger, title="lightning-order prepare: the ledger", pipeline=pipeline))
-        print_violations(out, check_ledger(ledger, pipeline))
+        print_violations(out, descriptor.check(ledger, pipeline))
         dims = ledger.info.get("dims")
         if dims:
             out.print(Text.assemble(("dims: ", "bold"), ", ".join(f"{k}={v}" for k, v in dims.items())))

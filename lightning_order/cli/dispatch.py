@@ -1,160 +1,194 @@
-"""The ``lightning-order`` entry point: answers what it can without importing torch or Lightning.
+"""The ``lightning-order`` command: one dispatcher, light where it can be.
 
-Importing PyTorch Lightning takes seconds; ``--help``, ``audit``, ``graph`` and ``prepare`` need
-none of it. :func:`main` answers them here and hands everything else to
-:func:`lightning_order.cli.main` (LightningCLI), which imports Lightning:
+Importing PyTorch Lightning takes seconds; ``--help``, ``audit``, ``graph`` and a ``prepare``
+need none of it. :func:`main` answers them here and hands the rest to
+:func:`lightning_order.cli.lightning.run` (LightningCLI):
 
-* ``--help`` / no command: the subcommands and where their options are listed;
-* ``audit`` and ``graph``: their own small parsers (:func:`lightning_order.cli` imports the same
-  functions);
-* ``prepare``: when the configuration is the plain ``OrderedDataModule`` (the ``data:`` section of
-  the ``--config`` files and ``--data.*`` options, of known names and plain types), the data is
-  prepared by :func:`lightning_order.data.text.prepare.prepare_once`, the same function the DataModule
-  calls (the same cache key, the same folder). Anything else (``--help``, a ``class_path``, an
-  unknown option, a value of an unexpected type, a configuration the DataConfig refuses) goes to
-  LightningCLI, so its messages and exit codes stay the ones users know.
+* ``--help`` / no command: the subcommands (:data:`~lightning_order.cli.help.HELP`);
+* ``audit`` and ``graph``: :mod:`lightning_order.cli.tools`;
+* ``prepare`` of a pipeline's own DataModule (a ``data:`` section without ``class_path``):
+  the ``--config`` files and the options are parsed by jsonargparse against the pipeline's typed
+  config class (:mod:`lightning_order.data.engine.config`), and the data is prepared by the
+  pipeline's preparation module, the same functions its DataModule calls (the same cache key,
+  the same folder). Anything that parser does not take (``--help``, a ``class_path``, a trainer
+  option on the command line, a refused value) goes to LightningCLI, so its messages and exit
+  codes stay the ones users know;
+* ``fit``/``validate``/``test``/``predict``: :class:`~lightning_order.cli.lightning.OrderCLI`.
+
+The pipeline is the one whose model the command names (:func:`descriptor_of_command`: the
+``model`` of the ``--config`` files or of a ``--model`` option), else ``"standard"``.
 """
 
 from __future__ import annotations
 
 import sys
+from argparse import ArgumentError
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-__all__ = ["HELP", "main"]
+from lightning_order.cli.help import HELP, LIGHTNING_COMMANDS, TOOLS
+from lightning_order.pipelines import DEFAULT_PIPELINE, PIPELINES, PipelineDescriptor, descriptor_for, resolve
 
-#: The subcommands and their one-line help (``prepare``/``audit``/``graph`` as in :mod:`.cli`).
-_COMMANDS = {
-    "fit": "Train a model (LightningCLI), with the order checks on by default.",
-    "validate": "Validate a model (LightningCLI).",
-    "test": "Test a model (LightningCLI).",
-    "predict": "Predict with a model (LightningCLI).",
-    "prepare": "Run the data pipeline only and write the cache and its manifest (same config as fit).",
-    "audit": "Re-check prepared pipelines (a cache root, one pipeline folder or a manifest).",
-    "graph": "Print the pipeline DAG as Mermaid or DOT, with executed steps and violated edges.",
-}
+__all__ = ["EXIT_REFUSED", "EXIT_USAGE", "descriptor_of_command", "main"]
 
-HELP = (
-    "usage: lightning-order [-h] {" + ",".join(_COMMANDS) + "} ...\n\n"
-    "The right order of data preparation for PyTorch Lightning, by default and proven.\n\n"
-    "subcommands:\n"
-    + "".join(f"  {name:<10} {text}\n" for name, text in _COMMANDS.items())
-    + "\nEach subcommand lists its options: lightning-order <subcommand> --help\n"
-)
-
-# The plain OrderedDataModule arguments the light `prepare` takes, and the values it accepts
-# (anything else goes to LightningCLI, which types and explains it).
-_INT = (
-    "seed",
-    "vocab_size",
-    "max_length",
-    "batch_size",
-    "num_workers",
-    "demo_size",
-    "demo_sources",
-    "demo_seed",
-)
-_STR = ("text_column", "label_column", "load_split")
-_OPTIONAL_STR = ("dataset", "dataset_config", "group_column", "cache_dir")
-_BOOL = ("lowercase", "enforce", "shuffle")
-_CHOICES = {"tokenizer": ("wordpiece", "bpe"), "input_hash": ("content", "size_mtime")}
-_SECTIONS = ("trainer", "model", "order", "optimizer", "lr_scheduler")  # fit options prepare ignores
-_SERVE_ONLY = ("batch_size", "num_workers", "shuffle", "cache_dir", "order", "enforce")
+#: Exit codes of :func:`main` for user errors: a run refused (any lightning_order error), a command
+#: line rejected (jsonargparse), as argparse does.
+EXIT_REFUSED, EXIT_USAGE = 1, 2
+#: The sections of a fit config that ``prepare`` reads past (only ``data:`` shapes the data).
+_OTHER_SECTIONS = ("trainer", "model", "order", "optimizer", "lr_scheduler", "ckpt_path")
 
 
-def _plain_value(name: str, value: Any) -> bool:
-    """Whether ``value`` is of the type the DataModule declares for argument ``name``."""
-    is_int = isinstance(value, int) and not isinstance(value, bool)
-    if name in _INT:
-        return is_int
-    if name == "num_proc":
-        return value is None or is_int
-    if name == "val_fraction":
-        return is_int or isinstance(value, float)
-    if name in _STR:
-        return isinstance(value, str)
-    if name in _OPTIONAL_STR:
-        return value is None or isinstance(value, str)
-    if name in _BOOL:
-        return isinstance(value, bool)
-    if name in _CHOICES:
-        return value in _CHOICES[name]
-    if name == "numeric_columns":
-        return isinstance(value, list) and all(isinstance(v, str) for v in value)
-    if name == "order":
-        return (
-            value is None
-            or isinstance(value, str)
-            or (isinstance(value, list) and all(isinstance(v, str) for v in value))
-        )
-    if name == "data_files":
-        return value is None or isinstance(value, (str, list, dict))
-    return False
+def main(args: list[str] | None = None) -> int:
+    """The ``lightning-order`` command.
+
+    Args:
+        args: the command line after the program name (default: ``sys.argv[1:]``).
+
+    Returns:
+        The exit code: 0 on success; ``audit`` returns 1 on violations and 2 on unreadable
+        manifests; a user error is printed without a traceback and returns 1 (the run was
+        refused) or 2 (the command line was rejected).
+    """
+    argv = list(sys.argv[1:] if args is None else args)
+    command = argv[0] if argv else None
+    if command in (None, "-h", "--help"):
+        sys.stdout.write(HELP)
+        return 0
+    from lightning_order.cli.console import error_lines, print_error
+    from lightning_order.errors import LightningOrderError
+
+    known = (*LIGHTNING_COMMANDS, *TOOLS)
+    prog = f"lightning-order {command}" if command in known else "lightning-order"
+    try:
+        if command in ("audit", "graph"):
+            from lightning_order.cli import tools
+
+            return tools.audit_main(argv[1:]) if command == "audit" else tools.graph_main(argv[1:])
+        descriptor = descriptor_of_command(argv[1:])
+        if command == "prepare":
+            code = _prepare_light(argv[1:], descriptor)
+            if code is not None:
+                return code
+        from lightning_order.cli.lightning import run
+
+        if command == "prepare":
+            run(argv[1:], descriptor, prepare=True, prog=prog)
+        else:
+            run(args, descriptor, prog="lightning-order")
+    except ArgumentError as err:
+        print_error(error_lines(err, prog))
+        return EXIT_USAGE
+    except LightningOrderError as err:
+        print_error(error_lines(err))
+        return EXIT_REFUSED
+    return 0
 
 
-def _data_arguments(argv: list[str]) -> dict[str, Any] | None:
-    """The ``data:`` arguments of a ``prepare`` command line, or ``None`` when LightningCLI must read it."""
+# -- which pipeline -------------------------------------------------------------------------------
+def _config_files(argv: list[str]) -> list[str]:
+    paths = []
+    for i, arg in enumerate(argv):
+        if arg in ("--config", "-c") and i + 1 < len(argv):
+            paths.append(argv[i + 1])
+        elif arg.startswith("--config="):
+            paths.append(arg.split("=", 1)[1])
+    return paths
+
+
+def _model_class_path(argv: list[str]) -> str | None:
+    """The model class the command names: the last ``model`` of its config files or ``--model`` options."""
     import yaml
 
-    data: dict[str, Any] = {}
-    i = 0
-    while i < len(argv):
-        token = argv[i]
-        if not token.startswith("--") or token in ("--help", "-h"):
-            return None
-        name, has_value, value = token[2:].partition("=")
-        if not has_value:
-            if i + 1 >= len(argv) or argv[i + 1].startswith("--"):
-                return None
-            value = argv[i + 1]
-            i += 1
-        i += 1
-        if name == "config":
-            try:
-                loaded = yaml.safe_load(Path(value).read_text()) or {}
-            except (OSError, yaml.YAMLError):
-                return None
-            section = loaded.get("data") if isinstance(loaded, dict) else None
-            if section is None:
-                continue
-            if not isinstance(section, dict) or "class_path" in section or "init_args" in section:
-                return None
-            data.update(section)
-        elif name.startswith("data."):
-            try:
-                data[name[len("data.") :]] = yaml.safe_load(value)
-            except yaml.YAMLError:
-                return None
-        elif name.split(".", 1)[0] not in (*_SECTIONS, "seed_everything"):
-            return None
-    if not all(_plain_value(k, v) for k, v in data.items()):
+    found = None
+    for path in _config_files(argv):
+        try:
+            config = yaml.safe_load(Path(path).read_text()) or {}
+        except (OSError, yaml.YAMLError):
+            continue  # LightningCLI reports an unreadable config itself
+        model = config.get("model") if isinstance(config, dict) else None
+        if isinstance(model, dict) and isinstance(model.get("class_path"), str):
+            found = model["class_path"]
+        elif isinstance(model, str):
+            found = model
+    for i, arg in enumerate(argv):
+        if arg in ("--model", "--model.class_path") and i + 1 < len(argv):
+            found = argv[i + 1]
+        elif arg.startswith(("--model=", "--model.class_path=")):
+            found = arg.split("=", 1)[1]
+    return found
+
+
+def descriptor_of_command(argv: list[str]) -> PipelineDescriptor:
+    """The pipeline a command line is for: the one whose model (or a subclass of it) it names.
+
+    Our own models are recognised by name without importing them (``lightning_order.X`` or
+    their module's path); a user's class is imported (as LightningCLI would) and matched by
+    its base classes. Anything else is the default pipeline.
+    """
+    path = _model_class_path(argv)
+    if not path:
+        return PIPELINES[DEFAULT_PIPELINE]
+    for descriptor in PIPELINES.values():
+        module, _, name = descriptor.model.partition(":")
+        if path in (f"lightning_order.{name}", f"{module}.{name}", f"lightning_order.models.{name}"):
+            return descriptor
+    try:
+        from jsonargparse.typing import import_object
+
+        cls = import_object(path)
+    except (ImportError, AttributeError, ValueError, TypeError):
+        return PIPELINES[DEFAULT_PIPELINE]  # LightningCLI explains a class it cannot import
+    return descriptor_for(classes=[cls]) if isinstance(cls, type) else PIPELINES[DEFAULT_PIPELINE]
+
+
+# -- prepare without Lightning ----------------------------------------------------------------------
+def _light_arguments(argv: list[str], descriptor: PipelineDescriptor) -> dict[str, Any] | None:
+    """The ``data:`` arguments of a ``prepare`` command line, parsed by jsonargparse against the
+    pipeline's config class; ``None`` when LightningCLI must read the command line instead."""
+    if any(arg in ("-h", "--help") or arg.startswith("--print_config") for arg in argv):
         return None
-    return data
+    from jsonargparse import ActionConfigFile, ArgumentParser
+
+    config_class = descriptor.config_class()
+    internal = {f.name for f in fields(config_class) if f.metadata.get("internal")}
+    parser = ArgumentParser(exit_on_error=False, prog="lightning-order prepare")
+    parser.add_argument("-c", "--config", action=ActionConfigFile)
+    parser.add_class_arguments(config_class, "data", skip=internal)
+    for section in _OTHER_SECTIONS:
+        # Plain types: a section is read past, never resolved (a class_path would import it).
+        parser.add_argument(f"--{section}", type=dict | str | None, default=None)
+    parser.add_argument("--seed_everything", type=int | bool | None, default=None)
+    parser.add_argument("--torch_num_threads", type=int | None, default=None)
+    try:
+        parsed = parser.parse_args(argv)
+    except (ArgumentError, SystemExit, ValueError, TypeError):
+        return None
+    data = parsed.get("data")
+    return dict(data) if data is not None else None
 
 
-def _prepare_light(argv: list[str]) -> int | None:
+def _prepare_light(argv: list[str], descriptor: PipelineDescriptor) -> int | None:
     """``prepare`` without Lightning; ``None`` when the command line is for LightningCLI."""
-    data = _data_arguments(argv)
+    data = _light_arguments(argv, descriptor)
     if data is None:
         return None
     from lightning_order.cli.console import error_lines, prepare_report, print_error
     from lightning_order.data.engine import cache as _cache
-    from lightning_order.data.text import prepare as _prepare
-    from lightning_order.data.text.config import DataConfig
-    from lightning_order.data.text.features import ENGINEERED_FEATURES
     from lightning_order.errors import LightningOrderError
 
+    preparation = resolve(descriptor.preparation)
     try:
-        config = DataConfig.from_arguments(data, engineered_features=ENGINEERED_FEATURES, overrides={})
-        order = _prepare.order_of(config, data.get("order"), bool(data.get("enforce", True)))
+        config = preparation.plain_config(data)
+        order = preparation.order_of(config, config.order, config.enforce)
     except LightningOrderError:
         return None  # LightningCLI reports a refused configuration its own way
-    root = Path(data["cache_dir"]).expanduser() if data.get("cache_dir") else _cache.default_cache_dir()
+    root = Path(config.cache_dir).expanduser() if config.cache_dir else _cache.default_cache_dir()
     try:
-        folder = _prepare.prepare_once(root, config, order)
+        folder = preparation.prepare_cache(root, config, order)
     except LightningOrderError as err:
         print_error(error_lines(err))
-        return 1
+        return EXIT_REFUSED
     prepare_report(_Prepared(folder))
     return 0
 
@@ -164,48 +198,3 @@ class _Prepared:
 
     def __init__(self, cache_path: Path) -> None:
         self.cache_path = cache_path
-
-
-def main(args: list[str] | None = None) -> int:
-    """The ``lightning-order`` command (see the module docstring for what is answered here).
-
-    Args:
-        args: the command line after the program name (default: ``sys.argv[1:]``).
-
-    Returns:
-        The exit code, as :func:`lightning_order.cli.main` returns it.
-    """
-    argv = list(sys.argv[1:] if args is None else args)
-    command = argv[0] if argv else None
-    if command in (None, "-h", "--help"):
-        sys.stdout.write(HELP)
-        return 0
-    if command in ("audit", "graph"):
-        from lightning_order.cli.console import error_lines, print_error
-        from lightning_order.errors import LightningOrderError
-
-        try:
-            return _tool(command, argv[1:])
-        except LightningOrderError as err:
-            print_error(error_lines(err))
-            return 1
-    if command == "prepare":
-        code = _prepare_light(argv[1:])
-        if code is not None:
-            return code
-    from lightning_order.cli.lightning import main as cli_main
-
-    return cli_main(args)
-
-
-def _tool(command: str, argv: list[str]) -> int:
-    from argparse import ArgumentError
-
-    from lightning_order.cli import tools
-    from lightning_order.cli.console import error_lines, print_error
-
-    try:
-        return tools.audit_main(argv) if command == "audit" else tools.graph_main(argv)
-    except ArgumentError as err:
-        print_error(error_lines(err, f"lightning-order {command}"))
-        return 2

@@ -1,7 +1,7 @@
 """The ``audit`` and ``graph`` subcommands: their parsers and entry points, without Lightning.
 
 :mod:`lightning_order.cli.dispatch` (the ``lightning-order`` entry point) calls them directly;
-:mod:`lightning_order.cli` (LightningCLI) imports the same ones, and :data:`TOOLS` for its help.
+:class:`~lightning_order.cli.lightning.OrderCLI` registers the same parsers for its ``--help``.
 """
 
 from __future__ import annotations
@@ -14,19 +14,13 @@ from rich.text import Text
 
 from lightning_order.cli.auditing import AUDIT_UNREADABLE, audit, find_manifests
 from lightning_order.cli.console import console as make_console
+from lightning_order.cli.help import TOOLS
 from lightning_order.cli.rendering import graph_marks, to_dot, to_mermaid
 from lightning_order.errors import ManifestError
 from lightning_order.ledger import StepLedger
-from lightning_order.order import STANDARD_PIPELINE
+from lightning_order.pipelines import DEFAULT_PIPELINE, PIPELINES, descriptor_for
 
-__all__ = ["TOOLS", "audit_main", "graph_main", "tool_parser"]
-
-#: The subcommands dispatched before LightningCLI, with their one-line help.
-TOOLS: dict[str, str] = {
-    "prepare": "Run the data pipeline only and write the cache and its manifest (same config as fit).",
-    "audit": "Re-check prepared pipelines (a cache root, one pipeline folder or a manifest).",
-    "graph": "Print the pipeline DAG as Mermaid or DOT, with executed steps and violated edges.",
-}
+__all__ = ["audit_main", "graph_main", "tool_parser"]
 
 
 def tool_parser(name: str) -> ArgumentParser:
@@ -50,7 +44,14 @@ def tool_parser(name: str) -> ArgumentParser:
             "--manifest",
             type=str | None,
             default=None,
-            help="A manifest (or its folder): mark executed steps with their seq and violated edges.",
+            help="A manifest (or its folder): draw its pipeline, mark executed steps with their seq and "
+            "violated edges.",
+        )
+        parser.add_argument(
+            "--pipeline",
+            type=Literal[tuple(PIPELINES)],  # type: ignore[valid-type]
+            default=DEFAULT_PIPELINE,
+            help="The pipeline to draw without a manifest.",
         )
         return parser
     # prepare: the full parser is LightningCLI's (the same config as fit); this one is for --help.
@@ -70,16 +71,22 @@ def audit_main(argv: list[str]) -> int:
 
 
 def graph_main(argv: list[str]) -> int:
-    """``lightning-order graph``: prints the pipeline DAG (with a manifest's marks); its exit code."""
+    """``lightning-order graph``: prints the pipeline DAG (with a manifest's marks); its exit code.
+
+    With ``--manifest`` the graph is the manifest's own pipeline (``info["pipeline"]``), so an LM
+    cache is drawn as :data:`~lightning_order.LM_PIPELINE`; without, ``--pipeline`` names it.
+    """
     cfg = tool_parser("graph").parse_args(argv)
-    marks = graph_marks(STANDARD_PIPELINE)
+    descriptor = PIPELINES[cfg.pipeline]
+    ledger = None
     if cfg.manifest:
         try:
             ledger = StepLedger.load(find_manifests(cfg.manifest)[0])
         except ManifestError as err:
             make_console(stderr=True).print(Text(f"✗ {err}", style="bold red"))
             return AUDIT_UNREADABLE
-        marks = graph_marks(STANDARD_PIPELINE, ledger)
+        descriptor = descriptor_for(ledger=ledger)
+    marks = graph_marks(descriptor.pipeline, ledger, descriptor.check(ledger) if ledger is not None else None)
     render = to_dot if cfg.format == "dot" else to_mermaid
-    sys.stdout.write(render(STANDARD_PIPELINE, marks))
+    sys.stdout.write(render(descriptor.pipeline, marks))
     return 0

@@ -17,7 +17,7 @@ The manifest records the size and xxh3 content hash of every file of the prepare
 files and their ``state.json``/``dataset_info.json``, ``tokenizer.json``, ``statistics.json``),
 and the manifest's own checksum covers that list. :func:`is_complete` verifies every file against
 it (:func:`verify_files`), so a flipped bit, a truncated, emptied or missing file is never
-trusted: :func:`prepare_once` warns (:class:`~lightning_order.errors.CacheWarning`, naming the
+trusted: :func:`build_once` warns (:class:`~lightning_order.errors.CacheWarning`, naming the
 file) and prepares the folder anew. Hashing runs at memory speed (xxh3); see docs/reliability.md
 for the measured cost.
 
@@ -54,7 +54,7 @@ __all__ = [
     "is_complete",
     "is_own_temp_dir",
     "new_temp_dir",
-    "prepare_once",
+    "build_once",
     "publish",
     "remove_stale",
     "remove_stale_others",
@@ -237,7 +237,7 @@ def publish(tmp: Path, final: Path) -> Path:
     return final
 
 
-def prepare_once(root: Path, key: str, build: Callable[[Path], None], step: str = "prepare_data") -> None:
+def build_once(root: Path, key: str, build: Callable[[Path], None], step: str = "prepare_data") -> None:
     """Builds the cache folder ``root/key`` with ``build(tmp)`` unless an intact one exists.
 
     Under the lock: a damaged folder is reported (:class:`CacheWarning` naming each bad file) and

@@ -1,34 +1,99 @@
-"""What every ordered DataModule shares: the cache folder, preparing it once, the manifest and dims.
+"""The base of every ordered DataModule: its config, cache, ``prepare_data``, the ``setup`` template and the loaders.
 
-:class:`PreparedCache` is a mixin for the thin DataModule shells (``OrderedDataModule``,
-``OrderedLMDataModule``). A shell sets ``cache_dir``, ``cache_key`` and, to ``None``,
-``_ledger``, ``_tokenizer`` and ``_verified`` in its constructor, and implements
-``_prepare_into(folder)``, which writes a prepared folder; everything below follows from those.
+A pipeline's DataModule (``OrderedDataModule``, ``OrderedLMDataModule``) subclasses
+:class:`OrderedDataModuleBase` and only says what differs: its descriptor's name
+(:attr:`~OrderedDataModuleBase.pipeline_name`, which names its config class, preparation module
+and step registry in :mod:`lightning_order.pipelines`), how a prepared folder is read back into a
+state (:meth:`~OrderedDataModuleBase._read_prepared`), what a rank keeps of the state after the
+per-rank steps (:meth:`~OrderedDataModuleBase._assign`), and its batches.
+
+Rank discipline (Lightning's DataModule contract): ``prepare_data`` runs on one process, under a
+file lock, writes the cache folder and assigns no state; ``setup`` runs on every rank, reads the
+verified cache, runs the per-rank steps (``shard``) and assigns the rank's data.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from tokenizers import Tokenizer
+from torch.utils.data import DataLoader
 
+from lightning_order import compat as pl
 from lightning_order.data.engine import cache as _cache
+from lightning_order.data.engine.config import BaseDataConfig
+from lightning_order.data.engine.loaders import make_loader
+from lightning_order.data.engine.runner import DataState, StepContext, run_steps, split_phases
 from lightning_order.ledger import StepLedger
+from lightning_order.order import Pipeline
+from lightning_order.pipelines import PIPELINES, PipelineDescriptor, resolve
+
+__all__ = ["OrderedDataModuleBase"]
 
 
-class PreparedCache:
-    """The cache side of a DataModule shell: where its data lives and how it is prepared once."""
+class OrderedDataModuleBase(pl.LightningDataModule):
+    """What every ordered DataModule shares (see the module docstring); not used directly.
 
-    cache_dir: str | None
-    cache_key: str
-    _ledger: StepLedger | None
-    _tokenizer: Tokenizer | None
-    _verified: str | None
+    Attributes:
+        config: the validated arguments (the pipeline's config class).
+        order: the data steps that run, in order.
+        cache_key: the pipeline fingerprint naming the cache folder.
+        shard_info: this rank's ``rank``, ``world_size``, ``length`` and ``dropped`` after ``setup``.
+    """
 
-    def _prepare_into(self, folder: Path) -> None:  # pragma: no cover - every shell implements it
-        raise NotImplementedError
+    #: The descriptor this DataModule belongs to (a key of :data:`lightning_order.pipelines.PIPELINES`).
+    pipeline_name: ClassVar[str]
+    config: BaseDataConfig
 
+    @classmethod
+    def descriptor(cls) -> PipelineDescriptor:
+        """This DataModule's pipeline descriptor."""
+        return PIPELINES[cls.pipeline_name]
+
+    # -- construction ----------------------------------------------------------------------
+    def _configure(
+        self, arguments: dict[str, Any], pipeline: Pipeline | None = None, **config_extra: Any
+    ) -> None:
+        """Builds the config from the constructor's arguments, resolves the order and names the cache.
+
+        Called by each subclass's ``__init__`` (whose signature is the public contract) right
+        after ``save_hyperparameters``.
+        """
+        arguments = {k: v for k, v in arguments.items() if k not in ("self", "__class__")}
+        self.config = self.descriptor().config_class().from_arguments(arguments, **config_extra)
+        cfg = self.config
+        self.batch_size, self.num_workers, self.cache_dir = cfg.batch_size, cfg.num_workers, cfg.cache_dir
+        self.shuffle, self.enforce, self.seed = cfg.shuffle, cfg.enforce, cfg.seed
+        self.pipeline: Pipeline = self.descriptor().pipeline if pipeline is None else pipeline
+        preparation = self._preparation()
+        self.order: tuple[str, ...] = preparation.order_of(
+            cfg, cfg.order, cfg.enforce, self.pipeline, owner=type(self).__name__
+        )
+        #: The pipeline fingerprint: the hash of everything that shapes the prepared data.
+        self.cache_key: str = preparation.cache_key(cfg, self.order)
+        self._ledger: StepLedger | None = None
+        self._tokenizer: Tokenizer | None = None
+        self._verified: str | None = None  # the cache key whose files this instance verified
+        self._setup_key: tuple[Any, ...] | None = None
+        self._train: Any = None  # this rank's train part, after setup
+        self._val: Any = None
+        self.shard_info: dict[str, int] = {}
+
+    def _preparation(self) -> Any:
+        return resolve(self.descriptor().preparation)
+
+    def _registry(self) -> Any:
+        return self.descriptor().step_registry()
+
+    def _hooks(self) -> dict[str, Any]:
+        """Picklable functions the steps call instead of their defaults (a subclass's own row steps)."""
+        return {}
+
+    def _context(self, work: Path | None = None, world: int = 1, rank: int = 0) -> StepContext:
+        return StepContext(self.config, work=work, hooks=self._hooks(), rank=rank, world_size=world)
+
+    # -- the cache -------------------------------------------------------------------------
     @property
     def cache_root(self) -> Path:
         """The cache root folder (``cache_dir`` or the default)."""
@@ -45,7 +110,7 @@ class PreparedCache:
         Under a file lock: the first process prepares, the others wait and then find the
         finished cache. A complete cache of the same configuration is reused at once.
         """
-        _cache.prepare_once(self.cache_root, self.cache_key, self._prepare_into)
+        self._preparation().prepare_cache(self.cache_root, self.config, self.order, self._hooks())
 
     def _ensure_prepared(self) -> Path:
         # Every file of the cache is verified against the manifest's hashes once per instance.
@@ -60,6 +125,7 @@ class PreparedCache:
             self._ledger = StepLedger.load(self._ensure_prepared())
         return self._ledger
 
+    # -- what the model and the checks read ------------------------------------------------
     @property
     def ledger(self) -> StepLedger:
         """The ledger: the prepared manifest, plus this rank's ``shard`` record after ``setup``."""
@@ -72,7 +138,7 @@ class PreparedCache:
 
     @property
     def vocab_size(self) -> int:
-        """The tokenizer's size (may be below the requested ``vocab_size``)."""
+        """The tokenizer's size as built (the ``vocab_size`` argument is a target; it may be larger)."""
         return self.dims["vocab_size"]
 
     @property
@@ -81,3 +147,61 @@ class PreparedCache:
         if self._tokenizer is None:
             self._tokenizer = Tokenizer.from_file(str(self._ensure_prepared() / "tokenizer.json"))
         return self._tokenizer
+
+    # -- setup: the same template for every pipeline ---------------------------------------
+    def setup(self, stage: str | None = None) -> None:
+        """Loads the verified cache on this rank and runs the per-rank steps (``shard``)."""
+        trainer = getattr(self, "trainer", None)
+        world, rank = (int(trainer.world_size), int(trainer.global_rank)) if trainer else (1, 0)
+        key = (self.cache_key, world, rank)
+        if self._setup_key == key:
+            return
+        path = self._ensure_prepared()
+        ledger = StepLedger.load(path)
+        ledger.rank = rank
+        state = self._read_prepared(path, ledger)
+        registry = self._registry()
+        per_rank = split_phases(self.order, registry)[1]
+        state = run_steps(per_rank, registry, self._context(None, world, rank), state, ledger)
+        self._assign(state, ledger)
+        self._ledger = ledger
+        shard = ledger.latest("shard")
+        stats = shard.stats if shard is not None else {"length": len(self._train), "dropped": 0}
+        self.shard_info = {
+            "rank": rank,
+            "world_size": world,
+            "length": stats["length"],
+            "dropped": stats["dropped"],
+        }
+        self._setup_key = key
+
+    def _read_prepared(self, path: Path, ledger: StepLedger) -> DataState:  # pragma: no cover - abstract
+        """The state ``setup`` starts from, read from the verified folder ``path``."""
+        raise NotImplementedError
+
+    def _assign(self, state: DataState, ledger: StepLedger) -> None:  # pragma: no cover - abstract
+        """Keeps what this rank serves (``self._train``, ``self._val``) from the final state."""
+        raise NotImplementedError
+
+    # -- loaders ---------------------------------------------------------------------------
+    def _collate(self) -> Any:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _loader(self, data: Any, shuffle: bool) -> DataLoader:
+        return make_loader(data, self.batch_size, shuffle, self.seed, self.num_workers, self._collate())
+
+    def train_dataloader(self) -> DataLoader:
+        """Batches of this rank's train part (seeded shuffling when ``shuffle``)."""
+        return self._loader(self._train, self.shuffle)
+
+    def val_dataloader(self) -> DataLoader:
+        """Batches of the whole validation split (the same on every rank)."""
+        return self._loader(self._val, False)
+
+    def test_dataloader(self) -> DataLoader:
+        """The validation split again (these DataModules split train/validation only): held-out data."""
+        return self._loader(self._val, False)
+
+    def predict_dataloader(self) -> DataLoader:
+        """The validation split, in order (see :meth:`test_dataloader`)."""
+        return self._loader(self._val, False)

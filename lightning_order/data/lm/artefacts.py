@@ -1,6 +1,6 @@
 """The files of a prepared LM cache folder, and reading them back.
 
-The folder is published by :func:`lightning_order.data.engine.cache.prepare_once` like the
+The folder is published by :func:`lightning_order.data.engine.cache.build_once` like the
 classification cache (temporary folder, manifest last, atomic rename, every file hashed in the
 manifest and verified before use). Per split (``train/``, ``val/``): ``blocks.npy`` (int32,
 ``n × (block_size + 1)``, memory-mapped when read), ``doc_hashes.npy`` (int64 hash of each

@@ -3,8 +3,8 @@
 One frozen dataclass holds everything that shapes the prepared language-modelling data. It
 validates itself when built (a :class:`~lightning_order.errors.DataError` naming the step the
 argument belongs to, what was expected, what was given) and produces the cache identity. The
-loading fields have the names and meanings of :class:`~lightning_order.data.text.config.DataConfig`,
-so the classification pipeline's file loading (``data/load.py``) serves both.
+shared fields (where the data comes from, how it is split and served) are
+:class:`~lightning_order.data.engine.config.BaseDataConfig`'s.
 
 The built-in corpus (``dataset=None``) is identified by the Python build and the source of the
 corpus module rather than by its text, so a warm run never imports the hundred modules it reads;
@@ -16,14 +16,19 @@ from __future__ import annotations
 import hashlib
 import inspect
 import sys
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
+from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any
 
-from lightning_order.data.engine import inputs as _inputs
-from lightning_order.data.engine.inputs import InputHash
+from lightning_order.data.engine.config import (
+    BaseDataConfig,
+    check_bool,
+    check_fraction,
+    check_int,
+    check_optional_str,
+)
 from lightning_order.data.engine.storage import file_digest
 from lightning_order.errors import DataError
 
@@ -33,6 +38,8 @@ __all__ = ["EOS_TOKEN", "LM_CODE_VERSION", "LMConfig", "padded_size"]
 LM_CODE_VERSION = "1"
 #: The end-of-text token ``build_vocab`` declares and ``encode`` puts after every document.
 EOS_TOKEN = "<|endoftext|>"
+#: The largest ``pad_vocab_multiple`` (a typo guard: a larger one would allocate absurd tables).
+MAX_PAD_MULTIPLE = 1 << 16
 
 
 def padded_size(vocab_size: int, multiple: int) -> int:
@@ -40,79 +47,75 @@ def padded_size(vocab_size: int, multiple: int) -> int:
     return -(-int(vocab_size) // int(multiple)) * int(multiple)
 
 
-def _positive_int(name: str, value: Any, step: str, fix: str, least: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < least:
-        kind = " (a bool is not an int)" if isinstance(value, bool) else ""
-        raise DataError(f"{name} must be an int >= {least}, got {value!r}{kind}; {fix}", step=step)
-    return int(value)
-
-
 @dataclass(frozen=True)
-class LMConfig(_inputs.InputFiles):
-    """What shapes the prepared LM data (see :class:`~lightning_order.OrderedLMDataModule` for each field).
+class LMConfig(BaseDataConfig):
+    """The arguments of :class:`~lightning_order.OrderedLMDataModule` (each documented under its field).
 
     Raises:
         DataError: a value is out of range, of the wrong kind, or names a missing file.
     """
 
-    dataset: str | None = None
-    data_files: Any = None
-    text_column: str = "text"
-    val_fraction: float = 0.1
-    seed: int = 0
-    vocab_size: int = 8000
-    num_proc: int = 1
+    num_proc: int | None = 1
+    """processes for the steps that run per partition of the corpus; ``None``: every available CPU."""
     block_size: int = 128
+    """tokens per training sequence; blocks of ``block_size + 1`` are stored (inputs and labels shifted by one)."""
     tokenizer_file: str | None = None
+    """A local ``tokenizer.json`` to use instead of training one (recorded by content hash); it must hold the end-of-text token ``<|endoftext|>``."""
     pad_vocab_multiple: int = 64
+    """``padded_vocab_size`` (the embedding rows a model gets) is the tokenizer size rounded up to this."""
     dedup_threshold: float = 0.8
+    """word 5-gram Jaccard similarity from which two documents are near-duplicates (MinHash LSH), in (0, 1]."""
     max_documents: int | None = None
-    dataset_config: str | None = None
-    load_split: str = "train"
-    input_hash: InputHash = "content"
+    """read at most this many documents (``None``: all)."""
     eos: bool = True
+    """end every document with the end-of-text token. ``False`` packs documents without boundaries (``pack-without-eos``: refused unless ``enforce=False``; for experiments)."""
 
-    def __post_init__(self) -> None:
-        val = self.val_fraction
-        if isinstance(val, bool) or not isinstance(val, (int, float)) or not 0.0 < float(val) < 1.0:
-            raise DataError(
-                f"val_fraction must be in (0, 1), got {val!r}; e.g. val_fraction=0.1", step="split"
-            )
-        object.__setattr__(self, "val_fraction", float(val))
-        _positive_int("vocab_size", self.vocab_size, "build_vocab", "e.g. vocab_size=4096", least=257)
-        _positive_int("block_size", self.block_size, "pack", "e.g. block_size=128")
-        _positive_int("pad_vocab_multiple", self.pad_vocab_multiple, "build_vocab", "e.g. 64 (1: no padding)")
-        _positive_int("num_proc", self.num_proc, "encode", "e.g. num_proc=1")
+    def validate(self) -> None:
+        """The shared checks (:meth:`BaseDataConfig.validate`), then the LM fields."""
+        super().validate()
+        check_int(
+            "vocab_size",
+            self.vocab_size,
+            step="build_vocab",
+            least=257,
+            most=1 << 24,
+            fix="e.g. vocab_size=4096",
+        )
+        check_int(
+            "block_size", self.block_size, step="pack", least=1, most=1 << 24, fix="e.g. block_size=128"
+        )
+        check_int(
+            "pad_vocab_multiple",
+            self.pad_vocab_multiple,
+            step="build_vocab",
+            least=1,
+            most=MAX_PAD_MULTIPLE,
+            fix="e.g. 64 (1: no padding)",
+        )
         if self.max_documents is not None:
-            _positive_int("max_documents", self.max_documents, "load", "or None for every document")
-        thr = self.dedup_threshold
-        if isinstance(thr, bool) or not isinstance(thr, (int, float)) or not 0.0 < float(thr) <= 1.0:
-            raise DataError(
-                f"dedup_threshold must be in (0, 1], got {thr!r}: the word 5-gram Jaccard similarity from "
-                "which two documents count as near-duplicates; e.g. dedup_threshold=0.8",
+            check_int(
+                "max_documents", self.max_documents, step="load", least=1, fix="or None for every document"
+            )
+        object.__setattr__(
+            self,
+            "dedup_threshold",
+            check_fraction(
+                "dedup_threshold",
+                self.dedup_threshold,
                 step="dedup",
-            )
-        object.__setattr__(self, "dedup_threshold", float(thr))
-        if self.input_hash not in get_args(InputHash):
-            raise DataError(
-                f"input_hash must be one of {', '.join(get_args(InputHash))}, got {self.input_hash!r}",
-                step="load",
-            )
+                closed=True,
+                fix="the word 5-gram Jaccard similarity from which two documents count as near-duplicates; "
+                "e.g. dedup_threshold=0.8",
+            ),
+        )
+        check_optional_str("tokenizer_file", self.tokenizer_file, step="build_vocab")
         if self.tokenizer_file is not None and not Path(self.tokenizer_file).expanduser().is_file():
             raise DataError(
                 f"tokenizer_file {self.tokenizer_file!r} does not exist (or is not a file); pass the path of "
                 "a local tokenizer.json, or tokenizer_file=None to train a byte-level BPE on the train split",
                 step="build_vocab",
             )
-        _ = self.input_identity  # the input files as they are when the config is built
-        object.__setattr__(self, "seed", int(self.seed))
-        object.__setattr__(self, "eos", bool(self.eos))
-
-    @classmethod
-    def from_arguments(cls, arguments: Mapping[str, Any]) -> LMConfig:
-        """The config of the fields found in ``arguments`` (e.g. a DataModule's ``locals()``)."""
-        names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in arguments.items() if k in names})
+        check_bool("eos", self.eos, step="encode")
 
     @cached_property
     def tokenizer_digest(self) -> str | None:

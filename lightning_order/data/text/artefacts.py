@@ -1,6 +1,6 @@
 """The files of a prepared text-classification cache folder, and reading them back.
 
-The folder is published by :func:`lightning_order.data.engine.cache.prepare_once` (temporary
+The folder is published by :func:`lightning_order.data.engine.cache.build_once` (temporary
 folder, manifest last, atomic rename, every file hashed in the manifest and verified before use).
 It holds ``train/`` and ``val/`` (each an encoded :class:`datasets.Dataset` in ``save_to_disk``'s
 layout), ``tokenizer.json`` and ``statistics.json``.

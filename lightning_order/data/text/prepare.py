@@ -17,6 +17,7 @@ from lightning_order.data.engine import cache as _cache
 from lightning_order.data.engine.runner import DataState, StepContext, resolve_order, run_steps, split_phases
 from lightning_order.data.text.artefacts import write_prepared
 from lightning_order.data.text.config import DataConfig
+from lightning_order.data.text.features import ENGINEERED_FEATURES
 from lightning_order.data.text.steps import STEPS
 from lightning_order.ledger import StepLedger, fingerprint
 from lightning_order.order import STANDARD_PIPELINE
@@ -24,10 +25,23 @@ from lightning_order.order import STANDARD_PIPELINE
 if TYPE_CHECKING:  # pragma: no cover
     from lightning_order.order import Pipeline
 
-__all__ = ["FINAL_FORM", "cache_key", "feature_names", "order_of", "prepare_into", "prepare_once"]
+__all__ = [
+    "FINAL_FORM",
+    "cache_key",
+    "feature_names",
+    "order_of",
+    "plain_config",
+    "prepare_cache",
+    "prepare_into",
+]
 
 #: The data form a runnable order must leave: every rank holds its shard.
 FINAL_FORM = "shard"
+
+
+def plain_config(arguments: Mapping[str, Any]) -> DataConfig:
+    """The config a plain :class:`~lightning_order.OrderedDataModule` builds from ``arguments`` (no subclass)."""
+    return DataConfig.from_arguments(arguments, engineered_features=ENGINEERED_FEATURES, overrides={})
 
 
 def order_of(
@@ -66,7 +80,9 @@ def prepare_into(
     names = feature_names(config, order)
     key = cache_key(config, order)
     info = {"cache_key": key, "order": list(order), "per_rank_steps": per_rank}
-    ledger = StepLedger(info={**info, "config": config.identity(order), "feature_names": names})
+    ledger = StepLedger(
+        info={**info, "pipeline": "standard", "config": config.identity(order), "feature_names": names}
+    )
     ctx = StepContext(config, work=work, hooks=dict(hooks or {}), feature_names=tuple(names))
     state = run_steps(steps, STEPS, ctx, DataState(), ledger)
     dims = {"num_features": len(names), "max_length": config.max_length}
@@ -75,10 +91,10 @@ def prepare_into(
     shutil.rmtree(work, ignore_errors=True)
 
 
-def prepare_once(
+def prepare_cache(
     root: Path, config: DataConfig, order: Sequence[str], hooks: Mapping[str, Any] | None = None
 ) -> Path:
     """Prepares ``config`` into ``root/<cache key>`` unless an intact cache is there; returns the folder."""
     key = cache_key(config, order)
-    _cache.prepare_once(root, key, lambda folder: prepare_into(folder, config, order, hooks))
+    _cache.build_once(root, key, lambda folder: prepare_into(folder, config, order, hooks))
     return root / key
