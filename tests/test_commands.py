@@ -116,7 +116,9 @@ def test_light_prepare_takes_the_lm_pipeline_too(tmp_path: Path, capsys):
     assert "no violation" in capsys.readouterr().out
     from lightning_order import OrderedLMDataModule
 
-    dm = OrderedLMDataModule(max_documents=150, vocab_size=300, block_size=16, batch_size=16, cache_dir=str(tmp_path))
+    dm = OrderedLMDataModule(
+        max_documents=150, vocab_size=300, block_size=16, batch_size=16, cache_dir=str(tmp_path)
+    )
     assert is_complete(dm.cache_path, dm.cache_key)  # the light path named the DataModule's cache
 
 
