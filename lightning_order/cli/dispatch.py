@@ -23,12 +23,13 @@ from __future__ import annotations
 
 import sys
 from argparse import ArgumentError
-from dataclasses import fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lightning_order.cli.help import HELP, LIGHTNING_COMMANDS, TOOLS
-from lightning_order.pipelines import DEFAULT_PIPELINE, PIPELINES, PipelineDescriptor, descriptor_for, resolve
+
+if TYPE_CHECKING:  # pragma: no cover - imported where used: `--help` imports nothing else
+    from lightning_order.pipelines import PipelineDescriptor
 
 __all__ = ["EXIT_REFUSED", "EXIT_USAGE", "descriptor_of_command", "main"]
 
@@ -126,6 +127,8 @@ def descriptor_of_command(argv: list[str]) -> PipelineDescriptor:
     their module's path); a user's class is imported (as LightningCLI would) and matched by
     its base classes. Anything else is the default pipeline.
     """
+    from lightning_order.pipelines import DEFAULT_PIPELINE, PIPELINES, descriptor_for
+
     path = _model_class_path(argv)
     if not path:
         return PIPELINES[DEFAULT_PIPELINE]
@@ -148,6 +151,8 @@ def _light_arguments(argv: list[str], descriptor: PipelineDescriptor) -> dict[st
     pipeline's config class; ``None`` when LightningCLI must read the command line instead."""
     if any(arg in ("-h", "--help") or arg.startswith("--print_config") for arg in argv):
         return None
+    from dataclasses import fields
+
     from jsonargparse import ActionConfigFile, ArgumentParser
 
     config_class = descriptor.config_class()
@@ -176,6 +181,7 @@ def _prepare_light(argv: list[str], descriptor: PipelineDescriptor) -> int | Non
     from lightning_order.cli.console import error_lines, prepare_report, print_error
     from lightning_order.data.engine import cache as _cache
     from lightning_order.errors import LightningOrderError
+    from lightning_order.pipelines import resolve
 
     preparation = resolve(descriptor.preparation)
     try:
