@@ -10,10 +10,11 @@ needs, as before. A new public name is one line in :data:`_LAZY` (``__all__`` is
 
 from __future__ import annotations
 
-import importlib
 import sys
 import types
 from typing import Any
+
+from lightning_order.lazy import lazy_exports
 
 __version__ = "0.1.0"
 
@@ -75,14 +76,4 @@ class _Package(types.ModuleType):
 sys.modules[__name__].__class__ = _Package
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'lightning_order' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # later look-ups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)

@@ -12,8 +12,7 @@ The names below are imported on first use, so ``from lightning_order.cli import 
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from lightning_order.lazy import lazy_exports
 
 #: Public name -> the module of this package that defines it.
 _LAZY: dict[str, str] = {
@@ -31,14 +30,4 @@ _LAZY: dict[str, str] = {
 __all__ = sorted(_LAZY)
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'lightning_order.cli' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)

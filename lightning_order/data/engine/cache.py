@@ -39,7 +39,7 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
-from lightning_order.data.engine.storage import CACHE_HINT, storage_error, verify_files
+from lightning_order.data.engine.storage import CACHE_HINT, storage_error, storage_errors, verify_files
 from lightning_order.errors import CacheWarning, DataError, ManifestError
 from lightning_order.ledger import MANIFEST_NAME, StepLedger
 
@@ -227,13 +227,8 @@ def new_temp_dir(root: Path, key: str) -> Path:
 
 def publish(tmp: Path, final: Path) -> Path:
     """Renames the finished temporary folder to its final name (atomic on one file system)."""
-    try:
+    with storage_errors("publish", final):
         os.rename(tmp, final)
-    except OSError as err:
-        converted = storage_error(err, "publish", final)
-        if converted is None:
-            raise
-        raise converted from err
     return final
 
 
@@ -286,9 +281,7 @@ def build_once(root: Path, key: str, build: Callable[[Path], None], step: str = 
         except BaseException as err:
             if tmp is not None:
                 shutil.rmtree(tmp, ignore_errors=True)
-            converted = None if isinstance(err, DataError) else storage_error(err, step, tmp or root)
-            if converted is not None:
-                raise converted from err
-            raise
+            with storage_errors(step, tmp or root):
+                raise err
     finally:
         lock.release()

@@ -46,6 +46,14 @@ class OrderedDataModuleBase(pl.LightningDataModule):
     pipeline_name: ClassVar[str]
     config: BaseDataConfig
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Gives a pipeline's DataModule one read-only attribute per dim of its descriptor."""
+        super().__init_subclass__(**kwargs)
+        name = cls.__dict__.get("pipeline_name")
+        for dim in PIPELINES[name].dims if name else ():
+            if dim not in vars(cls) and not any(dim in vars(base) for base in cls.__mro__[1:-1]):
+                setattr(cls, dim, _dim_property(dim))
+
     @classmethod
     def descriptor(cls) -> PipelineDescriptor:
         """This DataModule's pipeline descriptor."""
@@ -137,11 +145,6 @@ class OrderedDataModuleBase(pl.LightningDataModule):
         return dict(self._manifest().info["dims"])
 
     @property
-    def vocab_size(self) -> int:
-        """The tokenizer's size as built (the ``vocab_size`` argument is a target; it may be larger)."""
-        return self.dims["vocab_size"]
-
-    @property
     def tokenizer(self) -> Tokenizer:
         """The :class:`tokenizers.Tokenizer` in use (read from the cache once; the same object after)."""
         if self._tokenizer is None:
@@ -205,3 +208,17 @@ class OrderedDataModuleBase(pl.LightningDataModule):
     def predict_dataloader(self) -> DataLoader:
         """The validation split, in order (see :meth:`test_dataloader`)."""
         return self._loader(self._val, False)
+
+
+def _dim_property(dim: str) -> property:
+    def read(self: OrderedDataModuleBase) -> Any:
+        return self.dims[dim]
+
+    note = (
+        " (the ``vocab_size`` argument is a target; the size built may be smaller)"
+        if dim == "vocab_size"
+        else ""
+    )
+    read.__doc__ = f"The data's ``{dim}``, as the prepared manifest records it (``dims[{dim!r}]``){note}."
+    read.__name__ = dim
+    return property(read)

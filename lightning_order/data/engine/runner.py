@@ -38,13 +38,14 @@ and calls the same runner: the runner is never edited to add a step.
 
 from __future__ import annotations
 
+import shutil
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from lightning_order.data.engine.storage import storage_error
+from lightning_order.data.engine.storage import storage_errors
 from lightning_order.errors import DataError, OrderError
 from lightning_order.ledger import StepLedger, fingerprint
 
@@ -63,6 +64,7 @@ __all__ = [
     "map_kwargs",
     "plan",
     "resolve_order",
+    "run_preparation",
     "run_steps",
     "split_phases",
     "train_data",
@@ -369,13 +371,38 @@ def run_steps(
 
 def _run_one(spec: StepSpec, ctx: StepContext, state: DataState) -> StepResult:
     """Runs a step body; a full disk or a denied write inside it becomes a DataError naming the step."""
-    try:
+    with storage_errors(spec.name, ctx.work):
         return spec.fn(ctx, state)
-    except Exception as err:
-        converted = storage_error(err, spec.name, ctx.work)
-        if converted is None:
-            raise
-        raise converted from err
+
+
+def run_preparation(
+    folder: Path,
+    ctx: StepContext,
+    order: Sequence[str],
+    registry: StepRegistry,
+    info: Mapping[str, Any],
+    write: Callable[[DataState, StepLedger], None],
+) -> None:
+    """Runs the steps of ``order`` before the first per-rank one, then ``write(state, ledger)`` into ``folder``.
+
+    The steps get a scratch folder, ``folder/work``, removed once ``write`` has moved out what it
+    keeps. The ledger's ``info`` holds ``info`` plus the order and the per-rank steps.
+
+    Args:
+        folder: the (temporary) cache folder being prepared.
+        ctx: the config and hooks (``work`` is set here).
+        order: the data steps, in order.
+        registry: where they are registered.
+        info: what the manifest records besides the order (``cache_key``, ``pipeline``, ``config``...).
+        write: writes the prepared files and the manifest (last).
+    """
+    work = folder / "work"
+    work.mkdir()
+    steps, per_rank = split_phases(order, registry)
+    ledger = StepLedger(info={**info, "order": list(order), "per_rank_steps": per_rank})
+    state = run_steps(steps, registry, replace(ctx, work=work), DataState(), ledger)
+    write(state, ledger)
+    shutil.rmtree(work, ignore_errors=True)
 
 
 def plan(order: Sequence[str], registry: StepRegistry, config: Any) -> StepLedger:

@@ -12,10 +12,11 @@ full disk, a read-only file system or a denied write, wherever it surfaces (even
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -23,7 +24,7 @@ import xxhash
 
 from lightning_order.errors import DataError
 
-__all__ = ["CACHE_HINT", "file_digest", "file_records", "storage_error", "verify_files"]
+__all__ = ["CACHE_HINT", "file_digest", "file_records", "storage_error", "storage_errors", "verify_files"]
 
 #: What to do when the cache location cannot take the data.
 CACHE_HINT = "free space there, or point cache_dir (or $LIGHTNING_ORDER_CACHE) to a writable disk with room"
@@ -136,3 +137,24 @@ def storage_error(error: BaseException, step: str, path: str | os.PathLike[str] 
             )
         cause = cause.__cause__ or cause.__context__
     return None
+
+
+@contextlib.contextmanager
+def storage_errors(step: str, path: str | os.PathLike[str] | None) -> Iterator[None]:
+    """A block whose full disk, read-only file system or denied write becomes one :class:`DataError`.
+
+    Other errors (and a :class:`DataError` already raised inside) pass through unchanged.
+
+    Args:
+        step: the step that writes (named in the error).
+        path: where it writes, when the ``OSError`` does not say.
+    """
+    try:
+        yield
+    except DataError:
+        raise
+    except Exception as err:
+        converted = storage_error(err, step, path)
+        if converted is None:
+            raise
+        raise converted from err

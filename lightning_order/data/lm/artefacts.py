@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 from lightning_order.data.engine.cache import TEMP_MARKER
 from lightning_order.data.engine.keys import key_hashes
 from lightning_order.data.engine.runner import DataState
-from lightning_order.data.engine.storage import file_records, storage_error
+from lightning_order.data.engine.storage import file_records, storage_errors
 from lightning_order.data.lm.config import EOS_TOKEN, padded_size
 from lightning_order.errors import DataError
 from lightning_order.ledger import MANIFEST_NAME, StepLedger
@@ -38,7 +38,7 @@ def write_lm_prepared(folder: Path, state: DataState, ledger: StepLedger, pad_vo
     ``split``, ``vocab``, ``corpus``).
     """
     documents = state.extra.get("documents", {})
-    try:
+    with storage_errors("save", folder):
         for name in SPLITS:
             (folder / name).mkdir()
             np.save(folder / name / "blocks.npy", np.ascontiguousarray(state.parts[name], dtype=np.int32))
@@ -48,8 +48,6 @@ def write_lm_prepared(folder: Path, state: DataState, ledger: StepLedger, pad_vo
                 pa.table({"text": pa.array(docs, pa.large_string())}), folder / name / "documents.parquet"
             )
         state.tokenizer.save(str(folder / "tokenizer.json"))
-    except OSError as err:
-        _raise_storage(err, folder)
     block = np.asarray(state.parts["train"]).shape[1] - 1
     size = state.tokenizer.get_vocab_size()
     multiple = pad_vocab_multiple
@@ -66,17 +64,8 @@ def write_lm_prepared(folder: Path, state: DataState, ledger: StepLedger, pad_vo
         data_fingerprints=fps,
     )
     ledger.info["files"] = file_records(folder, skip=(MANIFEST_NAME, TEMP_MARKER, "work"))
-    try:
+    with storage_errors("save", folder):
         ledger.save(folder)
-    except OSError as err:
-        _raise_storage(err, folder)
-
-
-def _raise_storage(err: OSError, folder: Path) -> None:
-    converted = storage_error(err, "save", folder)
-    if converted is None:
-        raise err
-    raise converted from err
 
 
 def _unreadable(path: Path, err: Exception) -> DataError:

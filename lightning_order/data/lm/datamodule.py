@@ -115,16 +115,6 @@ class OrderedLMDataModule(OrderedDataModuleBase):
 
     # -- what the model and the checks read ------------------------------------------------
     @property
-    def padded_vocab_size(self) -> int:
-        """The embedding rows a model gets: ``vocab_size`` rounded up to ``pad_vocab_multiple``."""
-        return self.dims["padded_vocab_size"]
-
-    @property
-    def block_size(self) -> int:
-        """Tokens per training sequence, as the prepared data holds them (``dims["block_size"]``)."""
-        return self.dims["block_size"]
-
-    @property
     def eos_token_id(self) -> int:
         """The id of the end-of-text token ``<|endoftext|>``."""
         return int(self._manifest().info["eos_id"])

@@ -7,18 +7,17 @@ prepared folder, because both go through this module.
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lightning_order.data.engine import cache as _cache
-from lightning_order.data.engine.runner import DataState, StepContext, resolve_order, run_steps, split_phases
+from lightning_order.data.engine.runner import StepContext, resolve_order, run_preparation
 from lightning_order.data.lm.artefacts import write_lm_prepared
 from lightning_order.data.lm.config import LMConfig
 from lightning_order.data.lm.steps import LM_STEPS
 from lightning_order.errors import OrderError
-from lightning_order.ledger import StepLedger, fingerprint
+from lightning_order.ledger import fingerprint
 from lightning_order.order import LM_PIPELINE
 from lightning_order.rules import Violation
 
@@ -75,16 +74,15 @@ def prepare_into(
     folder: Path, config: LMConfig, order: Sequence[str], hooks: Mapping[str, Any] | None = None
 ) -> None:
     """Runs the steps of ``order`` before the first per-rank one and writes the cache into ``folder``."""
-    work = folder / "work"
-    work.mkdir()
-    steps, per_rank = split_phases(order, LM_STEPS)
-    key = cache_key(config, order)
-    info = {"cache_key": key, "order": list(order), "per_rank_steps": per_rank}
-    ledger = StepLedger(info={**info, "pipeline": "lm", "config": config.identity(order)})
-    ctx = StepContext(config, work=work, hooks=dict(hooks or {}))
-    state = run_steps(steps, LM_STEPS, ctx, DataState(), ledger)
-    shutil.rmtree(work, ignore_errors=True)
-    write_lm_prepared(folder, state, ledger, config.pad_vocab_multiple)
+    identity = {"cache_key": cache_key(config, order), "pipeline": "lm", "config": config.identity(order)}
+    run_preparation(
+        folder,
+        StepContext(config, hooks=dict(hooks or {})),
+        order,
+        LM_STEPS,
+        identity,
+        lambda state, ledger: write_lm_prepared(folder, state, ledger, config.pad_vocab_multiple),
+    )
 
 
 def prepare_cache(

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from lightning_order.data.engine.cache import TEMP_MARKER
 from lightning_order.data.engine.runner import DataState
-from lightning_order.data.engine.storage import file_records, storage_error
+from lightning_order.data.engine.storage import file_records, storage_errors
 from lightning_order.errors import DataError
 from lightning_order.ledger import MANIFEST_NAME, StepLedger
 
@@ -34,16 +34,11 @@ def write_prepared(folder: Path, state: DataState, ledger: StepLedger, dims: Map
     """
     from lightning_order.data.engine.tables import save_part  # datasets: imported when data is written
 
-    try:
+    with storage_errors("save", folder):
         for name, part in state.parts.items():
             save_part(part, folder / name)
         state.tokenizer.save(str(folder / "tokenizer.json"))
         (folder / "statistics.json").write_text(json.dumps(state.statistics, indent=2, sort_keys=True))
-    except Exception as err:
-        converted = storage_error(err, "save", folder)
-        if converted is None:
-            raise
-        raise converted from err
     files = file_records(folder, skip=(MANIFEST_NAME, TEMP_MARKER, "work"))
     fps = {"manifest": ledger.fingerprint}
     for key, step in (("split", "split"), ("statistics", "fit_features"), ("vocab", "build_vocab")):
@@ -51,13 +46,8 @@ def write_prepared(folder: Path, state: DataState, ledger: StepLedger, dims: Map
     sizes = {"vocab_size": state.tokenizer.get_vocab_size(), "num_classes": len(state.label_names)}
     ledger.info.update(dims={**sizes, **dims}, label_names=list(state.label_names), data_fingerprints=fps)
     ledger.info["files"] = files  # the manifest's checksum covers the list; is_complete verifies it
-    try:
+    with storage_errors("save", folder):
         ledger.save(folder)
-    except OSError as err:
-        converted = storage_error(err, "save", folder)
-        if converted is None:
-            raise
-        raise converted from err
 
 
 def read_state(path: Path, ledger: StepLedger) -> DataState:

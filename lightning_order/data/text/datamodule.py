@@ -147,21 +147,6 @@ class OrderedDataModule(OrderedDataModuleBase):
         return replace(super()._context(work, world, rank), feature_names=tuple(self.feature_names))
 
     @property
-    def num_features(self) -> int:
-        """The length of the ``features`` vector."""
-        return self.dims["num_features"]
-
-    @property
-    def num_classes(self) -> int:
-        """The number of classes (labels seen in train)."""
-        return self.dims["num_classes"]
-
-    @property
-    def max_length(self) -> int:
-        """The padded sequence length."""
-        return self.config.max_length
-
-    @property
     def statistics(self) -> dict[str, Any]:
         """The feature statistics (``columns``, ``mean``, ``std``, ``count``) the dataloaders use."""
         if self._statistics is not None:

@@ -8,18 +8,17 @@ the same prepared folder, because both go through this module.
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lightning_order.data.engine import cache as _cache
-from lightning_order.data.engine.runner import DataState, StepContext, resolve_order, run_steps, split_phases
+from lightning_order.data.engine.runner import StepContext, resolve_order, run_preparation
 from lightning_order.data.text.artefacts import write_prepared
 from lightning_order.data.text.config import DataConfig
 from lightning_order.data.text.features import ENGINEERED_FEATURES
 from lightning_order.data.text.steps import STEPS
-from lightning_order.ledger import StepLedger, fingerprint
+from lightning_order.ledger import fingerprint
 from lightning_order.order import STANDARD_PIPELINE
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -74,21 +73,22 @@ def prepare_into(
     hooks: Mapping[str, Any] | None = None,
 ) -> None:
     """Runs the steps of ``order`` before the first per-rank one and writes the cache into ``folder``."""
-    work = folder / "work"
-    work.mkdir()
-    steps, per_rank = split_phases(order, STEPS)
     names = feature_names(config, order)
-    key = cache_key(config, order)
-    info = {"cache_key": key, "order": list(order), "per_rank_steps": per_rank}
-    ledger = StepLedger(
-        info={**info, "pipeline": "standard", "config": config.identity(order), "feature_names": names}
-    )
-    ctx = StepContext(config, work=work, hooks=dict(hooks or {}), feature_names=tuple(names))
-    state = run_steps(steps, STEPS, ctx, DataState(), ledger)
+    identity = {
+        "cache_key": cache_key(config, order),
+        "pipeline": "standard",
+        "config": config.identity(order),
+    }
+    ctx = StepContext(config, hooks=dict(hooks or {}), feature_names=tuple(names))
     dims = {"num_features": len(names), "max_length": config.max_length}
-    # write_prepared moves the encoded parts' files out of the scratch folder, then it goes.
-    write_prepared(folder, state, ledger, dims)
-    shutil.rmtree(work, ignore_errors=True)
+    run_preparation(
+        folder,
+        ctx,
+        order,
+        STEPS,
+        {**identity, "feature_names": names},
+        lambda state, ledger: write_prepared(folder, state, ledger, dims),
+    )
 
 
 def prepare_cache(
