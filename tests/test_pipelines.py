@@ -133,3 +133,14 @@ def test_the_shared_arguments_are_checked_once_for_both_datamodules(
     with pytest.raises(DataError, match=words.replace("(", r"\(").replace(")", r"\)")):
         datamodule(**{argument: value}, cache_dir=str(tmp_path))
     assert not list(tmp_path.iterdir())  # refused before any work
+
+
+@pytest.mark.parametrize("datamodule", [OrderedDataModule, OrderedLMDataModule])
+def test_serving_arguments_do_not_move_the_cache_key(datamodule: type, tmp_path: Path) -> None:
+    from lightning_order.data.engine.config import SERVING_FIELDS
+
+    base = datamodule(cache_dir=str(tmp_path))
+    served = datamodule(cache_dir=str(tmp_path / "other"), batch_size=7, num_workers=1, shuffle=False)
+    assert base.cache_key == served.cache_key
+    assert {"batch_size", "num_workers", "shuffle", "cache_dir"} <= set(SERVING_FIELDS)
+    assert datamodule(cache_dir=str(tmp_path), seed=1).cache_key != base.cache_key

@@ -239,9 +239,15 @@ class BaseDataConfig(InputFiles):
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in arguments.items() if k in names}, **extra)
 
-    def shaping(self) -> dict[str, Any]:
-        """The fields that shape the data (every field but :data:`SERVING_FIELDS`), as declared."""
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in SERVING_FIELDS}
+    def source_identity(self) -> dict[str, Any]:
+        """Where the data comes from, as plain data: part of every pipeline's cache identity."""
+        return {
+            "dataset": self.dataset,
+            "dataset_config": self.dataset_config,
+            "load_split": self.load_split,
+            "data_files": self.input_identity,
+            "text_column": self.text_column,
+        }
 
 
 def override_identity(cls: type, base: type, names: Sequence[str]) -> dict[str, str]:

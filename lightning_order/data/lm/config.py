@@ -124,14 +124,7 @@ class LMConfig(BaseDataConfig):
 
     def load_identity(self) -> dict[str, Any]:
         """What decides which documents ``load`` reads."""
-        ident: dict[str, Any] = {
-            "dataset": self.dataset,
-            "dataset_config": self.dataset_config,
-            "load_split": self.load_split,
-            "data_files": self.input_identity,
-            "text_column": self.text_column,
-            "max_documents": self.max_documents,
-        }
+        ident: dict[str, Any] = {**self.source_identity(), "max_documents": self.max_documents}
         if self.dataset is None:
             from lightning_order.data.lm import corpus as lm_corpus
 

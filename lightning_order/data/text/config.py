@@ -108,11 +108,7 @@ class DataConfig(BaseDataConfig):
         """
         identity: dict[str, Any] = {
             "code_version": CODE_VERSION,
-            "dataset": self.dataset,
-            "dataset_config": self.dataset_config,
-            "load_split": self.load_split,
-            "data_files": self.input_identity,
-            "text_column": self.text_column,
+            **self.source_identity(),
             "label_column": self.label_column,
             "numeric_columns": list(self.numeric_columns),
             "group_column": self.group_column,
