@@ -2,8 +2,7 @@
 
 The prepared cache and the input files are identified by what they hold, not by their names or
 dates: :func:`file_digest` is an xxh3 (128-bit) hash of a file's bytes, read in 4 MiB chunks
-(memory speed: a few GB/s on one core, so a few hundred MB cost a fraction of a second; the
-figure is measured in docs/reliability.md). :func:`file_records` lists every file of a folder
+(at memory speed; the cost is measured in docs/reliability.md). :func:`file_records` lists every file of a folder
 with its size and hash; :func:`verify_files` compares a folder with such a list and names each
 file that is missing, empty, truncated or whose bytes changed. :func:`storage_error` turns a
 full disk, a read-only file system or a denied write, wherever it surfaces (even wrapped by

@@ -17,10 +17,7 @@ purpose: a method that does not override its base class's docstring gets it from
 ``xml.sax.saxutils.XMLGenerator``, the file methods of ``tempfile.SpooledTemporaryFile``), so
 exact duplicates exist and deduplication has real work to do.
 
-Size on CPython 3.11: 1 474 documents (each at least 120 characters), 1.13 MB of text, about
-166 000 words, of which 110 are exact repeats of another document; the language reference's
-topics (``pydoc_data``, what ``help("assert")`` shows) make 79 of them. Building it takes about
-0.1-0.2 s (mostly importing the modules). Running Python with ``-OO`` strips docstrings,
+Its size is measured in docs/lm.md. Running Python with ``-OO`` strips docstrings,
 so there only the 79 topics remain (and where ``pydoc_data`` is missing too, the corpus is empty and
 :func:`stdlib_corpus` raises a :class:`DataError` saying so).
 """

@@ -20,8 +20,8 @@ Definitions (one place, used by every function here):
 Speed: the work is vectorised. Arrow dictionary-encodes the words and each distinct one is hashed
 once (xxh3), the n-gram hashes of the whole corpus are combined in numpy in one pass, rensa
 computes every signature from that flat buffer and flags the rows that share an LSH band with
-another row; only those rows are banded in Python and compared. About 12-25 MB/s of text on one
-core of the development machine (``benchmarks/bench_lm_prepare.py``). The LSH band count is the
+another row; only those rows are banded in Python and compared (its speed is measured by
+``benchmarks/bench_lm_prepare.py``, see benchmarks/README.md). The LSH band count is the
 largest number of rows per band (dividing ``num_perm``) that still finds a pair at exactly the
 threshold with probability ≥ 0.99, so misses are rare and extra candidates cost only an exact
 comparison.
