@@ -21,7 +21,7 @@ import yaml
 from rich.text import Text
 
 from lightning_order.checks.ledger import check_ledger
-from lightning_order.checks.lm import check_lm_ledger
+from lightning_order.checks.lm import check_lm_records
 from lightning_order.cli.lightning import OrderCLI, _PrepareCLI
 from lightning_order.ledger import StepLedger
 from lightning_order.order import LM_PIPELINE
@@ -95,14 +95,7 @@ class _LMPrepareCLI(_PrepareCLI, OrderLMCLI):
 
 def lm_ledger_violations(ledger: StepLedger) -> list[Any]:
     """The violations of an LM ledger: :data:`LM_PIPELINE`'s order and the ledger's LM checks."""
-    evidence: dict[str, Any] = {}
-    encode, dedup = ledger.latest("encode"), ledger.latest("dedup")
-    if encode is not None and "eos" in encode.params:
-        evidence.update(encode_eos=bool(encode.params["eos"]), documents=encode.stats.get("documents"))
-        evidence["eos_tokens"] = encode.stats.get("eos_tokens")
-    if dedup is not None:
-        evidence["straddling"] = dedup.stats.get("straddling")
-    return [*check_ledger(ledger, LM_PIPELINE), *check_lm_ledger(evidence)]
+    return [*check_ledger(ledger, LM_PIPELINE), *check_lm_records(ledger)]
 
 
 def sample_continuation(
