@@ -116,7 +116,7 @@ def _floor(data: str, docs: str) -> dict:
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
     from lightning_order.data.lm.config import EOS_TOKEN
-    from lightning_order.data.lm.steps import bounded_byte_level
+    from lightning_order.data.lm.tokenizer import bounded_byte_level
 
     start, cpu = time.perf_counter(), _cpu()
     pq.read_table(data, columns=["text"]).column("text").to_pylist()  # read the text, as ours does

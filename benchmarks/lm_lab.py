@@ -66,9 +66,11 @@ import xxhash
 from pytorch_lightning.callbacks import Callback
 
 from lightning_order import RULES, OrderedCausalLM, OrderedLMDataModule, OrderValidator, OrderWarning
+from lightning_order.data.lm.blocks import encode_documents, pack_stream
 from lightning_order.data.lm.config import EOS_TOKEN
 from lightning_order.data.lm.corpus import stdlib_corpus
-from lightning_order.data.lm.steps import clean_document, encode_documents, pack_stream, train_byte_bpe
+from lightning_order.data.lm.steps import clean_document
+from lightning_order.data.lm.tokenizer import train_byte_bpe
 from lightning_order.distributed import launch_env, release_process_group
 
 for _name in ("pytorch_lightning", "lightning.pytorch", "lightning_fabric"):

@@ -11,9 +11,10 @@ import pytest
 
 from lightning_order import LM_PIPELINE, OrderedCausalLM, OrderedLMDataModule, OrderError
 from lightning_order.data.lm.artefacts import read_blocks
+from lightning_order.data.lm.blocks import encode_documents, pack_stream, stride_shard
 from lightning_order.data.lm.corpus import stdlib_corpus
 from lightning_order.data.lm.datamodule import LM_DATA_STEPS
-from lightning_order.data.lm.steps import clean_document, encode_documents, pack_stream, stride_shard
+from lightning_order.data.lm.steps import clean_document
 from lightning_order.pipelines import PIPELINES
 
 SMALL = {"max_documents": 300, "vocab_size": 400, "block_size": 32, "batch_size": 8}
@@ -190,7 +191,7 @@ def test_audit_judges_an_lm_cache_by_its_own_pipeline(dm: OrderedLMDataModule, c
 
 
 def test_the_tokenizer_trains_deterministically() -> None:
-    from lightning_order.data.lm.steps import train_byte_bpe
+    from lightning_order.data.lm.tokenizer import train_byte_bpe
 
     docs = stdlib_corpus(150)
     assert train_byte_bpe(docs, 500).to_str() == train_byte_bpe(docs, 500).to_str()

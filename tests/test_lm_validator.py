@@ -57,6 +57,21 @@ def test_pad_token_added_after_the_model_is_refused_before_step_1(tmp_path: Path
     assert counter.batches == 0 and trainer.global_step == 0
 
 
+@pytest.mark.parametrize("block_size", [16, 64])
+def test_a_model_of_another_block_size_is_refused_before_step_1(tmp_path: Path, block_size: int) -> None:
+    """The data's blocks hold 32 tokens: a model of 16 positions fails at step 1, one of 64 trains silently."""
+    dm = _dm(tmp_path / "cache")
+    model = OrderedCausalLM(**{**dm.dims, "block_size": block_size}, **MODEL)
+    counter = _StepCounter()
+    trainer = quiet_trainer(tmp_path, [OrderValidator(), counter], max_steps=3)
+    with pytest.raises(OrderError) as err:
+        trainer.fit(model, dm)
+    assert err.value.rules == ["init-before-data"]
+    assert f"hparams.block_size is {block_size}, the data's block_size is 32" in str(err.value)
+    assert counter.batches == 0 and trainer.global_step == 0
+    assert dm.ledger.latest("init_model") is None  # refused before the model step was recorded
+
+
 def test_without_the_validator_the_same_run_trains_on_a_wrong_table(tmp_path: Path) -> None:
     """No crash: the pad id lands in the padding rows, which training never touches (silently wrong)."""
     dm = _dm(tmp_path / "cache")

@@ -2,31 +2,23 @@
 
 ``load → clean → dedup → split → build_vocab → encode → pack`` run in ``prepare_data``, ``shard``
 in ``setup`` on every rank (DESIGN.md §1b). Documents are held as Python lists of strings up to
-``encode`` (a corpus of up to a few hundred MB: deduplication compares whole documents anyway);
-from ``encode`` on, everything is numpy: ``tokenizer.encode_batch`` in Rust, then one int32 token
-stream per split with exactly one end-of-text id after each document, cut with ``reshape`` into
-blocks of ``block_size + 1`` tokens (inputs are ``block[:-1]``, labels ``block[1:]``), and sharded
-by striding so every rank gets the same number of blocks from across the whole corpus.
-
-Work stays linear in a document's length, however hostile the text: the byte-level BPE's
-pre-tokenizer first cuts runs of more than :data:`~.vocab.MAX_WORD_CHARS` non-space characters
-(as the classification tokenizer does), and ``build_vocab`` learns from at most the first
-:data:`TRAIN_CHARS` characters of each document.
+``encode``; the tokenizer lives in :mod:`.tokenizer`, the token streams and blocks in
+:mod:`.blocks`, deduplication in :mod:`.dedup`.
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from lightning_order.data.engine.keys import is_val
+from lightning_order.data.engine.loading import load_files
 from lightning_order.data.engine.runner import (
     ROWS,
     DataState,
@@ -35,48 +27,19 @@ from lightning_order.data.engine.runner import (
     StepResult,
     train_data,
 )
+from lightning_order.data.lm.blocks import encode_documents, pack_stream, stride_shard
 from lightning_order.data.lm.config import EOS_TOKEN, LM_CODE_VERSION, LMConfig, padded_size
-from lightning_order.data.text.vocab import MAX_WORD_CHARS
+from lightning_order.data.lm.tokenizer import read_tokenizer, train_byte_bpe
 from lightning_order.errors import DataError
 from lightning_order.ledger import fingerprint
 
-__all__ = [
-    "LM_STEPS",
-    "TRAIN_CHARS",
-    "TokenStream",
-    "bounded_byte_level",
-    "clean_document",
-    "encode_documents",
-    "pack_stream",
-    "stride_shard",
-    "train_byte_bpe",
-]
+__all__ = ["LM_STEPS", "clean_document"]
 
 #: The registry of the LM steps (:class:`~lightning_order.OrderedLMDataModule`).
 LM_STEPS = StepRegistry()
-#: The characters of each document ``build_vocab`` learns from at most (a cost bound, not a filter).
-TRAIN_CHARS = 1 << 16
-_ENCODE_BATCH = 1024
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _TRAILING = re.compile(r"[ \t]+\n")
 _BLANK_LINES = re.compile(r"\n{3,}")
-
-
-@dataclass(frozen=True)
-class TokenStream:
-    """One split encoded: the token ids of every document, each followed by its end-of-text id.
-
-    Attributes:
-        ids: int32, the concatenated documents (end-of-text ids included).
-        ends: int64, the position in ``ids`` of each document's end-of-text id (or, without
-            end-of-text, of its last token).
-    """
-
-    ids: np.ndarray
-    ends: np.ndarray
-
-    def __len__(self) -> int:
-        return len(self.ends)
 
 
 # -- load, clean -----------------------------------------------------------------------------
@@ -103,9 +66,7 @@ def load(ctx: StepContext, state: DataState) -> StepResult:
 
 
 def _dataset_documents(cfg: LMConfig, hf_cache: Path | None) -> list[str]:
-    from lightning_order.data.text.load import _load_dataset
-
-    data = _load_dataset(cfg, hf_cache)  # type: ignore[arg-type]  # the same loading fields
+    data = load_files(cfg, hf_cache)
     if cfg.text_column not in data.column_names:
         raise DataError(
             f"the text column is not in the data (columns: {', '.join(data.column_names)}); set text_column",
@@ -225,62 +186,13 @@ def split(ctx: StepContext, state: DataState) -> StepResult:
 
 
 # -- build_vocab -----------------------------------------------------------------------------
-def bounded_byte_level() -> pre_tokenizers.PreTokenizer:
-    """Runs of non-space characters cut at :data:`MAX_WORD_CHARS` (a leading space kept), then GPT-2 byte level."""
-    return pre_tokenizers.Sequence(
-        [
-            pre_tokenizers.Split(Regex(rf"\s?\S{{1,{MAX_WORD_CHARS}}}|\s+"), behavior="isolated"),
-            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
-        ]
-    )
-
-
-def _train_batches(docs: Sequence[str], size: int = 2048) -> Iterator[list[str]]:
-    for start in range(0, len(docs), size):
-        yield [d[:TRAIN_CHARS] for d in docs[start : start + size]]
-
-
-def train_byte_bpe(docs: Sequence[str], vocab_size: int) -> Tokenizer:
-    """A byte-level BPE trained on ``docs``; :data:`EOS_TOKEN` is id 0, declared here and nowhere later."""
-    tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = bounded_byte_level()
-    tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        special_tokens=[EOS_TOKEN],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tokenizer.train_from_iterator(_train_batches(docs), trainer=trainer, length=len(docs))
-    return tokenizer
-
-
-def _read_tokenizer(path: str) -> Tokenizer:
-    try:
-        tokenizer = Tokenizer.from_file(str(Path(path).expanduser()))
-    except Exception as err:  # tokenizers raises a bare Exception on a corrupt file
-        raise DataError(
-            f"tokenizer_file {path!r} is not a readable tokenizer.json ({type(err).__name__}: {str(err)[:120]}); "
-            "save it with Tokenizer.save(), or pass tokenizer_file=None to train one",
-            step="build_vocab",
-        ) from err
-    if tokenizer.token_to_id(EOS_TOKEN) is None:
-        raise DataError(
-            f"tokenizer_file {path!r} has no end-of-text token {EOS_TOKEN!r}: documents could not be "
-            f"separated when packed; add it as a special token before saving "
-            f"(tokenizer.add_special_tokens([{EOS_TOKEN!r}])), or train one (tokenizer_file=None)",
-            step="build_vocab",
-        )
-    return tokenizer
-
-
 @LM_STEPS.register("build_vocab", takes=ROWS, consumes=("clean",), reads="train")
 def build_vocab(ctx: StepContext, state: DataState) -> StepResult:
     """Trains the byte-level BPE on the (cleaned train) documents, or reads ``tokenizer_file``."""
     cfg: LMConfig = ctx.config
     source = train_data(state)
     if cfg.tokenizer_file is not None:
-        tokenizer = _read_tokenizer(cfg.tokenizer_file)
+        tokenizer = read_tokenizer(cfg.tokenizer_file)
         params: dict[str, Any] = {"tokenizer_file": str(cfg.tokenizer_file), "xxh3": cfg.tokenizer_digest}
     else:
         tokenizer = train_byte_bpe(source, cfg.vocab_size)
@@ -302,44 +214,6 @@ def build_vocab(ctx: StepContext, state: DataState) -> StepResult:
 
 
 # -- encode, pack, shard ---------------------------------------------------------------------
-def encode_documents(tokenizer: Tokenizer, docs: Sequence[str], eos_id: int | None) -> TokenStream:
-    """Encodes ``docs`` in batches (Rust) into one int32 stream, ``eos_id`` after each document.
-
-    Args:
-        tokenizer: the tokenizer (no padding, no truncation).
-        docs: the documents.
-        eos_id: the end-of-text id, or ``None`` to concatenate without boundaries (a wrong order,
-            for experiments).
-    """
-    chunks, lengths = [], []
-    encode = getattr(tokenizer, "encode_batch_fast", tokenizer.encode_batch)
-    for start in range(0, len(docs), _ENCODE_BATCH):
-        for encoding in encode(list(docs[start : start + _ENCODE_BATCH]), add_special_tokens=False):
-            chunks.append(np.asarray(encoding.ids, dtype=np.int32))
-            lengths.append(len(encoding.ids))
-    lengths_arr = np.asarray(lengths, dtype=np.int64)
-    extra = 0 if eos_id is None else 1
-    ends = np.cumsum(lengths_arr + extra) - 1
-    ids = np.empty(int(lengths_arr.sum()) + extra * len(lengths), dtype=np.int32)
-    if eos_id is None:
-        if chunks:
-            ids[:] = np.concatenate(chunks)
-        return TokenStream(ids, ends)
-    is_eos = np.zeros(len(ids), dtype=bool)
-    is_eos[ends] = True
-    if chunks:
-        body = np.concatenate(chunks)
-        if (body == eos_id).any():
-            raise DataError(
-                f"a document encodes to the end-of-text id {eos_id} itself; its text holds the token's "
-                "string in a form cleaning did not remove: clean it (override the clean step)",
-                step="encode",
-            )
-        ids[~is_eos] = body
-    ids[is_eos] = eos_id
-    return TokenStream(ids, ends)
-
-
 @LM_STEPS.register(
     "encode",
     takes=ROWS,
@@ -367,13 +241,6 @@ def encode(ctx: StepContext, state: DataState) -> StepResult:
         params={"eos": cfg.eos, "eos_token": EOS_TOKEN},
         stats=stats,
     )
-
-
-def pack_stream(ids: np.ndarray, block_size: int) -> tuple[np.ndarray, int]:
-    """``ids`` cut into ``(n, block_size + 1)`` blocks (a view, no copy) and the tokens left over."""
-    width = block_size + 1
-    count = len(ids) // width
-    return ids[: count * width].reshape(count, width), len(ids) - count * width
 
 
 @LM_STEPS.register(
@@ -414,22 +281,6 @@ def pack(ctx: StepContext, state: DataState) -> StepResult:
         params={"block_size": cfg.block_size, "padding": False},
         stats=stats,
     )
-
-
-def stride_shard(count: int, world_size: int, rank: int) -> tuple[np.ndarray, int]:
-    """The block indices of ``rank`` (``rank, rank + W, ...``, the same count on every rank) and the blocks dropped.
-
-    Raises:
-        DataError: fewer blocks than ranks (a rank would have nothing to train on).
-    """
-    per_rank = count // world_size
-    if per_rank == 0:
-        raise DataError(
-            f"the train split packs into {count} blocks, fewer than the {world_size} ranks: every rank needs at "
-            "least one block; lower block_size, use more documents, or fewer devices",
-            step="shard",
-        )
-    return np.arange(rank, per_rank * world_size, world_size), count - per_rank * world_size
 
 
 @LM_STEPS.register(

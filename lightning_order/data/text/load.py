@@ -12,10 +12,10 @@ file's content hash, demo parameters) and the row count.
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lightning_order.data.engine.inputs import diagnose_files, files_identity, local_files
+from lightning_order.data.engine.inputs import diagnose_files, local_files
+from lightning_order.data.engine.loading import load_files
 from lightning_order.data.engine.runner import DataState, StepContext, StepResult
 from lightning_order.data.text.config import CODE_VERSION, DataConfig
 from lightning_order.data.text.demo import make_demo_corpus
@@ -24,7 +24,7 @@ from lightning_order.errors import DataError
 from lightning_order.ledger import fingerprint
 
 if TYPE_CHECKING:  # datasets is imported when rows are loaded (a cache hit needs none)
-    import datasets
+    pass
 
 __all__ = ["load"]
 
@@ -39,7 +39,7 @@ def load(ctx: StepContext, state: DataState) -> StepResult:
             cfg.demo_size, seed=cfg.demo_seed, sources=cfg.demo_sources, cache_dir=hf_cache
         )
     else:
-        data = _load_dataset(cfg, hf_cache)
+        data = load_files(cfg, hf_cache)
     columns = [cfg.text_column, cfg.label_column, *cfg.numeric_columns]
     if cfg.group_column:
         columns.append(cfg.group_column)
@@ -79,38 +79,3 @@ def load(ctx: StepContext, state: DataState) -> StepResult:
         params={"dataset": cfg.dataset or "demo"},
         stats={"rows": len(data)},
     )
-
-
-def _load_dataset(cfg: DataConfig, hf_cache: Path | None) -> datasets.Dataset:
-    files = local_files(cfg.input_files)
-    if files and all(f.stat().st_size == 0 for f in files):
-        raise DataError(
-            f"the dataset is empty: every data file is empty ({', '.join(map(str, files))})", step="load"
-        )
-    if files and files_identity(cfg.input_files, cfg.input_hash) != cfg.input_identity:
-        raise DataError(
-            f"a data file changed after the DataModule was built (the cache key names the old content): "
-            f"{', '.join(map(str, files))}; build the DataModule again",
-            step="load",
-        )
-    import datasets
-
-    try:
-        return datasets.load_dataset(
-            cfg.dataset,
-            name=cfg.dataset_config,
-            data_files=cfg.input_files,
-            split=cfg.load_split,
-            cache_dir=None if hf_cache is None else str(hf_cache),
-        )
-    except (DataError, KeyboardInterrupt):
-        raise
-    except Exception as err:  # datasets raises many kinds; the user needs the step and the input
-        diagnosis = diagnose_files(files, cfg.dataset)
-        if diagnosis is not None:
-            raise diagnosis from err
-        raise DataError(
-            f"could not load dataset={cfg.dataset!r} data_files={cfg.data_files!r}: "
-            f"{type(err).__name__}: {err}; check the name, the files and load_split={cfg.load_split!r}",
-            step="load",
-        ) from err

@@ -8,7 +8,8 @@ a ``block_size`` among its ``dims``, or a ledger with a ``pack`` record. That co
 - ``eos_token_id`` (or the tokenizer's ``<|endoftext|>`` / ``eos_token_id``);
 - batches with ``input_ids`` and ``labels`` from ``train_dataloader()``.
 
-Gathering only, over duck-typed objects; moved out of ``order_validator.py`` to keep it small.
+Gathering only, over duck-typed objects; what the ledger recorded is read by the pure
+:func:`~lightning_order.checks.lm.lm_ledger_evidence`, as on the command line.
 """
 
 from __future__ import annotations
@@ -19,23 +20,18 @@ from typing import Any
 
 import numpy as np
 
-from lightning_order.callbacks._sampling import _as_numpy, _get, _ledger, _model_dims, _sample
-from lightning_order.checks.lm import check_lm
+from lightning_order.callbacks.batches import as_numpy, batch_field, sample_batch
+from lightning_order.callbacks.evidence import datamodule_ledger
+from lightning_order.callbacks.model_dims import model_dims
+from lightning_order.checks.lm import check_lm, lm_ledger_evidence
 from lightning_order.fingerprints import tokenizer_fingerprint
-from lightning_order.order import STANDARD_PIPELINE, Pipeline
 from lightning_order.rules import Violation
 
-__all__: list[str] = []
+__all__ = ["is_lm", "lm_evidence", "lm_violations"]
 
 log = logging.getLogger(__name__)
 
 _EOS = "<|endoftext|>"
-
-
-def judging_pipeline(dm: Any, configured: Pipeline) -> Pipeline:
-    """The pipeline a ledger is judged against: the datamodule's own when the validator kept the default."""
-    own = getattr(dm, "pipeline", None) if dm is not None else None
-    return own if configured is STANDARD_PIPELINE and isinstance(own, Pipeline) else configured
 
 
 def _tokenizer(dm: Any) -> Any:
@@ -51,7 +47,7 @@ def is_lm(dm: Any) -> bool:
     if dm is None:
         return False
     dims = getattr(dm, "dims", None)
-    ledger = _ledger(dm)
+    ledger = datamodule_ledger(dm)
     looks_lm = (
         getattr(dm, "eos_token_id", None) is not None
         or (isinstance(dims, Mapping) and "block_size" in dims)
@@ -81,37 +77,13 @@ def _eos_id(dm: Any, tokenizer: Any, info: Mapping[str, Any]) -> int | None:
     return int(found) if isinstance(found, int) else None
 
 
-def _ledger_facts(dm: Any) -> dict[str, Any]:
-    ledger = _ledger(dm)
-    if ledger is None:
-        return {}
-    facts: dict[str, Any] = {}
-    vocab = ledger.latest("build_vocab")
-    if vocab is not None:
-        facts["recorded_vocab_fp"] = vocab.output
-        facts["recorded_vocab_size"] = vocab.stats.get("vocab_size")
-    dims = ledger.info.get("dims") or {}
-    if "padded_vocab_size" in dims:
-        facts["recorded_padded"] = dims["padded_vocab_size"]
-    encode, pack, dedup = ledger.latest("encode"), ledger.latest("pack"), ledger.latest("dedup")
-    if encode is not None and "eos" in encode.params:
-        facts["encode_eos"] = bool(encode.params["eos"])
-        facts["documents"] = encode.stats.get("documents")
-        facts["eos_tokens"] = encode.stats.get("eos_tokens")
-    if pack is not None and "eos_rate" in pack.stats:
-        facts["recorded_eos_rate"] = float(pack.stats["eos_rate"])
-    if dedup is not None and dedup.stats.get("straddling"):
-        facts["straddling"] = int(dedup.stats["straddling"])
-    return facts
-
-
 def _model_facts(module: Any) -> dict[str, Any]:
     facts: dict[str, Any] = {}
     embed = getattr(module, "get_input_embeddings", None)
     head = getattr(module, "get_output_embeddings", None)
     weight = getattr(embed(), "weight", None) if callable(embed) else None
     facts["embedding_rows"] = (
-        int(weight.shape[0]) if weight is not None else _model_dims(module).get("embedding_rows")
+        int(weight.shape[0]) if weight is not None else model_dims(module).get("embedding_rows")
     )
     head_weight = getattr(head(), "weight", None) if callable(head) else None
     if head_weight is not None:
@@ -120,8 +92,8 @@ def _model_facts(module: Any) -> dict[str, Any]:
 
 
 def _sample_facts(dm: Any, rows: int, eos_id: int | None) -> dict[str, Any]:
-    batch, _ = _sample(dm, "train_dataloader", rows)
-    ids, labels = _as_numpy(_get(batch, "input_ids")), _as_numpy(_get(batch, "labels"))
+    batch, _ = sample_batch(dm, "train_dataloader", rows)
+    ids, labels = as_numpy(batch_field(batch, "input_ids")), as_numpy(batch_field(batch, "labels"))
     if ids is None or ids.ndim != 2 or not ids.size:
         return {}
     facts: dict[str, Any] = {"max_token_id": int(ids.max())}
@@ -145,9 +117,10 @@ def _sample_facts(dm: Any, rows: int, eos_id: int | None) -> dict[str, Any]:
 def lm_evidence(dm: Any, module: Any, sample_rows: int) -> dict[str, Any]:
     """Everything :func:`~lightning_order.checks.lm.check_lm` reads, from ``dm``, its ledger, ``module`` and batches."""
     tokenizer = _tokenizer(dm)
-    ledger = _ledger(dm)
+    ledger = datamodule_ledger(dm)
     info = ledger.info if ledger is not None else {}
-    evidence = {**_tokenizer_facts(tokenizer), **_ledger_facts(dm), **_model_facts(module)}
+    recorded = lm_ledger_evidence(ledger) if ledger is not None else {}
+    evidence = {**_tokenizer_facts(tokenizer), **recorded, **_model_facts(module)}
     evidence.update(_sample_facts(dm, sample_rows, _eos_id(dm, tokenizer, info)))
     return evidence
 

@@ -1,9 +1,9 @@
 """What a rank's datasets hold, summarised for the validator: any datamodule, no glue.
 
 Gathering only (the judgements are :mod:`lightning_order.checks.datasets`). Items are read from
-the dataset behind each dataloader by index, without workers: every item when the split is small
-(``whole_rows``), else the same seeded sample of indices on every rank (drawn below the smallest
-length any rank has, so all ranks look at the same positions). Each item is hashed twice (its
+the dataset behind each dataloader by index, without workers (:mod:`.items`): every item when
+the split is small (``whole_rows``), else the same seeded sample of indices on every rank (drawn
+below the smallest length any rank has, so all ranks look at the same positions). Each item is hashed twice (its
 non-float parts, which say which row it is; everything but its label, which says which input it
 is), and the collated sample gives per-key statistics of every floating-point tensor and the
 largest token id. Iterable datasets are not indexable: they are skipped (documented limit).
@@ -19,66 +19,25 @@ import numpy as np
 import torch
 import xxhash
 
+from lightning_order.callbacks.items import SPLIT_LOADERS, is_label, leaf_array, leaves, split_dataset
+
 __all__ = ["dataset_lengths", "hash_items", "item_hashes", "summarize_splits"]
 
 log = logging.getLogger(__name__)
-
-_LABEL_KEYS = frozenset({"label", "labels", "y", "target", "targets", "key_hash"})
-_LOADERS = {"train": "train_dataloader", "val": "val_dataloader"}
-
-
-def _dataset(dm: Any, split: str) -> tuple[Any, Any]:
-    """The map-style dataset behind a split's dataloader and its collate function, or ``(None, None)``."""
-    try:
-        loader = getattr(dm, _LOADERS[split])()
-    except Exception as err:  # no such split, or not set up: nothing to summarise
-        log.debug("OrderValidator: no %s dataset (%s)", split, err)
-        return None, None
-    if isinstance(loader, (list, tuple)):
-        loader = loader[0] if loader else None
-    dataset = getattr(loader, "dataset", None)
-    if (
-        dataset is None
-        or isinstance(dataset, torch.utils.data.IterableDataset)
-        or not hasattr(dataset, "__len__")
-    ):
-        return None, None
-    return dataset, getattr(loader, "collate_fn", None) or torch.utils.data.default_collate
 
 
 def dataset_lengths(dm: Any) -> dict[str, int | None]:
     """``{"train": n, "val": m}`` (``None`` where a split has no indexable dataset)."""
     out: dict[str, int | None] = {}
-    for split in _LOADERS:
-        dataset, _ = _dataset(dm, split) if dm is not None else (None, None)
+    for split in SPLIT_LOADERS:
+        dataset, _ = split_dataset(dm, split) if dm is not None else (None, None)
         out[split] = None if dataset is None else len(dataset)
     return out
 
 
-def _leaves(item: Any, path: str = "") -> list[tuple[str, Any]]:
-    """``(path, leaf)`` pairs of an item: dict keys sorted; in a tuple, the last element is the label."""
-    if isinstance(item, Mapping):
-        return [pair for key in sorted(item, key=str) for pair in _leaves(item[key], f"{path}{key}")]
-    if isinstance(item, (list, tuple)) and not path and len(item) >= 2:
-        return [pair for i, x in enumerate(item[:-1]) for pair in _leaves(x, f"{i}")] + [("label", item[-1])]
-    return [(path or "0", item)]
-
-
-def _is_label(path: str) -> bool:
-    return path.lower() in _LABEL_KEYS
-
-
-def _array(value: Any) -> np.ndarray | None:
-    if torch.is_tensor(value):
-        return value.detach().cpu().numpy()
-    if isinstance(value, np.ndarray):
-        return value
-    return None
-
-
 def _feed(hasher: Any, path: str, value: Any) -> None:
     hasher.update(path.encode())
-    array = _array(value)
+    array = leaf_array(value)
     if array is not None:
         hasher.update(f"{array.dtype}{array.shape}".encode())
         hasher.update(np.ascontiguousarray(array).tobytes())
@@ -89,7 +48,7 @@ def _feed(hasher: Any, path: str, value: Any) -> None:
 
 
 def _is_float(value: Any) -> bool:
-    array = _array(value)
+    array = leaf_array(value)
     return isinstance(value, float) or (array is not None and np.issubdtype(array.dtype, np.floating))
 
 
@@ -102,14 +61,14 @@ def item_hashes(item: Any) -> tuple[int | None, int, int | None]:
     """
     rows, inputs = xxhash.xxh3_64(), xxhash.xxh3_64()
     has_row_part, max_id = False, None
-    for path, leaf in _leaves(item):
-        label = _is_label(path)
+    for path, leaf in leaves(item):
+        label = is_label(path)
         if not label:
             _feed(inputs, path, leaf)
         if not _is_float(leaf):
             _feed(rows, path, leaf)
             has_row_part = has_row_part or not label
-        array = _array(leaf)
+        array = leaf_array(leaf)
         if not label and array is not None and array.size and np.issubdtype(array.dtype, np.integer):
             if array.ndim >= 1 and _looks_like_ids(path):
                 max_id = max(int(array.max()), max_id if max_id is not None else -1)
@@ -137,16 +96,16 @@ def hash_items(items: list[Any]) -> list[tuple[int | None, int, int | None]]:
 
 def _hash_stacked(items: list[Any]) -> list[tuple[int | None, int, int | None]] | None:
     try:
-        leaves = _leaves(torch.utils.data.default_collate(items))
+        stacked = leaves(torch.utils.data.default_collate(items))
     except Exception:  # ragged or not collatable: the item-by-item path
         return None
     rows_parts, input_parts, has_row_part, max_id = [], [], False, None
-    for path, leaf in leaves:
-        array = _array(leaf)
+    for path, leaf in stacked:
+        array = leaf_array(leaf)
         if array is None or array.ndim == 0 or array.shape[0] != len(items):
             return None
         flat = np.ascontiguousarray(array.reshape(len(items), -1)).view(np.uint8).reshape(len(items), -1)
-        label, is_float = _is_label(path), np.issubdtype(array.dtype, np.floating)
+        label, is_float = is_label(path), np.issubdtype(array.dtype, np.floating)
         if not label:
             input_parts.append(flat)
         if not is_float:
@@ -178,8 +137,8 @@ def _looks_like_ids(path: str) -> bool:
 def _float_stats(batch: Any) -> dict[str, dict[str, Any]]:
     """Per-column mean and std of every floating-point tensor of a collated batch, by key."""
     out: dict[str, dict[str, Any]] = {}
-    for path, leaf in _leaves(batch):
-        array = _array(leaf)
+    for path, leaf in leaves(batch):
+        array = leaf_array(leaf)
         if array is None or not np.issubdtype(array.dtype, np.floating) or array.ndim == 0 or not len(array):
             continue
         flat = array.reshape(array.shape[0], -1).astype(np.float64)
@@ -191,9 +150,9 @@ def _float_stats(batch: Any) -> dict[str, dict[str, Any]]:
 
 def _batch_max_id(batch: Any) -> int | None:
     best = None
-    for path, leaf in _leaves(batch):
-        array = _array(leaf)
-        if _is_label(path) or array is None or array.ndim < 2 or not array.size:
+    for path, leaf in leaves(batch):
+        array = leaf_array(leaf)
+        if is_label(path) or array is None or array.ndim < 2 or not array.size:
             continue
         if np.issubdtype(array.dtype, np.integer) and _looks_like_ids(path):
             best = max(int(array.max()), best if best is not None else -1)
@@ -250,8 +209,8 @@ def summarize_splits(
         whole_rows: splits up to this length are hashed whole.
     """
     out: dict[str, dict[str, Any] | None] = {}
-    for split in _LOADERS:
-        dataset, collate = _dataset(dm, split) if dm is not None else (None, None)
+    for split in SPLIT_LOADERS:
+        dataset, collate = split_dataset(dm, split) if dm is not None else (None, None)
         if dataset is None or not common.get(split):
             out[split] = None
             continue

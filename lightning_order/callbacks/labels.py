@@ -1,7 +1,7 @@
 """The float columns and labels of a split, for the label-encoding check: any datamodule, no glue.
 
 Gathering only (the judgement is :func:`lightning_order.checks.label_encoding.check_label_encoded_features`).
-Items are read from the dataset behind each dataloader by index, in chunks (``__getitems__``
+Items are read from the dataset behind each dataloader (:mod:`.items`) by index, in chunks (``__getitems__``
 where the dataset has it: Hugging Face datasets read a chunk in one call), collated with the
 loader's collate function (a probe of 256 rows first: data with no label, or no small float
 column whose values repeat, is left there, so images or token blocks cost 256 reads); every
@@ -22,12 +22,12 @@ from typing import Any
 import numpy as np
 import xxhash
 
-from lightning_order.callbacks._content import _LOADERS, _array, _dataset, _is_label, _leaves
-from lightning_order.callbacks._sampling import _all_gather
+from lightning_order.callbacks.gather import all_gather
+from lightning_order.callbacks.items import SPLIT_LOADERS, is_label, leaf_array, leaves, split_dataset
 from lightning_order.checks.label_encoding import check_label_encoded_features
 from lightning_order.rules import Violation
 
-__all__ = ["label_encoding_violations", "split_columns"]
+__all__ = ["join_rank_parts", "label_encoding_violations", "split_columns"]
 
 log = logging.getLogger(__name__)
 
@@ -46,11 +46,11 @@ def _read(dataset: Any, indices: Sequence[int]) -> list[Any]:
 def _columns(batch: Any, feature_names: Sequence[str] | None) -> tuple[list[np.ndarray], list[str], Any]:
     """The batch's float columns (each rows × k), their names, and its labels (``None``: no label leaf)."""
     columns, names, labels = [], [], None
-    for path, leaf in _leaves(batch):
-        array = _array(leaf)
+    for path, leaf in leaves(batch):
+        array = leaf_array(leaf)
         if array is None or array.ndim == 0:
             continue
-        if _is_label(path) and path.lower() != "key_hash":
+        if is_label(path) and path.lower() != "key_hash":
             labels = array if array.ndim == 1 and labels is None else labels
             continue
         if not np.issubdtype(array.dtype, np.floating):
@@ -79,7 +79,7 @@ def split_columns(dm: Any, split: str, max_rows: int) -> dict[str, Any] | None:
         ``{"x": rows × columns float32, "y": labels, "names": [...], "length": n, "sampled": bool,
         "digest": hash of x and y}``.
     """
-    dataset, collate = _dataset(dm, split)
+    dataset, collate = split_dataset(dm, split)
     if dataset is None:
         return None
     length = len(dataset)
@@ -119,8 +119,9 @@ def split_columns(dm: Any, split: str, max_rows: int) -> dict[str, Any] | None:
     return {"x": x, "y": y, "names": names, "length": length, "sampled": sampled, "digest": digest}
 
 
-def _join(parts: list[dict[str, Any] | None]) -> dict[str, Any] | None:
-    """One split from every rank's part: the whole split once, or the shards joined."""
+def join_rank_parts(parts: list[dict[str, Any] | None]) -> dict[str, Any] | None:
+    """One split from every rank's :func:`split_columns`: the whole split once (every rank read the
+    same rows), or the shards joined; ``None`` when a rank has none or the columns differ."""
     if not parts or any(p is None for p in parts):
         return None
     if len({p["digest"] for p in parts}) == 1:
@@ -140,10 +141,10 @@ def label_encoding_violations(trainer: Any, dm: Any, max_rows: int) -> list[Viol
 
     Collective under DDP: every rank must call it (one all-gather of the arrays).
     """
-    local = {split: split_columns(dm, split, max_rows) if dm is not None else None for split in _LOADERS}
-    gathered = _all_gather(trainer, local)
-    train = _join([g["train"] for g in gathered])
-    val = _join([g["val"] for g in gathered])
+    local = {split: split_columns(dm, split, max_rows) if dm is not None else None for split in SPLIT_LOADERS}
+    gathered = all_gather(trainer, local)
+    train = join_rank_parts([g["train"] for g in gathered])
+    val = join_rank_parts([g["val"] for g in gathered])
     if train is None or val is None or train["names"] != val["names"]:
         return []
     return check_label_encoded_features(
