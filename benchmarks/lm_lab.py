@@ -402,7 +402,7 @@ def run_training(
         "ledger": {r.step: r.stats for r in dm.ledger.records},
     }
     if error is None:
-        total, count = nll(model, dm._val if dm._val is not None else np.empty((0, cfg.block_size + 1)))
+        total, count = nll(model, dm.blocks("val"))
         result["val_ppl"] = math.exp(total / count) if count else None
         result.update(held.measure(model))
         result["eos_generation_rate"] = held.eos_rate(model, cfg.gen_tokens, seed)

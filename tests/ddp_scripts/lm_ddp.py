@@ -62,7 +62,7 @@ def main() -> None:
         trainer.fit(model, dm)
     except OrderError as err:
         result.update(error="OrderError", rules=err.rules, message=str(err))
-    blocks = np.asarray(dm._train)
+    blocks = np.asarray(dm.blocks("train"))
     result.update(
         rank=trainer.global_rank,
         shard_info=dm.shard_info,

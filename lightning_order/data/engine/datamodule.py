@@ -190,8 +190,13 @@ class OrderedDataModuleBase(pl.LightningDataModule):
     def _collate(self) -> Any:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def _dataset(self, data: Any) -> Any:
+        """The map-style dataset a loader serves for what ``setup`` kept (the data itself by default)."""
+        return data
+
     def _loader(self, data: Any, shuffle: bool) -> DataLoader:
-        return make_loader(data, self.batch_size, shuffle, self.seed, self.num_workers, self._collate())
+        dataset = None if data is None else self._dataset(data)
+        return make_loader(dataset, self.batch_size, shuffle, self.seed, self.num_workers, self._collate())
 
     def train_dataloader(self) -> DataLoader:
         """Batches of this rank's train part (seeded shuffling when ``shuffle``)."""

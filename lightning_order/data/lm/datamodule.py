@@ -149,8 +149,21 @@ class OrderedLMDataModule(OrderedDataModuleBase):
         return DataState(parts={"train": arrays["train"], "val": arrays["val"]}, form="packed")
 
     def _assign(self, state: DataState, ledger: StepLedger) -> None:
-        self._train = BlockDataset(state.parts["train"])
-        self._val = BlockDataset(state.parts["val"])
+        self._train, self._val = state.parts["train"], state.parts["val"]
+
+    def _dataset(self, data: Any) -> BlockDataset:
+        return BlockDataset(data)
+
+    def blocks(self, split: str) -> np.ndarray:
+        """The packed blocks served (``n × (block_size + 1)`` int32): this rank's for ``"train"``, all for ``"val"``.
+
+        Raises:
+            ValueError: an unknown split, or ``setup`` has not run.
+        """
+        found = {"train": self._train, "val": self._val}.get(split)
+        if found is None:
+            raise ValueError(f"blocks(split) takes 'train' or 'val' after setup(), got {split!r}")
+        return found
 
     def _collate(self) -> Any:
         return collate_blocks
