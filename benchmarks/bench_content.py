@@ -15,14 +15,16 @@ import time
 import torch
 from torch.utils.data import DataLoader
 
-from lightning_order.callbacks._content import dataset_lengths, summarize_splits
+from lightning_order.callbacks.content import dataset_lengths, summarize_splits
 
 
 class _Plain:
     def __init__(self, n: int) -> None:
         g = torch.Generator().manual_seed(0)
         ids, numeric = torch.randint(1, 5000, (n, 64), generator=g), torch.randn(n, 3, generator=g)
-        self.rows = [{"input_ids": ids[i], "numeric": numeric[i], "labels": torch.tensor(i % 4)} for i in range(n)]
+        self.rows = [
+            {"input_ids": ids[i], "numeric": numeric[i], "labels": torch.tensor(i % 4)} for i in range(n)
+        ]
         self.val = self.rows[: n // 10]
 
     def train_dataloader(self) -> DataLoader:

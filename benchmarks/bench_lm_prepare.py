@@ -8,7 +8,7 @@ cache folder (written, hashed, published atomically). The train documents the fl
 and the documents it encodes are ours exactly (computed first, untimed, with our own cleaning,
 dedup and split functions, and written to a Parquet file the floor reads).
 
-Two corpus sizes: the standard-library corpus (:func:`~lightning_order.data.lm_corpus.stdlib_corpus`,
+Two corpus sizes: the standard-library corpus (:func:`~lightning_order.data.lm.corpus.stdlib_corpus`,
 about 1.1 MB) and that corpus repeated to 4× with varied words (each extra copy swaps 30 % of the
 vocabulary for other words of it, so no copy is a near-duplicate of another and dedup cannot make
 the work smaller). Both sides read the same Parquet file of raw documents. Each run is a fresh
@@ -115,8 +115,8 @@ def _floor(data: str, docs: str) -> dict:
     import pyarrow.parquet as pq
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-    from lightning_order.data.lm_config import EOS_TOKEN
-    from lightning_order.data.lm_steps import bounded_byte_level
+    from lightning_order.data.lm.config import EOS_TOKEN
+    from lightning_order.data.lm.tokenizer import bounded_byte_level
 
     start, cpu = time.perf_counter(), _cpu()
     pq.read_table(data, columns=["text"]).column("text").to_pylist()  # read the text, as ours does
@@ -172,9 +172,9 @@ def _run(kind: str, data: Path, docs: Path, cache: Path) -> dict:
 # -- the parent ---------------------------------------------------------------------------------
 def _prepare_inputs(folder: Path, copies: int, base: list[str]) -> dict:
     """Writes the raw corpus and the floor's documents (ours, untimed); measures dedup alone."""
-    from lightning_order.data.dedup import deduplicate
-    from lightning_order.data.lm_steps import clean_document
-    from lightning_order.data.split import is_val
+    from lightning_order.data.engine.keys import is_val
+    from lightning_order.data.lm.dedup import deduplicate
+    from lightning_order.data.lm.steps import clean_document
 
     raw = varied_corpus(base, copies)
     data = folder / f"corpus_x{copies}.parquet"
@@ -250,7 +250,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.worker:
         _worker(args)
         return
-    from lightning_order.data.lm_corpus import stdlib_corpus
+    from lightning_order.data.lm.corpus import stdlib_corpus
 
     base = stdlib_corpus()
     rows = []

@@ -57,7 +57,7 @@ def _write_corpus(path: Path, size_mb: float) -> int:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from lightning_order.data.demo import demo_rows
+    from lightning_order.data.text.demo import demo_rows
 
     rows = int(size_mb * 1e6 / _BYTES_PER_ROW)
     writer = None
@@ -84,7 +84,8 @@ def _write_floor_input(data: Path, out: Path) -> None:
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    from lightning_order.data.arrow import clean_array, key_hash_array
+    from lightning_order.data.engine.keys import key_hash_array
+    from lightning_order.data.text.arrow import clean_array
 
     text = clean_array(pq.read_table(str(data), columns=["text"])["text"].combine_chunks())
     text = text.filter(pc.greater(pc.utf8_length(text), 0))
@@ -116,7 +117,7 @@ def _floor(data: str, out: str, num_proc: int) -> dict:
     import datasets
     import pyarrow.parquet as pq
 
-    from lightning_order.data.vocab import text_alphabet, train_tokenizer
+    from lightning_order.data.text.vocab import text_alphabet, train_tokenizer
 
     start = time.perf_counter()
     table = pq.read_table(data, columns=["text", "is_train"])
@@ -143,8 +144,8 @@ def _reference(data: str, out: str, num_proc: int) -> dict:
     import xxhash
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-    from lightning_order.data.cleaning import clean_text
-    from lightning_order.data.features import engineer_batch
+    from lightning_order.data.text.features import engineer_batch
+    from lightning_order.data.text.normalise import clean_text
 
     numeric = ["ratio", "score", "amount"]
     names = [*numeric, "feat_chars", "feat_words", "feat_mean_word_len", "feat_punct"]
@@ -272,7 +273,7 @@ def _worker(args: argparse.Namespace) -> None:
     import pyarrow.parquet  # noqa: F401
     import tokenizers  # noqa: F401
 
-    import lightning_order.data.datamodule  # noqa: F401
+    import lightning_order.data.text.datamodule  # noqa: F401
 
     anon = _AnonPeak()
     side = {"reference": _reference, "ours": _ours, "floor": _floor}[args.worker]

@@ -38,7 +38,7 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from lightning_order import OrderValidator
-from lightning_order.callbacks.order_validator import _split_key_hashes  # the validator's read path
+from lightning_order.callbacks.evidence import split_key_hashes  # the validator's read path
 from lightning_order.checks import (
     check_key_overlap,
     check_ledger,
@@ -223,7 +223,7 @@ def bench_checks(rows: int, ranks: int, repeats: int, folder: Path, max_rows: in
     for _ in range(repeats):
         t0 = time.perf_counter()
         dm = _SplitsModule(train_ds, val_ds)
-        train, val = _split_key_hashes(dm, "train"), _split_key_hashes(dm, "val")
+        train, val = split_key_hashes(dm, "train"), split_key_hashes(dm, "val")
         t1 = time.perf_counter()
         assert check_ledger(ledger) == []
         t2 = time.perf_counter()

@@ -1,9 +1,9 @@
 """Benchmark: what verifying a prepared cache costs (xxh3 of every file against the manifest).
 
 Writes ``--mb`` MB of random bytes as ``--files`` files plus a manifest listing them
-(:func:`~lightning_order.data.storage.file_records`), then times, best of ``--repeat``:
+(:func:`~lightning_order.data.engine.storage.file_records`), then times, best of ``--repeat``:
 a plain read of every file (the floor: the bytes must come from disk or the page cache anyway)
-and :func:`~lightning_order.data.storage.verify_files` (read + xxh3 + compare). Both are timed
+and :func:`~lightning_order.data.engine.storage.verify_files` (read + xxh3 + compare). Both are timed
 with the files in the page cache (a warm cache, the common case: the run that just prepared or
 read the data); a cold read is bounded by the disk, hashing or not.
 
@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from lightning_order.data.storage import file_records, verify_files
+from lightning_order.data.engine.storage import file_records, verify_files
 
 
 def _best(fn, repeat: int) -> float:

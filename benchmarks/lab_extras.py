@@ -139,6 +139,6 @@ def run_handwritten(seed: int, repo: Path) -> dict[str, Any]:
         trainer.fit(DocsClassifier(vocab_size=dm.vocab_size), dm)
     return {
         "global_step": int(trainer.global_step),
-        "unk_rate": monitor._unk_rate,
+        "unk_rate": monitor.readings.unk_rate,
         "monitor_diagnoses": _diagnoses(monitor),
     }

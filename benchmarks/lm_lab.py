@@ -14,7 +14,7 @@ steps to a target (the first evaluation at which held-out bits per byte is withi
 correct run's final value, same seed), and the end-of-text generation rate (prompted with the last
 tokens of held-out documents: how often the model ends the document within ``gen_tokens``).
 
-The corpus is the standard library's documentation (:func:`~lightning_order.data.lm_corpus.stdlib_corpus`)
+The corpus is the standard library's documentation (:func:`~lightning_order.data.lm.corpus.stdlib_corpus`)
 with what makes these errors bite in scraped corpora: half the documents carry dirt that cleaning
 removes (CRLF line ends, trailing spaces, runs of blank lines, control characters, full-width
 letters, ligatures, non-breaking spaces) and a share have near-copies (1 % of words changed,
@@ -66,10 +66,12 @@ import xxhash
 from pytorch_lightning.callbacks import Callback
 
 from lightning_order import RULES, OrderedCausalLM, OrderedLMDataModule, OrderValidator, OrderWarning
-from lightning_order._distributed import launch_env, release_process_group
-from lightning_order.data.lm_config import EOS_TOKEN
-from lightning_order.data.lm_corpus import stdlib_corpus
-from lightning_order.data.lm_steps import clean_document, encode_documents, pack_stream, train_byte_bpe
+from lightning_order.data.lm.blocks import encode_documents, pack_stream
+from lightning_order.data.lm.config import EOS_TOKEN
+from lightning_order.data.lm.corpus import stdlib_corpus
+from lightning_order.data.lm.steps import clean_document
+from lightning_order.data.lm.tokenizer import train_byte_bpe
+from lightning_order.distributed import launch_env, release_process_group
 
 for _name in ("pytorch_lightning", "lightning.pytorch", "lightning_fabric"):
     logging.getLogger(_name).setLevel(logging.WARNING)
@@ -400,7 +402,7 @@ def run_training(
         "ledger": {r.step: r.stats for r in dm.ledger.records},
     }
     if error is None:
-        total, count = nll(model, dm._val if dm._val is not None else np.empty((0, cfg.block_size + 1)))
+        total, count = nll(model, dm.blocks("val"))
         result["val_ppl"] = math.exp(total / count) if count else None
         result.update(held.measure(model))
         result["eos_generation_rate"] = held.eos_rate(model, cfg.gen_tokens, seed)

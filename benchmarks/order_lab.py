@@ -15,7 +15,7 @@ Outputs in ``--out``: ``results.json`` (every run, every number), ``table.md`` (
 measured, and detection) and ``loss_<error>.png`` (loss curves, correct versus faulty). With the
 default ``--out`` the generated table in ``docs/order-error-lab.md`` is refreshed as well.
 
-The lab corpus comes from the demo generator (:func:`lightning_order.data.demo.demo_rows`) with
+The lab corpus comes from the demo generator (:func:`lightning_order.data.text.demo.demo_rows`) with
 the traits that make each error bite in scraped corpora: several sources with different numeric
 scales concatenated in contiguous blocks (so contiguous shards differ), near-duplicates that only
 differ in dirt, markup, entities and unicode variants. A test split is held out by a hash of the
@@ -64,14 +64,14 @@ import xxhash
 from pytorch_lightning.callbacks import Callback
 
 from lightning_order import RULES, OrderedDataModule, OrderValidator, OrderWarning
-from lightning_order._distributed import launch_env, release_process_group
 from lightning_order.callbacks.symptom_monitor import SymptomMonitor
 from lightning_order.checks.ledger import check_ledger
-from lightning_order.data.cleaning import clean_text
-from lightning_order.data.datamodule import DATA_STEPS
-from lightning_order.data.demo import DEMO_NUM_CLASSES, DEMO_NUMERIC_COLUMNS, demo_rows
-from lightning_order.data.encode import Encoder
-from lightning_order.data.split import is_val, key_hashes
+from lightning_order.data.engine.keys import is_val, key_hashes
+from lightning_order.data.text.datamodule import DATA_STEPS
+from lightning_order.data.text.demo import DEMO_NUM_CLASSES, DEMO_NUMERIC_COLUMNS, demo_rows
+from lightning_order.data.text.encode import Encoder
+from lightning_order.data.text.normalise import clean_text
+from lightning_order.distributed import launch_env, release_process_group
 from lightning_order.models import OrderedTextClassifier
 
 __all__ = [

@@ -5,15 +5,16 @@ The public API lives here and only here; import from ``lightning_order``.
 Names are imported on first use (:data:`_LAZY`, PEP 562 ``__getattr__``), so ``import
 lightning_order`` and the light commands (``lightning-order --help``, ``audit``, ``graph``) do not
 import torch or Lightning; ``from lightning_order import OrderValidator`` imports what that name
-needs, as before. A new public name is one line in :data:`_LAZY` and one in ``__all__``.
+needs, as before. A new public name is one line in :data:`_LAZY` (``__all__`` is its keys).
 """
 
 from __future__ import annotations
 
-import importlib
 import sys
 import types
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+from lightning_order.lazy import lazy_exports
 
 __version__ = "0.1.0"
 
@@ -22,8 +23,9 @@ _LAZY: dict[str, str] = {
     "OrderValidator": "lightning_order.callbacks",
     "SymptomMonitor": "lightning_order.callbacks",
     "Diagnosis": "lightning_order.checks.symptoms",
-    "OrderedDataModule": "lightning_order.data.datamodule",
-    "make_demo_corpus": "lightning_order.data.demo",
+    "OrderedDataModule": "lightning_order.data.text.datamodule",
+    "make_demo_corpus": "lightning_order.data.text.demo",
+    "OrderedLMDataModule": "lightning_order.data.lm.datamodule",
     "CacheWarning": "lightning_order.errors",
     "CheckpointError": "lightning_order.errors",
     "DataError": "lightning_order.errors",
@@ -36,59 +38,25 @@ _LAZY: dict[str, str] = {
     "StepRecord": "lightning_order.ledger",
     "fingerprint": "lightning_order.ledger",
     "step_fingerprint": "lightning_order.ledger",
-    "OrderedTextClassifier": "lightning_order.models",
+    "OrderedTextClassifier": "lightning_order.models.classifier",
+    "OrderedCausalLM": "lightning_order.models.causal_lm",
+    "LM_PIPELINE": "lightning_order.order",
     "STANDARD_PIPELINE": "lightning_order.order",
     "Pipeline": "lightning_order.order",
     "Step": "lightning_order.order",
     "require_steps": "lightning_order.order",
     "StepRecording": "lightning_order.recording",
-    "data_fingerprint": "lightning_order.recording",
+    "data_fingerprint": "lightning_order.fingerprints",
     "record_step": "lightning_order.recording",
     "recording": "lightning_order.recording",
     "RecoveryPlan": "lightning_order.recovery",
     "recover": "lightning_order.recovery",
     "RULES": "lightning_order.rules",
     "Violation": "lightning_order.rules",
-    "LM_PIPELINE": "lightning_order.order",
-    "OrderedLMDataModule": "lightning_order.data.lm_datamodule",
-    "OrderedCausalLM": "lightning_order.lm_model",
 }
 
-__all__ = [
-    "RULES",
-    "STANDARD_PIPELINE",
-    "CacheWarning",
-    "CheckpointError",
-    "DataError",
-    "Diagnosis",
-    "LightningOrderError",
-    "ManifestError",
-    "OrderError",
-    "OrderValidator",
-    "OrderWarning",
-    "OrderedDataModule",
-    "OrderedTextClassifier",
-    "Pipeline",
-    "RecoveryPlan",
-    "Step",
-    "StepLedger",
-    "StepNameError",
-    "StepRecord",
-    "StepRecording",
-    "SymptomMonitor",
-    "Violation",
-    "data_fingerprint",
-    "fingerprint",
-    "make_demo_corpus",
-    "record_step",
-    "recording",
-    "recover",
-    "require_steps",
-    "step_fingerprint",
-    "LM_PIPELINE",
-    "OrderedLMDataModule",
-    "OrderedCausalLM",
-]
+#: The public names: the keys of :data:`_LAZY`, written once.
+__all__ = sorted(_LAZY)
 
 
 class _Package(types.ModuleType):
@@ -108,39 +76,4 @@ class _Package(types.ModuleType):
 sys.modules[__name__].__class__ = _Package
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'lightning_order' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # later look-ups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
-
-
-if TYPE_CHECKING:  # pragma: no cover - static analysers see the names eagerly
-    from lightning_order.callbacks import OrderValidator, SymptomMonitor
-    from lightning_order.checks.symptoms import Diagnosis
-    from lightning_order.data.datamodule import OrderedDataModule
-    from lightning_order.data.demo import make_demo_corpus
-    from lightning_order.data.lm_datamodule import OrderedLMDataModule
-    from lightning_order.errors import (
-        CacheWarning,
-        CheckpointError,
-        DataError,
-        LightningOrderError,
-        ManifestError,
-        OrderError,
-        OrderWarning,
-        StepNameError,
-    )
-    from lightning_order.ledger import StepLedger, StepRecord, fingerprint, step_fingerprint
-    from lightning_order.lm_model import OrderedCausalLM
-    from lightning_order.models import OrderedTextClassifier
-    from lightning_order.order import LM_PIPELINE, STANDARD_PIPELINE, Pipeline, Step, require_steps
-    from lightning_order.recording import StepRecording, data_fingerprint, record_step, recording
-    from lightning_order.recovery import RecoveryPlan, recover
-    from lightning_order.rules import RULES, Violation
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)

@@ -2,7 +2,7 @@
 
 import sys
 
-from lightning_order.commands import main
+from lightning_order.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -33,10 +33,7 @@ import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
-import numpy as np
-import torch
-import xxhash
-
+from lightning_order.fingerprints import data_fingerprint
 from lightning_order.ledger import StepLedger, StepRecord
 from lightning_order.order import STANDARD_PIPELINE, Pipeline
 
@@ -52,58 +49,6 @@ __all__ = [
 _F = TypeVar("_F", bound=Callable[..., Any])
 _MARK = "__lightning_order_step__"
 _PARTS = ("train", "val", "test")
-
-
-def data_fingerprint(value: Any) -> str:
-    """A content fingerprint of plain Python data: equal content, equal fingerprint.
-
-    Tensors and arrays hash their dtype, shape and bytes; dicts their sorted items; sequences,
-    strings and numbers their values; a map-style dataset (``__len__`` + ``__getitem__``, e.g.
-    ``torch.utils.data.Subset``) its items; a Hugging Face ``datasets.Dataset`` its own
-    ``_fingerprint``. Anything else hashes its ``repr`` (which must not hold a memory address).
-
-    Args:
-        value: what a step read or produced.
-    """
-    hasher = xxhash.xxh3_128()
-    _update(hasher, value, depth=0)
-    return hasher.hexdigest()
-
-
-def _update(hasher: Any, value: Any, depth: int) -> None:
-    if depth > 64:
-        raise ValueError("data_fingerprint: the value nests deeper than 64 levels")
-    if torch.is_tensor(value):
-        value = value.detach().cpu().numpy()
-    if isinstance(value, np.ndarray):
-        hasher.update(f"nd{value.dtype}{value.shape}".encode())
-        hasher.update(np.ascontiguousarray(value).tobytes())
-    elif isinstance(value, (str, bytes, bytearray, int, float, bool, complex, type(None), np.generic)):
-        hasher.update(f"{type(value).__name__}:{value!r}".encode())
-    elif isinstance(value, Mapping):
-        hasher.update(f"map{len(value)}".encode())
-        for key in sorted(value, key=repr):
-            _update(hasher, key, depth + 1)
-            _update(hasher, value[key], depth + 1)
-    elif isinstance(value, (list, tuple, set, frozenset)):
-        items = sorted(value, key=repr) if isinstance(value, (set, frozenset)) else value
-        hasher.update(f"seq{len(value)}".encode())
-        for item in items:
-            _update(hasher, item, depth + 1)
-    elif isinstance(getattr(value, "_fingerprint", None), str):  # datasets.Dataset
-        hasher.update(f"hf:{value._fingerprint}".encode())
-    elif hasattr(value, "__len__") and hasattr(value, "__getitem__"):
-        hasher.update(f"seq{len(value)}".encode())  # a dataset hashes as the list of its items
-        for i in range(len(value)):
-            _update(hasher, value[i], depth + 1)
-    else:
-        text = repr(value)
-        if " at 0x" in text:
-            raise TypeError(
-                f"data_fingerprint cannot hash a {type(value).__name__} by content (its repr holds a memory "
-                "address); pass tensors, arrays, lists, dicts or a map-style dataset"
-            )
-        hasher.update(text.encode())
 
 
 def declared_steps(cls: type) -> list[str]:

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from lightning_order._distributed import launch_env
+from lightning_order.distributed import launch_env
 
 SCRIPTS = Path(__file__).parent / "ddp_scripts"
 

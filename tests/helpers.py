@@ -94,7 +94,7 @@ def readme_training_example(tmp_path: Path, monkeypatch: Any, namespace_module: 
     import csv
     import re
 
-    from lightning_order.data.demo import demo_rows
+    from lightning_order.data.text.demo import demo_rows
 
     with open(tmp_path / "reviews.csv", "w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=["text", "label", "price", "stars"])

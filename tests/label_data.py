@@ -1,7 +1,7 @@
 """Real tabular data with a categorical column, for the label-encoding tests.
 
 One row per public function or method of the standard-library modules of the built-in LM corpus
-(:data:`lightning_order.data.lm_corpus.STDLIB_CORPUS_MODULES`), read with :mod:`inspect`:
+(:data:`lightning_order.data.lm.corpus.STDLIB_CORPUS_MODULES`), read with :mod:`inspect`:
 the category is the row's module (about 150 of them, a few to a few hundred rows each), the
 label whether its docstring says what it returns (each docstring once) (``"return"`` in it: modules differ a lot in
 that, so a target encoding of the module carries real label information), and four natural
@@ -30,7 +30,7 @@ import xxhash
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from lightning_order.data.lm_corpus import STDLIB_CORPUS_MODULES
+from lightning_order.data.lm.corpus import STDLIB_CORPUS_MODULES
 
 #: One-line docstrings ("Return self.") are left out: many of them share every natural feature.
 _MIN_CHARS = 80

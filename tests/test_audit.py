@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from helpers import clean_ledger, leaky_ledger
 
-from lightning_order.audit import AUDIT_OK, AUDIT_UNREADABLE, AUDIT_VIOLATIONS, find_manifests
 from lightning_order.cli import main
+from lightning_order.cli.auditing import AUDIT_OK, AUDIT_UNREADABLE, AUDIT_VIOLATIONS, find_manifests
 
 
 @pytest.mark.parametrize("target", ["root", "folder", "manifest"])

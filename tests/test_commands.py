@@ -1,4 +1,4 @@
-"""``lightning_order.commands``: the light entry point, and the lazy public API.
+"""``lightning_order.cli.dispatch``: the light entry point, and the lazy public API.
 
 ``--help``, ``audit``, ``graph`` and ``prepare`` (of a plain ``OrderedDataModule`` config) answer
 without importing torch or Lightning, and ``prepare`` reaches the very cache the LightningCLI path
@@ -18,8 +18,8 @@ import pytest
 from helpers import DEMO, ROOT, TINY
 
 import lightning_order
-from lightning_order import commands
-from lightning_order.data.cache import is_complete
+from lightning_order.cli import dispatch as commands
+from lightning_order.data.engine.cache import is_complete
 
 _HEAVY = ("torch", "pytorch_lightning", "lightning")
 #: What a cache hit of the light `prepare` does not import either (only preparing reads data).
@@ -50,7 +50,7 @@ def test_help_lists_every_subcommand(capsys):
 def test_light_commands_import_neither_torch_nor_lightning(prepared: Path):
     code = f"""
 import contextlib, io, json, sys
-from lightning_order.commands import main
+from lightning_order.cli.dispatch import main
 codes = {{}}
 with contextlib.redirect_stdout(io.StringIO()):
     codes["help"] = main(["--help"])
@@ -96,11 +96,30 @@ def test_light_prepare_names_the_datamodule_cache(tmp_path: Path):
     ],
 )
 def test_what_the_light_path_cannot_read_goes_to_lightningcli(argv, monkeypatch):
-    import lightning_order.cli
+    import lightning_order.cli.lightning
 
     seen = []
-    monkeypatch.setattr(lightning_order.cli, "main", lambda args=None: seen.append(args) or 7)
-    assert commands.main(argv) == 7 and seen == [argv]
+
+    def run(args, descriptor, *, prepare=False, prog):
+        seen.append((args, descriptor.name, prepare))
+
+    monkeypatch.setattr(lightning_order.cli.lightning, "run", run)
+    assert commands.main(argv) == 0
+    expected = (argv[1:], "standard", True) if argv[0] == "prepare" else (argv, "standard", False)
+    assert seen == [expected]
+
+
+def test_light_prepare_takes_the_lm_pipeline_too(tmp_path: Path, capsys):
+    lm_config = str(ROOT / "configs" / "lm-demo.yaml")
+    small = ["--data.max_documents=150", "--data.vocab_size=300", "--data.block_size=16"]
+    assert commands.main(["prepare", "--config", lm_config, *small, "--data.cache_dir", str(tmp_path)]) == 0
+    assert "no violation" in capsys.readouterr().out
+    from lightning_order import OrderedLMDataModule
+
+    dm = OrderedLMDataModule(
+        max_documents=150, vocab_size=300, block_size=16, batch_size=16, cache_dir=str(tmp_path)
+    )
+    assert is_complete(dm.cache_path, dm.cache_key)  # the light path named the DataModule's cache
 
 
 def test_audit_usage_error_is_one_line_and_exit_code_2(capsys):
@@ -120,7 +139,7 @@ def test_every_public_name_imports_and_all_is_unchanged():
 def test_importing_the_package_imports_neither_torch_nor_lightning():
     code = f"""
 import json, sys
-import lightning_order, lightning_order.data, lightning_order.data.steps, lightning_order.ledger
+import lightning_order, lightning_order.data, lightning_order.data.engine.runner, lightning_order.ledger
 from lightning_order import StepLedger, DataError, STANDARD_PIPELINE, CacheWarning
 print(json.dumps([m for m in {_HEAVY!r} if m in sys.modules]))
 """

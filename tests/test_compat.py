@@ -1,6 +1,6 @@
 """Both Lightning namespaces: every public class works under ``pytorch_lightning`` and ``lightning.pytorch``.
 
-``lightning_order._compat`` builds base classes that subclass both namespaces' classes; where the
+``lightning_order.compat`` builds base classes that subclass both namespaces' classes; where the
 two namespaces' hook implementations differ (docstrings only), the hook follows the namespace of
 the Trainer the object is attached to, so Lightning's ``is_overridden`` answers right under both.
 """
@@ -23,8 +23,8 @@ from lightning_order import (
     OrderValidator,
     OrderWarning,
     SymptomMonitor,
-    _compat,
 )
+from lightning_order import compat as _compat
 
 NAMESPACES = ("pytorch_lightning", "lightning.pytorch")
 ROOT = Path(__file__).resolve().parents[1]

@@ -11,7 +11,8 @@ import pytest
 import yaml
 
 from lightning_order import OrderedDataModule, OrderedTextClassifier, OrderValidator
-from lightning_order.cli import TOOLS, OrderCLI, main
+from lightning_order.cli import OrderCLI, main
+from lightning_order.cli.tools import TOOLS
 
 pytestmark = pytest.mark.filterwarnings("ignore:LightningCLI's args parameter")
 

@@ -6,7 +6,7 @@ from argparse import ArgumentError
 
 import pytest
 
-from lightning_order.console import (
+from lightning_order.cli.console import (
     ConfigurationError,
     configuration_errors,
     error_lines,

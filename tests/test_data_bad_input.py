@@ -14,10 +14,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from lightning_order import DataError, LightningOrderError, OrderedDataModule
-from lightning_order.data import cache
-from lightning_order.data import load as load_module
-from lightning_order.data.steps import STEPS, StepResult
-from lightning_order.data.storage import storage_error
+from lightning_order.data.engine import cache
+from lightning_order.data.engine.runner import StepResult
+from lightning_order.data.engine.storage import storage_error
+from lightning_order.data.text import load as load_module
+from lightning_order.data.text.steps import STEPS
 
 SMALL = {"vocab_size": 100, "max_length": 16}
 TINY_DEMO = {"demo_size": 300, "vocab_size": 100, "max_length": 16}
@@ -92,7 +93,7 @@ CONSTRUCTED = [
     ({"vocab_size": True}, "build_vocab", ["vocab_size must be an int", "True"]),
     ({"demo_size": 0}, "load", ["demo_size must be an int >= 1", "got 0", "demo_size=2000"]),
     ({"demo_size": -5}, "load", ["demo_size must be an int >= 1", "got -5", "dataset="]),
-    ({"max_length": True}, "encode", ["max_length must be a positive int", "True", "a bool is not an int"]),
+    ({"max_length": True}, "encode", ["max_length must be an int", "True", "a bool is not an int"]),
     ({"input_hash": "fast"}, "load", ["input_hash must be one of", "'fast'", "size_mtime"]),
 ]
 
@@ -166,10 +167,10 @@ def test_disk_full_while_saving_names_the_save_step(tmp_path, monkeypatch):
     def full(part, path, *args, **kwargs):
         raise _enospc(str(Path(path) / "data-00000-of-00001.arrow"))
 
-    # The encoded parts are published by lightning_order.data.tables.save_part (a move, or
+    # The encoded parts are published by lightning_order.data.engine.tables.save_part (a move, or
     # save_to_disk for parts that are not one scratch file of their own).
     monkeypatch.setattr(datasets.Dataset, "save_to_disk", full)
-    monkeypatch.setattr("lightning_order.data.tables.save_part", full)
+    monkeypatch.setattr("lightning_order.data.engine.tables.save_part", full)
     dm = OrderedDataModule(cache_dir=str(tmp_path), **TINY_DEMO)
     with pytest.raises(DataError) as info:
         dm.prepare_data()

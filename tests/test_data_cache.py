@@ -1,8 +1,8 @@
-"""``lightning_order.data.cache``: the cache folders, stale leftovers and the default root."""
+"""``lightning_order.data.engine.cache``: the cache folders, stale leftovers and the default root."""
 
 from __future__ import annotations
 
-from lightning_order.data import cache
+from lightning_order.data.engine import cache
 
 
 def test_cache_stale_leftovers_are_removed(tmp_path):

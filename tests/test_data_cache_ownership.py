@@ -16,7 +16,7 @@ import torch
 from filelock import Timeout
 
 from lightning_order import DataError, OrderedDataModule, OrderedTextClassifier, recover
-from lightning_order.data import cache
+from lightning_order.data.engine import cache
 from lightning_order.ledger import CHECKPOINT_KEY
 
 _OLD = time.time() - cache.STALE_AFTER_S - 3600  # 7 hours ago

@@ -1,10 +1,11 @@
-"""``lightning_order.data.cleaning``: text cleaning, row by row."""
+"""``lightning_order.data.text.cleaning``: text cleaning, row by row."""
 
 from __future__ import annotations
 
 import pytest
 
-from lightning_order.data.cleaning import clean_batch, clean_text
+from lightning_order.data.text.cleaning import clean_batch
+from lightning_order.data.text.normalise import clean_text
 from lightning_order.errors import DataError
 
 

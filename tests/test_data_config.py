@@ -1,12 +1,13 @@
-"""``lightning_order.data.config``: ``DataConfig`` validation, identity, and its typed choices in the CLI."""
+"""``lightning_order.data.text.config``: ``DataConfig`` validation, identity, and its typed choices in the CLI."""
 
 from __future__ import annotations
 
 import pytest
 
 from lightning_order import OrderedDataModule
-from lightning_order.data.config import DataConfig, override_identity
-from lightning_order.data.demo import DEMO_NUMERIC_COLUMNS
+from lightning_order.data.engine.config import override_identity
+from lightning_order.data.text.config import DataConfig
+from lightning_order.data.text.demo import DEMO_NUMERIC_COLUMNS
 from lightning_order.errors import DataError
 
 

@@ -16,12 +16,13 @@ import xxhash
 from orders import WRONG_ORDERS
 
 from lightning_order import STANDARD_PIPELINE, DataError, OrderedDataModule, OrderError
-from lightning_order.data import datamodule as dm_module
-from lightning_order.data import load as load_module
-from lightning_order.data.cleaning import clean_text
-from lightning_order.data.demo import DEMO_NUMERIC_COLUMNS, demo_rows
-from lightning_order.data.split import is_val
-from lightning_order.data.steps import STEPS, plan
+from lightning_order.data.engine.keys import is_val
+from lightning_order.data.engine.runner import plan
+from lightning_order.data.text import datamodule as dm_module
+from lightning_order.data.text import load as load_module
+from lightning_order.data.text.demo import DEMO_NUMERIC_COLUMNS, demo_rows
+from lightning_order.data.text.normalise import clean_text
+from lightning_order.data.text.steps import STEPS
 
 SMALL = {"demo_size": 2000, "vocab_size": 400, "max_length": 32}
 
@@ -125,7 +126,7 @@ def _independent_rows():
 def test_statistics_fitted_on_exactly_the_train_rows(prepared):
     train_keys = set(_encoded(prepared, "train")["key_hash"])
     rows = _independent_rows()
-    # The split key of a text is its word sequence (see lightning_order.data.split), redone here.
+    # The split key of a text is its word sequence (see lightning_order.data.text.split), redone here.
     words = [" ".join(re.findall(r"\w+", t.lower())) for t, _ in rows]
     key = [np.uint64(xxhash.xxh3_64_intdigest(w.encode())).astype(np.int64) for w in words]
     feats = np.asarray([f for _, f in rows])
@@ -574,9 +575,9 @@ def test_near_duplicates_land_in_one_split(prepared):
     # the split key is that sequence, so each group of them sits wholly in train or in val.
     from collections import defaultdict
 
-    from lightning_order.data.cleaning import clean_text
-    from lightning_order.data.demo import demo_rows
-    from lightning_order.data.split import key_hashes, text_key
+    from lightning_order.data.engine.keys import key_hashes, text_key
+    from lightning_order.data.text.demo import demo_rows
+    from lightning_order.data.text.normalise import clean_text
 
     groups = defaultdict(set)
     for row in demo_rows(SMALL["demo_size"], seed=0):

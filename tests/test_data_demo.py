@@ -1,11 +1,11 @@
-"""``lightning_order.data.demo``: the built-in demo corpus."""
+"""``lightning_order.data.text.demo``: the built-in demo corpus."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from lightning_order.data.cleaning import clean_text
-from lightning_order.data.demo import DEMO_NUMERIC_COLUMNS, demo_rows, make_demo_corpus
+from lightning_order.data.text.demo import DEMO_NUMERIC_COLUMNS, demo_rows, make_demo_corpus
+from lightning_order.data.text.normalise import clean_text
 
 
 def test_demo_is_deterministic_and_dirty():

@@ -1,4 +1,4 @@
-"""``lightning_order.data.encode``: the batch function that produces the batch contract."""
+"""``lightning_order.data.text.encode``: the batch function that produces the batch contract."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import pickle
 
 import numpy as np
 
-from lightning_order.data.encode import Encoder, encoded_features
-from lightning_order.data.split import key_hashes
-from lightning_order.data.vocab import train_tokenizer
+from lightning_order.data.engine.keys import key_hashes
+from lightning_order.data.text.encode import Encoder, encoded_features
+from lightning_order.data.text.vocab import train_tokenizer
 
 
 def _encoder(mean=None, std=None):

@@ -32,12 +32,12 @@ import pytest
 import xxhash
 
 from lightning_order import OrderedDataModule
-from lightning_order.data import arrow
-from lightning_order.data.arrow import clean_array, key_hash_array, space_class, text_features
-from lightning_order.data.cleaning import clean_text
-from lightning_order.data.demo import demo_rows
-from lightning_order.data.features import engineer_batch
-from lightning_order.data.split import is_val, key_hashes
+from lightning_order.data.engine.keys import is_val, key_hash_array, key_hashes
+from lightning_order.data.text import arrow
+from lightning_order.data.text.arrow import clean_array, space_class, text_features
+from lightning_order.data.text.demo import demo_rows
+from lightning_order.data.text.features import engineer_batch
+from lightning_order.data.text.normalise import clean_text
 
 GOLDEN = Path(__file__).parent / "golden" / "data_fast.json"
 
@@ -176,7 +176,7 @@ def test_same_fingerprints_ledger_and_rows_as_the_per_row_path(snapshots, case):
 
 def test_many_small_batches_on_threads_give_the_same_outputs(tmp_path, monkeypatch):
     # The vectorised steps read batches of BATCH_ROWS and run them on num_proc threads, in order.
-    from lightning_order.data import tables
+    from lightning_order.data.engine import tables
 
     monkeypatch.setattr(tables, "BATCH_ROWS", 97)
     dm = OrderedDataModule(demo_size=1500, vocab_size=400, max_length=24, num_proc=3, cache_dir=str(tmp_path))
@@ -185,7 +185,7 @@ def test_many_small_batches_on_threads_give_the_same_outputs(tmp_path, monkeypat
 
 
 def test_ordered_map_keeps_the_order_and_raises_the_first_error():
-    from lightning_order.data.tables import ordered_map
+    from lightning_order.data.engine.tables import ordered_map
 
     assert list(ordered_map(lambda x: x * x, range(50), workers=3)) == [x * x for x in range(50)]
 

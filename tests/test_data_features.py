@@ -1,4 +1,4 @@
-"""``lightning_order.data.features``: engineered features and the streaming statistics."""
+"""``lightning_order.data.text.features``: engineered features and the streaming statistics."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from lightning_order.data.features import (
+from lightning_order.data.text.features import (
     ENGINEERED_FEATURES,
     engineer_batch,
     fit_statistics,

@@ -12,8 +12,13 @@ import pytest
 from filelock import FileLock
 
 from lightning_order import OrderedDataModule
-from lightning_order.data import cache
-from lightning_order.data.vocab import MAX_WORD_CHARS, bounded_pre_tokenizer, encode_bounded, train_tokenizer
+from lightning_order.data.engine import cache
+from lightning_order.data.text.vocab import (
+    MAX_WORD_CHARS,
+    bounded_pre_tokenizer,
+    encode_bounded,
+    train_tokenizer,
+)
 
 WORDS = ["good", "bad", "fine", "meh", "great", "awful", "ok", "nice"]
 
@@ -100,7 +105,7 @@ def test_a_failed_or_interrupted_prepare_leaves_no_temp_folder(tmp_path, interru
         raise interrupt("stopped")
 
     with pytest.raises(interrupt):
-        cache.prepare_once(tmp_path, "0" * 32, build)
+        cache.build_once(tmp_path, "0" * 32, build)
     assert not list(tmp_path.glob(".tmp-*")) and not (tmp_path / ("0" * 32)).exists()
 
 
@@ -117,8 +122,8 @@ def test_stale_temp_folders_of_other_configurations_are_cleaned_when_safe(tmp_pa
         removed = cache.remove_stale_others(tmp_path, "f" * 32)
     assert removed == [folders["stale"]]
     assert not folders["stale"].exists() and folders["young"].exists() and folders["locked"].exists()
-    # prepare_once cleans them too, and never the temp folder of a configuration being prepared
+    # build_once cleans them too, and never the temp folder of a configuration being prepared
     os.utime(folders["young"], (old, old))
     with FileLock(str(tmp_path / f"{'1' * 32}.lock")):
-        cache.prepare_once(tmp_path, "e" * 32, lambda folder: (folder / "manifest.json").write_text("{}"))
+        cache.build_once(tmp_path, "e" * 32, lambda folder: (folder / "manifest.json").write_text("{}"))
     assert not folders["young"].exists() and folders["locked"].exists()

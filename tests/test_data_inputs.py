@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from lightning_order import DataError, OrderedDataModule
-from lightning_order.data.config import DataConfig
-from lightning_order.data.inputs import expand_data_files, files_identity
+from lightning_order.data.engine.inputs import expand_data_files, files_identity
+from lightning_order.data.text.config import DataConfig
 
 SMALL = {"vocab_size": 100, "max_length": 16}
 

@@ -13,9 +13,9 @@ import pytest
 
 from lightning_order import CacheWarning, OrderedDataModule
 from lightning_order.cli import main
-from lightning_order.data import cache
-from lightning_order.data import load as load_module
-from lightning_order.data.storage import file_digest, file_records, verify_files
+from lightning_order.data.engine import cache
+from lightning_order.data.engine.storage import file_digest, file_records, verify_files
+from lightning_order.data.text import load as load_module
 from lightning_order.ledger import StepLedger
 
 TINY = {"demo_size": 600, "vocab_size": 200, "max_length": 16}

@@ -1,12 +1,12 @@
-"""``lightning_order.data.load``: the ``load`` step (demo corpus or files) and its fingerprint."""
+"""``lightning_order.data.text.load``: the ``load`` step (demo corpus or files) and its fingerprint."""
 
 from __future__ import annotations
 
 import pytest
 
-from lightning_order.data.config import DataConfig
-from lightning_order.data.load import load
-from lightning_order.data.steps import DataState, StepContext
+from lightning_order.data.engine.runner import DataState, StepContext
+from lightning_order.data.text.config import DataConfig
+from lightning_order.data.text.load import load
 from lightning_order.errors import DataError
 
 

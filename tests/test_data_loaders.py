@@ -1,11 +1,12 @@
-"""``lightning_order.data.loaders``: the batch contract's collation and the per-rank loader."""
+"""``lightning_order.data.engine.loaders``: the batch contract's collation and the per-rank loader."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from lightning_order.data.loaders import BATCH_KEYS, Collate, make_loader
+from lightning_order.data.engine.loaders import make_loader
+from lightning_order.data.text.batches import BATCH_KEYS, Collate
 
 
 def _rows(n):

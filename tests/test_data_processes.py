@@ -9,7 +9,7 @@ import sys
 import pytest
 from ddp_utils import SCRIPTS, read_json, run_script
 
-from lightning_order._distributed import launch_env
+from lightning_order.distributed import launch_env
 
 pytestmark = pytest.mark.slow
 

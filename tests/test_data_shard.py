@@ -1,4 +1,4 @@
-"""``lightning_order.data.shard``: equal, contiguous shards."""
+"""``lightning_order.data.text.shard``: equal, contiguous shards."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from lightning_order.data.shard import shard_bounds
+from lightning_order.data.text.shard import shard_bounds
 
 
 @pytest.mark.parametrize(("length", "world"), [(10, 1), (10, 2), (10, 3), (7, 7), (1001, 4)])

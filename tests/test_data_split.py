@@ -1,10 +1,10 @@
-"""``lightning_order.data.split``: the split by a hash of the key."""
+"""``lightning_order.data.text.split``: the split by a hash of the key."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from lightning_order.data.split import is_val, key_hashes
+from lightning_order.data.engine.keys import is_val, key_hashes
 
 
 def test_split_is_a_function_of_the_key():
@@ -27,7 +27,7 @@ def test_split_fraction_and_key_hash():
 
 
 def test_text_keys_ignore_punctuation_so_near_duplicates_share_a_split():
-    from lightning_order.data.split import text_key
+    from lightning_order.data.engine.keys import text_key
 
     a, b = "the match & the goal!", 'the match the "goal"'
     assert text_key(a) == text_key(b) == "the match the goal"

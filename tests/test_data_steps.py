@@ -1,4 +1,4 @@
-"""``lightning_order.data.steps``: the registry, the executability check, the runner and its dry run.
+"""``lightning_order.data.engine.runner``: the registry, the executability check, the runner and its dry run.
 
 Also the contract that adding a step touches only the step's own module and the pipeline
 declaration: a toy ``dedupe`` step is registered here and run through ``OrderedDataModule``.
@@ -12,11 +12,8 @@ import pytest
 from orders import WRONG_ORDERS
 
 from lightning_order import STANDARD_PIPELINE, DataError, OrderedDataModule, Step
-from lightning_order.data.config import DataConfig
-from lightning_order.data.datamodule import DATA_STEPS
-from lightning_order.data.steps import (
+from lightning_order.data.engine.runner import (
     ROWS,
-    STEPS,
     DataState,
     StepContext,
     StepRegistry,
@@ -26,6 +23,8 @@ from lightning_order.data.steps import (
     run_steps,
     split_phases,
 )
+from lightning_order.data.text.config import DataConfig
+from lightning_order.data.text.steps import DATA_STEPS, STEPS
 from lightning_order.ledger import StepLedger, fingerprint
 
 

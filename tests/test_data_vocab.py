@@ -1,12 +1,12 @@
-"""``lightning_order.data.vocab``: the vocabulary size check and the deterministic tokenizer."""
+"""``lightning_order.data.text.vocab``: the vocabulary size check and the deterministic tokenizer."""
 
 from __future__ import annotations
 
 import pytest
 
-from lightning_order.data.cleaning import clean_text
-from lightning_order.data.demo import demo_rows
-from lightning_order.data.vocab import SPECIAL_TOKENS, check_vocab_size, train_tokenizer
+from lightning_order.data.text.demo import demo_rows
+from lightning_order.data.text.normalise import clean_text
+from lightning_order.data.text.vocab import SPECIAL_TOKENS, check_vocab_size, train_tokenizer
 from lightning_order.errors import DataError
 
 

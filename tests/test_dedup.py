@@ -1,4 +1,4 @@
-"""``lightning_order.data.dedup``: exact and MinHash/LSH near-duplicate removal, and the straddling check.
+"""``lightning_order.data.lm.dedup``: exact and MinHash/LSH near-duplicate removal, and the straddling check.
 
 Every constructed case is built from real standard-library docstrings; every similarity the tests
 rely on is computed here independently of the module, exactly.
@@ -11,8 +11,8 @@ import random
 import numpy as np
 import pytest
 
-from lightning_order.data.dedup import DedupResult, deduplicate, jaccard, straddling_pairs, word_ngrams
-from lightning_order.data.lm_corpus import stdlib_corpus
+from lightning_order.data.lm.corpus import stdlib_corpus
+from lightning_order.data.lm.dedup import DedupResult, deduplicate, jaccard, straddling_pairs, word_ngrams
 from lightning_order.errors import DataError
 
 

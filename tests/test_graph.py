@@ -1,11 +1,11 @@
-"""Tests of lightning_order.graph: marks from a ledger, Mermaid and DOT text, the audit table's rows."""
+"""Tests of lightning_order.cli.rendering: marks from a ledger, Mermaid and DOT text, the audit table's rows."""
 
 from __future__ import annotations
 
 import pytest
 from helpers import clean_ledger, leaky_ledger
 
-from lightning_order.graph import graph_marks, ledger_rows, to_dot, to_mermaid
+from lightning_order.cli.rendering import graph_marks, ledger_rows, to_dot, to_mermaid
 from lightning_order.ledger import StepLedger
 from lightning_order.order import STANDARD_PIPELINE, Pipeline, Step
 from lightning_order.rules import Violation

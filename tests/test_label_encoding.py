@@ -29,7 +29,7 @@ from lightning_order import (
     OrderWarning,
     SymptomMonitor,
 )
-from lightning_order.callbacks._labels import _join
+from lightning_order.callbacks.labels import join_rank_parts
 from lightning_order.checks.label_encoding import check_label_encoded_features, label_encoding_fits
 from lightning_order.checks.symptoms import RunFacts, attribute, detect_label_leak
 
@@ -93,11 +93,11 @@ def test_shards_are_joined_and_a_whole_split_is_kept_once() -> None:
             "digest": digest,
         }
 
-    joined = _join([part(slice(0, 3), "r0"), part(slice(3, 6), "r1")])
+    joined = join_rank_parts([part(slice(0, 3), "r0"), part(slice(3, 6), "r1")])
     assert np.array_equal(joined["x"], x) and np.array_equal(joined["y"], y)
-    whole = _join([part(slice(0, 6), "same"), part(slice(0, 6), "same")])
+    whole = join_rank_parts([part(slice(0, 6), "same"), part(slice(0, 6), "same")])
     assert len(whole["y"]) == 6  # a DistributedSampler pipeline: every rank holds the whole split
-    assert _join([part(slice(0, 3), "r0"), None]) is None
+    assert join_rank_parts([part(slice(0, 3), "r0"), None]) is None
 
 
 def test_the_monitor_detector_names_fit_before_split() -> None:
@@ -208,7 +208,7 @@ def test_ddp_shards_are_joined_and_every_rank_agrees(tmp_path: Path) -> None:
 
 
 def test_data_that_cannot_hold_an_encoding_is_left_after_a_probe() -> None:
-    from lightning_order.callbacks._labels import split_columns
+    from lightning_order.callbacks.labels import split_columns
 
     class Counting(torch.utils.data.Dataset):
         def __init__(self, x: torch.Tensor, y: torch.Tensor) -> None:

@@ -10,8 +10,8 @@ import pytest
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
 from lightning_order import DataError, OrderedLMDataModule
-from lightning_order.data.lm_corpus import stdlib_corpus
-from lightning_order.data.storage import file_digest
+from lightning_order.data.engine.storage import file_digest
+from lightning_order.data.lm.corpus import stdlib_corpus
 
 TINY = {"max_documents": 60, "vocab_size": 300, "block_size": 16}
 

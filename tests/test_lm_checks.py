@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from lightning_order import LM_PIPELINE, RULES, StepLedger
-from lightning_order.checks.lm import check_lm, check_lm_ledger
+from lightning_order.checks.lm import check_lm, check_lm_ledger, check_lm_records, lm_ledger_evidence
+from lightning_order.pipelines import PIPELINES
 
 CLEAN = {
     "tokenizer_size": 1000,
@@ -107,3 +108,29 @@ def test_lm_rules_stay_in_the_lm_pipeline() -> None:
     assert LM_PIPELINE.rule_for("init_model", "build_vocab") == "vocab-changed-after-init"
     extended = LM_PIPELINE.extend()
     assert extended.rule_for("split", "dedup") == "dedup-after-split"
+
+
+def test_the_ledger_evidence_is_read_once_for_validator_and_command_line() -> None:
+    ledger = _lm_ledger(["load", "clean", "dedup", "split", "build_vocab", "encode", "pack"])
+    ledger.info["dims"] = {"vocab_size": 300, "padded_vocab_size": 320, "block_size": 32}
+    assert lm_ledger_evidence(ledger) == {
+        "recorded_vocab_fp": ledger.latest("build_vocab").output,
+        "recorded_vocab_size": None,
+        "recorded_padded": 320,
+    }
+    assert check_lm_records(ledger) == [] == PIPELINES["lm"].check(ledger)
+    # encode without end-of-text tokens, dedup after the split: both read off the records.
+    bad = StepLedger(info={"pipeline": "lm"})
+    for step, params, stats in [
+        ("load", {}, {}),
+        ("clean", {}, {}),
+        ("split", {}, {}),
+        ("dedup", {}, {"straddling": 3}),
+        ("encode", {"eos": False}, {"documents": 10, "eos_tokens": 0}),
+    ]:
+        bad.record(step, params=params, stats=stats)
+    evidence = lm_ledger_evidence(bad)
+    assert evidence == {"encode_eos": False, "documents": 10, "eos_tokens": 0, "straddling": 3}
+    assert [v.rule for v in check_lm_records(bad)] == ["pack-without-eos", "dedup-after-split"]
+    assert check_lm_records(bad) == check_lm_ledger(evidence)
+    assert {"pack-without-eos", "dedup-after-split"} <= {v.rule for v in PIPELINES["lm"].check(bad)}

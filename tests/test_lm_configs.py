@@ -7,8 +7,7 @@ from pathlib import Path
 import pytest
 
 from lightning_order import OrderedCausalLM, OrderedLMDataModule, OrderValidator, SymptomMonitor
-from lightning_order.cli import main
-from lightning_order.lm_cli import OrderLMCLI, cli_class_for
+from lightning_order.cli import OrderCLI, OrderLMCLI, descriptor_of_command, main
 
 pytestmark = pytest.mark.filterwarnings("ignore:LightningCLI's args parameter")
 
@@ -42,8 +41,9 @@ def test_lm_config_opens_with_a_comment(config: Path) -> None:
 
 @pytest.mark.parametrize("config", LM_CONFIGS, ids=lambda p: p.name)
 def test_lm_config_parses_and_instantiates(config: Path, tmp_path: Path) -> None:
-    assert cli_class_for(["fit", "--config", str(config)]) is OrderLMCLI
-    cli = OrderLMCLI(args=["--config", str(config), *_small(tmp_path)], run=False)
+    descriptor = descriptor_of_command(["--config", str(config)])
+    assert descriptor.name == "lm"
+    cli = OrderCLI(args=["--config", str(config), *_small(tmp_path)], run=False, pipeline=descriptor)
     assert isinstance(cli.datamodule, OrderedLMDataModule)
     assert isinstance(cli.model, OrderedCausalLM)
     for dim in ("vocab_size", "padded_vocab_size", "block_size"):
@@ -52,10 +52,15 @@ def test_lm_config_parses_and_instantiates(config: Path, tmp_path: Path) -> None
     assert any(isinstance(cb, SymptomMonitor) for cb in cli.trainer.callbacks)
 
 
-def test_the_classification_configs_keep_their_cli() -> None:
-    assert cli_class_for(["fit", "--config", str(CONFIGS / "demo.yaml")]) is None
-    assert cli_class_for(["fit", "--model", "lightning_order.OrderedCausalLM"]) is OrderLMCLI
-    assert cli_class_for(["fit", "--model.class_path=lightning_order.lm_model.OrderedCausalLM"]) is OrderLMCLI
+def test_the_command_line_names_its_pipeline() -> None:
+    assert descriptor_of_command(["--config", str(CONFIGS / "demo.yaml")]).name == "standard"
+    assert descriptor_of_command(["--model", "lightning_order.OrderedCausalLM"]).name == "lm"
+    assert (
+        descriptor_of_command(["--model.class_path=lightning_order.models.causal_lm.OrderedCausalLM"]).name
+        == "lm"
+    )
+    assert descriptor_of_command([]).name == "standard"
+    assert OrderLMCLI.pipeline_name == "lm"  # the LM preset of the one OrderCLI
 
 
 def test_a_linked_dim_set_in_the_config_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

@@ -1,4 +1,4 @@
-"""``lightning_order.data.lm_corpus``: the standard library's documentation as an LM corpus."""
+"""``lightning_order.data.lm.corpus``: the standard library's documentation as an LM corpus."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from lightning_order.data.lm_corpus import STDLIB_CORPUS_MODULES, corpus_fingerprint, stdlib_corpus
+from lightning_order.data.lm.corpus import STDLIB_CORPUS_MODULES, corpus_fingerprint, stdlib_corpus
 from lightning_order.errors import DataError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -51,7 +51,7 @@ def test_deterministic_and_prefix_by_max_documents(corpus):
 
 def test_same_fingerprint_in_a_fresh_process_with_another_hash_seed(corpus):
     code = (
-        "from lightning_order.data.lm_corpus import stdlib_corpus, corpus_fingerprint;"
+        "from lightning_order.data.lm.corpus import stdlib_corpus, corpus_fingerprint;"
         "print(corpus_fingerprint(stdlib_corpus()))"
     )
     env = {**os.environ, "PYTHONHASHSEED": "12345", "PYTHONPATH": str(ROOT)}

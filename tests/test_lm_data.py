@@ -10,11 +10,12 @@ import numpy as np
 import pytest
 
 from lightning_order import LM_PIPELINE, OrderedCausalLM, OrderedLMDataModule, OrderError
-from lightning_order.data.lm_cache import read_blocks
-from lightning_order.data.lm_corpus import stdlib_corpus
-from lightning_order.data.lm_datamodule import LM_DATA_STEPS
-from lightning_order.data.lm_steps import clean_document, encode_documents, pack_stream, stride_shard
-from lightning_order.lm_cli import lm_ledger_violations
+from lightning_order.data.lm.artefacts import read_blocks
+from lightning_order.data.lm.blocks import encode_documents, pack_stream, stride_shard
+from lightning_order.data.lm.corpus import stdlib_corpus
+from lightning_order.data.lm.datamodule import LM_DATA_STEPS
+from lightning_order.data.lm.steps import clean_document
+from lightning_order.pipelines import PIPELINES
 
 SMALL = {"max_documents": 300, "vocab_size": 400, "block_size": 32, "batch_size": 8}
 
@@ -60,7 +61,7 @@ def test_the_data_steps_are_the_pipelines() -> None:
 def test_default_ledger_passes_the_lm_pipeline(dm: OrderedLMDataModule) -> None:
     assert [r.step for r in dm.ledger] == list(LM_DATA_STEPS)
     assert LM_PIPELINE.check(dm.ledger) == []
-    assert lm_ledger_violations(dm.ledger) == []
+    assert PIPELINES["lm"].check(dm.ledger) == []
     dedup = dm.ledger.latest("dedup")
     assert dedup.stats["exact_removed"] > 0  # the stdlib docs repeat inherited docstrings
     assert {"exact_removed", "near_removed"} <= set(dedup.stats)
@@ -133,7 +134,7 @@ def test_no_near_duplicate_straddles_the_split_exactly_on_a_sample(tmp_path: Pat
     wrong.prepare_data()
     straddling = wrong.ledger.latest("dedup").stats["straddling"]
     assert straddling > 0
-    rules = {v.rule for v in lm_ledger_violations(wrong.ledger)}
+    rules = {v.rule for v in PIPELINES["lm"].check(wrong.ledger)}
     assert rules == {"dedup-after-split"}
     val_w = wrong.documents("val")
     pairs = [
@@ -160,7 +161,7 @@ def test_pack_without_eos_refused_then_recorded(tmp_path: Path) -> None:
     wrong = OrderedLMDataModule(**SMALL, eos=False, enforce=False, cache_dir=str(tmp_path))
     blocks = np.asarray(read_blocks(wrong.cache_path)["train"]) if wrong.dims else None
     assert (blocks == wrong.eos_token_id).sum() == 0
-    assert [v.rule for v in lm_ledger_violations(wrong.ledger)] == ["pack-without-eos"]
+    assert [v.rule for v in PIPELINES["lm"].check(wrong.ledger)] == ["pack-without-eos"]
 
 
 def test_clean_keeps_lines_and_removes_the_eos_marker() -> None:
@@ -183,14 +184,14 @@ def test_strided_shards_are_equal_and_disjoint(world: int) -> None:
 
 
 def test_audit_judges_an_lm_cache_by_its_own_pipeline(dm: OrderedLMDataModule, capsys) -> None:
-    from lightning_order.audit import audit
+    from lightning_order.cli.auditing import audit
 
     assert audit(dm.cache_path) == 0
     assert "the order is correct" in capsys.readouterr().out
 
 
 def test_the_tokenizer_trains_deterministically() -> None:
-    from lightning_order.data.lm_steps import train_byte_bpe
+    from lightning_order.data.lm.tokenizer import train_byte_bpe
 
     docs = stdlib_corpus(150)
     assert train_byte_bpe(docs, 500).to_str() == train_byte_bpe(docs, 500).to_str()

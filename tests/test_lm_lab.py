@@ -13,9 +13,9 @@ import random
 import pytest
 from helpers import load_benchmark
 
-from lightning_order.data.dedup import jaccard, word_ngrams
-from lightning_order.data.lm_corpus import stdlib_corpus
-from lightning_order.data.lm_steps import clean_document
+from lightning_order.data.lm.corpus import stdlib_corpus
+from lightning_order.data.lm.dedup import jaccard, word_ngrams
+from lightning_order.data.lm.steps import clean_document
 
 lab = load_benchmark("lm_lab")
 

@@ -11,7 +11,7 @@ import torch
 from helpers import quiet_trainer
 
 from lightning_order import OrderedCausalLM, OrderedLMDataModule, OrderError, OrderValidator, SymptomMonitor
-from lightning_order.data.lm_cache import read_blocks
+from lightning_order.data.lm.artefacts import read_blocks
 
 SMALL = {"max_documents": 300, "vocab_size": 400, "block_size": 32, "batch_size": 8}
 MODEL = {"n_layer": 1, "n_head": 2, "n_embd": 32}
@@ -55,6 +55,21 @@ def test_pad_token_added_after_the_model_is_refused_before_step_1(tmp_path: Path
         trainer.fit(model, dm)
     assert err.value.rules == ["vocab-changed-after-init"]
     assert counter.batches == 0 and trainer.global_step == 0
+
+
+@pytest.mark.parametrize("block_size", [16, 64])
+def test_a_model_of_another_block_size_is_refused_before_step_1(tmp_path: Path, block_size: int) -> None:
+    """The data's blocks hold 32 tokens: a model of 16 positions fails at step 1, one of 64 trains silently."""
+    dm = _dm(tmp_path / "cache")
+    model = OrderedCausalLM(**{**dm.dims, "block_size": block_size}, **MODEL)
+    counter = _StepCounter()
+    trainer = quiet_trainer(tmp_path, [OrderValidator(), counter], max_steps=3)
+    with pytest.raises(OrderError) as err:
+        trainer.fit(model, dm)
+    assert err.value.rules == ["init-before-data"]
+    assert f"hparams.block_size is {block_size}, the data's block_size is 32" in str(err.value)
+    assert counter.batches == 0 and trainer.global_step == 0
+    assert dm.ledger.latest("init_model") is None  # refused before the model step was recorded
 
 
 def test_without_the_validator_the_same_run_trains_on_a_wrong_table(tmp_path: Path) -> None:

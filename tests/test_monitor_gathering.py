@@ -15,8 +15,8 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from lightning_order import SymptomMonitor
-from lightning_order.callbacks._monitor_facts import to_host
-from lightning_order.callbacks._step_clock import StepClock
+from lightning_order.callbacks.readings import to_host
+from lightning_order.callbacks.step_clock import StepClock
 from lightning_order.checks.symptoms import detect_data_starvation
 
 
@@ -69,9 +69,9 @@ def test_the_monitor_reads_every_step_loss_in_order(tmp_path: Path) -> None:
         quiet_trainer(tmp_path, [monitor], max_steps=30).fit(model, data)
         # 30 steps: four checks of 7 and the end-of-training one for the last 2.
         assert len(model.losses) == 30
-        assert list(monitor._recent) == model.losses[-len(monitor._recent) :]
-        assert monitor._start == model.losses[: len(monitor._start)]
-        assert not monitor._pending
+        assert list(monitor.readings.recent) == model.losses[-len(monitor.readings.recent) :]
+        assert monitor.readings.start == model.losses[: len(monitor.readings.start)]
+        assert not monitor.readings.pending
 
 
 def _gate(waits: list[float]) -> bool:

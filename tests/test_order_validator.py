@@ -301,8 +301,13 @@ class TinyModel(pl.LightningModule):
 
 def test_plain_datamodule_correct_run(no_order_warning):
     model = TinyModel()
-    trainer().fit(model, PlainDataModule())
+    validator = OrderValidator()
+    trainer(callbacks=[validator]).fit(model, PlainDataModule())
     assert model.optimizer_steps == 3
+    # What the sampled batches showed, a read-only view (the monitor reads it too).
+    assert dict(validator.observed) == {"max_token_id": 49, "num_features": 3, "max_label": 2}
+    with pytest.raises(TypeError):
+        validator.observed["max_token_id"] = 0  # type: ignore[index]
 
 
 @pytest.mark.parametrize(

@@ -121,7 +121,7 @@ class ValAccuracyTrace(pl.Callback):
 @pytest.mark.slow
 def test_vocab_before_clean_run_paused_then_recovered_beats_a_fresh_run(tmp_path: Path, capsys) -> None:
     from lightning_order.callbacks.symptom_monitor import SymptomMonitor
-    from lightning_order.data.datamodule import OrderedDataModule
+    from lightning_order.data.text.datamodule import OrderedDataModule
 
     cache = str(tmp_path / "cache")
     pl.seed_everything(0)

@@ -215,7 +215,7 @@ def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 def _datamodule(cache_dir: str, seed: int = 0, order: list[str] | None = None, **kwargs):
-    from lightning_order.data.datamodule import OrderedDataModule
+    from lightning_order.data.text.datamodule import OrderedDataModule
 
     options = dict(demo_size=2000, vocab_size=2000, seed=seed, cache_dir=cache_dir)
     options.update(kwargs)
@@ -269,9 +269,13 @@ def test_leaky_split_shows_train_val_gap(tmp_path: Path, cache_dir: str, leaky: 
     data = LeakyData(dm) if leaky else dm
     monitor = SymptomMonitor(symptoms=["train-val-gap"])
     _trainer(tmp_path, [monitor], max_epochs=3).fit(_model(dm), data)
-    print(f"\n[train-val-gap leaky={leaky}] train {monitor._epoch_train} val {monitor._epoch_val}")
+    print(
+        f"\n[train-val-gap leaky={leaky}] train {monitor.readings.epoch_train} val {monitor.readings.epoch_val}"
+    )
     codes = [d.symptom for d in monitor.diagnoses]
-    assert codes == (["train-val-gap"] if leaky else []), monitor._epoch_train + monitor._epoch_val
+    assert codes == (["train-val-gap"] if leaky else []), (
+        monitor.readings.epoch_train + monitor.readings.epoch_val
+    )
     if leaky:
         assert monitor.diagnoses[0].evidence["kind"] == "leakage"
         assert monitor.diagnoses[0].suspected_rule == "train-val-overlap"

@@ -21,7 +21,7 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from lightning_order import OrderValidator, OrderWarning, SymptomMonitor
-from lightning_order.callbacks._monitor_facts import gather_facts
+from lightning_order.callbacks.monitor_facts import gather_facts
 
 
 def _silent_fit(trainer: pl.Trainer, model: pl.LightningModule, *args) -> None:
@@ -38,9 +38,11 @@ def test_capped_word_level_vocabulary_is_no_order_error(tmp_path: Path) -> None:
     trainer = quiet_trainer(tmp_path, [OrderValidator(), monitor], max_epochs=3)
     _silent_fit(trainer, DocsClassifier(vocab_size=dm.vocab_size), dm)
     assert trainer.global_step > 80  # past every warm-up and window
-    assert monitor._unk_rate is not None and monitor._unk_rate > 0.01  # the cap's unknown tokens
+    assert (
+        monitor.readings.unk_rate is not None and monitor.readings.unk_rate > 0.01
+    )  # the cap's unknown tokens
     assert monitor.diagnoses == []
-    assert monitor._facts.vocab_kind == "word"
+    assert monitor.facts.vocab_kind == "word"
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -103,7 +105,7 @@ def test_random_labels_are_reported_as_not_learning_without_an_order_error(tmp_p
     assert diagnosis.symptom == "plateau" and diagnosis.evidence["trigger"] == "stall"
     assert diagnosis.suspected_rule is None and "likely order error: none" in diagnosis.describe()
     # The validator saw the batches: float features and class labels, no token ids.
-    assert monitor._facts.vocabulary is False
+    assert monitor.facts.vocabulary is False
 
 
 def test_windows_start_afresh_at_every_fit(tmp_path: Path) -> None:
@@ -111,10 +113,10 @@ def test_windows_start_afresh_at_every_fit(tmp_path: Path) -> None:
     trainer = quiet_trainer(tmp_path, [monitor], max_steps=160)
     with pytest.warns(OrderWarning, match="not learning"):
         trainer.fit(_MLP(), _loader(random_labels=True))
-    assert len(monitor._start) == 20 and monitor.diagnoses
+    assert len(monitor.readings.start) == 20 and monitor.diagnoses
     # A second fit (a new model on learnable labels): no window or diagnosis carried over.
     _silent_fit(quiet_trainer(tmp_path, [monitor], max_steps=30), _MLP(), _loader(random_labels=False))
-    assert monitor.diagnoses == [] and monitor._batches == 30
+    assert monitor.diagnoses == [] and len(monitor.readings.recent) == 30
 
 
 def test_state_key_and_hooks_override_lightning() -> None:
@@ -159,5 +161,5 @@ def test_capped_word_level_vocabulary_is_no_order_error_under_lightning_pytorch(
         trainer.fit(model_cls(vocab_size=dm.vocab_size), dm)
     assert type(trainer).__module__.startswith("lightning.pytorch")
     assert trainer.global_step > 80
-    assert monitor._unk_rate is not None and monitor._unk_rate > 0.01
+    assert monitor.readings.unk_rate is not None and monitor.readings.unk_rate > 0.01
     assert monitor.diagnoses == []

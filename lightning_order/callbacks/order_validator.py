@@ -23,6 +23,7 @@ import logging
 import os
 import warnings
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any, Literal
 
 import pytorch_lightning as pl
@@ -30,35 +31,36 @@ import torch
 from pytorch_lightning.utilities.rank_zero import rank_zero_info
 from typing_extensions import override
 
-from lightning_order._compat import Callback
-from lightning_order.callbacks._content import dataset_lengths, summarize_splits
-from lightning_order.callbacks._labels import label_encoding_violations
-from lightning_order.callbacks._lm import judging_pipeline, lm_violations
-from lightning_order.callbacks._sampling import (
-    _agree,
-    _all_gather,
-    _as_numpy,
-    _data_dims,
-    _data_fingerprints,
-    _get,
-    _inputs,
-    _ledger,
-    _model_dims,
-    _observed_dims,
-    _sample,
-    _split_key_hashes,
+from lightning_order.callbacks.batches import observed_dims, sample_batch
+from lightning_order.callbacks.content import dataset_lengths, summarize_splits
+from lightning_order.callbacks.evidence import (
+    data_dims,
+    data_fingerprints,
+    datamodule_ledger,
+    ledger_pipeline,
 )
+from lightning_order.callbacks.gather import agree, all_gather, rank_summary
+from lightning_order.callbacks.labels import label_encoding_violations
+from lightning_order.callbacks.lm import lm_violations
+from lightning_order.callbacks.model_dims import model_dims
+from lightning_order.callbacks.overlap import overlap_violations
 from lightning_order.checkpoint import load_checkpoint
-from lightning_order.checks.datasets import check_rank_datasets, check_twin_rate
-from lightning_order.checks.leakage import check_key_overlap, check_row_overlap, row_hashes
-from lightning_order.checks.ledger import DIM_KEYS, check_ledger, judged_pipeline
+from lightning_order.checks.datasets import check_rank_datasets
+from lightning_order.checks.ledger import check_ledger, judged_pipeline
 from lightning_order.checks.model import check_model_dims
 from lightning_order.checks.ranks import check_ranks
 from lightning_order.checks.report import format_report, merge_violations
-from lightning_order.checks.resume import check_restore_shapes, check_resume, check_resume_proof
+from lightning_order.checks.resume import (
+    check_restore_shapes,
+    check_resume,
+    check_resume_proof,
+    stored_fingerprints,
+)
+from lightning_order.compat import Callback
 from lightning_order.errors import CheckpointError, OrderError, OrderWarning
-from lightning_order.ledger import CHECKPOINT_KEY, StepLedger, fingerprint
+from lightning_order.ledger import CHECKPOINT_KEY, fingerprint
 from lightning_order.order import STANDARD_PIPELINE, Pipeline
+from lightning_order.pipelines import all_dims
 from lightning_order.rules import Violation
 
 __all__ = ["OrderValidator"]
@@ -155,6 +157,12 @@ class OrderValidator(Callback):
         self._guarded: Any = None
         self._state_key: str | None = None
 
+    @property
+    def observed(self) -> Mapping[str, Any]:
+        """What sampled batches showed about the data's dims, for a datamodule without ``dims``
+        (``max_token_id``, ``num_features``, ``max_label``; lower bounds), read-only; empty otherwise."""
+        return MappingProxyType(self._observed)
+
     # -- identity and state ----------------------------------------------------------------
     @property
     @override
@@ -187,7 +195,7 @@ class OrderValidator(Callback):
         # without knowing this callback's state key.
         saved = checkpoint.setdefault(CHECKPOINT_KEY, {})
         saved["fingerprints"] = dict(self.fingerprints)
-        ledger = _ledger(trainer.datamodule)
+        ledger = datamodule_ledger(trainer.datamodule)
         if ledger is not None:
             saved["ledger"] = ledger.state_dict()
 
@@ -198,21 +206,21 @@ class OrderValidator(Callback):
         self.violations = []
         self._restored = False  # a checkpoint of this run is restored after setup, never before
         dm = trainer.datamodule
-        ledger = _ledger(dm)
-        self.fingerprints = _data_fingerprints(dm)
-        self.dims = _data_dims(dm)
+        ledger = datamodule_ledger(dm)
+        self.fingerprints = data_fingerprints(dm)
+        self.dims = data_dims(dm)
         self._current = {"fingerprints": dict(self.fingerprints), "dims": dict(self.dims)}
         # Without fingerprints and dims (a plain datamodule), sampled rows are the evidence.
         train_sample: tuple[Any, int | None] = (None, None)
         # OrderedDataModule (fingerprints and dims) is checked on its ledger, key hashes and dims.
         plain = dm is not None and not (self.fingerprints and self.dims)
         if plain:
-            train_sample = _sample(dm, "train_dataloader", 4 * self.sample_rows)
-        self._observed = {} if self.dims else _observed_dims(train_sample[0])
+            train_sample = sample_batch(dm, "train_dataloader", 4 * self.sample_rows)
+        self._observed = {} if self.dims else observed_dims(train_sample[0])
         # Any datamodule without fingerprints: what its datasets hold, at the same indices per rank.
         content: dict[str, Any] = {}
         if plain:
-            lengths = _all_gather(trainer, dataset_lengths(dm))
+            lengths = all_gather(trainer, dataset_lengths(dm))
             common = {s: min((n[s] or 0) for n in lengths) or None for s in ("train", "val")}
             content = summarize_splits(dm, common, sample_rows=self.sample_rows, whole_rows=self.whole_rows)
             seen = [c["max_token_id"] for c in content.values() if c and c.get("max_token_id") is not None]
@@ -221,7 +229,7 @@ class OrderValidator(Callback):
         local: list[Violation] = []
         if ledger is not None:
             # A hand-written datamodule (lightning_order.recording) is judged on the steps it declares.
-            local += check_ledger(ledger, judged_pipeline(judging_pipeline(dm, self.pipeline), ledger))
+            local += check_ledger(ledger, judged_pipeline(ledger_pipeline(dm, ledger, self.pipeline), ledger))
         elif dm is not None:
             rank_zero_info(
                 f"OrderValidator: {type(dm).__name__} keeps no ledger; checking dims, ranks and overlap "
@@ -229,20 +237,29 @@ class OrderValidator(Callback):
             )
         else:
             rank_zero_info("OrderValidator: no datamodule; only the model and resume checks run")
-        local += self._overlap(dm, train_sample, content)
+        local += overlap_violations(
+            dm,
+            train_sample,
+            content,
+            max_rows=self.overlap_max_rows,
+            threshold=self.overlap_threshold,
+            sample_rows=self.sample_rows,
+        )
         # Collective (every rank reads its splits, all-gathers them): identical verdicts everywhere.
         labels = (
             label_encoding_violations(trainer, dm, self.label_check_rows) if self.label_check_rows else []
         )
         # The content summary compares every float key; the sampled `features` only where it is missing.
-        summary = self._rank_summary(trainer, dm, ledger, None if content.get("train") else train_sample[0])
+        summary = rank_summary(
+            trainer, dm, ledger, self.fingerprints, None if content.get("train") else train_sample[0]
+        )
         summary["content"] = {
             "rank": int(trainer.global_rank),
             **content,
-            "model": _model_dims(pl_module),
+            "model": model_dims(pl_module),
         }
-        gathered = _all_gather(trainer, {"summary": summary, "violations": [v.to_dict() for v in local]})
-        violations = _agree([g["violations"] for g in gathered])
+        gathered = all_gather(trainer, {"summary": summary, "violations": [v.to_dict() for v in local]})
+        violations = agree([g["violations"] for g in gathered])
         violations = merge_violations(
             violations,
             check_ranks([g["summary"] for g in gathered]),
@@ -264,13 +281,13 @@ class OrderValidator(Callback):
     @override
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._late_checks(trainer, pl_module, "OrderValidator.on_fit_start")
-        ledger = _ledger(trainer.datamodule)
+        ledger = datamodule_ledger(trainer.datamodule)
         if self.record and ledger is not None:
             encode = ledger.latest("encode")
             init = ledger.record(
                 "init_model",
                 inputs={"encode": encode.output if encode else None},
-                params={k: v for k, v in _model_dims(pl_module).items() if k in DIM_KEYS},
+                params={k: v for k, v in model_dims(pl_module).items() if k in all_dims()},
             )
             # Lightning's strategy set-up (before this hook) already called configure_optimizers.
             ledger.record("configure_optimizers", inputs={"init_model": init.output})
@@ -287,7 +304,7 @@ class OrderValidator(Callback):
 
     @override
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        ledger = _ledger(trainer.datamodule)
+        ledger = datamodule_ledger(trainer.datamodule)
         if self.record and ledger is not None:
             shard, optim = ledger.latest("shard"), ledger.latest("configure_optimizers")
             ledger.record(
@@ -300,7 +317,7 @@ class OrderValidator(Callback):
 
     @override
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        ledger = _ledger(trainer.datamodule)
+        ledger = datamodule_ledger(trainer.datamodule)
         if not self.record or ledger is None or trainer.sanity_checking or self._evaluated:
             return
         train = ledger.latest("train")
@@ -330,13 +347,13 @@ class OrderValidator(Callback):
             return
         self._model_checked = True
         current = self._current
-        local = check_model_dims(_model_dims(pl_module), current["dims"], observed=self._observed)
+        local = check_model_dims(model_dims(pl_module), current["dims"], observed=self._observed)
         local += lm_violations(trainer.datamodule, pl_module, self.sample_rows)  # LM tables and blocks
         if not self._resume_checked and self._restored:
             local += check_resume(self.fingerprints, current["fingerprints"])
             local += check_resume_proof(self.fingerprints, current["fingerprints"])
             self._resume_checked = True
-        self._act(trainer, _agree(_all_gather(trainer, [v.to_dict() for v in local])), where)
+        self._act(trainer, agree(all_gather(trainer, [v.to_dict() for v in local])), where)
 
     def _act(self, trainer: pl.Trainer, violations: list[Violation], where: str, fatal: bool = False) -> None:
         """Raises (``fatal`` always: what follows cannot run) or warns, with the report."""
@@ -358,11 +375,11 @@ class OrderValidator(Callback):
             warnings.warn(str(error), OrderWarning, stacklevel=2)
 
     def _check_checkpoint(self, trainer: pl.Trainer, checkpoint: Mapping[str, Any]) -> None:
-        stored = _stored_fingerprints(checkpoint, self.state_key)
+        stored = stored_fingerprints(checkpoint, self.state_key, owner=OrderValidator.__qualname__)
         current = self._current["fingerprints"]
         local = check_resume(stored, current) + check_resume_proof(stored, current)
         self._resume_checked = True
-        violations = _agree(_all_gather(trainer, [v.to_dict() for v in local]))
+        violations = agree(all_gather(trainer, [v.to_dict() for v in local]))
         self._act(trainer, violations, "OrderValidator (resume, before the weights are restored)")
 
     def _guard_weight_restore(self, trainer: pl.Trainer) -> None:
@@ -390,7 +407,7 @@ class OrderValidator(Callback):
         if module is None or not stored:
             return
         model = {k: tuple(v.shape) for k, v in module.state_dict().items()}
-        fits = not check_model_dims(_model_dims(module), self._current["dims"], observed=self._observed)
+        fits = not check_model_dims(model_dims(module), self._current["dims"], observed=self._observed)
         violations = check_restore_shapes(stored, model, model_fits_data=fits)
         self._act(trainer, violations, "OrderValidator (resume, the weights cannot be restored)", fatal=True)
 
@@ -398,64 +415,3 @@ class OrderValidator(Callback):
         if self._guarded is not None:
             vars(self._guarded).pop("load_model_state_dict", None)
             self._guarded = None
-
-    def _overlap(
-        self, dm: Any, train_sample: tuple[Any, int | None], content: Mapping[str, Any] | None = None
-    ) -> list[Violation]:
-        if dm is None:
-            return []
-        train, val = _split_key_hashes(dm, "train"), _split_key_hashes(dm, "val")
-        if train is not None and val is not None:
-            return check_key_overlap(train, val, max_rows=self.overlap_max_rows)
-        train_part, val_part = (content or {}).get("train"), (content or {}).get("val")
-        if train_part and val_part and not train_part.get("random") and not val_part.get("random"):
-            # Hashes of every item's inputs (or of the same sample on every rank): the twin rate.
-            return check_twin_rate(
-                train_part["inputs"],
-                val_part["inputs"],
-                threshold=self.overlap_threshold,
-                train_rows=None if train_part["whole"] else train_part["length"],
-            )
-        train_batch, train_rows = train_sample
-        if train_batch is None:
-            return []
-        # No key hashes: hash the inputs of sampled rows.
-        val_batch, _ = _sample(dm, "val_dataloader", self.sample_rows)
-        train_inputs, val_inputs = _inputs(train_batch), _inputs(val_batch)
-        if not train_inputs or not val_inputs or len(train_inputs) != len(val_inputs):
-            return []
-        return check_row_overlap(row_hashes(*train_inputs), row_hashes(*val_inputs), train_rows=train_rows)
-
-    def _rank_summary(
-        self, trainer: pl.Trainer, dm: Any, ledger: StepLedger | None, train_batch: Any
-    ) -> dict[str, Any]:
-        shard_info = getattr(dm, "shard_info", None) if dm is not None else None
-        summary: dict[str, Any] = {
-            "rank": int(trainer.global_rank),
-            "fingerprints": dict(self.fingerprints),
-            "shard_length": shard_info.get("length") if isinstance(shard_info, Mapping) else None,
-        }
-        fitted = ledger.latest("fit_features") if ledger is not None else None
-        if fitted is not None:
-            summary["feature_names"] = fitted.stats.get("columns")
-            summary["fitted_mean"] = fitted.stats.get("mean")
-        if trainer.world_size > 1 and train_batch is not None:
-            # No fingerprints to compare: sampled feature statistics are the evidence left.
-            features = _as_numpy(_get(train_batch, "features"))
-            if features is not None and features.ndim == 2 and len(features):
-                summary["feature_mean"] = features.mean(axis=0).tolist()
-                summary["feature_std"] = features.std(axis=0).tolist()
-                summary["feature_rows"] = int(features.shape[0])
-        return summary
-
-
-# -- gatherers: plain functions over duck-typed objects ----------------------------------------
-def _stored_fingerprints(checkpoint: Mapping[str, Any], state_key: str) -> dict[str, str]:
-    """The data fingerprints a checkpoint was trained on: this callback's state, else the top-level copy."""
-    states = checkpoint.get("callbacks") or {}
-    state = states.get(state_key)
-    if state is None:  # saved under another pipeline's key: any OrderValidator state will do
-        state = next((s for k, s in states.items() if str(k).startswith(OrderValidator.__qualname__)), None)
-    if isinstance(state, Mapping) and state.get("fingerprints"):
-        return dict(state["fingerprints"])
-    return dict((checkpoint.get(CHECKPOINT_KEY) or {}).get("fingerprints") or {})

@@ -14,7 +14,6 @@ Trainer found, the datamodule's ledger, whether the data keeps a vocabulary and 
 
 from __future__ import annotations
 
-import math
 import time
 import warnings
 from collections import deque
@@ -28,34 +27,18 @@ from pytorch_lightning.callbacks.callback import Callback
 from pytorch_lightning.utilities.rank_zero import rank_zero_info
 from typing_extensions import override
 
-from lightning_order.callbacks._monitor_facts import (
-    InputStats,
-    UnknownCounter,
-    format_report,
-    gather_facts,
-    kwargs_for,
-    log_metrics,
+from lightning_order.callbacks.detection import (
+    input_shift,
+    rank_divergence,
     resolve_thresholds,
-    seen_elsewhere,
-    to_host,
-    unk_id,
+    train_diagnoses,
+    validation_gap,
 )
-from lightning_order.callbacks._step_clock import StepClock
-from lightning_order.checks.symptoms import (
-    SYMPTOMS,
-    Diagnosis,
-    RunFacts,
-    attribute,
-    detect_data_starvation,
-    detect_early_oscillation,
-    detect_input_shift,
-    detect_label_leak,
-    detect_memory_swing,
-    detect_plateau,
-    detect_rank_divergence,
-    detect_train_val_gap,
-    rank_input_shift,
-)
+from lightning_order.callbacks.monitor_facts import gather_facts, log_metrics, seen_elsewhere, unk_id
+from lightning_order.callbacks.readings import InputStats, RankLosses, TrainReadings
+from lightning_order.callbacks.step_clock import StepClock
+from lightning_order.checks.report import format_diagnoses
+from lightning_order.checks.symptoms import SYMPTOMS, Diagnosis, RunFacts, attribute
 from lightning_order.errors import OrderWarning
 
 __all__ = ["SymptomMonitor"]
@@ -148,8 +131,6 @@ class SymptomMonitor(Callback):
         #: the path of the pause checkpoint, once the monitor stopped the run.
         self.pause_path: str | None = None
         self._reset_windows()
-        self._epoch_train: list[float] = []
-        self._epoch_val: list[float] = []
         self._elapsed_before = 0.0
         self._fit_start: float | None = None
         self._facts: RunFacts | None = None
@@ -158,26 +139,28 @@ class SymptomMonitor(Callback):
         self.input_shifts: list[float | None] = []
 
     def _reset_windows(self) -> None:
-        osc, plat = self.thresholds["early-oscillation"], self.thresholds["plateau"]
         self._batches = 0
-        self._pending: list[torch.Tensor] = []
-        self._early: list[float] = []
-        self._early_judged = False
-        self._early_len = int(osc["warmup_steps"] + osc["window"])
-        self._start: list[float] = []
-        self._start_len = int(plat["warmup_steps"])
-        self._recent: deque[float] = deque(maxlen=int(plat["window"]))
+        self._readings = TrainReadings(self.thresholds)
+        self._pending = self._readings.pending  # appended to at every batch's end
         self._unk_id: int | None = self.unk_token_id
         self._cuda = False
         self._count_unknown = False
         self._clock = StepClock(max(int(self.thresholds["data-starvation"]["min_steps"]), 50))
         self._marks = self._clock.marks  # appended to at every batch's start and end
         self._memory: deque[float] = deque(maxlen=max(int(self.thresholds["memory-swing"]["min_steps"]), 50))
-        self._unknown = UnknownCounter()
-        self._unk_rate: float | None = None
-        self._divergent_checks = 0
-        self._rank_losses: deque[list[float]] = deque(maxlen=self.divergence_window)
+        self._ranks = RankLosses(self.divergence_window, self.check_every_n_steps)
         self._val_inputs = InputStats()
+
+    @property
+    def readings(self) -> TrainReadings:
+        """What the monitor has read from the train batches of this fit (losses, unknown tokens,
+        the losses at each validation): a view for inspection, written by the monitor alone."""
+        return self._readings
+
+    @property
+    def facts(self) -> RunFacts | None:
+        """What the monitor knows about the run besides its signals (read at the start of training)."""
+        return self._facts
 
     @property
     @override
@@ -243,8 +226,8 @@ class SymptomMonitor(Callback):
             # Unknown tokens are counted on the first _UNKNOWN_SAMPLES batches (a precise rate
             # for the first verdict: ~0.3 % against a 0.2 % threshold needs tens of thousands of
             # tokens), then no more: the vocabulary and the data do not change during a run.
-            self._unknown.add(batch, self._unk_id)
-            self._count_unknown = self._unknown.batches < _UNKNOWN_SAMPLES
+            self._readings.unknown.add(batch, self._unk_id)
+            self._count_unknown = self._readings.unknown.batches < _UNKNOWN_SAMPLES
 
     @override
     def on_train_batch_end(
@@ -272,43 +255,18 @@ class SymptomMonitor(Callback):
         if self._pending:
             self._check(trainer, pl_module)
 
-    def _flush(self) -> list[float]:
-        """Converts the pending loss tensors: the only host-device sync, once per check."""
-        if not self._pending:
-            return []
-        values, counts = to_host(self._pending, self._unknown.take())
-        self._pending.clear()
-        self._early.extend(values[: max(self._early_len - len(self._early), 0)])
-        self._start.extend(values[: max(self._start_len - len(self._start), 0)])
-        self._recent.extend(values)
-        self._unk_rate = self._unknown.update(counts, self._unk_rate)
-        return values
-
     # -- checking --------------------------------------------------------------------------
     def _local_checks(self, trainer: pl.Trainer) -> list[Diagnosis]:
-        step = trainer.global_step
-        found: list[Diagnosis | None] = []
-        kw = self.thresholds
-        if self._want("early-oscillation") and not self._early_judged and len(self._early) >= self._early_len:
-            # Judged once, on the whole window: a partial one would make the verdict depend on
-            # check_every_n_steps (a diverging run's first 20 steps swing like an oscillating one).
-            self._early_judged = True
-            found.append(detect_early_oscillation(self._early, step=step, **kw["early-oscillation"]))
-        if self._want("plateau") and len(self._start) >= self._start_len:
-            seen = self._batches
-            values = self._start + (list(self._recent) if seen >= self._start_len + len(self._recent) else [])
-            baseline = 0.0 if self._run_facts(trainer).vocab_kind == "subword" else None
-            found.append(
-                detect_plateau(
-                    values, step=step, unk_rate=self._unk_rate, unk_baseline=baseline, **kw["plateau"]
-                )
-            )
-        if self._want("data-starvation") and self._clock.may_starve(
-            kw["data-starvation"].get("min_wait_s", 0.02)
-        ):
-            found.append(detect_data_starvation(*self._clock.known(), step=step, **kw["data-starvation"]))
-        if self._want("memory-swing") and self._memory:
-            found.append(detect_memory_swing(list(self._memory), step=step, **kw["memory-swing"]))
+        found = train_diagnoses(
+            self._readings,
+            self._clock,
+            self._memory,
+            batches=self._batches,
+            step=trainer.global_step,
+            options=self.thresholds,
+            wanted=self._want,
+            subword=self._run_facts(trainer).vocab_kind == "subword",
+        )
         return self._attributed(trainer, found)
 
     def _run_facts(self, trainer: pl.Trainer) -> RunFacts:
@@ -329,38 +287,30 @@ class SymptomMonitor(Callback):
 
     def _check(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._clock.read()
-        values = self._flush()
+        values = self._readings.flush()
         new = self._local_checks(trainer)
         if trainer.world_size > 1:  # on one process there is nothing to gather or compare
             new += self._across_ranks(trainer, pl_module, values, new)
-        log_metrics(trainer, self, trainer.world_size)
+        log_metrics(trainer, len(self.diagnoses), self._clock, self._readings, self._ranks, self._memory)
         self._act(trainer, new)
 
     def _across_ranks(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, values: list[float], local: list[Diagnosis]
     ) -> list[Diagnosis]:
         """One small all-gather: this rank's losses of the last k steps and the symptoms it saw."""
-        k = self.check_every_n_steps
-        recent = [math.nan] * (k - len(values[-k:])) + values[-k:]
         flags = [1.0 if any(d.symptom == code for d in local) else 0.0 for code in _CODES]
-        vector = torch.tensor([*recent, *flags], device=pl_module.device, dtype=torch.float32)
-        rows = trainer.strategy.all_gather(vector).reshape(-1, vector.numel()).cpu().tolist()
-        for index in range(k):  # one entry per step: every rank's loss at that step
-            self._rank_losses.append([row[index] for row in rows])
+        vector = self._ranks.vector(values, flags, pl_module.device)
+        flags = self._ranks.add(
+            trainer.strategy.all_gather(vector).reshape(-1, vector.numel()).cpu().tolist()
+        )
         diverged = None
         if self._want("rank-divergence") and self._batches >= self.divergence_warmup_steps:
-            candidate = detect_rank_divergence(
-                [list(column) for column in zip(*self._rank_losses)],
-                step=trainer.global_step,
-                **kwargs_for(detect_rank_divergence, self.thresholds["rank-divergence"]),
-            )
-            self._divergent_checks = self._divergent_checks + 1 if candidate else 0
-            if self._divergent_checks >= self.divergence_patience:
-                diverged = candidate
+            step, patience = trainer.global_step, self.divergence_patience
+            diverged = rank_divergence(self._ranks, step=step, options=self.thresholds, patience=patience)
         new = self._attributed(trainer, [diverged])
         # Symptoms other ranks saw and this one did not: recorded so that all ranks act alike.
         wanted = [c for c in _CODES if self._want(c) and not any(d.symptom == c for d in [*local, *new])]
-        return new + seen_elsewhere([row[k:] for row in rows], _CODES, wanted, trainer.global_step)
+        return new + seen_elsewhere(flags, _CODES, wanted, trainer.global_step)
 
     @override
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -375,44 +325,22 @@ class SymptomMonitor(Callback):
         """Under DDP: the ranks' validation input statistics against each other (shares of one split)."""
         if not self._compare_inputs(trainer) or not self._want("rank-divergence"):
             return []
-        width = _INPUT_COLUMNS
-        vector = self._val_inputs.vector(width, pl_module.device)
+        vector = self._val_inputs.vector(_INPUT_COLUMNS, pl_module.device)
         rows = trainer.strategy.all_gather(vector).reshape(-1, vector.numel()).cpu().tolist()
-        val = [{"mean": r[:width], "std": r[width:]} for r in rows]
-        measured = rank_input_shift(val)
-        self.input_shifts.append(measured[0] if measured else None)
-        shift = detect_input_shift(
-            val,
-            step=trainer.global_step,
-            **kwargs_for(detect_input_shift, self.thresholds["rank-divergence"]),
-        )
+        measured, shift = input_shift(rows, _INPUT_COLUMNS, step=trainer.global_step, options=self.thresholds)
+        self.input_shifts.append(measured)
         return self._attributed(trainer, [shift])
 
     def _train_val_gap(self, trainer: pl.Trainer) -> list[Diagnosis]:
-        self._flush()
-        val = trainer.callback_metrics.get(self.val_metric)
-        recent = list(self._recent)[-_NEAR_VALIDATION:]
-        if val is None or not recent:
+        readings = self._readings
+        if not readings.add_validation(trainer.callback_metrics.get(self.val_metric), _NEAR_VALIDATION):
             return []
-        self._epoch_train.append(sum(recent) / len(recent))
-        self._epoch_val.append(float(val))
         found = None
-        facts = self._run_facts(trainer)
-        if self._want("train-val-gap") and facts.label_encoded:  # the data's evidence, known to every rank
-            leak = detect_label_leak(
-                facts.label_encoded,
-                train_loss=self._epoch_train[-1],
-                val_loss=self._epoch_val[-1],
-                step=trainer.global_step,
-            )
-            return self._attributed(trainer, [leak])
         if self._want("train-val-gap"):
-            gap = detect_train_val_gap(
-                self._epoch_train,
-                self._epoch_val,
-                step=trainer.global_step,
-                **self.thresholds["train-val-gap"],
-            )
+            label_encoded = self._run_facts(trainer).label_encoded
+            gap = validation_gap(readings, label_encoded, step=trainer.global_step, options=self.thresholds)
+            if label_encoded:  # the data's evidence, known to every rank: no decision to share
+                return self._attributed(trainer, [gap])
             found = next(iter(self._attributed(trainer, [gap])), None)
         # Every rank reaches validation end: take the decision together.
         anywhere = trainer.strategy.reduce_boolean_decision(found is not None, all=False)
@@ -444,7 +372,7 @@ class SymptomMonitor(Callback):
 
     def report(self) -> str:
         """The diagnoses as readable text (what is printed at the end of fit)."""
-        return format_report(self.diagnoses, self.pause_path)
+        return format_diagnoses(self.diagnoses, self.pause_path)
 
     @override
     def on_fit_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -456,9 +384,9 @@ class SymptomMonitor(Callback):
     def state_dict(self) -> dict[str, Any]:
         return {
             "diagnoses": [d.to_dict() for d in self.diagnoses],
-            "epoch_train": list(self._epoch_train),
-            "epoch_val": list(self._epoch_val),
-            "start_losses": list(self._start),
+            "epoch_train": list(self._readings.epoch_train),
+            "epoch_val": list(self._readings.epoch_val),
+            "start_losses": list(self._readings.start),
             "elapsed_s": self.elapsed_s,
             "pause_path": self.pause_path,
         }
@@ -466,8 +394,8 @@ class SymptomMonitor(Callback):
     @override
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self.diagnoses = [Diagnosis.from_dict(d) for d in state_dict.get("diagnoses", [])]
-        self._epoch_train = list(state_dict.get("epoch_train", []))
-        self._epoch_val = list(state_dict.get("epoch_val", []))
-        self._start = list(state_dict.get("start_losses", []))
+        self._readings.epoch_train = list(state_dict.get("epoch_train", []))
+        self._readings.epoch_val = list(state_dict.get("epoch_val", []))
+        self._readings.start = list(state_dict.get("start_losses", []))
         self._elapsed_before = float(state_dict.get("elapsed_s", 0.0))
         self.pause_path = state_dict.get("pause_path")

@@ -13,8 +13,13 @@ from lightning_order.checks.leakage import (
 from lightning_order.checks.ledger import check_init_order, check_ledger, judged_pipeline, project_pipeline
 from lightning_order.checks.model import check_model_dims
 from lightning_order.checks.ranks import check_ranks
-from lightning_order.checks.report import estimate_waste, format_report, merge_violations
-from lightning_order.checks.resume import check_restore_shapes, check_resume, check_resume_proof
+from lightning_order.checks.report import estimate_waste, format_diagnoses, format_report, merge_violations
+from lightning_order.checks.resume import (
+    check_restore_shapes,
+    check_resume,
+    check_resume_proof,
+    stored_fingerprints,
+)
 
 __all__ = [
     "check_fitted_on_train",
@@ -30,9 +35,11 @@ __all__ = [
     "check_row_overlap",
     "check_twin_rate",
     "estimate_waste",
+    "format_diagnoses",
     "format_report",
     "judged_pipeline",
     "merge_violations",
     "project_pipeline",
     "row_hashes",
+    "stored_fingerprints",
 ]

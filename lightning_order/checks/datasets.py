@@ -1,7 +1,7 @@
 """Checks on what any datamodule's datasets hold, from content summaries (no ledger, no glue needed).
 
 The validator summarises each rank's train and validation datasets (see
-:mod:`lightning_order.callbacks._content`) as plain dicts; the functions here judge them. A split
+:mod:`lightning_order.callbacks.content`) as plain dicts; the functions here judge them. A split
 summary holds:
 
 - ``length`` (int) and ``whole`` (bool: every item was hashed, not a sample);
@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from lightning_order.checks.ranks import _differing_features
+from lightning_order.checks.ranks import differing_features
 from lightning_order.rules import Violation
 
 __all__ = ["check_rank_datasets", "check_twin_rate"]
@@ -187,7 +187,7 @@ def _disjoint_floats(split: str, parts: list[Mapping[str, Any]], ranks: list[int
             }
             for r, p in zip(ranks, parts)
         ]
-        found += _differing_features(summaries, ranks, z_max=6.0, min_rows=32)
+        found += differing_features(summaries, ranks, z_max=6.0, min_rows=32)
     if not found:
         return []
     shown = ", ".join(f"{name} ({why})" for name, why in found[:4])

@@ -15,11 +15,7 @@ from lightning_order.ledger import StepLedger, StepRecord
 from lightning_order.order import STANDARD_PIPELINE, Pipeline, Step
 from lightning_order.rules import Violation
 
-__all__ = ["DIM_KEYS", "check_init_order", "check_ledger", "judged_pipeline", "project_pipeline"]
-
-#: The data dims a model is built from (docs/architecture.md, "Dims contract").
-DIM_KEYS: tuple[str, ...] = ("vocab_size", "num_features", "num_classes", "max_length")
-DIM_KEYS += ("padded_vocab_size", "block_size")  # causal language modelling (OrderedLMDataModule)
+__all__ = ["check_init_order", "check_ledger", "judged_pipeline", "project_pipeline"]
 
 
 def check_ledger(
@@ -43,7 +39,10 @@ def check_init_order(ledger: StepLedger, data_dims: Mapping[str, Any] | None = N
 
     Two cases the order alone does not show: the latest ``init_model`` record is older than the
     latest ``encode`` (the data was re-encoded after the model was built), or its ``params``
-    (the dims the model was built with) differ from the data's dims.
+    (the dims the model was built with) differ from the data's dims. The dims compared are the
+    keys both sides hold: the validator records ``init_model`` with the model's values of the
+    pipelines' dims (:func:`lightning_order.pipelines.all_dims`), the datamodule records its own
+    pipeline's dims, so no list of dims is kept here.
 
     Args:
         ledger: what ran.
@@ -71,8 +70,8 @@ def check_init_order(ledger: StepLedger, data_dims: Mapping[str, Any] | None = N
     dims = dict(data_dims if data_dims is not None else ledger.info.get("dims") or {})
     differing = {
         key: (init.params[key], dims[key])
-        for key in DIM_KEYS
-        if key in init.params and key in dims and init.params[key] != dims[key]
+        for key in init.params
+        if key in dims and init.params[key] != dims[key]
     }
     if differing:
         text = ", ".join(f"{key}={model} (data: {data})" for key, (model, data) in differing.items())

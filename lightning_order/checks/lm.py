@@ -1,9 +1,10 @@
 """Language-modelling checks: does the model's table fit the tokenizer, and do the blocks hold boundaries?
 
-Pure functions of one plain dict (``evidence``) that
-:mod:`lightning_order.callbacks._lm` gathers from the datamodule, its ledger, the model and
-sampled batches. Missing keys are skipped, so a hand-written LM datamodule that only exposes its
-tokenizer gets the checks its evidence allows. The keys:
+Pure functions of one plain dict (``evidence``) that :mod:`lightning_order.callbacks.lm`
+gathers from the datamodule, the model and sampled batches; what a ledger holds is read by
+:func:`lm_ledger_evidence`, the one reading the validator and the command line share
+(:func:`check_lm_records` judges a ledger alone). Missing keys are skipped, so a hand-written LM
+datamodule that only exposes its tokenizer gets the checks its evidence allows. The keys:
 
 - ``tokenizer_size``, ``tokenizer_fp``: the tokenizer in use now (its size, added tokens
   included, and its fingerprint); ``recorded_vocab_fp``, ``recorded_vocab_size``,
@@ -21,17 +22,49 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lightning_order.rules import Violation
 
-__all__ = ["EOS_RATE_BAND", "check_lm", "check_lm_ledger"]
+if TYPE_CHECKING:  # pragma: no cover
+    from lightning_order.ledger import StepLedger
+
+__all__ = ["EOS_RATE_BAND", "check_lm", "check_lm_ledger", "check_lm_records", "lm_ledger_evidence"]
 
 #: Sampled blocks may hold end-of-text ids at this factor of the recorded rate either way (documents
 #: differ in length by orders of magnitude, so a sample's rate is far noisier than a count of coin flips).
 EOS_RATE_BAND = 3.0
 #: A sample this large without any end-of-text id, with no recorded rate, means no boundaries.
 UNRECORDED_MIN_TOKENS = 32_768
+
+
+def lm_ledger_evidence(ledger: StepLedger) -> dict[str, Any]:
+    """The evidence an LM ledger holds (the ``recorded_*``, ``encode_eos``, ``documents``,
+    ``eos_tokens`` and ``straddling`` keys of the module docstring; absent where nothing was recorded).
+    """
+    evidence: dict[str, Any] = {}
+    vocab = ledger.latest("build_vocab")
+    if vocab is not None:
+        evidence["recorded_vocab_fp"] = vocab.output
+        evidence["recorded_vocab_size"] = vocab.stats.get("vocab_size")
+    dims = ledger.info.get("dims") or {}
+    if "padded_vocab_size" in dims:
+        evidence["recorded_padded"] = dims["padded_vocab_size"]
+    encode, pack, dedup = ledger.latest("encode"), ledger.latest("pack"), ledger.latest("dedup")
+    if encode is not None and "eos" in encode.params:
+        evidence["encode_eos"] = bool(encode.params["eos"])
+        evidence["documents"] = encode.stats.get("documents")
+        evidence["eos_tokens"] = encode.stats.get("eos_tokens")
+    if pack is not None and "eos_rate" in pack.stats:
+        evidence["recorded_eos_rate"] = float(pack.stats["eos_rate"])
+    if dedup is not None and dedup.stats.get("straddling"):
+        evidence["straddling"] = int(dedup.stats["straddling"])
+    return evidence
+
+
+def check_lm_records(ledger: StepLedger) -> list[Violation]:
+    """:func:`check_lm_ledger` on what ``ledger`` recorded (the LM descriptor's ledger check)."""
+    return check_lm_ledger(lm_ledger_evidence(ledger))
 
 
 def check_lm_ledger(evidence: Mapping[str, Any]) -> list[Violation]:

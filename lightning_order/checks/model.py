@@ -4,9 +4,10 @@ A model sized before the data was known has the wrong embedding table or input w
 would be kind; often it is silent (a larger table trains fine on the wrong ids). The check
 compares plain numbers, gathered by the callback from the module:
 
-- ``model_dims``: ``vocab_size`` / ``num_features`` / ``num_classes`` from its ``hparams``,
-  ``embedding_rows`` (rows of its token embedding) and ``feature_in`` (input width of the layer
-  fed by ``features``), whichever exist;
+- ``model_dims``: the data dims in its ``hparams`` (every dim of every pipeline,
+  :func:`lightning_order.pipelines.all_dims`: ``vocab_size``, ``num_classes``, ``block_size``,
+  ...), ``embedding_rows`` (rows of its token embedding) and ``feature_in`` (input width of the
+  layer fed by ``features``), whichever exist;
 - ``data_dims``: the datamodule's ``dims`` (exact);
 - ``observed``: what sampled batches show when there are no dims (a plain datamodule):
   ``max_token_id``, ``num_features`` (the width of ``features``), ``max_label``. These are lower
@@ -18,18 +19,28 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from lightning_order.pipelines import all_dims
 from lightning_order.rules import Violation
 
 __all__ = ["check_model_dims"]
 
-# (model key, data key, what the model number is)
-_EXACT: tuple[tuple[str, str, str], ...] = (
-    ("vocab_size", "vocab_size", "hparams.vocab_size"),
+#: Dims a model accepts at any value: the classifier pools over sequences of any length.
+_ANY_VALUE = frozenset({"max_length"})
+#: Layer shapes read off a module: (model key, the data dim it must equal, what the number is).
+_LAYERS: tuple[tuple[str, str, str], ...] = (
     ("embedding_rows", "vocab_size", "token embedding rows"),
-    ("num_features", "num_features", "hparams.num_features"),
     ("feature_in", "num_features", "input width of the features layer"),
-    ("num_classes", "num_classes", "hparams.num_classes"),
 )
+
+
+def _compared() -> list[tuple[str, str, str]]:
+    """(model key, data key, what) for every dim a model is built from, each dim's layers after it."""
+    rows = []
+    for dim in all_dims():
+        if dim not in _ANY_VALUE:
+            rows.append((dim, dim, f"hparams.{dim}"))
+        rows += [layer for layer in _LAYERS if layer[1] == dim]
+    return rows
 
 
 def check_model_dims(
@@ -53,7 +64,7 @@ def check_model_dims(
     seen = {k: v for k, v in (observed or {}).items() if v is not None}
     problems: list[str] = []
     differing: dict[str, tuple[Any, Any]] = {}
-    for model_key, data_key, what in _EXACT:
+    for model_key, data_key, what in _compared():
         model_value = model_dims.get(model_key)
         if model_value is None:
             continue

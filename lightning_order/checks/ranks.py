@@ -26,7 +26,7 @@ from typing import Any
 
 from lightning_order.rules import Violation
 
-__all__ = ["check_ranks"]
+__all__ = ["check_ranks", "differing_features"]
 
 # What each data fingerprint stands for, and the step that produced it.
 _FINGERPRINTS: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -101,7 +101,7 @@ def check_ranks(
             )
         )
 
-    differing = _differing_features(summaries, ranks, z_max=z_max, min_rows=min_rows)
+    differing = differing_features(summaries, ranks, z_max=z_max, min_rows=min_rows)
     if differing:
         shown = ", ".join(f"{name} ({why})" for name, why in differing[:4])
         violations.append(
@@ -136,9 +136,21 @@ def _fitted_example(summaries: Sequence[Mapping[str, Any]], ranks: list[int]) ->
     return f"; e.g. '{name}' is normalised with mean {per_rank}"
 
 
-def _differing_features(
+def differing_features(
     summaries: Sequence[Mapping[str, Any]], ranks: list[int], *, z_max: float, min_rows: int
 ) -> list[tuple[str, str]]:
+    """The features whose sampled statistics on some rank differ from the pooled ones beyond noise.
+
+    Args:
+        summaries: one dict per rank with ``feature_mean``, ``feature_std``, ``feature_rows``
+            (and optionally ``feature_names``); ranks without them are left out.
+        ranks: the rank of each summary.
+        z_max: standard errors a rank's mean may lie from the pooled mean (twice that for the std).
+        min_rows: fewer sampled rows on any rank: nothing is compared.
+
+    Returns:
+        ``(feature name, why)`` pairs, at most one per feature.
+    """
     stats = [
         (r, s["feature_mean"], s["feature_std"], int(s.get("feature_rows", 0)))
         for r, s in zip(ranks, summaries)

@@ -1,15 +1,18 @@
-"""The report a user reads when the validator stops (or warns about) a run.
+"""The reports a user reads: the validator's violations, the monitor's diagnoses.
 
-Pure text from plain inputs: the violations, the number of devices, the planned hours and, when
-the user gives one, the price of a device-hour (the waste sentence comes from
-:mod:`lightning_order.cost`, where every cost is counted). The table is drawn with ``rich`` (no colour, fixed
-width) so it reads the same in a terminal, a log file and an exception message.
+Pure text from plain inputs. :func:`format_report` turns the violations, the number of devices,
+the planned hours and, when the user gives one, the price of a device-hour into the report the
+validator raises or warns with (the waste sentence comes from :mod:`lightning_order.cost`,
+where every cost is counted); the table is drawn with ``rich`` (no colour, fixed width) so it
+reads the same in a terminal, a log file and an exception message. :func:`format_diagnoses` is
+what ``SymptomMonitor`` prints at the end of fit.
 """
 
 from __future__ import annotations
 
 import io
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from rich import box
 from rich.console import Console
@@ -18,7 +21,10 @@ from rich.table import Table
 from lightning_order.cost import estimate_waste
 from lightning_order.rules import Violation
 
-__all__ = ["estimate_waste", "format_report", "merge_violations"]
+if TYPE_CHECKING:  # pragma: no cover
+    from lightning_order.checks.symptoms import Diagnosis
+
+__all__ = ["estimate_waste", "format_diagnoses", "format_report", "merge_violations"]
 
 
 def merge_violations(*groups: Iterable[Violation]) -> list[Violation]:
@@ -66,3 +72,20 @@ def format_report(
     rendered = "\n".join(line.rstrip() for line in buffer.getvalue().strip("\n").splitlines())
     lines = [title + ":", rendered, estimate_waste(devices, planned_hours, gpu_hour_price)]
     return "\n".join(lines) + "\nDetails:"
+
+
+def format_diagnoses(diagnoses: Sequence[Diagnosis], pause_path: str | None = None) -> str:
+    """The monitor's diagnoses as readable text: what was seen, and which of it names an order error.
+
+    Args:
+        diagnoses: what the symptom detectors found.
+        pause_path: the checkpoint the monitor paused the run into, if it did.
+    """
+    if not diagnoses:
+        return "SymptomMonitor: no symptom seen."
+    named = sum(d.names_order_error for d in diagnoses)
+    lines = [f"SymptomMonitor: {len(diagnoses)} symptom(s) seen, {named} attributed to an order error:"]
+    lines += [f"  {number}. {d.describe()}" for number, d in enumerate(diagnoses, start=1)]
+    if pause_path:
+        lines.append(f"  The run was paused: {pause_path}; see lightning_order.recover().")
+    return "\n".join(lines)

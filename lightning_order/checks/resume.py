@@ -11,10 +11,12 @@ left to a raw ``Error(s) in loading state_dict``.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
+from lightning_order.ledger import CHECKPOINT_KEY
 from lightning_order.rules import Violation
 
-__all__ = ["check_restore_shapes", "check_resume", "check_resume_proof"]
+__all__ = ["check_restore_shapes", "check_resume", "check_resume_proof", "stored_fingerprints"]
 
 # What a change of each fingerprint means for the restored weights, and the step behind it.
 _CONSEQUENCE: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -31,6 +33,24 @@ _CONSEQUENCE: dict[str, tuple[str, tuple[str, ...]]] = {
     "tokenizer": ("the tokenizer changed: token ids would silently mean other text", ("build_vocab",)),
     "manifest": ("the prepared data changed", ("encode",)),
 }
+
+
+def stored_fingerprints(checkpoint: Mapping[str, Any], state_key: str, owner: str) -> dict[str, str]:
+    """The data fingerprints a checkpoint was trained on (the ``stored`` side of the checks below).
+
+    Args:
+        checkpoint: the checkpoint, as plain data.
+        state_key: the validator's state key; its state holds the fingerprints.
+        owner: the validator's class name: a state saved under another key of that class (another
+            pipeline's) will do; else the top-level copy under ``CHECKPOINT_KEY``.
+    """
+    states = checkpoint.get("callbacks") or {}
+    state = states.get(state_key)
+    if state is None:  # saved under another pipeline's key: any state of the owner will do
+        state = next((s for k, s in states.items() if str(k).startswith(owner)), None)
+    if isinstance(state, Mapping) and state.get("fingerprints"):
+        return dict(state["fingerprints"])
+    return dict((checkpoint.get(CHECKPOINT_KEY) or {}).get("fingerprints") or {})
 
 
 def check_resume(stored: Mapping[str, str] | None, current: Mapping[str, str] | None) -> list[Violation]:

@@ -190,21 +190,28 @@ def _own_class(recorded: str | None, argument: str, what: str) -> type:
     import lightning_order
 
     own = {
-        f"{obj.__module__}.{obj.__qualname__}": obj
-        for obj in (getattr(lightning_order, name) for name in lightning_order.__all__)
+        name: obj
+        for name, obj in ((n, getattr(lightning_order, n)) for n in lightning_order.__all__)
         if isinstance(obj, type)
     }
+    # A recorded path of this package (today's module or an earlier one, e.g. before a module
+    # moved) names the public class of the same name; nothing is imported by the name.
+    public = (
+        recorded.rpartition(".")[2]
+        if recorded and recorded.startswith("lightning_order.") and recorded.rpartition(".")[2] in own
+        else None
+    )
     if recorded is None:
         raise CheckpointError(
             f"the checkpoint records no {what} class: pass {argument}=YourClass to recover()"
         )
-    if recorded not in own:
+    if public is None:
         raise CheckpointError(
             f"the checkpoint names the {what} class '{recorded}'; recover() imports nothing a checkpoint "
             f"names (importing and calling it could run code): pass {argument}={recorded.rpartition('.')[2]} "
             "(the class itself) if you trust it"
         )
-    return own[recorded]
+    return own[public]
 
 
 def _rebuild_datamodule(
@@ -234,4 +241,3 @@ def _rebuild_datamodule(
     datamodule.prepare_data()
     datamodule.setup("fit")
     return datamodule
-

@@ -18,8 +18,8 @@ import torch
 from torch import nn
 
 from lightning_order import STANDARD_PIPELINE, OrderedDataModule
-from lightning_order._distributed import release_process_group
-from lightning_order.data import load as load_module
+from lightning_order.data.text import load as load_module
+from lightning_order.distributed import release_process_group
 
 PREPARATIONS = []
 _generate = load_module.make_demo_corpus

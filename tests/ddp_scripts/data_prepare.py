@@ -20,8 +20,8 @@ import numpy as np
 import xxhash
 
 from lightning_order import OrderedDataModule, StepLedger
-from lightning_order.data import cache
-from lightning_order.data.steps import STEPS
+from lightning_order.data.engine import cache
+from lightning_order.data.text.steps import STEPS
 
 
 def _die() -> None:

@@ -27,7 +27,7 @@ from handwritten import PerRankStatsData, RandomSplitData, build, glue_lines
 from helpers import quiet_trainer
 
 from lightning_order import OrderValidator
-from lightning_order._distributed import release_process_group
+from lightning_order.distributed import release_process_group
 
 
 def run_case(namespace: str, data_cls: type, model_cls: type) -> dict:

@@ -25,7 +25,7 @@ from helpers import quiet_trainer
 from label_data import FunctionsClassifier, FunctionsData
 
 from lightning_order import OrderValidator, SymptomMonitor
-from lightning_order._distributed import release_process_group
+from lightning_order.distributed import release_process_group
 
 CASES = (("leak", "validator"), ("leak", "monitor"), ("sound", "validator"))
 

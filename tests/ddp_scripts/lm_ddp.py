@@ -18,7 +18,7 @@ import pytorch_lightning as pl
 import xxhash
 
 from lightning_order import OrderedCausalLM, OrderedLMDataModule, OrderError, OrderValidator
-from lightning_order._distributed import release_process_group
+from lightning_order.distributed import release_process_group
 
 
 class Counter(pl.Callback):
@@ -62,7 +62,7 @@ def main() -> None:
         trainer.fit(model, dm)
     except OrderError as err:
         result.update(error="OrderError", rules=err.rules, message=str(err))
-    blocks = np.asarray(dm._train)
+    blocks = np.asarray(dm.blocks("train"))
     result.update(
         rank=trainer.global_rank,
         shard_info=dm.shard_info,

@@ -21,7 +21,7 @@ from handwritten import DocsClassifier, DocsData
 from helpers import quiet_trainer
 
 from lightning_order import OrderValidator, SymptomMonitor
-from lightning_order._distributed import release_process_group
+from lightning_order.distributed import release_process_group
 
 
 def main(out: Path) -> None:
@@ -39,7 +39,7 @@ def main(out: Path) -> None:
         "rank": trainer.global_rank,
         "world_size": trainer.world_size,
         "global_step": trainer.global_step,
-        "unk_rate": monitor._unk_rate,
+        "unk_rate": monitor.readings.unk_rate,
         "diagnoses": [d.to_dict() for d in monitor.diagnoses],
         "validator_rules": [v.rule for v in validator.violations],
     }

@@ -24,8 +24,8 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from lightning_order._distributed import release_process_group
 from lightning_order.callbacks.symptom_monitor import SymptomMonitor
+from lightning_order.distributed import release_process_group
 
 warnings.filterwarnings("ignore")
 ROWS_PER_SOURCE = 1920
@@ -91,7 +91,7 @@ def main() -> None:
     pl.seed_everything(seed, workers=True)
     torch.set_num_threads(1)
     if mode == "demo":
-        from lightning_order.data.datamodule import OrderedDataModule
+        from lightning_order.data.text.datamodule import OrderedDataModule
         from lightning_order.models import OrderedTextClassifier
 
         data = OrderedDataModule(

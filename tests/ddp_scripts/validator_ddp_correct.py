@@ -18,8 +18,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the shar
 from helpers import quiet_trainer
 
 from lightning_order import OrderedDataModule, OrderValidator, OrderWarning
-from lightning_order._distributed import release_process_group
 from lightning_order.checks import check_ledger
+from lightning_order.distributed import release_process_group
 from lightning_order.models import OrderedTextClassifier
 
 

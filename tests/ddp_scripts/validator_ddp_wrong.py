@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the shar
 from helpers import quiet_trainer
 
 from lightning_order import OrderedDataModule, OrderError, OrderValidator
-from lightning_order._distributed import release_process_group
+from lightning_order.distributed import release_process_group
 from lightning_order.models import OrderedTextClassifier
 
 RIGHT = ["load", "clean", "engineer_features", "split", "fit_features", "build_vocab", "encode", "shard"]

@@ -15,8 +15,8 @@ user's trust more than a late one); every threshold is an argument (calibration 
 Modules, one per detector family: :mod:`.table` (the diagnosis table and the record),
 :mod:`.loss` (one rank's curve), :mod:`.ranks` (ranks against each other),
 :mod:`.generalisation` (train against validation), :mod:`.resources` (loader and memory),
-:mod:`.attribution` (from symptom to cause). Nothing here touches a Trainer, a GPU or a process
-group.
+:mod:`.attribution` (from symptom to cause), :mod:`.guards` (what every detector does to its
+inputs first). Nothing here touches a Trainer, a GPU or a process group.
 """
 
 from lightning_order.checks.symptoms.attribution import RunFacts, attribute

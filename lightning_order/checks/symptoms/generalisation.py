@@ -8,7 +8,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from lightning_order.checks.symptoms.table import Diagnosis, _check_positive, _diagnosis
+from lightning_order.checks.symptoms.guards import require_positive
+from lightning_order.checks.symptoms.table import Diagnosis, new_diagnosis
 
 __all__ = ["detect_label_leak", "detect_train_val_gap"]
 
@@ -77,7 +78,7 @@ def detect_train_val_gap(
     Returns:
         A ``train-val-gap`` diagnosis, or ``None``.
     """
-    _check_positive(leak_epochs=leak_epochs, overfit_ratio=overfit_ratio)
+    require_positive(leak_epochs=leak_epochs, overfit_ratio=overfit_ratio)
     pairs = [
         (float(t), float(v))
         for t, v in zip(train_losses, val_losses)
@@ -95,7 +96,7 @@ def detect_train_val_gap(
         ratios = [v / t if t > 0 else math.inf for t, v in first]
         shrinking = all(b < a for a, b in itertools.pairwise(ratios)) or not require_shrinking_ratio
         if leaky and learned and tracking and shrinking:
-            return _diagnosis(
+            return new_diagnosis(
                 "train-val-gap",
                 step,
                 f"the validation loss was at or below the train loss in each of the first {leak_epochs} "
@@ -123,7 +124,7 @@ def detect_train_val_gap(
     best_val = min(v for _, v in pairs)
     memorising = val > best_val * (1.0 + max_val_rise)
     if train > 0 and val >= overfit_ratio * train and val - train >= overfit_min_gap and not memorising:
-        return _diagnosis(
+        return new_diagnosis(
             "train-val-gap",
             step,
             f"the validation loss {val:.3f} is {val / train:.1f}x the train loss {train:.3f}: the "
@@ -179,7 +180,7 @@ def detect_label_leak(
     worst = max(leaked, key=lambda c: float(c["ratio"]))
     ratio = float(worst["ratio"])
     seen = f" (train {train_loss:.3f})" if train_loss is not None and math.isfinite(train_loss) else ""
-    return _diagnosis(
+    return new_diagnosis(
         "train-val-gap",
         step,
         f"the validation loss {val_loss:.3f}{seen} is read through {len(leaked)} label-encoded "

@@ -11,7 +11,8 @@ import itertools
 import statistics
 from collections.abc import Sequence
 
-from lightning_order.checks.symptoms.table import Diagnosis, _check_positive, _diagnosis, _finite
+from lightning_order.checks.symptoms.guards import finite_values, require_positive
+from lightning_order.checks.symptoms.table import Diagnosis, new_diagnosis
 
 __all__ = ["detect_early_oscillation", "detect_plateau"]
 
@@ -67,12 +68,12 @@ def detect_early_oscillation(
     Returns:
         A ``early-oscillation`` diagnosis, or ``None``.
     """
-    _check_positive(window=window, large_delta=large_delta, min_spread=min_spread)
-    judged = _finite(losses[warmup_steps : warmup_steps + window])
+    require_positive(window=window, large_delta=large_delta, min_spread=min_spread)
+    judged = finite_values(losses[warmup_steps : warmup_steps + window])
     if len(judged) < max(window // 2, 3):
         return None
     median = statistics.median(judged)
-    start = _finite(losses[:warmup_steps])
+    start = finite_values(losses[:warmup_steps])
     start_level = statistics.fmean(start) if start else 0.0
     scale = max(median, start_level)
     if scale <= 0 or (start_level > 0 and median > max_growth * start_level):
@@ -84,7 +85,7 @@ def detect_early_oscillation(
     spread = (max(judged) - min(judged)) / scale
     if len(large) < min_large or flip_ratio < min_flip_ratio or spread < min_spread:
         return None
-    return _diagnosis(
+    return new_diagnosis(
         "early-oscillation",
         step if step is not None else len(losses) - 1,
         f"the loss swung {len(large)} times by more than {large_delta:.0%} of its scale {scale:.3g} in steps "
@@ -169,14 +170,14 @@ def detect_plateau(
     Returns:
         A ``plateau`` diagnosis, or ``None``.
     """
-    _check_positive(window=window, warmup_steps=warmup_steps, max_unk_rate=max_unk_rate)
-    values = _finite(losses)
+    require_positive(window=window, warmup_steps=warmup_steps, max_unk_rate=max_unk_rate)
+    values = finite_values(losses)
     if len(values) < warmup_steps:
         return None
     stamp = step if step is not None else len(losses) - 1
     start = statistics.fmean(values[:warmup_steps])
     if unk_rate is not None and unk_baseline is not None and unk_rate - unk_baseline > max_unk_rate:
-        return _diagnosis(
+        return new_diagnosis(
             "plateau",
             stamp,
             f"{unk_rate:.2%} of the input tokens are unknown where the vocabulary leaves "
@@ -210,7 +211,7 @@ def detect_plateau(
         else f"the loss improved {improvement:.1%} over the last {2 * half} steps and only "
         f"{progress:.0%} since the start"
     )
-    return _diagnosis(
+    return new_diagnosis(
         "plateau",
         stamp,
         f"not learning: {seen} ({start:.3f} -> {recent:.3f}){unk_text}",

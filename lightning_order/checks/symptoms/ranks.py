@@ -10,7 +10,8 @@ import math
 import statistics
 from collections.abc import Mapping, Sequence
 
-from lightning_order.checks.symptoms.table import Diagnosis, _check_positive, _diagnosis, _finite
+from lightning_order.checks.symptoms.guards import finite_values, require_positive
+from lightning_order.checks.symptoms.table import Diagnosis, new_diagnosis
 
 __all__ = ["detect_input_shift", "detect_rank_divergence", "rank_input_shift"]
 
@@ -44,7 +45,7 @@ def detect_rank_divergence(
     Returns:
         A ``rank-divergence`` diagnosis, or ``None`` (also with fewer than two ranks).
     """
-    _check_positive(z=z, min_relative=min_relative)
+    require_positive(z=z, min_relative=min_relative)
     entries = list(per_rank_losses)
     paired = len(entries) >= 2 and all(not isinstance(e, Mapping) for e in entries)
     if paired:
@@ -77,7 +78,7 @@ def detect_rank_divergence(
     relative = difference / abs(overall) if overall else math.inf
     if z_score <= z or relative <= min_relative:
         return None
-    return _diagnosis(
+    return new_diagnosis(
         "rank-divergence",
         step,
         f"rank {hi}'s mean loss {means[hi]:.3f} and rank {lo}'s {means[lo]:.3f} differ by "
@@ -102,7 +103,7 @@ def detect_rank_divergence(
 def _summary(entry: Sequence[float] | Mapping[str, float]) -> tuple[float, float, float]:
     if isinstance(entry, Mapping):
         return float(entry["mean"]), float(entry.get("std", 0.0)), float(entry.get("count", 0))
-    values = _finite(entry)
+    values = finite_values(entry)
     if len(values) < 2:
         return (values[0] if values else math.nan), 0.0, float(len(values))
     return statistics.fmean(values), statistics.stdev(values), float(len(values))
@@ -137,12 +138,12 @@ def detect_input_shift(
     Returns:
         A ``rank-divergence`` diagnosis (trigger ``inputs``), or ``None`` (also with one rank).
     """
-    _check_positive(min_shift=min_shift)
+    require_positive(min_shift=min_shift)
     best = rank_input_shift(val_stats)
     if best is None or best[0] <= min_shift:
         return None
     shift, column, a, b = best
-    return _diagnosis(
+    return new_diagnosis(
         "rank-divergence",
         step,
         f"ranks {a} and {b} see the same validation split through different input statistics: column "

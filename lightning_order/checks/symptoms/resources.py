@@ -6,7 +6,8 @@ import itertools
 import statistics
 from collections.abc import Sequence
 
-from lightning_order.checks.symptoms.table import Diagnosis, _check_positive, _diagnosis, _finite
+from lightning_order.checks.symptoms.guards import finite_values, require_positive
+from lightning_order.checks.symptoms.table import Diagnosis, new_diagnosis
 
 __all__ = ["detect_data_starvation", "detect_memory_swing"]
 
@@ -42,7 +43,7 @@ def detect_data_starvation(
     Returns:
         A ``data-starvation`` diagnosis, or ``None``.
     """
-    _check_positive(min_steps=min_steps, max_wait_share=max_wait_share)
+    require_positive(min_steps=min_steps, max_wait_share=max_wait_share)
     pairs = [(float(w), float(s)) for w, s in zip(wait_times, step_times) if w >= 0 and s >= 0]
     if len(pairs) < min_steps:
         return None
@@ -52,7 +53,7 @@ def detect_data_starvation(
     compute = statistics.median(s for _, s in pairs)
     if share <= max_wait_share or wait <= min_wait_s:
         return None
-    return _diagnosis(
+    return new_diagnosis(
         "data-starvation",
         step,
         f"{share:.0%} of each step's wall time is spent waiting for the batch (median wait "
@@ -99,8 +100,8 @@ def detect_memory_swing(
     Returns:
         A ``memory-swing`` diagnosis, or ``None``.
     """
-    _check_positive(min_steps=min_steps, max_relative_swing=max_relative_swing)
-    values = _finite(allocated_bytes)
+    require_positive(min_steps=min_steps, max_relative_swing=max_relative_swing)
+    values = finite_values(allocated_bytes)
     if len(values) < min_steps:
         return None
     median = statistics.median(values)
@@ -109,7 +110,7 @@ def detect_memory_swing(
     relative = swing / median if median > 0 else 0.0
     if relative <= max_relative_swing or swing <= min_swing_bytes:
         return None
-    return _diagnosis(
+    return new_diagnosis(
         "memory-swing",
         step,
         f"allocated memory changes by {swing / 2**20:.0f} MiB ({relative:.0%} of its median "

@@ -10,14 +10,13 @@ same symptom (see :mod:`lightning_order.checks.symptoms.attribution`); otherwise
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from lightning_order.rules import RULES
 
-__all__ = ["SYMPTOMS", "Diagnosis", "SymptomInfo"]
+__all__ = ["SYMPTOMS", "Diagnosis", "SymptomInfo", "new_diagnosis"]
 
 
 @dataclass(frozen=True)
@@ -176,21 +175,18 @@ class Diagnosis:
 _LISTED = object()
 
 
-def _diagnosis(
+def new_diagnosis(
     symptom: str, step: int, message: str, evidence: dict[str, Any], rule: Any = _LISTED
 ) -> Diagnosis:
-    """A diagnosis with rounded evidence; ``rule`` defaults to the rule the table lists."""
+    """A diagnosis with its float evidence rounded to 6 digits (what every detector returns).
+
+    Args:
+        symptom: a code of :data:`SYMPTOMS`.
+        step: the global step.
+        message: one readable line.
+        evidence: the numbers behind the verdict.
+        rule: the suspected rule code; by default the one the table lists for ``symptom``.
+    """
     rounded = {k: (round(v, 6) if isinstance(v, float) else v) for k, v in evidence.items()}
     named = SYMPTOMS[symptom].suspected_rule if rule is _LISTED else rule
     return Diagnosis(symptom, int(step), named, rounded, message)
-
-
-def _finite(values: Sequence[float]) -> list[float]:
-    floats = list(map(float, values))
-    return floats if all(map(math.isfinite, floats)) else [v for v in floats if math.isfinite(v)]
-
-
-def _check_positive(**values: float) -> None:
-    for name, value in values.items():
-        if not value > 0:
-            raise ValueError(f"{name} must be > 0, got {value!r}")

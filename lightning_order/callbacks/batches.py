@@ -1,0 +1,126 @@
+"""Batches sampled from a datamodule's dataloaders, and what the validator reads off them.
+
+Gathering only, over duck-typed objects (any datamodule, any batch layout: a dict with
+``input_ids`` / ``features`` / ``labels``, or a tuple whose last element is the label); the
+judgements are in :mod:`lightning_order.checks`. A sample is drawn with a fixed seed, so every
+rank reads the same rows of the same data.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import torch
+
+from lightning_order.callbacks.evidence import KEY_HASH
+
+__all__ = ["as_numpy", "batch_field", "batch_inputs", "observed_dims", "sample_batch"]
+
+log = logging.getLogger(__name__)
+
+
+def sample_batch(dm: Any, loader_name: str, rows: int) -> tuple[Any, int | None]:
+    """Up to ``rows`` rows of a datamodule's dataloader, collated as one batch, and the dataset size.
+
+    Map-style datasets are indexed directly (a fixed seed, so every rank samples the same rows of
+    the same data) without starting workers; iterable ones yield their first batches.
+
+    Args:
+        dm: the datamodule.
+        loader_name: ``"train_dataloader"`` or ``"val_dataloader"``.
+        rows: rows to read at most.
+
+    Returns:
+        ``(batch, size)``: ``(None, None)`` when there is nothing to read; ``size`` is ``None``
+        for an iterable dataset.
+    """
+    try:
+        loader = getattr(dm, loader_name)()
+    except Exception as err:  # a datamodule without that split, or not ready: nothing to sample
+        log.debug("OrderValidator: no %s to sample (%s)", loader_name, err)
+        return None, None
+    if isinstance(loader, (list, tuple)):
+        loader = loader[0] if loader else None
+    dataset = getattr(loader, "dataset", None)
+    if loader is None or dataset is None:
+        return None, None
+    collate = getattr(loader, "collate_fn", None) or torch.utils.data.default_collate
+    if not isinstance(dataset, torch.utils.data.IterableDataset) and hasattr(dataset, "__len__"):
+        size = len(dataset)
+        if size == 0:
+            return None, 0
+        picked = np.sort(np.random.default_rng(0).choice(size, size=min(rows, size), replace=False))
+        getitems = getattr(dataset, "__getitems__", None)
+        items = getitems(picked.tolist()) if callable(getitems) else [dataset[int(i)] for i in picked]
+        return collate(items), size
+    batches, seen = [], 0
+    for batch in loader:
+        batches.append(batch)
+        labels = batch_field(batch, "labels")
+        seen += len(labels if labels is not None else batch[0])
+        if seen >= rows:
+            break
+    return (_concat(batches) if batches else None), None
+
+
+def batch_field(batch: Any, key: str) -> Any:
+    """``batch[key]`` of a dict batch; of a tuple, the last element as ``"labels"``, the first as
+    ``"features"`` (floating point) or ``"input_ids"`` (integer). ``None`` when there is none."""
+    if isinstance(batch, Mapping):
+        return batch.get(key)
+    if isinstance(batch, (list, tuple)) and len(batch) >= 2:
+        first = batch[0]
+        if key == "labels":
+            return batch[-1]
+        is_float = torch.is_tensor(first) and first.is_floating_point()
+        if key == "features" and is_float:
+            return first
+        if key == "input_ids" and torch.is_tensor(first) and not is_float:
+            return first
+    return None
+
+
+def _concat(batches: list[Any]) -> Any:
+    if isinstance(batches[0], Mapping):
+        return {k: torch.cat([b[k] for b in batches]) for k in batches[0] if torch.is_tensor(batches[0][k])}
+    return type(batches[0])(torch.cat([b[i] for b in batches]) for i in range(len(batches[0])))
+
+
+def as_numpy(value: Any) -> np.ndarray | None:
+    """A tensor (on any device) or array-like as a numpy array; ``None`` stays ``None``."""
+    if value is None:
+        return None
+    if torch.is_tensor(value):
+        return value.detach().cpu().numpy()
+    return np.asarray(value)
+
+
+def batch_inputs(batch: Any) -> list[np.ndarray]:
+    """The model inputs of a batch (everything but the labels and key hashes), as numpy arrays."""
+    if batch is None:
+        return []
+    if isinstance(batch, Mapping):
+        keys = [k for k in sorted(batch) if k not in ("labels", "label", "y", KEY_HASH)]
+        return [a for a in (as_numpy(batch[k]) for k in keys) if a is not None and a.ndim >= 1]
+    if isinstance(batch, (list, tuple)) and len(batch) >= 2:
+        return [a for a in (as_numpy(x) for x in batch[:-1]) if a is not None and a.ndim >= 1]
+    return []
+
+
+def observed_dims(batch: Any) -> dict[str, Any]:
+    """What a sampled batch shows about the data's dims (lower bounds): ``max_token_id``,
+    ``num_features`` (the width of ``features``), ``max_label``."""
+    observed: dict[str, Any] = {}
+    ids = as_numpy(batch_field(batch, "input_ids"))
+    if ids is not None and ids.size and np.issubdtype(ids.dtype, np.integer):
+        observed["max_token_id"] = int(ids.max())
+    features = as_numpy(batch_field(batch, "features"))
+    if features is not None and features.ndim == 2:
+        observed["num_features"] = int(features.shape[1])
+    labels = as_numpy(batch_field(batch, "labels"))
+    if labels is not None and labels.size and np.issubdtype(labels.dtype, np.integer) and labels.ndim == 1:
+        observed["max_label"] = int(labels.max())
+    return observed

@@ -1,0 +1,222 @@
+"""What a rank's datasets hold, summarised for the validator: any datamodule, no glue.
+
+Gathering only (the judgements are :mod:`lightning_order.checks.datasets`). Items are read from
+the dataset behind each dataloader by index, without workers (:mod:`.items`): every item when
+the split is small (``whole_rows``), else the same seeded sample of indices on every rank (drawn
+below the smallest length any rank has, so all ranks look at the same positions). Each item is hashed twice (its
+non-float parts, which say which row it is; everything but its label, which says which input it
+is), and the collated sample gives per-key statistics of every floating-point tensor and the
+largest token id. Iterable datasets are not indexable: they are skipped (documented limit).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import torch
+import xxhash
+
+from lightning_order.callbacks.items import SPLIT_LOADERS, is_label, leaf_array, leaves, split_dataset
+
+__all__ = ["dataset_lengths", "hash_items", "item_hashes", "summarize_splits"]
+
+log = logging.getLogger(__name__)
+
+
+def dataset_lengths(dm: Any) -> dict[str, int | None]:
+    """``{"train": n, "val": m}`` (``None`` where a split has no indexable dataset)."""
+    out: dict[str, int | None] = {}
+    for split in SPLIT_LOADERS:
+        dataset, _ = split_dataset(dm, split) if dm is not None else (None, None)
+        out[split] = None if dataset is None else len(dataset)
+    return out
+
+
+def _feed(hasher: Any, path: str, value: Any) -> None:
+    hasher.update(path.encode())
+    array = leaf_array(value)
+    if array is not None:
+        hasher.update(f"{array.dtype}{array.shape}".encode())
+        hasher.update(np.ascontiguousarray(array).tobytes())
+    elif isinstance(value, (bytes, bytearray)):
+        hasher.update(bytes(value))
+    else:
+        hasher.update(repr(value).encode())
+
+
+def _is_float(value: Any) -> bool:
+    array = leaf_array(value)
+    return isinstance(value, float) or (array is not None and np.issubdtype(array.dtype, np.floating))
+
+
+def item_hashes(item: Any) -> tuple[int | None, int, int | None]:
+    """``(rows, inputs, max_token_id)`` for one item.
+
+    ``rows`` hashes the non-float leaves (labels included), ``None`` when there are none but the
+    label; ``inputs`` hashes every leaf but the label; ``max_token_id`` is the largest value of an
+    integer array leaf that is not the label (``None`` when there is none).
+    """
+    rows, inputs = xxhash.xxh3_64(), xxhash.xxh3_64()
+    has_row_part, max_id = False, None
+    for path, leaf in leaves(item):
+        label = is_label(path)
+        if not label:
+            _feed(inputs, path, leaf)
+        if not _is_float(leaf):
+            _feed(rows, path, leaf)
+            has_row_part = has_row_part or not label
+        array = leaf_array(leaf)
+        if not label and array is not None and array.size and np.issubdtype(array.dtype, np.integer):
+            if array.ndim >= 1 and _looks_like_ids(path):
+                max_id = max(int(array.max()), max_id if max_id is not None else -1)
+    signed = np.array([rows.intdigest(), inputs.intdigest()], dtype=np.uint64).view(np.int64)
+    return (int(signed[0]) if has_row_part else None), int(signed[1]), max_id
+
+
+_CHUNK = 4096
+
+
+def hash_items(items: list[Any]) -> list[tuple[int | None, int, int | None]]:
+    """:func:`item_hashes` of many items; a vectorised path for items of fixed-shape tensors.
+
+    Items that ``default_collate`` stacks into arrays (dicts or tuples of fixed-shape tensors and
+    numbers) are hashed one byte row per item (a few microseconds each); anything else (text,
+    ragged lists) item by item. The path depends only on the items' types, so every rank takes
+    the same one for the same data.
+    """
+    out: list[tuple[int | None, int, int | None]] = []
+    for start in range(0, len(items), _CHUNK):
+        chunk = items[start : start + _CHUNK]
+        out += _hash_stacked(chunk) or [item_hashes(item) for item in chunk]
+    return out
+
+
+def _hash_stacked(items: list[Any]) -> list[tuple[int | None, int, int | None]] | None:
+    try:
+        stacked = leaves(torch.utils.data.default_collate(items))
+    except Exception:  # ragged or not collatable: the item-by-item path
+        return None
+    rows_parts, input_parts, has_row_part, max_id = [], [], False, None
+    for path, leaf in stacked:
+        array = leaf_array(leaf)
+        if array is None or array.ndim == 0 or array.shape[0] != len(items):
+            return None
+        flat = np.ascontiguousarray(array.reshape(len(items), -1)).view(np.uint8).reshape(len(items), -1)
+        label, is_float = is_label(path), np.issubdtype(array.dtype, np.floating)
+        if not label:
+            input_parts.append(flat)
+        if not is_float:
+            rows_parts.append(flat)
+            has_row_part = has_row_part or not label
+        if not label and np.issubdtype(array.dtype, np.integer) and array.ndim >= 2 and _looks_like_ids(path):
+            max_id = max(int(array.max()), max_id if max_id is not None else -1)
+    if not input_parts:
+        return None
+    rows = np.concatenate(rows_parts, axis=1) if rows_parts else None
+    inputs = np.concatenate(input_parts, axis=1)
+    digest = xxhash.xxh3_64_intdigest
+    input_hashes = np.fromiter((digest(r.tobytes()) for r in inputs), np.uint64, len(items)).view(np.int64)
+    if has_row_part and rows is not None:
+        row_hashes = np.fromiter((digest(r.tobytes()) for r in rows), np.uint64, len(items)).view(np.int64)
+    else:
+        row_hashes = [None] * len(items)
+    item_max = None
+    if max_id is not None:
+        item_max = max_id  # the chunk's largest id: only the maximum over all items is used
+    return [(None if r is None else int(r), int(i), item_max) for r, i in zip(row_hashes, input_hashes)]
+
+
+def _looks_like_ids(path: str) -> bool:
+    name = path.lower()
+    return "mask" not in name and ("id" in name or "token" in name or name.isdigit())
+
+
+def _float_stats(batch: Any) -> dict[str, dict[str, Any]]:
+    """Per-column mean and std of every floating-point tensor of a collated batch, by key."""
+    out: dict[str, dict[str, Any]] = {}
+    for path, leaf in leaves(batch):
+        array = leaf_array(leaf)
+        if array is None or not np.issubdtype(array.dtype, np.floating) or array.ndim == 0 or not len(array):
+            continue
+        flat = array.reshape(array.shape[0], -1).astype(np.float64)
+        if flat.shape[1] > 64:  # images, embeddings: one pooled column
+            flat = flat.reshape(-1, 1)
+        out[path] = {"mean": flat.mean(0).tolist(), "std": flat.std(0).tolist(), "rows": int(array.shape[0])}
+    return out
+
+
+def _batch_max_id(batch: Any) -> int | None:
+    best = None
+    for path, leaf in leaves(batch):
+        array = leaf_array(leaf)
+        if is_label(path) or array is None or array.ndim < 2 or not array.size:
+            continue
+        if np.issubdtype(array.dtype, np.integer) and _looks_like_ids(path):
+            best = max(int(array.max()), best if best is not None else -1)
+    return best
+
+
+def _summarize(dataset: Any, collate: Any, common_length: int, sample_rows: int, whole_rows: int) -> dict:
+    length = len(dataset)
+    whole = length <= whole_rows and length == common_length
+    if whole:
+        indices = np.arange(length)
+    else:
+        size = min(sample_rows, common_length)
+        indices = np.sort(np.random.default_rng(0).choice(common_length, size=size, replace=False))
+    items = [dataset[int(i)] for i in indices]
+    hashed = hash_items(items)
+    rows = [h[0] for h in hashed]
+    summary: dict[str, Any] = {
+        "length": length,
+        "whole": bool(whole),
+        "ids": None if any(r is None for r in rows) else rows,
+        "inputs": [h[1] for h in hashed],
+        "max_token_id": max((h[2] for h in hashed if h[2] is not None), default=None),
+        "random": bool(items) and hash_items([dataset[int(indices[0])]])[0][1] != hashed[0][1],
+        "floats": {},
+    }
+    picked = items if len(items) <= sample_rows else [items[i] for i in _spread(len(items), sample_rows)]
+    try:
+        batch = collate(picked) if picked else None
+    except Exception as err:  # a collate that needs a worker or a tokenizer not ready: hashes only
+        log.debug("OrderValidator: could not collate a sample (%s)", err)
+        batch = None
+    if batch is not None:
+        summary["floats"] = _float_stats(batch)
+        batch_max = _batch_max_id(batch)
+        if batch_max is not None:
+            summary["max_token_id"] = max(batch_max, summary["max_token_id"] or -1)
+    return summary
+
+
+def _spread(n: int, k: int) -> list[int]:
+    return np.sort(np.random.default_rng(1).choice(n, size=k, replace=False)).tolist()
+
+
+def summarize_splits(
+    dm: Any, common: Mapping[str, int | None], *, sample_rows: int, whole_rows: int
+) -> dict[str, dict[str, Any] | None]:
+    """Each split's summary (see :mod:`lightning_order.checks.datasets`), ``None`` where unreadable.
+
+    Args:
+        dm: the datamodule (its dataloaders give the datasets and collate functions).
+        common: per split, the smallest length any rank has (``None``: some rank lacks the split).
+        sample_rows: items read per split when it is not hashed whole.
+        whole_rows: splits up to this length are hashed whole.
+    """
+    out: dict[str, dict[str, Any] | None] = {}
+    for split in SPLIT_LOADERS:
+        dataset, collate = split_dataset(dm, split) if dm is not None else (None, None)
+        if dataset is None or not common.get(split):
+            out[split] = None
+            continue
+        try:
+            out[split] = _summarize(dataset, collate, int(common[split]), sample_rows, whole_rows)
+        except Exception as err:  # an item that cannot be read by index: no content checks
+            log.debug("OrderValidator: could not summarise %s (%s)", split, err)
+            out[split] = None
+    return out

@@ -1,0 +1,158 @@
+"""The float columns and labels of a split, for the label-encoding check: any datamodule, no glue.
+
+Gathering only (the judgement is :func:`lightning_order.checks.label_encoding.check_label_encoded_features`).
+Items are read from the dataset behind each dataloader (:mod:`.items`) by index, in chunks (``__getitems__``
+where the dataset has it: Hugging Face datasets read a chunk in one call), collated with the
+loader's collate function (a probe of 256 rows first: data with no label, or no small float
+column whose values repeat, is left there, so images or token blocks cost 256 reads); every
+floating-point leaf with at most 64 values per row becomes
+columns, the ``label``/``labels``/``y``/``target`` leaf the labels. A split longer than
+``max_rows`` is read through a seeded sample of rows (said in the verdict). Under DDP every
+rank's arrays are gathered: shards that differ are joined into the whole split, datasets every
+rank holds whole (a ``DistributedSampler`` pipeline) are kept once.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import xxhash
+
+from lightning_order.callbacks.gather import all_gather
+from lightning_order.callbacks.items import SPLIT_LOADERS, is_label, leaf_array, leaves, split_dataset
+from lightning_order.checks.label_encoding import check_label_encoded_features
+from lightning_order.rules import Violation
+
+__all__ = ["join_rank_parts", "label_encoding_violations", "split_columns"]
+
+log = logging.getLogger(__name__)
+
+_CHUNK = 8192
+_PROBE = 256
+_MAX_WIDTH = 64
+
+
+def _read(dataset: Any, indices: Sequence[int]) -> list[Any]:
+    getitems = getattr(dataset, "__getitems__", None)
+    if callable(getitems):
+        return list(getitems(list(indices)))
+    return [dataset[int(i)] for i in indices]
+
+
+def _columns(batch: Any, feature_names: Sequence[str] | None) -> tuple[list[np.ndarray], list[str], Any]:
+    """The batch's float columns (each rows × k), their names, and its labels (``None``: no label leaf)."""
+    columns, names, labels = [], [], None
+    for path, leaf in leaves(batch):
+        array = leaf_array(leaf)
+        if array is None or array.ndim == 0:
+            continue
+        if is_label(path) and path.lower() != "key_hash":
+            labels = array if array.ndim == 1 and labels is None else labels
+            continue
+        if not np.issubdtype(array.dtype, np.floating):
+            continue
+        flat = array.reshape(array.shape[0], -1)
+        if flat.shape[1] > _MAX_WIDTH:
+            continue
+        columns.append(flat.astype(np.float32))
+        if feature_names is not None and len(feature_names) == flat.shape[1] and path == "features":
+            names += [f"features[{n}]" for n in feature_names]
+        else:
+            where = f"input {path}" if path.isdigit() else path
+            names += [f"column {i} of {where}" for i in range(flat.shape[1])]
+    return columns, names, labels
+
+
+def split_columns(dm: Any, split: str, max_rows: int) -> dict[str, Any] | None:
+    """A split's float columns and labels, or ``None`` (no indexable dataset, no label, no float column).
+
+    Args:
+        dm: the datamodule.
+        split: ``"train"`` or ``"val"``.
+        max_rows: rows read at most (a seeded sample above it).
+
+    Returns:
+        ``{"x": rows × columns float32, "y": labels, "names": [...], "length": n, "sampled": bool,
+        "digest": hash of x and y}``.
+    """
+    dataset, collate = split_dataset(dm, split)
+    if dataset is None:
+        return None
+    length = len(dataset)
+    if length == 0:
+        return None
+    sampled = length > max_rows
+    indices = (
+        np.sort(np.random.default_rng(2).choice(length, size=max_rows, replace=False))
+        if sampled
+        else np.arange(length)
+    )
+    feature_names = getattr(dm, "feature_names", None)
+    feature_names = list(feature_names) if isinstance(feature_names, (list, tuple)) else None
+    xs, ys, names = [], [], None
+    # A small probe first: data without a label and a small float column whose values repeat
+    # (images, token blocks, continuous features only) cannot hold an encoding; stop there.
+    bounds = [0, min(_PROBE, len(indices)), *range(_PROBE + _CHUNK, len(indices), _CHUNK), len(indices)]
+    try:
+        for start, stop in itertools.pairwise(bounds):
+            if start >= stop:
+                continue
+            batch = collate(_read(dataset, indices[start:stop].tolist()))
+            columns, chunk_names, labels = _columns(batch, feature_names)
+            if not columns or labels is None or len(labels) != columns[0].shape[0]:
+                return None
+            x = np.concatenate(columns, axis=1)
+            if start == 0 and not any(np.unique(c).size < len(c) for c in x.T):
+                return None
+            xs.append(x)
+            ys.append(np.asarray(labels))
+            names = chunk_names
+    except Exception as err:  # items that cannot be read or collated here: no label check
+        log.debug("OrderValidator: no label-encoding check on %s (%s)", split, err)
+        return None
+    x, y = np.concatenate(xs), np.concatenate(ys)
+    digest = xxhash.xxh3_64_hexdigest(np.ascontiguousarray(x).tobytes() + np.ascontiguousarray(y).tobytes())
+    return {"x": x, "y": y, "names": names, "length": length, "sampled": sampled, "digest": digest}
+
+
+def join_rank_parts(parts: list[dict[str, Any] | None]) -> dict[str, Any] | None:
+    """One split from every rank's :func:`split_columns`: the whole split once (every rank read the
+    same rows), or the shards joined; ``None`` when a rank has none or the columns differ."""
+    if not parts or any(p is None for p in parts):
+        return None
+    if len({p["digest"] for p in parts}) == 1:
+        return parts[0]
+    if len({tuple(p["names"]) for p in parts}) != 1:
+        return None
+    return {
+        "x": np.concatenate([p["x"] for p in parts]),
+        "y": np.concatenate([p["y"] for p in parts]),
+        "names": parts[0]["names"],
+        "sampled": any(p["sampled"] for p in parts),
+    }
+
+
+def label_encoding_violations(trainer: Any, dm: Any, max_rows: int) -> list[Violation]:
+    """``fit-before-split`` for label-encoded features fitted on train + validation (every rank alike).
+
+    Collective under DDP: every rank must call it (one all-gather of the arrays).
+    """
+    local = {split: split_columns(dm, split, max_rows) if dm is not None else None for split in SPLIT_LOADERS}
+    gathered = all_gather(trainer, local)
+    train = join_rank_parts([g["train"] for g in gathered])
+    val = join_rank_parts([g["val"] for g in gathered])
+    if train is None or val is None or train["names"] != val["names"]:
+        return []
+    return check_label_encoded_features(
+        train["x"],
+        train["y"],
+        val["x"],
+        val["y"],
+        names=train["names"],
+        source=f"the {type(dm).__name__} batches",
+        sampled=bool(train["sampled"] or val["sampled"]),
+    )

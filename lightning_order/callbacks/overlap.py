@@ -1,0 +1,64 @@
+"""Train/validation overlap on any datamodule: which evidence decides, from the best there is.
+
+Gathering only (the judgements are :mod:`lightning_order.checks.leakage` and
+:mod:`lightning_order.checks.datasets`). In order of strength: the key hashes of both splits
+(``OrderedDataModule`` keeps one per row: exact), else the content summary's hashes of every
+item's inputs (or of the same sample on every rank), else the inputs of sampled rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from lightning_order.callbacks.batches import batch_inputs, sample_batch
+from lightning_order.callbacks.evidence import split_key_hashes
+from lightning_order.checks.datasets import check_twin_rate
+from lightning_order.checks.leakage import check_key_overlap, check_row_overlap, row_hashes
+from lightning_order.rules import Violation
+
+__all__ = ["overlap_violations"]
+
+
+def overlap_violations(
+    dm: Any,
+    train_sample: tuple[Any, int | None],
+    content: Mapping[str, Any] | None,
+    *,
+    max_rows: int,
+    threshold: float,
+    sample_rows: int,
+) -> list[Violation]:
+    """``train-val-overlap`` from the strongest evidence ``dm`` offers (see the module docstring).
+
+    Args:
+        dm: the datamodule (``None``: nothing to compare).
+        train_sample: ``(batch, dataset size)`` sampled from the train split, or ``(None, None)``.
+        content: the content summary of each split (:func:`~lightning_order.callbacks.content.summarize_splits`).
+        max_rows: key hashes compared per split at most.
+        threshold: the share of validation rows with a train twin that passes (content hashes).
+        sample_rows: validation rows sampled when only sampled rows are left.
+    """
+    if dm is None:
+        return []
+    train, val = split_key_hashes(dm, "train"), split_key_hashes(dm, "val")
+    if train is not None and val is not None:
+        return check_key_overlap(train, val, max_rows=max_rows)
+    train_part, val_part = (content or {}).get("train"), (content or {}).get("val")
+    if train_part and val_part and not train_part.get("random") and not val_part.get("random"):
+        # Hashes of every item's inputs (or of the same sample on every rank): the twin rate.
+        return check_twin_rate(
+            train_part["inputs"],
+            val_part["inputs"],
+            threshold=threshold,
+            train_rows=None if train_part["whole"] else train_part["length"],
+        )
+    train_batch, train_rows = train_sample
+    if train_batch is None:
+        return []
+    # No key hashes: hash the inputs of sampled rows.
+    val_batch, _ = sample_batch(dm, "val_dataloader", sample_rows)
+    train_inputs, val_inputs = batch_inputs(train_batch), batch_inputs(val_batch)
+    if not train_inputs or not val_inputs or len(train_inputs) != len(val_inputs):
+        return []
+    return check_row_overlap(row_hashes(*train_inputs), row_hashes(*val_inputs), train_rows=train_rows)

@@ -1,0 +1,265 @@
+"""What the monitor reads from training: numbers left on their device until a check reads them.
+
+Per step the monitor only appends: a loss tensor to :attr:`TrainReadings.pending`, an
+unknown-token count to its :class:`UnknownCounter`, a validation batch's column sums to an
+:class:`InputStats`. :func:`to_host` reads them at a check, in one host-device sync on a device
+(none per step); :class:`TrainReadings` keeps the bounded windows the detectors judge and
+:class:`RankLosses` every rank's losses, from the small vector the ranks all-gather per check.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+
+__all__ = ["InputStats", "RankLosses", "TrainReadings", "UnknownCounter", "to_host"]
+
+_MAX_COLUMNS = 64
+
+
+class TrainReadings:
+    """The train losses the monitor judges, and the share of unknown tokens in the first batches.
+
+    Per step the monitor appends the loss tensor, still on its device, to :attr:`pending`;
+    :meth:`flush`, once per check, reads them (and the pending unknown-token counts) and fills the
+    windows: :attr:`early` (the first ``warmup_steps + window`` losses, the early-oscillation
+    detector's), :attr:`start` (the first ``warmup_steps``, the plateau detector's baseline) and
+    :attr:`recent` (the latest ``window``). At each validation :meth:`add_validation` keeps the
+    train and validation losses compared by the train/validation gap detector. A view for
+    inspection: only the monitor writes it.
+
+    Args:
+        thresholds: the monitor's resolved detector options (``early-oscillation``, ``plateau``).
+    """
+
+    def __init__(self, thresholds: Mapping[str, Mapping[str, float]]) -> None:
+        osc, plat = thresholds["early-oscillation"], thresholds["plateau"]
+        self.pending: list[torch.Tensor] = []
+        self.early: list[float] = []
+        self.early_len = int(osc["warmup_steps"] + osc["window"])
+        self.start: list[float] = []
+        self.start_len = int(plat["warmup_steps"])
+        self.recent: deque[float] = deque(maxlen=int(plat["window"]))
+        self.unknown = UnknownCounter()
+        #: the share of unknown tokens in the counted batches so far (``None``: none counted).
+        self.unk_rate: float | None = None
+        #: per validation: the mean of the train losses just before it, and the validation loss.
+        self.epoch_train: list[float] = []
+        self.epoch_val: list[float] = []
+        self._early_taken = False
+
+    def flush(self) -> list[float]:
+        """Converts the pending loss tensors (the only host-device sync, once per check); the values."""
+        if not self.pending:
+            return []
+        values, counts = to_host(self.pending, self.unknown.take())
+        self.pending.clear()
+        self.early.extend(values[: max(self.early_len - len(self.early), 0)])
+        self.start.extend(values[: max(self.start_len - len(self.start), 0)])
+        self.recent.extend(values)
+        self.unk_rate = self.unknown.update(counts, self.unk_rate)
+        return values
+
+    def take_early(self) -> list[float] | None:
+        """The early window once it is full, the first time only (judged once, on the whole window:
+        a partial one would make the verdict depend on how often the monitor checks)."""
+        if self._early_taken or len(self.early) < self.early_len:
+            return None
+        self._early_taken = True
+        return self.early
+
+    def plateau_losses(self, batches: int) -> list[float] | None:
+        """The start window, then the recent one once it no longer overlaps it (``None`` before the
+        start window is full); ``batches``: the train batches seen so far."""
+        if len(self.start) < self.start_len:
+            return None
+        return self.start + (list(self.recent) if batches >= self.start_len + len(self.recent) else [])
+
+    def add_validation(self, val_loss: Any, near: int) -> bool:
+        """Keeps a validation's losses: the mean of the last ``near`` train losses (a fast learner
+        moves on) and ``val_loss``; ``False`` (nothing kept) when either is missing."""
+        self.flush()
+        recent = list(self.recent)[-near:]
+        if val_loss is None or not recent:
+            return False
+        self.epoch_train.append(sum(recent) / len(recent))
+        self.epoch_val.append(float(val_loss))
+        return True
+
+
+class RankLosses:
+    """Every rank's losses at the latest steps, from the vectors the ranks all-gather at each check.
+
+    Each rank sends :meth:`vector`: its losses of the last ``k`` steps (NaN where it has fewer)
+    and one flag per symptom it saw. :attr:`rows` keeps one entry per step (every rank's loss
+    there) for the latest ``window`` steps; :attr:`divergent_checks` counts the consecutive checks
+    that showed ranks diverging.
+
+    Args:
+        window: the steps kept.
+        k: the steps each check sends (the monitor's ``check_every_n_steps``).
+    """
+
+    def __init__(self, window: int, k: int) -> None:
+        self.rows: deque[list[float]] = deque(maxlen=window)
+        self.k = k
+        self.divergent_checks = 0
+
+    def vector(self, values: list[float], flags: list[float], device: torch.device) -> torch.Tensor:
+        """This rank's part of the all-gather: its latest ``k`` losses, then ``flags``."""
+        recent = [math.nan] * (self.k - len(values[-self.k :])) + values[-self.k :]
+        return torch.tensor([*recent, *flags], device=device, dtype=torch.float32)
+
+    def add(self, gathered: list[list[float]]) -> list[list[float]]:
+        """Keeps every rank's losses from the gathered vectors (one row per rank); their flags."""
+        for index in range(self.k):  # one entry per step: every rank's loss at that step
+            self.rows.append([row[index] for row in gathered])
+        return [row[self.k :] for row in gathered]
+
+    def per_rank(self) -> list[list[float]]:
+        """The kept losses, one list per rank."""
+        return [list(column) for column in zip(*self.rows)]
+
+    def persistent(self, candidate: Any, patience: int) -> Any:
+        """``candidate`` (a divergence diagnosis or ``None``) once ``patience`` consecutive checks
+        showed one, else ``None``."""
+        self.divergent_checks = self.divergent_checks + 1 if candidate else 0
+        return candidate if self.divergent_checks >= patience else None
+
+
+class UnknownCounter:
+    """Unknown and real tokens of the sampled train batches, read with the losses (one host sync).
+
+    :meth:`add` leaves a ``[unk, tokens]`` tensor on the batch's device per counted batch;
+    :meth:`take` hands them to the monitor's flush, which converts them together with the pending
+    losses; :meth:`update` adds the converted counts to the totals since the start of the fit.
+    """
+
+    def __init__(self) -> None:
+        self.pending: list[torch.Tensor] = []
+        self.unk = 0
+        self.tokens = 0
+        self.batches = 0
+
+    def add(self, batch: Any, unk_token_id: int) -> None:
+        """Counts a batch's ``input_ids`` equal to ``unk_token_id`` (padding excluded by its mask)."""
+        ids = batch.get("input_ids") if isinstance(batch, Mapping) else None
+        if not isinstance(ids, torch.Tensor):
+            return
+        mask = batch.get("attention_mask")
+        tokens = (
+            mask.sum() if isinstance(mask, torch.Tensor) else torch.tensor(ids.numel(), device=ids.device)
+        )
+        self.batches += 1
+        unknown = (ids == unk_token_id).sum()
+        self.pending.append(torch.stack([unknown, tokens.to(unknown.dtype)]))
+
+    def take(self) -> list[torch.Tensor]:
+        """The pending counts (``[unk, tokens]`` tensors, one per counted batch), cleared."""
+        out, self.pending = self.pending, []
+        return out
+
+    def update(self, counts: list[float], previous: float | None) -> float | None:
+        """Adds converted ``[unk, tokens, unk, tokens, ...]`` to the totals; the unknown share so far,
+        else ``previous``."""
+        self.unk += int(sum(counts[0::2]))
+        self.tokens += int(sum(counts[1::2]))
+        return self.unk / self.tokens if self.tokens else previous
+
+
+class InputStats:
+    """Per-column sums of a batch's floating-point tensors, accumulated on the batch's device.
+
+    Every float tensor with a batch dimension contributes its columns (a tensor of more than
+    64 values per row contributes its row mean, one column); the layout is the same on every
+    rank, so the per-rank vectors can be all-gathered and compared.
+    """
+
+    def __init__(self) -> None:
+        self.sums: torch.Tensor | None = None
+        self.batches = 0
+
+    def add(self, batch: Any) -> None:
+        """Adds one batch (a tensor, a mapping or a sequence of tensors)."""
+        columns = [c for c in (_columns(t) for t in _tensors(batch)) if c is not None]
+        if not columns:
+            return
+        x = torch.cat(columns, dim=1).detach().float()
+        part = torch.stack([x.sum(0), (x * x).sum(0), torch.full_like(x[0], x.shape[0])])
+        if self.sums is None or self.sums.shape != part.shape:
+            self.sums = part
+        else:
+            self.sums = self.sums + part
+        self.batches += 1
+
+    def vector(self, width: int, device: torch.device) -> torch.Tensor:
+        """``[mean..., std...]`` of ``width`` columns (NaN where unknown), on ``device``."""
+        out = torch.full((2 * width,), float("nan"), device=device)
+        if self.sums is None:
+            return out
+        sums = self.sums.to(device)[:, :width]
+        count = sums[2].clamp(min=1)
+        mean = sums[0] / count
+        std = (sums[1] / count - mean * mean).clamp(min=0).sqrt()
+        out[: mean.numel()] = mean
+        out[width : width + std.numel()] = std
+        return out
+
+    @property
+    def width(self) -> int:
+        """The number of columns seen."""
+        return 0 if self.sums is None else int(self.sums.shape[1])
+
+
+def _tensors(batch: Any) -> list[torch.Tensor]:
+    if isinstance(batch, torch.Tensor):
+        return [batch]
+    if isinstance(batch, Mapping):
+        return [v for _, v in sorted(batch.items(), key=lambda kv: str(kv[0])) if isinstance(v, torch.Tensor)]
+    if isinstance(batch, (list, tuple)):
+        return [v for v in batch if isinstance(v, torch.Tensor)]
+    return []
+
+
+def _columns(tensor: torch.Tensor) -> torch.Tensor | None:
+    if not tensor.is_floating_point() or tensor.ndim == 0 or tensor.shape[0] == 0:
+        return None
+    x = tensor.reshape(tensor.shape[0], -1)
+    return x.mean(1, keepdim=True) if x.shape[1] > _MAX_COLUMNS else x
+
+
+def to_host(losses: list[torch.Tensor], counts: list[torch.Tensor]) -> tuple[list[float], list[float]]:
+    """The pending losses and unknown-token counts as numbers.
+
+    On a device they are joined and read in one host-device sync. On the CPU there is no device
+    to wait for, and reading each in turn is cheaper than joining them: 53 µs for the 50 losses
+    of a check inside a training loop, where ``torch.stack`` took 69 µs (8 against 17 µs warm).
+
+    Args:
+        losses: the per-step loss tensors, in step order.
+        counts: the unknown-token counters' ``[unk, tokens]`` tensors.
+
+    Returns:
+        The losses (every element of a loss of several, in order) and the counts, flattened.
+    """
+    if not losses and not counts:
+        return [], []
+    if (losses or counts)[0].is_cpu:  # one device per run: the first tensor tells
+        return _numbers(losses), _numbers(counts)
+    joined = torch.cat([t.reshape(-1).float() for t in [*losses, *counts]]).tolist()
+    split = sum(t.numel() for t in losses)
+    return joined[:split], joined[split:]
+
+
+def _numbers(tensors: list[torch.Tensor]) -> list[float]:
+    values: list[float] = []
+    for t in tensors:
+        if t.ndim == 0:
+            values.append(t.item())
+        else:
+            values.extend(t.reshape(-1).tolist())
+    return values

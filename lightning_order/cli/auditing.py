@@ -1,0 +1,132 @@
+"""``lightning-order audit``: re-check prepared pipelines from their manifests, or a checkpoint's ledger.
+
+Reads only JSON manifests and, for a checkpoint, its ``lightning_order`` entry through
+:func:`~lightning_order.checkpoint.load_checkpoint` (``weights_only=True``: nothing in it runs).
+The exit code tells a script what was found.
+"""
+
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+
+from rich.console import Console
+from rich.text import Text
+
+from lightning_order.checkpoint import load_checkpoint
+from lightning_order.cli.console import console as make_console
+from lightning_order.cli.console import ledger_table, print_violations
+from lightning_order.data.engine.cache import cache_problems
+from lightning_order.errors import CheckpointError, ManifestError
+from lightning_order.ledger import CHECKPOINT_KEY, MANIFEST_NAME, StepLedger
+from lightning_order.order import Pipeline
+from lightning_order.pipelines import descriptor_for
+
+__all__ = ["AUDIT_OK", "AUDIT_UNREADABLE", "AUDIT_VIOLATIONS", "audit", "find_manifests"]
+
+#: audit's exit codes: every ledger clean, a violation found, a manifest (or checkpoint) unreadable.
+AUDIT_OK, AUDIT_VIOLATIONS, AUDIT_UNREADABLE = 0, 1, 2
+_CHECKPOINT_SUFFIXES = {".ckpt", ".pt", ".pth"}
+
+
+def find_manifests(path: str | Path) -> list[Path]:
+    """The manifests under ``path``: a manifest file, one pipeline's folder, or a cache root.
+
+    Args:
+        path: a ``manifest.json`` (or a checkpoint, whose ledger :func:`audit` reads), a folder
+            holding one, or a ``cache_dir`` root holding ``<cache_key>/manifest.json`` folders.
+
+    Raises:
+        ManifestError: nothing is there, or no manifest is found under it.
+    """
+    target = Path(path).expanduser()
+    if target.is_file():
+        return [target]
+    if not target.exists():
+        raise ManifestError(f"no such file or folder: {target}")
+    if (target / MANIFEST_NAME).is_file():
+        return [target / MANIFEST_NAME]
+    found = sorted(target.glob(f"*/{MANIFEST_NAME}")) or sorted(target.rglob(MANIFEST_NAME))
+    if not found:
+        raise ManifestError(
+            f"no {MANIFEST_NAME} under {target}: expected a cache root (<cache_dir>/<cache_key>/"
+            f"{MANIFEST_NAME}), one prepared pipeline's folder, or a manifest file; run "
+            "`lightning-order prepare --config ...` first"
+        )
+    return found
+
+
+def audit(path: str | Path, pipeline: Pipeline | None = None, console: Console | None = None) -> int:
+    """Re-checks every prepared pipeline under ``path`` and prints a table for each.
+
+    Args:
+        path: a cache root, one prepared pipeline's folder, a manifest file, or a checkpoint
+            (its ledger is checked; it is read with ``weights_only=True``, so nothing in it runs).
+        pipeline: the pipeline to check against; ``None``: each ledger's own (its descriptor,
+            named by ``info["pipeline"]``: an LM cache is judged by ``LM_PIPELINE`` and the LM
+            ledger checks).
+        console: where to print (default: stdout).
+
+    Returns:
+        The exit code: 0 when every ledger is clean, 1 when any has a violation, 2 when a
+        manifest is missing, unreadable or tampered with, or a prepared folder's files are
+        missing, partial or changed (each verified against the manifest's xxh3 hashes).
+    """
+    out = console or make_console()
+    try:
+        manifests = find_manifests(path)
+    except ManifestError as err:
+        out.print(Text(f"✗ {err}", style="bold red"))
+        return AUDIT_UNREADABLE
+    code = AUDIT_OK
+    for manifest in manifests:
+        out.rule(Text(str(manifest)))
+        try:
+            ledger = _checkpoint_ledger(manifest) if _is_checkpoint(manifest) else StepLedger.load(manifest)
+        except (ManifestError, CheckpointError) as err:
+            out.print(Text(f"✗ unreadable manifest: {err}", style="bold red"))
+            code = AUDIT_UNREADABLE
+            continue
+        descriptor = descriptor_for(ledger=ledger)
+        judged = pipeline or descriptor.pipeline
+        out.print(ledger_table(ledger, pipeline=judged))
+        dims = ledger.info.get("dims")
+        if dims:
+            out.print(Text("dims: " + ", ".join(f"{k}={v}" for k, v in dims.items())))
+        violations = descriptor.check(ledger, judged)
+        print_violations(out, violations)
+        if violations and code == AUDIT_OK:
+            code = AUDIT_VIOLATIONS
+        key = ledger.info.get("cache_key")
+        problems = cache_problems(manifest.parent, key) if key and manifest.parent.name == key else []
+        if problems:
+            # A prepared pipeline's folder whose files are missing, partial or changed (xxh3-verified).
+            out.print(
+                Text(
+                    f"✗ {manifest.parent} is incomplete or damaged: "
+                    + "; ".join(problems)
+                    + "; prepare the data again (the next run rebuilds it)",
+                    style="bold red",
+                )
+            )
+            code = AUDIT_UNREADABLE
+    if len(manifests) > 1:
+        verdict = {0: "all clean", 1: "violations found", 2: "unreadable manifests"}[code]
+        out.print(Text(f"{len(manifests)} prepared pipelines audited: {verdict}", style="bold"))
+    return code
+
+
+def _is_checkpoint(path: Path) -> bool:
+    # A torch.save file is a zip archive; older pickles are recognised by their suffix.
+    return path.name != MANIFEST_NAME and (path.suffix in _CHECKPOINT_SUFFIXES or zipfile.is_zipfile(path))
+
+
+def _checkpoint_ledger(path: Path) -> StepLedger:
+    """The ledger a checkpoint carries, read with ``weights_only=True`` (nothing in it runs)."""
+    state = (load_checkpoint(path).get(CHECKPOINT_KEY) or {}).get("ledger")
+    if not state:
+        raise ManifestError(
+            f"the checkpoint {path} carries no lightning_order ledger (saved without OrderValidator "
+            "and an OrderedDataModule): nothing to audit; audit the cache it was trained on instead"
+        )
+    return StepLedger.from_state_dict(state)

@@ -1,0 +1,206 @@
+"""The ``lightning-order`` command: one dispatcher, light where it can be.
+
+Importing PyTorch Lightning takes seconds; ``--help``, ``audit``, ``graph`` and a ``prepare``
+need none of it. :func:`main` answers them here and hands the rest to
+:func:`lightning_order.cli.lightning.run` (LightningCLI):
+
+* ``--help`` / no command: the subcommands (:data:`~lightning_order.cli.help.HELP`);
+* ``audit`` and ``graph``: :mod:`lightning_order.cli.tools`;
+* ``prepare`` of a pipeline's own DataModule (a ``data:`` section without ``class_path``):
+  the ``--config`` files and the options are parsed by jsonargparse against the pipeline's typed
+  config class (:mod:`lightning_order.data.engine.config`), and the data is prepared by the
+  pipeline's preparation module, the same functions its DataModule calls (the same cache key,
+  the same folder). Anything that parser does not take (``--help``, a ``class_path``, a trainer
+  option on the command line, a refused value) goes to LightningCLI, so its messages and exit
+  codes stay the ones users know;
+* ``fit``/``validate``/``test``/``predict``: :class:`~lightning_order.cli.lightning.OrderCLI`.
+
+The pipeline is the one whose model the command names (:func:`descriptor_of_command`: the
+``model`` of the ``--config`` files or of a ``--model`` option), else ``"standard"``.
+"""
+
+from __future__ import annotations
+
+import sys
+from argparse import ArgumentError
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from lightning_order.cli.help import HELP, LIGHTNING_COMMANDS, TOOLS
+
+if TYPE_CHECKING:  # pragma: no cover - imported where used: `--help` imports nothing else
+    from lightning_order.pipelines import PipelineDescriptor
+
+__all__ = ["EXIT_REFUSED", "EXIT_USAGE", "descriptor_of_command", "main"]
+
+#: Exit codes of :func:`main` for user errors: a run refused (any lightning_order error), a command
+#: line rejected (jsonargparse), as argparse does.
+EXIT_REFUSED, EXIT_USAGE = 1, 2
+#: The sections of a fit config that ``prepare`` reads past (only ``data:`` shapes the data).
+_OTHER_SECTIONS = ("trainer", "model", "order", "optimizer", "lr_scheduler", "ckpt_path")
+
+
+def main(args: list[str] | None = None) -> int:
+    """The ``lightning-order`` command.
+
+    Args:
+        args: the command line after the program name (default: ``sys.argv[1:]``).
+
+    Returns:
+        The exit code: 0 on success; ``audit`` returns 1 on violations and 2 on unreadable
+        manifests; a user error is printed without a traceback and returns 1 (the run was
+        refused) or 2 (the command line was rejected).
+    """
+    argv = list(sys.argv[1:] if args is None else args)
+    command = argv[0] if argv else None
+    if command in (None, "-h", "--help"):
+        sys.stdout.write(HELP)
+        return 0
+    from lightning_order.cli.console import error_lines, print_error
+    from lightning_order.errors import LightningOrderError
+
+    known = (*LIGHTNING_COMMANDS, *TOOLS)
+    prog = f"lightning-order {command}" if command in known else "lightning-order"
+    try:
+        if command in ("audit", "graph"):
+            from lightning_order.cli import tools
+
+            return tools.audit_main(argv[1:]) if command == "audit" else tools.graph_main(argv[1:])
+        descriptor = descriptor_of_command(argv[1:])
+        if command == "prepare":
+            code = _prepare_light(argv[1:], descriptor)
+            if code is not None:
+                return code
+        from lightning_order.cli.lightning import run
+
+        if command == "prepare":
+            run(argv[1:], descriptor, prepare=True, prog=prog)
+        else:
+            run(args, descriptor, prog="lightning-order")
+    except ArgumentError as err:
+        print_error(error_lines(err, prog))
+        return EXIT_USAGE
+    except LightningOrderError as err:
+        print_error(error_lines(err))
+        return EXIT_REFUSED
+    return 0
+
+
+# -- which pipeline -------------------------------------------------------------------------------
+def _config_files(argv: list[str]) -> list[str]:
+    paths = []
+    for i, arg in enumerate(argv):
+        if arg in ("--config", "-c") and i + 1 < len(argv):
+            paths.append(argv[i + 1])
+        elif arg.startswith("--config="):
+            paths.append(arg.split("=", 1)[1])
+    return paths
+
+
+def _model_class_path(argv: list[str]) -> str | None:
+    """The model class the command names: the last ``model`` of its config files or ``--model`` options."""
+    import yaml
+
+    found = None
+    for path in _config_files(argv):
+        try:
+            config = yaml.safe_load(Path(path).read_text()) or {}
+        except (OSError, yaml.YAMLError):
+            continue  # LightningCLI reports an unreadable config itself
+        model = config.get("model") if isinstance(config, dict) else None
+        if isinstance(model, dict) and isinstance(model.get("class_path"), str):
+            found = model["class_path"]
+        elif isinstance(model, str):
+            found = model
+    for i, arg in enumerate(argv):
+        if arg in ("--model", "--model.class_path") and i + 1 < len(argv):
+            found = argv[i + 1]
+        elif arg.startswith(("--model=", "--model.class_path=")):
+            found = arg.split("=", 1)[1]
+    return found
+
+
+def descriptor_of_command(argv: list[str]) -> PipelineDescriptor:
+    """The pipeline a command line is for: the one whose model (or a subclass of it) it names.
+
+    Our own models are recognised by name without importing them (``lightning_order.X`` or
+    their module's path); a user's class is imported (as LightningCLI would) and matched by
+    its base classes. Anything else is the default pipeline.
+    """
+    from lightning_order.pipelines import DEFAULT_PIPELINE, PIPELINES, descriptor_for
+
+    path = _model_class_path(argv)
+    if not path:
+        return PIPELINES[DEFAULT_PIPELINE]
+    for descriptor in PIPELINES.values():
+        module, _, name = descriptor.model.partition(":")
+        if path in (f"lightning_order.{name}", f"{module}.{name}", f"lightning_order.models.{name}"):
+            return descriptor
+    try:
+        from jsonargparse.typing import import_object
+
+        cls = import_object(path)
+    except (ImportError, AttributeError, ValueError, TypeError):
+        return PIPELINES[DEFAULT_PIPELINE]  # LightningCLI explains a class it cannot import
+    return descriptor_for(classes=[cls]) if isinstance(cls, type) else PIPELINES[DEFAULT_PIPELINE]
+
+
+# -- prepare without Lightning ----------------------------------------------------------------------
+def _light_arguments(argv: list[str], descriptor: PipelineDescriptor) -> dict[str, Any] | None:
+    """The ``data:`` arguments of a ``prepare`` command line, parsed by jsonargparse against the
+    pipeline's config class; ``None`` when LightningCLI must read the command line instead."""
+    if any(arg in ("-h", "--help") or arg.startswith("--print_config") for arg in argv):
+        return None
+    from dataclasses import fields
+
+    from jsonargparse import ActionConfigFile, ArgumentParser
+
+    config_class = descriptor.config_class()
+    internal = {f.name for f in fields(config_class) if f.metadata.get("internal")}
+    parser = ArgumentParser(exit_on_error=False, prog="lightning-order prepare")
+    parser.add_argument("-c", "--config", action=ActionConfigFile)
+    parser.add_class_arguments(config_class, "data", skip=internal)
+    for section in _OTHER_SECTIONS:
+        # Plain types: a section is read past, never resolved (a class_path would import it).
+        parser.add_argument(f"--{section}", type=dict | str | None, default=None)
+    parser.add_argument("--seed_everything", type=int | bool | None, default=None)
+    parser.add_argument("--torch_num_threads", type=int | None, default=None)
+    try:
+        parsed = parser.parse_args(argv)
+    except (ArgumentError, SystemExit, ValueError, TypeError):
+        return None
+    data = parsed.get("data")
+    return dict(data) if data is not None else None
+
+
+def _prepare_light(argv: list[str], descriptor: PipelineDescriptor) -> int | None:
+    """``prepare`` without Lightning; ``None`` when the command line is for LightningCLI."""
+    data = _light_arguments(argv, descriptor)
+    if data is None:
+        return None
+    from lightning_order.cli.console import error_lines, prepare_report, print_error
+    from lightning_order.data.engine import cache as _cache
+    from lightning_order.errors import LightningOrderError
+    from lightning_order.pipelines import resolve
+
+    preparation = resolve(descriptor.preparation)
+    try:
+        config = preparation.plain_config(data)
+        order = preparation.order_of(config, config.order, config.enforce)
+    except LightningOrderError:
+        return None  # LightningCLI reports a refused configuration its own way
+    root = Path(config.cache_dir).expanduser() if config.cache_dir else _cache.default_cache_dir()
+    try:
+        folder = preparation.prepare_cache(root, config, order)
+    except LightningOrderError as err:
+        print_error(error_lines(err))
+        return EXIT_REFUSED
+    prepare_report(_Prepared(folder))
+    return 0
+
+
+class _Prepared:
+    """What :func:`~lightning_order.cli.console.prepare_report` reads of a datamodule."""
+
+    def __init__(self, cache_path: Path) -> None:
+        self.cache_path = cache_path

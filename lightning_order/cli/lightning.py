@@ -1,0 +1,355 @@
+"""``OrderCLI``: the one LightningCLI of every pipeline, configured by the pipeline's descriptor.
+
+``fit``/``validate``/``test``/``predict`` are LightningCLI's own. :class:`OrderCLI` adds, for the
+pipeline its descriptor names (:mod:`lightning_order.pipelines`):
+
+* the data's dims (the descriptor's ``dims``) linked into the model with
+  ``apply_on="instantiate"``: the datamodule is built (and its data prepared, or read from the
+  cache) before the model, so ``init-before-data`` cannot happen from a config; a dim set in the
+  model's config is refused;
+* ``OrderValidator`` and ``SymptomMonitor`` appended to the trainer's callbacks, switched by the
+  ``order:`` config group, next to any callbacks the user configures;
+* ``torch_num_threads``, applied before anything is built;
+* an end-of-run summary on rank 0: the ledger as a table with its verdict (the descriptor's
+  checks), the final metrics, what the descriptor prints after them (an LM's perplexity and a
+  sampled continuation), and the folders that exist.
+
+:func:`run` is what the ``lightning-order`` dispatcher (:mod:`.dispatch`) calls; it parses the
+command line once, with jsonargparse, from the DataModule's and the model's typed signatures.
+"""
+
+from __future__ import annotations
+
+import inspect
+import warnings
+from collections.abc import Iterable, Sequence
+from typing import Any, Literal
+
+import torch
+from jsonargparse import Namespace
+from jsonargparse.typing import import_object
+from pytorch_lightning import Callback, Trainer
+from pytorch_lightning.cli import LightningArgumentParser, LightningCLI
+from rich.text import Text
+
+from lightning_order.callbacks import OrderValidator, SymptomMonitor
+from lightning_order.cli.console import (
+    configuration_errors,
+    ledger_table,
+    locations,
+    prepare_report,
+    print_metrics,
+    print_violations,
+    scalar_metrics,
+)
+from lightning_order.cli.console import console as make_console
+from lightning_order.cli.help import TOOLS
+from lightning_order.cli.tools import tool_parser
+from lightning_order.distributed import release_process_group
+from lightning_order.ledger import StepLedger
+from lightning_order.pipelines import PipelineDescriptor, descriptor_for
+
+__all__ = ["OrderCLI", "OrderLMCLI", "PrepareCLI", "order_callbacks", "run"]
+
+
+class OrderCLI(LightningCLI):
+    """LightningCLI for ordered data: dims linked at instantiation, order checks on by default.
+
+    The pipeline (its DataModule, its model, the dims linked between them, its ledger checks and
+    summary) comes from a descriptor of :mod:`lightning_order.pipelines`: the one named by
+    ``pipeline``, else the one the given classes belong to, else ``"standard"``
+    (``OrderedDataModule`` and ``OrderedTextClassifier``). Any ``LightningModule`` whose
+    constructor takes the dims can replace the model with ``--model.class_path``.
+
+    Example:
+        A training script of one's own, with one's own model::
+
+            from lightning_order.cli import OrderCLI
+            OrderCLI(model_class=MyModel, subclass_mode_model=False)
+
+    Args:
+        model_class: the model class (default: the descriptor's); its constructor must take the
+            descriptor's dims.
+        datamodule_class: the datamodule class (default: the descriptor's); it must expose the
+            dims as attributes (reading them prepares the data).
+        pipeline: the descriptor, or its name (``"standard"``, ``"lm"``).
+        subclass_mode_model: whether ``model:`` is given as ``class_path``/``init_args`` (so any
+            subclass of ``model_class`` can be chosen from the config).
+        save_config_kwargs: passed to LightningCLI; ``overwrite`` defaults to ``True`` here so
+            that re-running a config in the same folder does not fail.
+        **kwargs: anything else ``LightningCLI`` takes (``args``, ``run``, ``trainer_defaults``...).
+    """
+
+    #: The name of the descriptor a subclass is bound to (``None``: chosen from the classes).
+    pipeline_name: str | None = None
+
+    def __init__(
+        self,
+        model_class: Any = None,
+        datamodule_class: Any = None,
+        *,
+        pipeline: PipelineDescriptor | str | None = None,
+        subclass_mode_model: bool = True,
+        save_config_kwargs: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        name = pipeline.name if isinstance(pipeline, PipelineDescriptor) else pipeline or self.pipeline_name
+        classes = [c for c in (datamodule_class, model_class) if isinstance(c, type)]
+        self.descriptor = descriptor_for(name=name, classes=classes)
+        super().__init__(
+            model_class or self.descriptor.model_class(),
+            datamodule_class or self.descriptor.datamodule_class(),
+            subclass_mode_model=subclass_mode_model,
+            save_config_kwargs={"overwrite": True, **(save_config_kwargs or {})},
+            **kwargs,
+        )
+
+    @property
+    def dims(self) -> tuple[str, ...]:
+        """The dims linked from the datamodule into the model (the descriptor's)."""
+        return self.descriptor.dims
+
+    # -- parser ----------------------------------------------------------------------------
+    def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
+        """Adds the ``order:`` group and ``torch_num_threads``, and links the data's dims into the model."""
+        parser.add_argument(
+            "--order.validate",
+            type=bool,
+            default=True,
+            help="Add OrderValidator to the trainer's callbacks (checks the order before step 1).",
+        )
+        parser.add_argument(
+            "--order.on_violation",
+            type=Literal["raise", "warn"],
+            default="raise",
+            help="What OrderValidator does on a violation: raise OrderError, or warn and go on.",
+        )
+        parser.add_argument(
+            "--order.planned_hours",
+            type=float | None,
+            default=None,
+            help="How long the run is planned to train (hours): OrderValidator prices the waste it prevents.",
+        )
+        parser.add_argument(
+            "--order.gpu_hour_price",
+            type=float | None,
+            default=None,
+            help="The price of one device-hour, for the waste estimate in OrderValidator's report.",
+        )
+        parser.add_argument(
+            "--order.overlap_threshold",
+            type=float,
+            default=0.01,
+            help="Largest share of validation rows with an identical train twin that passes "
+            "(datamodules without key hashes); 1.0 turns the check off.",
+        )
+        parser.add_argument(
+            "--order.symptoms",
+            type=bool,
+            default=True,
+            help="Add SymptomMonitor (diagnoses training symptoms of order errors).",
+        )
+        parser.add_argument(
+            "--torch_num_threads",
+            type=int | None,
+            default=None,
+            help="torch.set_num_threads before anything is built (None: torch's default). A small model on "
+            "a shared CPU trains in about half the CPU time on one thread.",
+        )
+        if self.subclass_mode_model:
+            model_class = self._model_class
+            parser.set_defaults(
+                {"model": {"class_path": f"{model_class.__module__}.{model_class.__qualname__}"}}
+            )
+        prefix = "model.init_args" if self.subclass_mode_model else "model"
+        for dim in self.dims:
+            # Read off the *instantiated* datamodule: the model is built after the data is known.
+            parser.link_arguments(f"data.{dim}", f"{prefix}.{dim}", apply_on="instantiate")
+
+    def setup_parser(
+        self, add_subcommands: bool, main_kwargs: dict[str, Any], subparser_kwargs: dict[str, Any]
+    ) -> None:
+        """LightningCLI's parser, with ``prepare``, ``audit`` and ``graph`` listed in ``--help``."""
+        super().setup_parser(add_subcommands, main_kwargs, subparser_kwargs)
+        if add_subcommands and self.parser._subcommands_action is not None:
+            # The dispatcher runs these before LightningCLI parses; registering them here is what
+            # makes LightningCLI's own `--help` list them next to fit/validate/test/predict.
+            for name, help_text in TOOLS.items():
+                self.parser._subcommands_action.add_subcommand(name, tool_parser(name), help=help_text)
+
+    def parse_arguments(self, parser: LightningArgumentParser, args: Any) -> None:
+        """Parses as LightningCLI does; a dim set in the model's config and our own subcommands are refused."""
+        super().parse_arguments(parser, args)
+        subcommand = self.config.get("subcommand")
+        config = self.config.get(subcommand, self.config) if subcommand else self.config
+        overridden = _dims_set_by_user(config.get("model"), self.dims)
+        if overridden:
+            shown = ", ".join(f"{prefix}.{dim}={value}" for prefix, dim, value in overridden)
+            parser.error(
+                f"{shown}: the model's dims come from the data (data.<dim> is linked into the model when "
+                "it is built, so a value here would be silently replaced); remove it, and change the "
+                f"data instead (e.g. --data.{overridden[0][1]}) or pass another --model.class_path"
+            )
+        if subcommand in TOOLS:
+            parser.error(
+                f"'{subcommand}' is run by the `lightning-order` command (lightning_order.cli.main), "
+                f"not by OrderCLI: call main(['{subcommand}', ...])"
+            )
+
+    def before_instantiate_classes(self) -> None:
+        """Applies ``torch_num_threads``."""
+        config = self.config.get(str(self.subcommand), self.config) if self.subcommand else self.config
+        threads = config.get("torch_num_threads")
+        if threads:
+            torch.set_num_threads(int(threads))
+
+    def instantiate_classes(self) -> None:
+        """As LightningCLI's; a constructor refusing its configured arguments is a user error."""
+        with configuration_errors():
+            super().instantiate_classes()
+
+    # -- trainer ---------------------------------------------------------------------------
+    def instantiate_trainer(self, **kwargs: Any) -> Trainer:
+        """Builds the trainer with the order callbacks appended to the configured ones."""
+        config = self.config_init.get(str(self.subcommand), self.config_init)
+        order = self.config.get(str(self.subcommand), self.config).get("order")
+        trainer_config = config.get("trainer")
+        if trainer_config is not None and order is not None:
+            callbacks = trainer_config.get("callbacks") or []
+            if not isinstance(callbacks, list):
+                callbacks = [callbacks]
+            trainer_config["callbacks"] = [*callbacks, *order_callbacks(order, callbacks)]
+        return super().instantiate_trainer(**kwargs)
+
+    # -- end-of-run summaries --------------------------------------------------------------
+    def after_fit(self) -> None:
+        """Prints the summary of the run (rank 0)."""
+        self._summary("fit")
+
+    def after_validate(self) -> None:
+        """Prints the summary of the run (rank 0)."""
+        self._summary("validate")
+
+    def after_test(self) -> None:
+        """Prints the summary of the run (rank 0)."""
+        self._summary("test")
+
+    def _summary(self, stage: str) -> None:
+        trainer = self.trainer
+        if trainer is None or not trainer.is_global_zero:
+            return
+        console = make_console()
+        ledger = getattr(self.datamodule, "ledger", None)
+        if isinstance(ledger, StepLedger) and len(ledger):
+            judged = descriptor_for(ledger=ledger) if ledger.info.get("pipeline") else self.descriptor
+            title = f"lightning-order {stage}: the ledger"
+            console.print(ledger_table(ledger, title=title, pipeline=judged.pipeline))
+            print_violations(console, judged.check(ledger))
+        metrics = scalar_metrics(trainer.callback_metrics)
+        print_metrics(console, metrics)
+        printer = self.descriptor.summary_printer()
+        if printer is not None:
+            printer(console, self.datamodule, self.model, stage, metrics)
+        for label, where in locations(self.datamodule, trainer, stage):
+            console.print(Text.assemble((f"{label}: ", "bold"), str(where)))
+
+
+class OrderLMCLI(OrderCLI):
+    """:class:`OrderCLI` bound to the ``"lm"`` descriptor (``OrderedLMDataModule``, ``OrderedCausalLM``)."""
+
+    pipeline_name = "lm"
+
+
+class PrepareCLI(OrderCLI):
+    """``lightning-order prepare``: parses a fit config, builds the datamodule, prepares, stops.
+
+    The trainer is never built (an init container may have no accelerator), and neither is the
+    model: only the ``data:`` section of the config matters here.
+    """
+
+    def instantiate_classes(self) -> None:
+        """Builds the datamodule only, then prepares its data and prints what was done."""
+        config = self.config.clone()
+        del config["model"]  # jsonargparse then instantiates the data group alone (any subclass)
+        with configuration_errors():
+            self.config_init = self.parser.instantiate_classes(config)
+        self.datamodule = self.config_init["data"]
+        self.model = None
+        self.trainer = None  # type: ignore[assignment]
+        with configuration_errors():
+            self.datamodule.prepare_data()  # a no-op when the cache of this configuration is complete
+        prepare_report(self.datamodule)
+
+
+def _dims_set_by_user(model: Any, dims: Sequence[str]) -> list[tuple[str, str, Any]]:
+    """``(prefix, dim, value)`` for each linked dim the model config sets to a non-default value."""
+    if model is None:
+        return []
+    class_path = model.get("class_path") if hasattr(model, "get") else None
+    init_args = model.get("init_args") if class_path else model
+    prefix = "model.init_args" if class_path else "model"
+    if init_args is None:
+        return []
+    defaults: dict[str, Any] = {}
+    if class_path:
+        try:
+            model_class = import_object(class_path)
+            params = inspect.signature(model_class.__init__).parameters
+            defaults = {n: p.default for n, p in params.items() if p.default is not inspect.Parameter.empty}
+        except (ImportError, AttributeError, ValueError, TypeError):
+            defaults = {}
+    found = []
+    for dim in dims:
+        value = init_args.get(dim)
+        if value is not None and value != defaults.get(dim):
+            found.append((prefix, dim, value))
+    return found
+
+
+def order_callbacks(order: Namespace | dict[str, Any], existing: Iterable[Callback] = ()) -> list[Callback]:
+    """The order callbacks to add, from the ``order:`` config group.
+
+    A callback of a kind the user already configured is not added twice.
+
+    Args:
+        order: ``validate`` (bool), ``on_violation`` (``raise``/``warn``), ``planned_hours``,
+            ``gpu_hour_price`` and ``overlap_threshold`` (OrderValidator's), ``symptoms`` (bool).
+        existing: the callbacks already configured.
+
+    Returns:
+        ``[OrderValidator(...)]`` and ``SymptomMonitor()``, each when asked for and not configured.
+    """
+    existing = list(existing)
+    added: list[Callback] = []
+    if order.get("validate", True) and not any(isinstance(cb, OrderValidator) for cb in existing):
+        added.append(
+            OrderValidator(
+                on_violation=order.get("on_violation", "raise"),
+                planned_hours=order.get("planned_hours"),
+                gpu_hour_price=order.get("gpu_hour_price"),
+                overlap_threshold=order.get("overlap_threshold", 0.01),
+            )
+        )
+    if order.get("symptoms", True) and not any(isinstance(cb, SymptomMonitor) for cb in existing):
+        added.append(SymptomMonitor())
+    return added
+
+
+def run(args: list[str] | None, descriptor: PipelineDescriptor, *, prepare: bool = False, prog: str) -> None:
+    """Runs :class:`OrderCLI` (or :class:`PrepareCLI`) for ``descriptor`` on ``args``.
+
+    ``args=None`` lets LightningCLI read ``sys.argv`` itself, which Lightning's DDP launcher re-runs.
+    Errors propagate (the dispatcher prints them as one line each).
+    """
+    cli_class = PrepareCLI if prepare else OrderCLI
+    parser_kwargs: dict[str, Any] = {"exit_on_error": False, "prog": prog}  # the dispatcher prints the error
+    if prepare:
+        parser_kwargs["description"] = TOOLS["prepare"]
+    with warnings.catch_warnings():
+        # We may hand LightningCLI the arguments after `prepare` (or a caller's list); its warning
+        # about also seeing sys.argv is meant for scripts that pass both by mistake.
+        warnings.filterwarnings("ignore", message=".*args parameter is intended to run from within Python.*")
+        try:
+            cli_class(args=args, parser_kwargs=parser_kwargs, pipeline=descriptor, run=not prepare)
+        finally:
+            release_process_group()

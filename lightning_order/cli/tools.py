@@ -1,0 +1,92 @@
+"""The ``audit`` and ``graph`` subcommands: their parsers and entry points, without Lightning.
+
+:mod:`lightning_order.cli.dispatch` (the ``lightning-order`` entry point) calls them directly;
+:class:`~lightning_order.cli.lightning.OrderCLI` registers the same parsers for its ``--help``.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Literal
+
+from jsonargparse import ArgumentParser
+from rich.text import Text
+
+from lightning_order.cli.auditing import AUDIT_UNREADABLE, audit, find_manifests
+from lightning_order.cli.console import console as make_console
+from lightning_order.cli.help import TOOLS
+from lightning_order.cli.rendering import graph_marks, to_dot, to_mermaid
+from lightning_order.errors import ManifestError
+from lightning_order.ledger import StepLedger
+from lightning_order.pipelines import DEFAULT_PIPELINE, PIPELINES, descriptor_for
+
+__all__ = ["audit_main", "graph_main", "tool_parser"]
+
+
+def tool_parser(name: str) -> ArgumentParser:
+    """The parser of subcommand ``name`` (for ``prepare``: the one its ``--help`` header uses)."""
+    prog = f"lightning-order {name}"
+    if name == "audit":
+        parser = ArgumentParser(prog=prog, description=TOOLS[name], exit_on_error=False)
+        parser.add_argument(
+            "path",
+            type=str,
+            help="A cache_dir root (audits every prepared pipeline in it), one prepared pipeline's "
+            "folder, or a manifest.json. Exit code: 0 clean, 1 violations, 2 unreadable/tampered.",
+        )
+        return parser
+    if name == "graph":
+        parser = ArgumentParser(prog=prog, description=TOOLS[name], exit_on_error=False)
+        parser.add_argument(
+            "--format", type=Literal["mermaid", "dot"], default="mermaid", help="Output format."
+        )
+        parser.add_argument(
+            "--manifest",
+            type=str | None,
+            default=None,
+            help="A manifest (or its folder): draw its pipeline, mark executed steps with their seq and "
+            "violated edges.",
+        )
+        parser.add_argument(
+            "--pipeline",
+            type=Literal[tuple(PIPELINES)],  # type: ignore[valid-type]
+            default=DEFAULT_PIPELINE,
+            help="The pipeline to draw without a manifest.",
+        )
+        return parser
+    # prepare: the full parser is LightningCLI's (the same config as fit); this one is for --help.
+    parser = ArgumentParser(
+        prog=prog,
+        description=TOOLS[name] + " Takes the same options and --config files as fit; "
+        "run `lightning-order prepare --help` for all of them.",
+    )
+    parser.add_argument("-c", "--config", type=str | None, default=None, help="A fit config file.")
+    return parser
+
+
+def audit_main(argv: list[str]) -> int:
+    """``lightning-order audit PATH``: its exit code (0 clean, 1 violations, 2 unreadable)."""
+    cfg = tool_parser("audit").parse_args(argv)
+    return audit(cfg.path)
+
+
+def graph_main(argv: list[str]) -> int:
+    """``lightning-order graph``: prints the pipeline DAG (with a manifest's marks); its exit code.
+
+    With ``--manifest`` the graph is the manifest's own pipeline (``info["pipeline"]``), so an LM
+    cache is drawn as :data:`~lightning_order.LM_PIPELINE`; without, ``--pipeline`` names it.
+    """
+    cfg = tool_parser("graph").parse_args(argv)
+    descriptor = PIPELINES[cfg.pipeline]
+    ledger = None
+    if cfg.manifest:
+        try:
+            ledger = StepLedger.load(find_manifests(cfg.manifest)[0])
+        except ManifestError as err:
+            make_console(stderr=True).print(Text(f"✗ {err}", style="bold red"))
+            return AUDIT_UNREADABLE
+        descriptor = descriptor_for(ledger=ledger)
+    marks = graph_marks(descriptor.pipeline, ledger, descriptor.check(ledger) if ledger is not None else None)
+    render = to_dot if cfg.format == "dot" else to_mermaid
+    sys.stdout.write(render(descriptor.pipeline, marks))
+    return 0

@@ -1,0 +1,312 @@
+"""The base config of every ordered DataModule: the fields all pipelines share, declared and checked once.
+
+:class:`BaseDataConfig` is a frozen dataclass. Each field is documented where it is declared (a
+docstring under the field, as litgpt's configs do): :func:`field_docs` reads those docstrings,
+and :func:`document_arguments` writes them into the ``Args:`` section of the DataModule's
+docstring, so ``lightning-order fit --help``, the YAML schema and the API docs all come from this
+one place. A pipeline's config subclasses it (``DataConfig``, ``LMConfig``), adds its own
+fields documented the same way, and extends :meth:`BaseDataConfig.validate`.
+
+Every value is checked where it enters (:meth:`BaseDataConfig.__post_init__`): an int that is a
+float or a bool, a bool given as a string, a number out of its bounds is a
+:class:`~lightning_order.errors.DataError` naming the argument, the step it belongs to, what was
+expected and the fix. Nothing is coerced (``seed=1.9`` is refused, not truncated).
+
+Fields are of two kinds: those that shape the prepared data (their values enter the cache key
+through :meth:`identity`) and those that only serve it (:data:`SERVING_FIELDS`: batch size,
+workers, shuffling, where the cache lives, the order request and its enforcement).
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import hashlib
+import inspect
+import itertools
+import os
+import textwrap
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
+from typing import Any, get_args
+
+from lightning_order.data.engine.inputs import InputFiles, InputHash
+from lightning_order.errors import DataError
+
+__all__ = [
+    "SERVING_FIELDS",
+    "BaseDataConfig",
+    "available_cpus",
+    "check_bool",
+    "check_choice",
+    "check_fraction",
+    "check_int",
+    "check_optional_str",
+    "document_arguments",
+    "field_docs",
+    "override_identity",
+]
+
+#: Fields that serve the prepared data but do not shape it (never in the cache key).
+SERVING_FIELDS: tuple[str, ...] = ("batch_size", "num_workers", "shuffle", "cache_dir", "order", "enforce")
+#: The most worker processes a dataloader or a step may be given (a typo guard, not a limit of ours).
+MAX_PROCESSES = 1024
+
+
+def available_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask where the platform has one)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - macOS, Windows
+        return max(1, os.cpu_count() or 1)
+
+
+def check_int(
+    name: str, value: Any, *, step: str, fix: str, least: int | None = None, most: int | None = None
+) -> int:
+    """``value`` if it is an int within ``[least, most]``; a :class:`DataError` otherwise (a bool or a float is no int)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        kind = "a bool is not an int" if isinstance(value, bool) else type(value).__name__
+        raise DataError(f"{name} must be an int, got {value!r} ({kind}); {fix}", step=step)
+    if least is not None and value < least:
+        raise DataError(f"{name} must be an int >= {least}, got {value!r}; {fix}", step=step)
+    if most is not None and value > most:
+        raise DataError(f"{name} must be an int <= {most}, got {value!r}; {fix}", step=step)
+    return int(value)
+
+
+def check_bool(name: str, value: Any, *, step: str) -> bool:
+    """``value`` if it is a bool (``"false"``, ``0`` or ``None`` are refused: they would be read as something else)."""
+    if not isinstance(value, bool):
+        raise DataError(
+            f"{name} must be true or false, got {value!r} ({type(value).__name__}); "
+            f"e.g. {name}=False (in YAML: {name}: false, without quotes)",
+            step=step,
+        )
+    return value
+
+
+def check_fraction(name: str, value: Any, *, step: str, fix: str, closed: bool = False) -> float:
+    """``value`` as a float in ``(0, 1)`` (``(0, 1]`` when ``closed``)."""
+    upper_ok = (lambda v: v <= 1.0) if closed else (lambda v: v < 1.0)
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not (0.0 < float(value) and upper_ok(float(value)))
+    ):
+        interval = "(0, 1]" if closed else "(0, 1)"
+        raise DataError(f"{name} must be in {interval}, got {value!r}; {fix}", step=step)
+    return float(value)
+
+
+def check_choice(name: str, value: Any, choices: Sequence[Any], *, step: str, fix: str = "") -> Any:
+    """``value`` if it is one of ``choices``."""
+    if value not in choices:
+        raise DataError(
+            f"{name} must be one of {', '.join(map(str, choices))}, got {value!r}"
+            + (f"; {fix}" if fix else ""),
+            step=step,
+        )
+    return value
+
+
+def check_optional_str(name: str, value: Any, *, step: str) -> str | None:
+    """``value`` if it is ``None`` or a non-empty string."""
+    if value is not None and (not isinstance(value, str) or not value):
+        raise DataError(f"{name} must be a non-empty string or null, got {value!r}", step=step)
+    return value
+
+
+def _check_data_files(value: Any) -> None:
+    def ok(item: Any) -> bool:
+        return isinstance(item, (str, os.PathLike))
+
+    valid = (
+        value is None
+        or ok(value)
+        or (isinstance(value, (list, tuple)) and all(ok(v) for v in value))
+        or (
+            isinstance(value, Mapping)
+            and all(
+                isinstance(k, str) and (ok(v) or (isinstance(v, (list, tuple)) and all(map(ok, v))))
+                for k, v in value.items()
+            )
+        )
+    )
+    if not valid:
+        raise DataError(
+            f"data_files must be a path, a list of paths or a dict of split -> path(s), got {value!r} "
+            f"({type(value).__name__}); e.g. data_files='corpus/*.txt'",
+            step="load",
+        )
+
+
+@dataclass(frozen=True)
+class BaseDataConfig(InputFiles):
+    """The fields every ordered DataModule takes (see each field's docstring)."""
+
+    dataset: str | None = None
+    """anything :func:`datasets.load_dataset` takes (``"csv"``, ``"json"``, ``"parquet"``, ``"text"`` with ``data_files``, or a hub name already in the local cache); ``None`` for the pipeline's built-in corpus."""
+    data_files: Any = None
+    """files for ``dataset``: a path, a glob, a folder, a list of them, or a dict of split -> paths."""
+    text_column: str = "text"
+    """the column holding the text."""
+    val_fraction: float = 0.1
+    """the validation share, in (0, 1)."""
+    seed: int = 0
+    """seeds the split and the train shuffling."""
+    vocab_size: int = 8000
+    """the tokenizer's *target* size, special tokens included (the size built is ``dm.vocab_size``, a dim)."""
+    num_proc: int | None = None
+    """processes for the steps that run per partition of the data; ``None``: every available CPU."""
+    dataset_config: str | None = None
+    """the configuration name passed to ``load_dataset`` (its ``name``)."""
+    load_split: str = "train"
+    """the split of ``load_dataset`` to read (it is re-split by key)."""
+    input_hash: InputHash = "content"
+    """how input files enter the cache key: ``"content"`` (xxh3 of their bytes, any change is seen) or ``"size_mtime"`` (size and modification time only, for very large inputs)."""
+    batch_size: int = 32
+    """rows (or blocks) per batch in the dataloaders."""
+    num_workers: int = 0
+    """dataloader worker processes."""
+    shuffle: bool = True
+    """shuffle the train data each epoch (seeded; the order of an epoch is a function of the seed and the epoch)."""
+    cache_dir: str | None = None
+    """the cache root; ``None``: ``$LIGHTNING_ORDER_CACHE`` or ``~/.cache/lightning_order``."""
+    order: Sequence[str] | str | None = None
+    """the data steps to run, in order (a permutation or subset of the pipeline's data steps); ``None`` for the mandated order."""
+    enforce: bool = True
+    """refuse an order that breaks the pipeline's rules (``OrderError`` at construction); ``False`` runs it as asked and records what really happened."""
+
+    def __post_init__(self) -> None:
+        self.validate()
+        _ = self.input_identity  # the input files as they are when the config is built
+
+    def validate(self) -> None:
+        """Checks every shared field (a subclass extends it and calls ``super().validate()`` first)."""
+        set_ = functools.partial(object.__setattr__, self)
+        check_optional_str("dataset", self.dataset, step="load")
+        _check_data_files(self.data_files)
+        if not isinstance(self.text_column, str) or not self.text_column:
+            raise DataError(f"text_column must be a column name, got {self.text_column!r}", step="load")
+        set_(
+            "val_fraction",
+            check_fraction("val_fraction", self.val_fraction, step="split", fix="e.g. val_fraction=0.1"),
+        )
+        set_("seed", check_int("seed", self.seed, step="split", fix="e.g. seed=0"))
+        if self.num_proc is None:  # the default: every CPU this process may run on
+            set_("num_proc", available_cpus())
+        check_int(
+            "num_proc",
+            self.num_proc,
+            step="load",
+            least=1,
+            most=MAX_PROCESSES,
+            fix="e.g. num_proc=1, or leave it out (null) for every available CPU",
+        )
+        check_optional_str("dataset_config", self.dataset_config, step="load")
+        if not isinstance(self.load_split, str) or not self.load_split:
+            raise DataError(
+                f"load_split must be a split name, got {self.load_split!r}; e.g. load_split='train'",
+                step="load",
+            )
+        check_choice(
+            "input_hash",
+            self.input_hash,
+            get_args(InputHash),
+            step="load",
+            fix="'content' hashes the bytes of every input file (the default), 'size_mtime' trusts size and "
+            "modification time (for very large inputs)",
+        )
+        check_int(
+            "batch_size", self.batch_size, step="shard", least=1, most=1 << 24, fix="e.g. batch_size=32"
+        )
+        check_int(
+            "num_workers",
+            self.num_workers,
+            step="shard",
+            least=0,
+            most=MAX_PROCESSES,
+            fix="e.g. num_workers=0 (load in the main process) or 2",
+        )
+        check_bool("shuffle", self.shuffle, step="shard")
+        check_bool("enforce", self.enforce, step="prepare_data")
+        check_optional_str("cache_dir", self.cache_dir, step="prepare_data")
+
+    @classmethod
+    def from_arguments(cls, arguments: Mapping[str, Any], **extra: Any) -> BaseDataConfig:
+        """The config of the fields found in ``arguments`` (e.g. a DataModule's ``locals()``) and ``extra``."""
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in arguments.items() if k in names}, **extra)
+
+    def source_identity(self) -> dict[str, Any]:
+        """Where the data comes from, as plain data: part of every pipeline's cache identity."""
+        return {
+            "dataset": self.dataset,
+            "dataset_config": self.dataset_config,
+            "load_split": self.load_split,
+            "data_files": self.input_identity,
+            "text_column": self.text_column,
+        }
+
+
+def override_identity(cls: type, base: type, names: Sequence[str]) -> dict[str, str]:
+    """A hash of the source of each method in ``names`` that ``cls`` overrides from ``base``.
+
+    A subclass that overrides a row-wise step changes the data, so its source joins the cache key.
+    """
+    out = {}
+    for name in names:
+        method = getattr(cls, name)
+        if method is not getattr(base, name):
+            try:
+                source = inspect.getsource(method)
+            except (OSError, TypeError):
+                source = f"{cls.__module__}.{cls.__qualname__}"
+            out[name] = hashlib.sha256(source.encode()).hexdigest()[:16]
+    return out
+
+
+@functools.cache
+def field_docs(cls: type) -> dict[str, str]:
+    """The docstring under each field of a dataclass and its bases (litgpt's attribute docstrings)."""
+    docs: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        try:
+            tree = ast.parse(textwrap.dedent(inspect.getsource(klass)))
+        except (OSError, TypeError):
+            continue
+        body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
+        for node, after in itertools.pairwise(body):
+            if (
+                isinstance(node, ast.AnnAssign)
+                and isinstance(node.target, ast.Name)
+                and isinstance(after, ast.Expr)
+                and isinstance(after.value, ast.Constant)
+                and isinstance(after.value.value, str)
+            ):
+                docs[node.target.id] = " ".join(after.value.value.split())
+    return docs
+
+
+def document_arguments(config: type, extra: Mapping[str, str] | None = None) -> Any:
+    """A class decorator: appends ``Args:`` to the class docstring, one entry per ``__init__`` argument.
+
+    Each argument's text is the docstring of the config field of that name (:func:`field_docs`),
+    or ``extra[name]`` for an argument that is no config field.
+    """
+
+    def decorate(cls: type) -> type:
+        docs = {**field_docs(config), **(extra or {})}
+        names = [n for n in inspect.signature(cls.__init__).parameters if n != "self"]
+        missing = [n for n in names if n not in docs]
+        if missing:
+            raise TypeError(f"{cls.__name__}: no documentation for the arguments {missing}")
+        lines = ["", "Args:"]
+        for name in names:
+            wrapped = textwrap.wrap(f"{name}: {docs[name]}", width=96, subsequent_indent="        ")
+            lines += [f"    {line}" for line in wrapped]
+        cls.__doc__ = inspect.cleandoc(cls.__doc__ or "") + "\n" + "\n".join(lines) + "\n"
+        return cls
+
+    return decorate

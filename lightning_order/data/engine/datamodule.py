@@ -1,0 +1,229 @@
+"""The base of every ordered DataModule: its config, cache, ``prepare_data``, the ``setup`` template and the loaders.
+
+A pipeline's DataModule (``OrderedDataModule``, ``OrderedLMDataModule``) subclasses
+:class:`OrderedDataModuleBase` and only says what differs: its descriptor's name
+(:attr:`~OrderedDataModuleBase.pipeline_name`, which names its config class, preparation module
+and step registry in :mod:`lightning_order.pipelines`), how a prepared folder is read back into a
+state (:meth:`~OrderedDataModuleBase._read_prepared`), what a rank keeps of the state after the
+per-rank steps (:meth:`~OrderedDataModuleBase._assign`), and its batches.
+
+Rank discipline (Lightning's DataModule contract): ``prepare_data`` runs on one process, under a
+file lock, writes the cache folder and assigns no state; ``setup`` runs on every rank, reads the
+verified cache, runs the per-rank steps (``shard``) and assigns the rank's data.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar
+
+from tokenizers import Tokenizer
+from torch.utils.data import DataLoader
+
+from lightning_order import compat as pl
+from lightning_order.data.engine import cache as _cache
+from lightning_order.data.engine.config import BaseDataConfig
+from lightning_order.data.engine.loaders import make_loader
+from lightning_order.data.engine.runner import DataState, StepContext, run_steps, split_phases
+from lightning_order.ledger import StepLedger
+from lightning_order.order import Pipeline
+from lightning_order.pipelines import PIPELINES, PipelineDescriptor, resolve
+
+__all__ = ["OrderedDataModuleBase"]
+
+
+class OrderedDataModuleBase(pl.LightningDataModule):
+    """What every ordered DataModule shares (see the module docstring); not used directly.
+
+    Attributes:
+        config: the validated arguments (the pipeline's config class).
+        order: the data steps that run, in order.
+        cache_key: the pipeline fingerprint naming the cache folder.
+        shard_info: this rank's ``rank``, ``world_size``, ``length`` and ``dropped`` after ``setup``.
+    """
+
+    #: The descriptor this DataModule belongs to (a key of :data:`lightning_order.pipelines.PIPELINES`).
+    pipeline_name: ClassVar[str]
+    config: BaseDataConfig
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Gives a pipeline's DataModule one read-only attribute per dim of its descriptor."""
+        super().__init_subclass__(**kwargs)
+        name = cls.__dict__.get("pipeline_name")
+        for dim in PIPELINES[name].dims if name else ():
+            if dim not in vars(cls) and not any(dim in vars(base) for base in cls.__mro__[1:-1]):
+                setattr(cls, dim, _dim_property(dim))
+
+    @classmethod
+    def descriptor(cls) -> PipelineDescriptor:
+        """This DataModule's pipeline descriptor."""
+        return PIPELINES[cls.pipeline_name]
+
+    # -- construction ----------------------------------------------------------------------
+    def _configure(
+        self, arguments: dict[str, Any], pipeline: Pipeline | None = None, **config_extra: Any
+    ) -> None:
+        """Builds the config from the constructor's arguments, resolves the order and names the cache.
+
+        Called by each subclass's ``__init__`` (whose signature is the public contract) right
+        after ``save_hyperparameters``.
+        """
+        arguments = {k: v for k, v in arguments.items() if k not in ("self", "__class__")}
+        self.config = self.descriptor().config_class().from_arguments(arguments, **config_extra)
+        cfg = self.config
+        self.batch_size, self.num_workers, self.cache_dir = cfg.batch_size, cfg.num_workers, cfg.cache_dir
+        self.shuffle, self.enforce, self.seed = cfg.shuffle, cfg.enforce, cfg.seed
+        self.pipeline: Pipeline = self.descriptor().pipeline if pipeline is None else pipeline
+        preparation = self._preparation()
+        self.order: tuple[str, ...] = preparation.order_of(
+            cfg, cfg.order, cfg.enforce, self.pipeline, owner=type(self).__name__
+        )
+        #: The pipeline fingerprint: the hash of everything that shapes the prepared data.
+        self.cache_key: str = preparation.cache_key(cfg, self.order)
+        self._ledger: StepLedger | None = None
+        self._tokenizer: Tokenizer | None = None
+        self._verified: str | None = None  # the cache key whose files this instance verified
+        self._setup_key: tuple[Any, ...] | None = None
+        self._train: Any = None  # this rank's train part, after setup
+        self._val: Any = None
+        self.shard_info: dict[str, int] = {}
+
+    def _preparation(self) -> Any:
+        return resolve(self.descriptor().preparation)
+
+    def _registry(self) -> Any:
+        return self.descriptor().step_registry()
+
+    def _hooks(self) -> dict[str, Any]:
+        """Picklable functions the steps call instead of their defaults (a subclass's own row steps)."""
+        return {}
+
+    def _context(self, work: Path | None = None, world: int = 1, rank: int = 0) -> StepContext:
+        return StepContext(self.config, work=work, hooks=self._hooks(), rank=rank, world_size=world)
+
+    # -- the cache -------------------------------------------------------------------------
+    @property
+    def cache_root(self) -> Path:
+        """The cache root folder (``cache_dir`` or the default)."""
+        return Path(self.cache_dir).expanduser() if self.cache_dir else _cache.default_cache_dir()
+
+    @property
+    def cache_path(self) -> Path:
+        """The cache folder of this configuration (``<cache_root>/<cache_key>``)."""
+        return self.cache_root / self.cache_key
+
+    def prepare_data(self) -> None:
+        """Runs the steps before ``shard`` once and publishes the cache folder (no state is assigned).
+
+        Under a file lock: the first process prepares, the others wait and then find the
+        finished cache. A complete cache of the same configuration is reused at once.
+        """
+        self._preparation().prepare_cache(self.cache_root, self.config, self.order, self._hooks())
+
+    def _ensure_prepared(self) -> Path:
+        # Every file of the cache is verified against the manifest's hashes once per instance.
+        if self._verified != self.cache_key:
+            if not _cache.is_complete(self.cache_path, self.cache_key):
+                self.prepare_data()
+            self._verified = self.cache_key
+        return self.cache_path
+
+    def _manifest(self) -> StepLedger:
+        if self._ledger is None:
+            self._ledger = StepLedger.load(self._ensure_prepared())
+        return self._ledger
+
+    # -- what the model and the checks read ------------------------------------------------
+    @property
+    def ledger(self) -> StepLedger:
+        """The ledger: the prepared manifest, plus this rank's ``shard`` record after ``setup``."""
+        return self._manifest()
+
+    @property
+    def dims(self) -> dict[str, Any]:
+        """The data's dims, which the model is built from (prepares the data if needed)."""
+        return dict(self._manifest().info["dims"])
+
+    @property
+    def tokenizer(self) -> Tokenizer:
+        """The :class:`tokenizers.Tokenizer` in use (read from the cache once; the same object after)."""
+        if self._tokenizer is None:
+            self._tokenizer = Tokenizer.from_file(str(self._ensure_prepared() / "tokenizer.json"))
+        return self._tokenizer
+
+    # -- setup: the same template for every pipeline ---------------------------------------
+    def setup(self, stage: str | None = None) -> None:
+        """Loads the verified cache on this rank and runs the per-rank steps (``shard``)."""
+        trainer = getattr(self, "trainer", None)
+        world, rank = (int(trainer.world_size), int(trainer.global_rank)) if trainer else (1, 0)
+        key = (self.cache_key, world, rank)
+        if self._setup_key == key:
+            return
+        path = self._ensure_prepared()
+        ledger = StepLedger.load(path)
+        ledger.rank = rank
+        state = self._read_prepared(path, ledger)
+        registry = self._registry()
+        per_rank = split_phases(self.order, registry)[1]
+        state = run_steps(per_rank, registry, self._context(None, world, rank), state, ledger)
+        self._assign(state, ledger)
+        self._ledger = ledger
+        shard = ledger.latest("shard")
+        stats = shard.stats if shard is not None else {"length": len(self._train), "dropped": 0}
+        self.shard_info = {
+            "rank": rank,
+            "world_size": world,
+            "length": stats["length"],
+            "dropped": stats["dropped"],
+        }
+        self._setup_key = key
+
+    def _read_prepared(self, path: Path, ledger: StepLedger) -> DataState:  # pragma: no cover - abstract
+        """The state ``setup`` starts from, read from the verified folder ``path``."""
+        raise NotImplementedError
+
+    def _assign(self, state: DataState, ledger: StepLedger) -> None:  # pragma: no cover - abstract
+        """Keeps what this rank serves (``self._train``, ``self._val``) from the final state."""
+        raise NotImplementedError
+
+    # -- loaders ---------------------------------------------------------------------------
+    def _collate(self) -> Any:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _dataset(self, data: Any) -> Any:
+        """The map-style dataset a loader serves for what ``setup`` kept (the data itself by default)."""
+        return data
+
+    def _loader(self, data: Any, shuffle: bool) -> DataLoader:
+        dataset = None if data is None else self._dataset(data)
+        return make_loader(dataset, self.batch_size, shuffle, self.seed, self.num_workers, self._collate())
+
+    def train_dataloader(self) -> DataLoader:
+        """Batches of this rank's train part (seeded shuffling when ``shuffle``)."""
+        return self._loader(self._train, self.shuffle)
+
+    def val_dataloader(self) -> DataLoader:
+        """Batches of the whole validation split (the same on every rank)."""
+        return self._loader(self._val, False)
+
+    def test_dataloader(self) -> DataLoader:
+        """The validation split again (these DataModules split train/validation only): held-out data."""
+        return self._loader(self._val, False)
+
+    def predict_dataloader(self) -> DataLoader:
+        """The validation split, in order (see :meth:`test_dataloader`)."""
+        return self._loader(self._val, False)
+
+
+def _dim_property(dim: str) -> property:
+    def read(self: OrderedDataModuleBase) -> Any:
+        return self.dims[dim]
+
+    note = (
+        " (the ``vocab_size`` argument is a target; the size built may be smaller)"
+        if dim == "vocab_size"
+        else ""
+    )
+    read.__doc__ = f"The data's ``{dim}``, as the prepared manifest records it (``dims[{dim!r}]``){note}."
+    read.__name__ = dim
+    return property(read)

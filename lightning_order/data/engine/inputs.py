@@ -1,0 +1,228 @@
+"""The input files: what will be read (globs and folders expanded), its identity, and why it cannot be read.
+
+:func:`expand_data_files` replaces every glob and folder in ``data_files`` by the sorted list of
+the files it names, so the files ``load`` reads are exactly the files that were identified.
+:func:`files_identity` identifies each of them by its content (xxh3 of the bytes, the default:
+a file rewritten with the same size and mtime still changes the cache key) or, with
+``input_hash="size_mtime"``, by size and modification time (for very large inputs, where
+hashing every run costs too much; a rewrite that keeps both is then not seen).
+:func:`diagnose_files` explains, when ``datasets`` cannot read them, which file is wrong and how:
+a parquet file with no rows, a csv with a header only, a text file that is not UTF-8.
+"""
+
+from __future__ import annotations
+
+import codecs
+import glob
+import os
+from collections.abc import Iterable
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Literal
+
+from lightning_order.data.engine.storage import file_digest
+from lightning_order.errors import DataError
+
+__all__ = ["InputHash", "diagnose_files", "expand_data_files", "files_identity", "local_files"]
+
+#: How input files are identified: by their bytes (``"content"``) or by size and mtime.
+InputHash = Literal["content", "size_mtime"]
+#: The file endings each packaged ``datasets`` builder reads from a folder.
+_SUFFIXES = {
+    "csv": (".csv", ".tsv"),
+    "json": (".json", ".jsonl"),
+    "parquet": (".parquet",),
+    "text": (".txt",),
+    "arrow": (".arrow",),
+}
+_TEXT_BUILDERS = ("csv", "json", "text")
+_CHUNK = 1 << 22
+
+
+def _is_remote(name: str) -> bool:
+    return "://" in name
+
+
+def _expand_one(name: str | os.PathLike[str], dataset: str | None) -> list[str]:
+    text = os.fspath(name)
+    if _is_remote(text):
+        return [text]
+    path = Path(text).expanduser()
+    suffixes = _SUFFIXES.get(dataset or "")
+    if path.is_dir():
+        files = sorted(
+            str(p.resolve())
+            for p in path.rglob("*")
+            if p.is_file()
+            and not any(part.startswith(".") for part in p.relative_to(path).parts)
+            and (suffixes is None or p.name.lower().endswith(suffixes))
+        )
+        if not files:
+            wanted = f"{'/'.join(suffixes)} files" if suffixes else "files"
+            raise DataError(
+                f"data_files names the folder {path}, which holds no {wanted}: expected a file, a glob "
+                f"(e.g. '{path}/*{suffixes[0] if suffixes else '.csv'}') or a folder of {wanted}",
+                step="load",
+            )
+        return files
+    if glob.has_magic(str(path)):
+        files = sorted(
+            str(Path(p).resolve()) for p in glob.glob(str(path), recursive=True) if Path(p).is_file()
+        )
+        if not files and suffixes is None:
+            return [text]  # e.g. a pattern inside a hub repository: datasets resolves it there
+        if not files:
+            raise DataError(
+                f"the data_files pattern {text!r} matches no file (from {Path.cwd()}): expected at least one; "
+                "check the pattern and the working folder",
+                step="load",
+            )
+        return files
+    return [str(path.resolve()) if path.exists() else text]
+
+
+def expand_data_files(data_files: Any, dataset: str | None = None) -> Any:
+    """``data_files`` with every glob and folder replaced by the sorted files it names.
+
+    Args:
+        data_files: a path, a list of paths, or a dict of split -> path(s) (as
+            :func:`datasets.load_dataset` takes them); remote paths (``scheme://``) are kept.
+        dataset: the builder (``"csv"``, ``"json"``, ``"parquet"``, ``"text"``...): a folder
+            contributes the files with its endings (every file for other builders).
+
+    Returns:
+        ``None``, a list of paths, or a dict of split -> list of paths.
+
+    Raises:
+        DataError: a folder holds no file the builder reads, or a glob matches nothing.
+    """
+    if data_files is None:
+        return None
+    if isinstance(data_files, dict):
+        return {str(k): expand_data_files(v, dataset) for k, v in sorted(data_files.items())}
+    if isinstance(data_files, (str, os.PathLike)):
+        data_files = [data_files]
+    return [f for name in data_files for f in _expand_one(name, dataset)]
+
+
+def _flat(files: Any) -> list[str]:
+    if files is None:
+        return []
+    if isinstance(files, dict):
+        return [f for v in files.values() for f in _flat(v)]
+    return list(files)
+
+
+def files_identity(files: Any, mode: InputHash = "content") -> Any:
+    """The identity of expanded ``files``: ``[path, size, xxh3]`` each (``[path, size, mtime_ns]`` with ``"size_mtime"``).
+
+    Remote or missing paths are identified by their name only.
+    """
+    if files is None:
+        return None
+    if isinstance(files, dict):
+        return {k: files_identity(v, mode) for k, v in files.items()}
+    out = []
+    for name in files:
+        path = Path(name)
+        if _is_remote(name) or not path.is_file():
+            out.append([name])
+            continue
+        size = path.stat().st_size
+        out.append([name, size, file_digest(path) if mode == "content" else path.stat().st_mtime_ns])
+    return out
+
+
+def local_files(files: Any) -> list[Path]:
+    """The expanded files that exist on this machine."""
+    return [Path(f) for f in _flat(files) if not _is_remote(f) and Path(f).is_file()]
+
+
+def diagnose_files(files: Iterable[Path], dataset: str | None) -> DataError | None:
+    """The first input file that cannot give rows, explained; ``None`` when none is found wrong.
+
+    Checks, per file: empty (0 bytes); a parquet file with 0 rows; a csv with a header and no
+    row; a csv, json or text file that is not UTF-8 (the byte, its offset and line).
+    """
+    for path in files:
+        if path.stat().st_size == 0:
+            return DataError(
+                f"data file {path} is empty (0 bytes): expected rows; remove it or fill it", step="load"
+            )
+        if dataset == "parquet" or path.suffix == ".parquet":
+            problem = _parquet_problem(path)
+        elif dataset in _TEXT_BUILDERS:
+            problem = _utf8_problem(path) or (_header_only(path) if dataset == "csv" else None)
+        else:
+            problem = None
+        if problem:
+            return DataError(f"data file {path} {problem}", step="load")
+    return None
+
+
+def _parquet_problem(path: Path) -> str | None:
+    import pyarrow.parquet as pq
+
+    try:
+        meta = pq.read_metadata(path)
+    except Exception as err:  # pyarrow raises several kinds for a file that is not parquet
+        return f"is not a readable parquet file ({type(err).__name__}: {err}); expected a parquet file"
+    if meta.num_rows == 0:
+        columns = ", ".join(meta.schema.names)
+        return f"holds 0 rows (columns: {columns}): expected at least one row; remove it from data_files or fill it"
+    return None
+
+
+def _utf8_problem(path: Path) -> str | None:
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    offset, lines = 0, 1
+    with open(path, "rb") as handle:
+        while True:
+            chunk = handle.read(_CHUNK)
+            pending = len(decoder.getstate()[0])
+            try:
+                decoder.decode(chunk, final=not chunk)
+            except UnicodeDecodeError as err:
+                at = offset - pending + err.start
+                lines += chunk[: max(0, err.start - pending)].count(b"\n")
+                bad = err.object[err.start : err.start + 1].hex()
+                return (
+                    f"is not UTF-8: byte 0x{bad} at offset {at} (line {lines}) cannot be decoded; "
+                    f"expected UTF-8 text: re-encode it (e.g. `iconv -f latin1 -t utf-8 {path.name} > "
+                    f"{path.stem}.utf8{path.suffix}`)"
+                )
+            if not chunk:
+                return None
+            offset += len(chunk)
+            lines += chunk.count(b"\n")
+
+
+def _header_only(path: Path) -> str | None:
+    with open(path, "rb") as handle:
+        header = handle.readline()
+        while chunk := handle.read(_CHUNK):
+            if chunk.strip():
+                return None
+    names = header.decode("utf-8", errors="replace").strip()
+    return (
+        f"has a header ({names}) but no rows: expected at least one data row below the header; "
+        "add rows or remove the file from data_files"
+    )
+
+
+class InputFiles:
+    """Mixin for a data config with ``dataset``, ``data_files`` and ``input_hash`` fields: what ``load`` reads."""
+
+    dataset: str | None
+    data_files: Any
+    input_hash: InputHash
+
+    @cached_property
+    def input_files(self) -> Any:
+        """``data_files`` with globs and folders expanded: the files ``load`` reads."""
+        return expand_data_files(self.data_files, self.dataset)
+
+    @cached_property
+    def input_identity(self) -> Any:
+        """The identity of :attr:`input_files` (content hashes, or size and mtime: ``input_hash``)."""
+        return files_identity(self.input_files, self.input_hash)

@@ -1,0 +1,150 @@
+"""Keys and their hashes: what a split and the leakage checks are decided on, for every pipeline.
+
+A row's key is its group value, or its text reduced to its word sequence (:func:`text_key`:
+lower-cased ``\\w+`` runs joined by one space), so near-duplicates that differ by a stray ``&``,
+quote or ``!`` share a key. :func:`key_hashes` is the seed-independent xxh3-64 hash of each key
+(kept as the ``key_hash`` column and the LM's document hashes, for leakage checks);
+:func:`is_val` decides the split from the seeded hash, so equal keys always land together and
+adding rows never moves existing ones. :func:`key_hash_array` and :func:`text_keys` compute the
+same over Arrow arrays without per-row Python (non-ASCII rows fall back to :func:`text_key`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import xxhash
+
+__all__ = [
+    "KEY_HASH_COLUMN",
+    "hash_keys",
+    "is_val",
+    "key_bytes",
+    "key_hash_array",
+    "key_hashes",
+    "replace_rows",
+    "text_key",
+    "text_keys",
+    "val_mask",
+]
+
+#: The column of each encoded row's unseeded key hash (int64), read by the leakage checks.
+KEY_HASH_COLUMN = "key_hash"
+_BUCKETS = 1 << 20
+_WORD = re.compile(r"\w+")
+
+
+def text_key(text: Any) -> str:
+    """The split key of a text: its lower-cased word sequence (punctuation and spacing ignored)."""
+    return " ".join(_WORD.findall(str(text).lower()))
+
+
+def _keys(keys: Sequence[Any], text: bool) -> list[str]:
+    return [text_key(k) for k in keys] if text else [str(k) for k in keys]
+
+
+def key_hashes(keys: Sequence[Any], text: bool = False) -> np.ndarray:
+    """The int64 hash of each key (xxh3-64, seed-independent).
+
+    Args:
+        keys: the key values.
+        text: the keys are texts: hash their :func:`text_key` instead of the raw string.
+    """
+    out = np.fromiter(
+        (xxhash.xxh3_64_intdigest(k.encode("utf-8")) for k in _keys(keys, text)),
+        dtype=np.uint64,
+        count=len(keys),
+    )
+    return out.view(np.int64)
+
+
+def val_mask(seeded_hashes: np.ndarray, val_fraction: float) -> np.ndarray:
+    """Whether each key goes to validation, from its seeded xxh3-64 hash (uint64): the split's one rule."""
+    buckets = (np.asarray(seeded_hashes, dtype=np.uint64) % np.uint64(_BUCKETS)).astype(np.int64)
+    return buckets < round(val_fraction * _BUCKETS)
+
+
+def is_val(keys: Sequence[Any], val_fraction: float, seed: int, text: bool = False) -> np.ndarray:
+    """Whether each key belongs to the validation split (a boolean array).
+
+    Args:
+        keys: the key values.
+        val_fraction: the validation share.
+        seed: moves the split.
+        text: the keys are texts: split on their :func:`text_key`.
+    """
+    seeded = np.fromiter(
+        (xxhash.xxh3_64_intdigest(k.encode("utf-8"), seed=seed) for k in _keys(keys, text)),
+        dtype=np.uint64,
+        count=len(keys),
+    )
+    return val_mask(seeded, val_fraction)
+
+
+def replace_rows(array: pa.Array, mask: np.ndarray, values: list[Any]) -> pa.Array:
+    """``array`` with the rows where ``mask`` is set replaced by ``values`` (in order)."""
+    if not len(values):
+        return array
+    return pc.replace_with_mask(array, pa.array(mask), pa.array(values, type=array.type))
+
+
+def python_rows(array: pa.Array, mask: np.ndarray, fn: Any) -> list[Any]:
+    """``fn`` of each value of ``array`` where ``mask`` is set (the rows Arrow kernels cannot do)."""
+    return [fn(v) for v in array.filter(pa.array(mask)).to_pylist()]
+
+
+def not_ascii(array: pa.Array) -> np.ndarray:
+    """Whether each value holds a non-ASCII character (a null counts as ASCII)."""
+    return ~np.asarray(pc.string_is_ascii(array).fill_null(True), dtype=bool)
+
+
+def text_keys(array: pa.Array) -> pa.Array:
+    """:func:`text_key` of every text: its lower-cased ``\\w+`` runs joined by one space."""
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks()
+    keys = pc.utf8_trim(
+        pc.replace_substring_regex(pc.ascii_lower(array), r"[^a-z0-9_]+", " "), characters=" "
+    )
+    wide = not_ascii(array)
+    if wide.any():
+        keys = replace_rows(keys, wide, python_rows(array, wide, text_key))
+    return keys
+
+
+def key_bytes(array: pa.Array, text: bool) -> list[bytes]:
+    """The UTF-8 bytes each key is hashed from: :func:`text_keys` of texts, else ``str(value)``.
+
+    A text column with nulls keys them as :func:`text_key` does (``str(None)``).
+    """
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks()
+    if text and array.null_count == 0:  # the UTF-8 bytes as they are: no str made and encoded again
+        return text_keys(array).cast(pa.binary()).to_pylist()
+    if text:
+        return [text_key(k).encode("utf-8") for k in array.to_pylist()]
+    return [str(k).encode("utf-8") for k in array.to_pylist()]
+
+
+def hash_keys(values: list[bytes], seed: int | None = None) -> np.ndarray:
+    """The xxh3-64 hash (uint64) of each key's bytes, with ``seed`` (``None``: unseeded)."""
+    if seed is None:
+        return np.fromiter(map(xxhash.xxh3_64_intdigest, values), dtype=np.uint64, count=len(values))
+    return np.fromiter(
+        (xxhash.xxh3_64_intdigest(v, seed=seed) for v in values), dtype=np.uint64, count=len(values)
+    )
+
+
+def key_hash_array(array: pa.Array, text: bool, seed: int | None = None) -> np.ndarray:
+    """The xxh3-64 hash of each key (uint64), as :func:`key_hashes` does.
+
+    Args:
+        array: the key column.
+        text: the keys are texts (hash :func:`text_keys`), else ``str(value)``.
+        seed: the hash's seed (``None``: unseeded, the stored ``key_hash``).
+    """
+    return hash_keys(key_bytes(array, text), seed)

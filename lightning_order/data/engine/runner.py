@@ -1,0 +1,438 @@
+"""The step machinery: data steps as registered plain functions, and one runner for every pipeline.
+
+A data step is a plain function ``fn(ctx, state) -> StepResult``: it reads its parameters from
+``ctx.config`` and the data from ``state`` (a :class:`DataState`), and returns the new state plus
+what the ledger records (output fingerprint, parts, params, stats). It never touches the ledger,
+the cache or the DataModule. It is registered, in the module that owns its maths, under its
+pipeline step name, together with what makes an order *executable*::
+
+    from lightning_order.data.engine.runner import ROWS, StepResult
+    from lightning_order.data.text.registry import STEPS
+
+    @STEPS.register("dedupe", takes=ROWS, reads="data", writes_data=True)
+    def dedupe(ctx, state):
+        data = state.data.filter(...)
+        return StepResult(replace(state, data=data), output=fingerprint("dedupe", ctx.inputs))
+
+The declaration (:class:`StepSpec`):
+
+- ``takes``: the data forms the step can run on (``None`` before anything is loaded, ``"rows"``,
+  ``"encoded"``, ``"shard"``); ``makes``: the form it leaves (``None``: unchanged).
+- ``needs``: steps that must have run before it (they must be in the order);
+  ``after``: steps that, when they are in the order, must run before it.
+- ``consumes``: steps whose latest output becomes one of its recorded inputs;
+  ``reads``: ``"data"`` (the current data version is an input), ``"train"`` (it learns from the
+  train part: recorded as ``fitted_on``) or ``"none"``; ``writes_data``: its output is the new
+  data version that later steps read; ``partitions``: the parts it splits the data into.
+- ``per_rank``: it runs in ``setup`` on every rank; every step after it does too.
+
+:func:`check_executable` judges an order from these declarations alone; :func:`run_steps` runs
+an order, computing every step's recorded inputs from what actually ran; :func:`plan` is the same
+runner with ``dry=True``: the step bodies are skipped and outputs are placeholders, so the planned
+ledger that the order check judges at construction has the lineage a real run records.
+
+Another pipeline registers its own steps in its own :class:`StepRegistry` (``LM_STEPS =
+StepRegistry()``), reusing functions of this one where they fit (``LM_STEPS.add(STEPS["clean"])``),
+and calls the same runner: the runner is never edited to add a step.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from lightning_order.data.engine.storage import storage_errors
+from lightning_order.errors import DataError, OrderError
+from lightning_order.ledger import StepLedger, fingerprint
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from lightning_order.order import Pipeline
+
+__all__ = [
+    "POOL_ROWS",
+    "ROWS",
+    "DataState",
+    "StepContext",
+    "StepRegistry",
+    "StepResult",
+    "StepSpec",
+    "check_executable",
+    "map_kwargs",
+    "plan",
+    "resolve_order",
+    "run_preparation",
+    "run_steps",
+    "split_phases",
+    "train_data",
+]
+
+#: The fewest rows for which a row-wise ``Dataset.map`` starts ``num_proc`` worker processes.
+POOL_ROWS = 20000
+#: The form of the data before it is encoded (one row per example, original columns).
+ROWS = frozenset({"rows"})
+
+
+@dataclass(frozen=True)
+class DataState:
+    """What a pipeline holds between steps: plain data, replaced (not mutated) by each step.
+
+    Attributes:
+        data: the whole data, before the split.
+        parts: the parts after the split (``train``, ``val``).
+        form: ``None`` (nothing loaded), ``"rows"``, ``"encoded"`` or ``"shard"``.
+        lineage: ``(step, fingerprint)`` of the current data version.
+        part_fps: the fingerprint of each part's current version.
+        statistics: the fitted feature statistics (``None`` until fitted).
+        standardised: whether ``encode`` applied ``statistics`` to the stored features.
+        tokenizer: the trained tokenizer.
+        label_names: the class labels, in class-id order.
+        extra: anything another pipeline's steps need to carry.
+    """
+
+    data: Any = None
+    parts: Mapping[str, Any] = field(default_factory=dict)
+    form: str | None = None
+    lineage: tuple[str, str] = ("", "")
+    part_fps: Mapping[str, str] = field(default_factory=dict)
+    statistics: Mapping[str, Any] | None = None
+    standardised: bool = False
+    tokenizer: Any = None
+    label_names: tuple[Any, ...] = ()
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def rows(self) -> int:
+        """The number of rows held (all parts together after the split)."""
+        return sum(len(p) for p in self.parts.values()) if self.parts else len(self.data)
+
+
+@dataclass(frozen=True)
+class StepContext:
+    """What a step function reads besides the state: the config and the inputs the runner computed.
+
+    Attributes:
+        config: the pipeline's config (for the DataModule, a :class:`~.config.DataConfig`).
+        inputs: the recorded inputs (fingerprints by producing step) of this run of the step.
+        fitted_on: for ``reads="train"`` steps, the fingerprint of the data it learns from.
+        work: a scratch folder (``None`` in ``setup``).
+        hooks: picklable batch functions the owner supplies (e.g. overridden ``clean``).
+        feature_names: the columns of the ``features`` vector.
+        rank: this process's rank (``setup``) and ``world_size``.
+    """
+
+    config: Any
+    inputs: Mapping[str, str] = field(default_factory=dict)
+    fitted_on: str | None = None
+    work: Path | None = None
+    hooks: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
+    feature_names: tuple[str, ...] = ()
+    rank: int = 0
+    world_size: int = 1
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """A step function's return: the new state and what the ledger records of the step."""
+
+    state: DataState
+    output: str
+    parts: Mapping[str, str] = field(default_factory=dict)
+    params: Mapping[str, Any] = field(default_factory=dict)
+    stats: Mapping[str, Any] = field(default_factory=dict)
+
+
+StepFn = Callable[[StepContext, DataState], StepResult]
+
+
+@dataclass(frozen=True)
+class StepSpec:
+    """A registered step: its function and the declarations the runner and the checker read."""
+
+    name: str
+    fn: StepFn
+    takes: frozenset[str | None] = ROWS
+    makes: str | None = None
+    needs: tuple[str, ...] = ()
+    after: tuple[str, ...] = ()
+    consumes: tuple[str, ...] = ()
+    reads: Literal["data", "train", "none"] = "data"
+    writes_data: bool = False
+    partitions: tuple[str, ...] = ()
+    per_rank: bool = False
+
+
+class StepRegistry:
+    """Step functions by pipeline step name (one registry per family of pipelines)."""
+
+    def __init__(self) -> None:
+        self._specs: dict[str, StepSpec] = {}
+
+    def register(self, name: str, **declared: Any) -> Callable[[StepFn], StepFn]:
+        """A decorator registering ``fn`` as step ``name`` with the :class:`StepSpec` fields ``declared``."""
+
+        def decorate(fn: StepFn) -> StepFn:
+            self.add(StepSpec(name, fn, **declared))
+            return fn
+
+        return decorate
+
+    def add(self, spec: StepSpec) -> None:
+        """Registers ``spec``; a name registered twice with another function is refused."""
+        old = self._specs.get(spec.name)
+        if old is not None and old.fn is not spec.fn:
+            raise DataError(
+                f"two functions are registered as step '{spec.name}' ({old.fn.__qualname__} and "
+                f"{spec.fn.__qualname__}); give the new step another name",
+                step=spec.name,
+            )
+        self._specs[spec.name] = spec
+
+    def replace(self, name: str, fn: StepFn) -> StepSpec:
+        """Runs ``fn`` for the registered step ``name`` from now on (same declarations); returns the old spec."""
+        old = self._specs[name]
+        self._specs[name] = replace(old, fn=fn)
+        return old
+
+    def __getitem__(self, name: str) -> StepSpec:
+        return self._specs[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._specs
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._specs)
+
+
+def check_executable(
+    order: Sequence[str], registry: StepRegistry, final: str | None
+) -> list[tuple[str, str]]:
+    """What makes ``order`` impossible to run at all, judged from the steps' declarations only.
+
+    Args:
+        order: step names, in the order they would run.
+        registry: where the steps are declared.
+        final: the data form the order must end with (e.g. ``"shard"``).
+
+    Returns:
+        ``(step, problem)`` for each broken declaration; empty when the order can run.
+    """
+    problems = [(s, f"'{s}' is no registered step") for s in order if s not in registry]
+    if problems:
+        return problems
+    form: str | None = None
+    ran: list[str] = []
+    for name in order:
+        spec = registry[name]
+        if name in ran:
+            problems.append((name, f"'{name}' is named twice"))
+        if form not in spec.takes:
+            wanted = " or ".join(sorted(str(t) for t in spec.takes))
+            problems.append((name, f"'{name}' runs on {wanted} data, but the data is {form} at that point"))
+        problems += [(name, f"'{name}' needs '{n}' to run before it") for n in spec.needs if n not in ran]
+        problems += [
+            (name, f"'{a}' must run before '{name}'") for a in spec.after if a in order and a not in ran
+        ]
+        form = spec.makes or form
+        ran.append(name)
+    if form != final:
+        problems.append((order[-1] if order else "", f"the order must end with {final} data, not {form}"))
+    return problems
+
+
+def resolve_order(
+    order: Sequence[str] | str | None,
+    registry: StepRegistry,
+    pipeline: Pipeline,
+    config: Any,
+    *,
+    enforce: bool,
+    final: str | None,
+    owner: str = "OrderedDataModule",
+) -> tuple[str, ...]:
+    """The order to run: ``pipeline``'s data steps, or ``order`` once checked.
+
+    Args:
+        order: ``None`` (the pipeline's order of its registered steps), step names, or one
+            string (``"load, clean, ..."`` or ``"load -> clean -> ..."``).
+        registry: where the steps are declared.
+        pipeline: the mandated order, which judges a dry run (:func:`plan`) of ``order``.
+        config: passed to the dry run.
+        enforce: refuse an order that breaks the pipeline's rules.
+        final: the data form the order must end with.
+        owner: named in the error's header.
+
+    Raises:
+        DataError: the order cannot run at all (an unknown step, a step on data of the wrong
+            form, a missing prerequisite), whatever ``enforce`` says.
+        OrderError: ``enforce`` and the pipeline finds violations (with their rule codes).
+    """
+    mandated = tuple(pipeline.subset(registry))
+    if order is None:
+        steps = mandated
+    elif isinstance(order, str):
+        steps = tuple(s.strip() for s in order.replace("->", ",").split(",") if s.strip())
+    else:
+        steps = tuple(order)
+    problems = [(s, f"'{s}' is no data step of this pipeline") for s in steps if s not in mandated]
+    problems = problems or check_executable(steps, registry, final=final)
+    if problems:
+        raise DataError(
+            f"order {list(steps)} cannot be executed, even with enforce=False: "
+            + "; ".join(p for _, p in problems)
+            + f". The data steps, in the mandated order: {', '.join(mandated)}",
+            step=problems[0][0] or None,
+        )
+    if steps != mandated and enforce:
+        violations = pipeline.check(plan(steps, registry, config))
+        if violations:
+            raise OrderError(
+                violations,
+                header=f"{owner}(order={list(steps)}) breaks the mandated order "
+                f"({' -> '.join(mandated)}); pass enforce=False to run it anyway (for experiments):",
+            )
+    return steps
+
+
+def split_phases(order: Sequence[str], registry: StepRegistry) -> tuple[list[str], list[str]]:
+    """``order`` cut at its first ``per_rank`` step: ``(prepare_data steps, setup steps)``."""
+    cut = next((i for i, s in enumerate(order) if registry[s].per_rank), len(order))
+    return list(order[:cut]), list(order[cut:])
+
+
+def _lineage(spec: StepSpec, state: DataState, ledger: StepLedger) -> tuple[dict[str, str], str | None]:
+    """The inputs a step records, from what actually ran (the ledger and the state's lineage)."""
+    inputs = {s: r.output for s in spec.consumes if (r := ledger.latest(s)) is not None}
+    fitted_on = None
+    if spec.reads == "data" and state.lineage[0]:
+        inputs.setdefault(*state.lineage)
+    elif spec.reads == "train":
+        split = ledger.latest("split")
+        if state.form != "shard" and state.parts and split is not None:
+            source = ("split", split.parts["train"])
+        else:
+            source = state.lineage
+        inputs[source[0]] = source[1]
+        fitted_on = source[1]
+    return inputs, fitted_on
+
+
+def _placeholder(ctx: StepContext, state: DataState, spec: StepSpec) -> StepResult:
+    """A dry run's stand-in for a step body: a fingerprint of the inputs, and empty parts."""
+    output = fingerprint("plan", spec.name, dict(ctx.inputs))
+    if not spec.partitions:
+        return StepResult(state, output)
+    parts = {name: fingerprint(output, name) for name in spec.partitions}
+    return StepResult(replace(state, data=None, parts=dict.fromkeys(spec.partitions)), output, parts=parts)
+
+
+def run_steps(
+    order: Iterable[str],
+    registry: StepRegistry,
+    ctx: StepContext,
+    state: DataState,
+    ledger: StepLedger,
+    dry: bool = False,
+) -> DataState:
+    """Runs ``order`` on ``state``, recording each step in ``ledger``; returns the final state.
+
+    Args:
+        order: the step names to run, in order.
+        registry: where the step functions are registered.
+        ctx: the config and hooks (the runner fills in ``inputs`` and ``fitted_on``).
+        state: the state to start from.
+        ledger: receives one record per step.
+        dry: skip the step bodies (outputs are placeholders): the planned ledger.
+    """
+    for name in order:
+        spec = registry[name]
+        inputs, fitted_on = _lineage(spec, state, ledger)
+        step_ctx = replace(ctx, inputs=inputs, fitted_on=fitted_on)
+        start = time.perf_counter()
+        result = _placeholder(step_ctx, state, spec) if dry else _run_one(spec, step_ctx, state)
+        # The step's own time (stats are never part of a fingerprint): the ledger's time breakdown.
+        seconds = {} if dry else {"seconds": round(time.perf_counter() - start, 4)}
+        record = ledger.record(
+            name,
+            inputs=inputs,
+            output=result.output,
+            fitted_on=fitted_on,
+            parts=result.parts,
+            params=result.params,
+            stats={**result.stats, **seconds},
+        )
+        state = replace(result.state, form=spec.makes or result.state.form)
+        if spec.writes_data:
+            state = replace(state, lineage=(name, record.output))
+    return state
+
+
+def _run_one(spec: StepSpec, ctx: StepContext, state: DataState) -> StepResult:
+    """Runs a step body; a full disk or a denied write inside it becomes a DataError naming the step."""
+    with storage_errors(spec.name, ctx.work):
+        return spec.fn(ctx, state)
+
+
+def run_preparation(
+    folder: Path,
+    ctx: StepContext,
+    order: Sequence[str],
+    registry: StepRegistry,
+    info: Mapping[str, Any],
+    write: Callable[[DataState, StepLedger], None],
+) -> None:
+    """Runs the steps of ``order`` before the first per-rank one, then ``write(state, ledger)`` into ``folder``.
+
+    The steps get a scratch folder, ``folder/work``, removed once ``write`` has moved out what it
+    keeps. The ledger's ``info`` holds ``info`` plus the order and the per-rank steps.
+
+    Args:
+        folder: the (temporary) cache folder being prepared.
+        ctx: the config and hooks (``work`` is set here).
+        order: the data steps, in order.
+        registry: where they are registered.
+        info: what the manifest records besides the order (``cache_key``, ``pipeline``, ``config``...).
+        write: writes the prepared files and the manifest (last).
+    """
+    work = folder / "work"
+    work.mkdir()
+    steps, per_rank = split_phases(order, registry)
+    ledger = StepLedger(info={**info, "order": list(order), "per_rank_steps": per_rank})
+    state = run_steps(steps, registry, replace(ctx, work=work), DataState(), ledger)
+    write(state, ledger)
+    shutil.rmtree(work, ignore_errors=True)
+
+
+def plan(order: Sequence[str], registry: StepRegistry, config: Any) -> StepLedger:
+    """The ledger running ``order`` would leave, from :func:`run_steps` with ``dry=True``."""
+    ledger = StepLedger()
+    run_steps(order, registry, StepContext(config), DataState(), ledger, dry=True)
+    return ledger
+
+
+def train_data(state: DataState) -> Any:
+    """The data a fitted step learns from: the train part (or shard), or all rows before the split."""
+    return state.parts["train"] if state.parts else state.data
+
+
+def map_kwargs(config: Any, fp: str, rows: int = POOL_ROWS) -> dict[str, Any]:
+    """The ``Dataset.map`` arguments of a batched step (``num_proc`` and the new fingerprint).
+
+    Worker processes are used only for ``rows`` of at least :data:`POOL_ROWS` (below that,
+    starting them costs more than they save).
+    """
+    procs = config.num_proc if config.num_proc > 1 and rows >= POOL_ROWS else None
+    return {"batched": True, "batch_size": 1000, "num_proc": procs, "new_fingerprint": fp[:32]}
+
+
+def apply_rowwise(config: Any, state: DataState, fp: str, function: Callable, **kwargs: Any) -> DataState:
+    """Applies a batched row-wise function to the whole data, or to each part (fingerprints per part)."""
+    if state.parts:
+        parts, part_fps = {}, {}
+        for name, part in state.parts.items():
+            part_fps[name] = fingerprint(fp, name)
+            parts[name] = part.map(function, **map_kwargs(config, part_fps[name], len(part)), **kwargs)
+        return replace(state, parts=parts, part_fps=part_fps)
+    return replace(state, data=state.data.map(function, **map_kwargs(config, fp, len(state.data)), **kwargs))

@@ -1,0 +1,159 @@
+"""The bytes on disk: content hashes of files, their verification, and storage errors in one line.
+
+The prepared cache and the input files are identified by what they hold, not by their names or
+dates: :func:`file_digest` is an xxh3 (128-bit) hash of a file's bytes, read in 4 MiB chunks
+(at memory speed; the cost is measured in docs/reliability.md). :func:`file_records` lists every file of a folder
+with its size and hash; :func:`verify_files` compares a folder with such a list and names each
+file that is missing, empty, truncated or whose bytes changed. :func:`storage_error` turns a
+full disk, a read-only file system or a denied write, wherever it surfaces (even wrapped by
+``datasets``), into a :class:`~lightning_order.errors.DataError` naming the step and the path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import stat
+from collections.abc import Iterator, Mapping
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import xxhash
+
+from lightning_order.errors import DataError
+
+__all__ = ["CACHE_HINT", "file_digest", "file_records", "storage_error", "storage_errors", "verify_files"]
+
+#: What to do when the cache location cannot take the data.
+CACHE_HINT = "free space there, or point cache_dir (or $LIGHTNING_ORDER_CACHE) to a writable disk with room"
+_CHUNK = 1 << 22
+_WHAT = {
+    errno.ENOSPC: "no space left on the device",
+    errno.EDQUOT: "the disk quota is exceeded",
+    errno.EROFS: "the file system is read-only",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "operation not permitted",
+}
+
+
+def file_digest(path: str | os.PathLike[str]) -> str:
+    """The xxh3 (128-bit, hex) hash of the file's bytes."""
+    digest = xxhash.xxh3_128()
+    buffer = bytearray(_CHUNK)
+    view = memoryview(buffer)
+    with open(path, "rb", buffering=0) as handle:
+        while count := handle.readinto(buffer):
+            digest.update(view[:count])
+    return digest.hexdigest()
+
+
+def file_records(folder: Path, skip: tuple[str, ...] = ()) -> dict[str, dict[str, Any]]:
+    """``{relative path: {"size", "xxh3"}}`` of every file under ``folder`` (names in ``skip`` left out).
+
+    Args:
+        folder: the folder to list (recursively).
+        skip: top-level names not to list (e.g. the manifest that will hold the list).
+    """
+    out = {}
+    for path in sorted(folder.rglob("*")):
+        name = path.relative_to(folder).as_posix()
+        if path.is_file() and not path.is_symlink() and name.split("/")[0] not in skip:
+            out[name] = {"size": path.stat().st_size, "xxh3": file_digest(path)}
+    return out
+
+
+def verify_files(folder: Path, records: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """What differs between ``folder`` and ``records`` (from :func:`file_records`): one line per file.
+
+    Returns:
+        ``"<file>: missing"``, ``"<file>: empty (0 bytes, expected N)"``, ``"<file>: truncated
+        (...)"``, ``"<file>: content changed (...)"``...; empty when every listed file is intact.
+        Files not listed (e.g. caches ``datasets`` adds later) are not judged.
+    """
+    if not records:
+        return [
+            "the manifest lists no file hashes (an older lightning_order wrote it): it cannot be verified"
+        ]
+    problems = []
+    for name, record in sorted(records.items()):
+        pure = PurePosixPath(name)
+        if pure.is_absolute() or ".." in pure.parts:
+            problems.append(f"{name}: not a path inside the cache folder")
+            continue
+        path = folder / pure
+        try:
+            info = path.stat()
+        except FileNotFoundError:
+            problems.append(f"{name}: missing")
+            continue
+        except OSError as err:
+            problems.append(f"{name}: unreadable ({err.strerror})")
+            continue
+        size = int(record.get("size", -1))
+        if not stat.S_ISREG(info.st_mode):
+            problems.append(f"{name}: not a regular file")
+        elif info.st_size != size:
+            kind = "empty" if info.st_size == 0 else "truncated" if info.st_size < size else "grown"
+            problems.append(f"{name}: {kind} ({info.st_size} bytes, expected {size})")
+        elif file_digest(path) != record.get("xxh3"):
+            problems.append(f"{name}: content changed (its xxh3 hash differs from the manifest's)")
+    return problems
+
+
+def _denied_elsewhere(error: OSError, folder: str | os.PathLike[str] | None) -> bool:
+    """A permission error on a file outside ``folder`` (e.g. an unreadable input), not a cache write."""
+    if error.errno not in (errno.EACCES, errno.EPERM) or folder is None or error.filename is None:
+        return False
+    name = os.path.abspath(os.fsdecode(error.filename))
+    return not name.startswith(os.path.abspath(os.fspath(folder)))
+
+
+def storage_error(error: BaseException, step: str, path: str | os.PathLike[str] | None) -> DataError | None:
+    """A full disk, a read-only file system or a denied write in ``error``'s chain, as one DataError.
+
+    Args:
+        error: the error raised (``datasets`` often wraps the ``OSError``: the whole chain of
+            causes is searched).
+        step: the step that was writing.
+        path: where it was writing, when the ``OSError`` does not say.
+
+    Returns:
+        The :class:`DataError` (naming the step, the path, the errno and the fix), or ``None``
+        when the error is not about storage (a permission denied on a file outside ``path``,
+        e.g. an input file that cannot be read, is left as it is).
+    """
+    seen: set[int] = set()
+    cause: BaseException | None = error
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, OSError) and cause.errno in _WHAT and not _denied_elsewhere(cause, path):
+            where = cause.filename or path
+            return DataError(
+                f"{_WHAT[cause.errno]} while writing {where} ([Errno {cause.errno}] {cause.strerror}); "
+                + CACHE_HINT,
+                step=step,
+            )
+        cause = cause.__cause__ or cause.__context__
+    return None
+
+
+@contextlib.contextmanager
+def storage_errors(step: str, path: str | os.PathLike[str] | None) -> Iterator[None]:
+    """A block whose full disk, read-only file system or denied write becomes one :class:`DataError`.
+
+    Other errors (and a :class:`DataError` already raised inside) pass through unchanged.
+
+    Args:
+        step: the step that writes (named in the error).
+        path: where it writes, when the ``OSError`` does not say.
+    """
+    try:
+        yield
+    except DataError:
+        raise
+    except Exception as err:
+        converted = storage_error(err, step, path)
+        if converted is None:
+            raise
+        raise converted from err

@@ -1,0 +1,153 @@
+"""``LMConfig``: the arguments of :class:`~lightning_order.data.lm.datamodule.OrderedLMDataModule`, checked.
+
+One frozen dataclass holds everything that shapes the prepared language-modelling data. It
+validates itself when built (a :class:`~lightning_order.errors.DataError` naming the step the
+argument belongs to, what was expected, what was given) and produces the cache identity. The
+shared fields (where the data comes from, how it is split and served) are
+:class:`~lightning_order.data.engine.config.BaseDataConfig`'s.
+
+The built-in corpus (``dataset=None``) is identified by the Python build and the source of the
+corpus module rather than by its text, so a warm run never imports the hundred modules it reads;
+the text's own fingerprint is recorded by ``load`` and travels with the data fingerprints.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from lightning_order.data.engine.config import (
+    BaseDataConfig,
+    check_bool,
+    check_fraction,
+    check_int,
+    check_optional_str,
+)
+from lightning_order.data.engine.storage import file_digest
+from lightning_order.errors import DataError
+
+__all__ = ["EOS_TOKEN", "LM_CODE_VERSION", "LMConfig", "padded_size"]
+
+#: Bump when an LM step's output changes for the same config, so old caches are not reused.
+LM_CODE_VERSION = "1"
+#: The end-of-text token ``build_vocab`` declares and ``encode`` puts after every document.
+EOS_TOKEN = "<|endoftext|>"
+#: The largest ``pad_vocab_multiple`` (a typo guard: a larger one would allocate absurd tables).
+MAX_PAD_MULTIPLE = 1 << 16
+
+
+def padded_size(vocab_size: int, multiple: int) -> int:
+    """``vocab_size`` rounded up to a multiple of ``multiple`` (the embedding rows a model gets)."""
+    return -(-int(vocab_size) // int(multiple)) * int(multiple)
+
+
+@dataclass(frozen=True)
+class LMConfig(BaseDataConfig):
+    """The arguments of :class:`~lightning_order.OrderedLMDataModule` (each documented under its field).
+
+    Raises:
+        DataError: a value is out of range, of the wrong kind, or names a missing file.
+    """
+
+    num_proc: int | None = 1
+    """processes for the steps that run per partition of the corpus; ``None``: every available CPU."""
+    block_size: int = 128
+    """tokens per training sequence; blocks of ``block_size + 1`` are stored (inputs and labels shifted by one)."""
+    tokenizer_file: str | None = None
+    """A local ``tokenizer.json`` to use instead of training one (recorded by content hash); it must hold the end-of-text token ``<|endoftext|>``."""
+    pad_vocab_multiple: int = 64
+    """``padded_vocab_size`` (the embedding rows a model gets) is the tokenizer size rounded up to this."""
+    dedup_threshold: float = 0.8
+    """word 5-gram Jaccard similarity from which two documents are near-duplicates (MinHash LSH), in (0, 1]."""
+    max_documents: int | None = None
+    """read at most this many documents (``None``: all)."""
+    eos: bool = True
+    """end every document with the end-of-text token. ``False`` packs documents without boundaries (``pack-without-eos``: refused unless ``enforce=False``; for experiments)."""
+
+    def validate(self) -> None:
+        """The shared checks (:meth:`BaseDataConfig.validate`), then the LM fields."""
+        super().validate()
+        check_int(
+            "vocab_size",
+            self.vocab_size,
+            step="build_vocab",
+            least=257,
+            most=1 << 24,
+            fix="e.g. vocab_size=4096",
+        )
+        check_int(
+            "block_size", self.block_size, step="pack", least=1, most=1 << 24, fix="e.g. block_size=128"
+        )
+        check_int(
+            "pad_vocab_multiple",
+            self.pad_vocab_multiple,
+            step="build_vocab",
+            least=1,
+            most=MAX_PAD_MULTIPLE,
+            fix="e.g. 64 (1: no padding)",
+        )
+        if self.max_documents is not None:
+            check_int(
+                "max_documents", self.max_documents, step="load", least=1, fix="or None for every document"
+            )
+        object.__setattr__(
+            self,
+            "dedup_threshold",
+            check_fraction(
+                "dedup_threshold",
+                self.dedup_threshold,
+                step="dedup",
+                closed=True,
+                fix="the word 5-gram Jaccard similarity from which two documents count as near-duplicates; "
+                "e.g. dedup_threshold=0.8",
+            ),
+        )
+        check_optional_str("tokenizer_file", self.tokenizer_file, step="build_vocab")
+        if self.tokenizer_file is not None and not Path(self.tokenizer_file).expanduser().is_file():
+            raise DataError(
+                f"tokenizer_file {self.tokenizer_file!r} does not exist (or is not a file); pass the path of "
+                "a local tokenizer.json, or tokenizer_file=None to train a byte-level BPE on the train split",
+                step="build_vocab",
+            )
+        check_bool("eos", self.eos, step="encode")
+
+    @cached_property
+    def tokenizer_digest(self) -> str | None:
+        """The xxh3 hash of ``tokenizer_file``'s bytes (``None`` when the tokenizer is trained)."""
+        return None if self.tokenizer_file is None else file_digest(Path(self.tokenizer_file).expanduser())
+
+    def load_identity(self) -> dict[str, Any]:
+        """What decides which documents ``load`` reads."""
+        ident: dict[str, Any] = {**self.source_identity(), "max_documents": self.max_documents}
+        if self.dataset is None:
+            from lightning_order.data.lm import corpus as lm_corpus
+
+            source = inspect.getsource(lm_corpus)
+            ident["stdlib_corpus"] = {
+                "python": sys.version,
+                "module": hashlib.sha256(source.encode()).hexdigest()[:16],
+            }
+        return ident
+
+    def identity(self, order: Sequence[str]) -> dict[str, Any]:
+        """Everything that shapes the prepared data, as plain data (its fingerprint is the cache key)."""
+        return {
+            "pipeline": "lm",
+            "code_version": LM_CODE_VERSION,
+            **self.load_identity(),
+            "val_fraction": self.val_fraction,
+            "seed": self.seed,
+            "vocab_size": self.vocab_size,
+            "block_size": self.block_size,
+            "tokenizer_file": self.tokenizer_digest,
+            "pad_vocab_multiple": self.pad_vocab_multiple,
+            "dedup_threshold": self.dedup_threshold,
+            "eos": self.eos,
+            "order": list(order),
+        }

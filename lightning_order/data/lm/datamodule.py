@@ -1,0 +1,169 @@
+"""``OrderedLMDataModule``: causal language-modelling data in the mandated order, on the same machinery.
+
+The thin shell of :class:`~lightning_order.data.OrderedDataModule`, running the steps of
+:data:`~lightning_order.data.lm.steps.LM_STEPS` in the order of
+:data:`~lightning_order.LM_PIPELINE`: the order is checked at construction (a dry run judged by
+the pipeline), ``prepare_data`` runs the steps before ``shard`` once (rank 0, under a file lock,
+into a cache folder named by the pipeline fingerprint, published atomically and verified before
+use), ``setup`` runs ``shard`` on every rank. Batches are ``{"input_ids", "labels"}``, long,
+``B × block_size``; ``labels`` are ``input_ids`` shifted by one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+from lightning_order.data.engine.config import document_arguments
+from lightning_order.data.engine.datamodule import OrderedDataModuleBase
+from lightning_order.data.engine.inputs import InputHash
+from lightning_order.data.engine.runner import DataState
+from lightning_order.data.lm.artefacts import read_blocks, read_documents
+from lightning_order.data.lm.config import EOS_TOKEN, LMConfig
+from lightning_order.data.lm.steps import LM_STEPS
+from lightning_order.fingerprints import tokenizer_fingerprint
+from lightning_order.ledger import StepLedger
+from lightning_order.order import LM_PIPELINE
+
+__all__ = ["LM_BATCH_KEYS", "LM_DATA_STEPS", "BlockDataset", "OrderedLMDataModule"]
+
+#: The keys of every LM batch.
+LM_BATCH_KEYS: tuple[str, ...] = ("input_ids", "labels")
+#: The data steps of :data:`LM_PIPELINE`, in the mandated order.
+LM_DATA_STEPS: tuple[str, ...] = tuple(LM_PIPELINE.subset(LM_STEPS))
+
+
+class BlockDataset(Dataset):
+    """Packed blocks as ``{"input_ids": block[:-1], "labels": block[1:]}`` (long tensors).
+
+    ``__getitems__`` slices a whole batch with one numpy fancy index, so a batch costs one copy.
+    """
+
+    def __init__(self, blocks: np.ndarray) -> None:
+        self.blocks = blocks
+
+    def __len__(self) -> int:
+        return len(self.blocks)
+
+    def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
+        block = torch.from_numpy(np.asarray(self.blocks[index], dtype=np.int64))
+        return {"input_ids": block[:-1], "labels": block[1:]}
+
+    def __getitems__(self, indices: Sequence[int]) -> dict[str, torch.Tensor]:
+        blocks = torch.from_numpy(
+            np.asarray(self.blocks[np.asarray(indices, dtype=np.int64)], dtype=np.int64)
+        )
+        return {"input_ids": blocks[:, :-1], "labels": blocks[:, 1:]}
+
+
+def collate_blocks(items: Any) -> dict[str, torch.Tensor]:
+    """A batch from ``BlockDataset.__getitems__`` (already stacked) or from a list of items."""
+    if isinstance(items, dict):
+        return items
+    return {key: torch.stack([item[key] for item in items]) for key in LM_BATCH_KEYS}
+
+
+@document_arguments(LMConfig)
+class OrderedLMDataModule(OrderedDataModuleBase):
+    """A LightningDataModule that prepares causal LM data in the order of :data:`~lightning_order.LM_PIPELINE`.
+
+    ``load → clean → dedup → split → build_vocab → encode → pack`` run once in ``prepare_data``;
+    ``shard`` runs in ``setup`` on every rank. Reading :attr:`dims` prepares the data (or reads
+    the cache), so the model is built from it: ``OrderedCausalLM(**dm.dims)``.
+
+    Example:
+        >>> dm = OrderedLMDataModule(max_documents=500, vocab_size=1024, block_size=64)  # doctest: +SKIP
+        >>> model = OrderedCausalLM(**dm.dims)  # doctest: +SKIP
+    """
+
+    pipeline_name: ClassVar[str] = "lm"
+
+    def __init__(
+        self,
+        dataset: str | None = None,
+        data_files: str | list[str] | dict[str, str | list[str]] | None = None,
+        text_column: str = "text",
+        val_fraction: float = 0.1,
+        seed: int = 0,
+        vocab_size: int = 8000,
+        batch_size: int = 32,
+        num_workers: int = 0,
+        num_proc: int = 1,
+        cache_dir: str | None = None,
+        order: Sequence[str] | None = None,
+        enforce: bool = True,
+        block_size: int = 128,
+        tokenizer_file: str | None = None,
+        pad_vocab_multiple: int = 64,
+        dedup_threshold: float = 0.8,
+        max_documents: int | None = None,
+        dataset_config: str | None = None,
+        load_split: str = "train",
+        input_hash: InputHash = "content",
+        shuffle: bool = True,
+        eos: bool = True,
+    ) -> None:
+        super().__init__()
+        self.save_hyperparameters(logger=False)
+        self._configure(locals())
+        self._doc_hashes: dict[str, np.ndarray] = {}
+
+    # -- what the model and the checks read ------------------------------------------------
+    @property
+    def eos_token_id(self) -> int:
+        """The id of the end-of-text token ``<|endoftext|>``."""
+        return int(self._manifest().info["eos_id"])
+
+    @property
+    def eos_token(self) -> str:
+        """The end-of-text token."""
+        return EOS_TOKEN
+
+    def documents(self, split: str) -> list[str]:
+        """The cleaned, deduplicated documents of ``split`` (``"train"`` or ``"val"``), in corpus order."""
+        return read_documents(self._ensure_prepared(), split)
+
+    def data_fingerprints(self) -> dict[str, str]:
+        """``{"manifest", "split", "vocab", "corpus", "tokenizer"}``: what every rank and a resumed run must share.
+
+        ``tokenizer`` is the fingerprint of the tokenizer object in use now, so a token added to
+        it after preparation shows (it equals ``vocab`` while nothing changed).
+        """
+        fps = {k: str(v) for k, v in self._manifest().info["data_fingerprints"].items()}
+        fps["tokenizer"] = tokenizer_fingerprint(self.tokenizer)
+        return fps
+
+    def key_hashes(self, split: str) -> np.ndarray | None:
+        """The document hashes (int64) of the train or validation split; ``None`` before ``setup``."""
+        return self._doc_hashes.get(split)
+
+    # -- setup and loaders (the template: OrderedDataModuleBase) ---------------------------
+    def _read_prepared(self, path: Path, ledger: StepLedger) -> DataState:
+        arrays = read_blocks(path)
+        self._doc_hashes = {"train": arrays["train_doc_hashes"], "val": arrays["val_doc_hashes"]}
+        return DataState(parts={"train": arrays["train"], "val": arrays["val"]}, form="packed")
+
+    def _assign(self, state: DataState, ledger: StepLedger) -> None:
+        self._train, self._val = state.parts["train"], state.parts["val"]
+
+    def _dataset(self, data: Any) -> BlockDataset:
+        return BlockDataset(data)
+
+    def blocks(self, split: str) -> np.ndarray:
+        """The packed blocks served (``n × (block_size + 1)`` int32): this rank's for ``"train"``, all for ``"val"``.
+
+        Raises:
+            ValueError: an unknown split, or ``setup`` has not run.
+        """
+        found = {"train": self._train, "val": self._val}.get(split)
+        if found is None:
+            raise ValueError(f"blocks(split) takes 'train' or 'val' after setup(), got {split!r}")
+        return found
+
+    def _collate(self) -> Any:
+        return collate_blocks
