@@ -2,7 +2,8 @@
 
 The tiny run trains for real (1 seed, 40 steps of a 2-layer model) and asserts what each faulty
 run must show: the rule the validator named before step 1, and the cost the case is about. The
-lab script is imported through ``importlib`` because ``benchmarks/`` is not a package.
+lab script is imported through ``importlib`` because ``benchmarks/`` is not a package. Its
+per-rank tokenizer case in real DDP: tests/distributed/test_lm_lab_ddp.py.
 """
 
 from __future__ import annotations
@@ -83,14 +84,3 @@ def test_tiny_lab_catches_every_case_and_measures_its_cost(tmp_path):
     assert runs["correct-ddp"]["tokens_with_the_same_id_on_both_ranks"] == 1.0
     assert (tmp_path / "lm_table.md").read_text().count("\n|") >= 6
     assert {p.name for p in tmp_path.glob("lm_*.png")} == {f"lm_{c.name}.png" for c in lab.CASES}
-
-
-@pytest.mark.slow
-def test_per_rank_tokenizer_is_caught_before_step_1_in_real_ddp(tmp_path):
-    cfg = lab.LabConfig.tiny()
-    corpus = lab.build_lab_corpus(cfg, tmp_path / "corpus")
-    seen = lab.detect_per_rank_ddp(cfg, corpus, str(tmp_path / "ddp"))
-    assert seen.get("error") is None, seen.get("error")
-    assert "rank-mismatch" in seen["validator_rules"]
-    assert seen["validator_before_step_1"]
-    assert "different tokenizer" in seen["first_warning"]

@@ -1,6 +1,9 @@
 """Safe checkpoint loading: nothing a checkpoint holds runs, through every path that reads one
 (``Trainer.fit(ckpt_path=...)`` with our callbacks, ``recover()``, ``lightning-order audit``),
-and what our callbacks store is plain data that loads with ``weights_only=True``."""
+and what our callbacks store is plain data that loads with ``weights_only=True``.
+
+``checkpoint.plain`` alone: tests/unit/engine/test_checkpoint.py.
+"""
 
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ from helpers import quiet_trainer
 from pytorch_lightning.callbacks import ModelCheckpoint
 
 from lightning_order import CheckpointError, OrderValidator, SymptomMonitor, recover
-from lightning_order.checkpoint import load_checkpoint, plain
+from lightning_order.checkpoint import load_checkpoint
 from lightning_order.cli import main
 from lightning_order.ledger import CHECKPOINT_KEY, StepLedger
 from lightning_order.models import OrderedTextClassifier
@@ -164,13 +167,3 @@ def test_recover_knows_this_packages_own_classes_and_asks_for_others(honest: Pat
     plan = recover(tmp_path / "own.ckpt", path="resume")
     assert isinstance(plan.model, OrderedTextClassifier)
     assert torch.equal(plan.model.embedding.weight, checkpoint["state_dict"]["embedding.weight"])
-
-
-def test_plain_turns_anything_into_weights_only_data(tmp_path: Path) -> None:
-    value = plain(
-        {"p": tmp_path, "t": (1, 2.5, float("inf")), "s": {3, 1}, 4: torch.tensor(2.0), "o": object()}
-    )
-    assert value["p"] == str(tmp_path) and value["t"] == [1, 2.5, "inf"] and value["s"] == [1, 3]
-    assert torch.equal(value["4"], torch.tensor(2.0)) and value["o"].startswith("<object")
-    torch.save(value, tmp_path / "v.pt")
-    assert torch.load(tmp_path / "v.pt", weights_only=True)["t"] == [1, 2.5, "inf"]

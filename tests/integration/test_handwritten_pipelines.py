@@ -3,7 +3,7 @@ classic order mistake, each asserting the exact rule code and the lightning_orde
 
 The pipelines live in tests/handwritten.py; the DDP mistakes (``random_split`` without a
 generator, per-rank statistics) and the correct pipeline under DDP run in one DDP launch
-(tests/ddp_scripts/handwritten_ddp.py).
+(tests/distributed/test_handwritten_ddp.py).
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 import torch
-from ddp_utils import read_json, run_script
 from handwritten import (
     DocsClassifier,
     DocsData,
@@ -26,15 +25,12 @@ from handwritten import (
     build,
     glue_lines,
 )
-from helpers import quiet_trainer
+from helpers import ROOT, quiet_trainer
 
 from lightning_order import (
     OrderError,
     OrderValidator,
     OrderWarning,
-    StepNameError,
-    record_step,
-    require_steps,
 )
 
 NAMESPACES = ("pytorch_lightning", "lightning.pytorch")
@@ -127,41 +123,12 @@ def test_no_dedupe_reports_the_twin_rate_against_the_threshold():
     assert validator.violations == [] and trainer.global_step == 2
 
 
-def test_a_misspelled_step_raises_at_decoration_with_the_valid_names():
-    with pytest.raises(StepNameError) as caught:
-
-        class Typo(DocsData):
-            build_vocab = record_step("train_tokenizer")(DocsData.build_vocab)
-
-    assert "'train_tokenizer'" in str(caught.value) and "build_vocab" in str(caught.value)
-    with pytest.raises(StepNameError, match="did you mean 'build_vocab'"):
-        require_steps("clean", step="biuld_vocab")
-
-
-@pytest.mark.slow
-def test_ddp_mistakes_and_the_correct_pipeline_in_one_launch(tmp_path):
-    """2 CPU ranks: the correct pipeline silent under both namespaces; random_split without a
-    generator is rank-mismatch and per-rank statistics shard-before-normalize, with no glue."""
-    run_script("handwritten_ddp.py", tmp_path, timeout=400)
-    for rank in range(2):
-        result = read_json(tmp_path / f"rank{rank}.json")
-        assert result["correct-pytorch_lightning"]["rules"] == [], result
-        assert result["correct-lightning.pytorch"]["rules"] == [], result
-        assert result["correct-pytorch_lightning"]["global_step"] == 2
-        assert "rank-mismatch" in result["random-split"]["rules"], result
-        assert "ranks 0 and 1 hold different validation sets" in result["random-split"]["messages"]
-        assert result["per-rank-stats"]["rules"] == ["shard-before-normalize"], result
-        assert "'numeric'" in result["per-rank-stats"]["messages"]
-        assert result["glue"] == {"random-split": 0, "per-rank-stats": 0}
-
-
 @pytest.mark.parametrize("namespace", NAMESPACES)
 def test_the_adoption_example_in_docs_runs_silently_under_both_namespaces(namespace, monkeypatch):
     """docs/validator.md's complete example, as written (with each namespace's import line)."""
     import re
-    from pathlib import Path
 
-    text = (Path(__file__).resolve().parents[1] / "docs" / "validator.md").read_text()
+    text = (ROOT / "docs" / "validator.md").read_text()
     example = next(b for b in re.findall(r"```python\n(.*?)```", text, flags=re.S) if "class Reviews" in b)
     example = example.replace("import lightning.pytorch as L", f"import {namespace} as L")
     example = example.replace("max_epochs=3", "max_epochs=1, logger=False, enable_checkpointing=False")

@@ -217,24 +217,6 @@ def test_state_round_trips_through_a_real_checkpoint(tmp_path, cache_dir):
     assert restored.state_dict() == state
 
 
-def test_state_key_and_older_states():
-    assert OrderValidator().state_key == OrderValidator(on_violation="warn").state_key
-    from lightning_order.order import Step
-
-    custom = STANDARD_PIPELINE.extend(Step("dedupe", ("clean",)), before="split")
-    assert OrderValidator(pipeline=custom).state_key != OrderValidator().state_key
-    assert OrderValidator().state_key.startswith("OrderValidator{'pipeline': ")
-    old = OrderValidator()
-    old.load_state_dict({})
-    assert old.state_dict() == {"fingerprints": {}, "dims": {}}
-    old.load_state_dict({"version": 1, "fingerprints": {"vocab": "v" * 32}, "dims": {"vocab_size": 9}})
-    assert old.state_dict() == {"fingerprints": {"vocab": "v" * 32}, "dims": {"vocab_size": 9}}
-    old.load_state_dict({"fingerprints": None})
-    assert old.state_dict()["fingerprints"] == {}
-    with pytest.raises(ValueError, match="on_violation"):
-        OrderValidator(on_violation="ignore")
-
-
 # -- a plain LightningDataModule: no ledger, checks from sampled batches ----------------------------
 class _Rows(Dataset):
     def __init__(self, ids: torch.Tensor, features: torch.Tensor, labels: torch.Tensor) -> None:

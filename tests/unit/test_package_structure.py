@@ -19,9 +19,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers import ROOT as REPOSITORY
 
 PACKAGE = "lightning_order"
-ROOT = Path(__file__).resolve().parents[1] / PACKAGE
+ROOT = REPOSITORY / PACKAGE
 MAX_LINES = 450
 
 # Known offenders (none): an entry here must name a module that still offends (the tests below

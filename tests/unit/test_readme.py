@@ -1,16 +1,17 @@
-"""The README's set-up commands are the ones CI runs, and its example uses only public names."""
+"""The README's set-up commands are the ones CI runs, and its example uses only public names.
+
+The example run as written: tests/integration/test_readme_example.py.
+"""
 
 from __future__ import annotations
 
 import ast
 import re
-from pathlib import Path
 
-from helpers import readme_training_example
+from helpers import ROOT
 
 import lightning_order
 
-ROOT = Path(__file__).resolve().parents[1]
 INSTALL_AND_RUN = 'pip install -e ".[dev]" && lightning-order fit --config configs/demo.yaml'
 
 
@@ -35,17 +36,3 @@ def test_readme_examples_parse_and_import_public_names_only():
             if isinstance(node, ast.ImportFrom) and node.module == "lightning_order":
                 for alias in node.names:
                     assert alias.name in lightning_order.__all__, alias.name
-
-
-def test_public_api_is_exported():
-    for name in lightning_order.__all__:
-        assert hasattr(lightning_order, name), name
-
-
-def test_readme_training_example_runs_as_written(tmp_path, monkeypatch):
-    """The 'In your own code' example, verbatim, on a small reviews.csv the test writes."""
-    namespace = readme_training_example(tmp_path, monkeypatch)
-    trainer, dm = namespace["trainer"], namespace["dm"]
-    assert trainer.global_step > 0
-    assert trainer.state.finished
-    assert dm.dims["num_features"] == 2 + len(dm.engineered_features)

@@ -1,6 +1,6 @@
 """DDP (2 CPU ranks, gloo), one launch: hand-written pipelines with no lightning_order glue.
 
-Run by tests/test_handwritten.py with argv = [output folder]. The cases run one after another
+Run by tests/distributed/test_handwritten_ddp.py with argv = [output folder]. The cases run one after another
 in the same process group (Lightning launches the second rank at the first ``fit``; later
 Trainers reuse it). The validator runs in warn mode so that no case ends the launch (an
 exception in DDP makes rank 0 kill the other rank); each rank writes, per case, the rule codes
@@ -21,7 +21,7 @@ import sys
 import warnings
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for handwritten.py
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests/, for handwritten.py
 
 from handwritten import PerRankStatsData, RandomSplitData, build, glue_lines
 from helpers import quiet_trainer

@@ -17,7 +17,7 @@ import sys
 import warnings
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for label_data.py
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests/, for label_data.py
 
 import pytorch_lightning as pl
 import torch

@@ -13,7 +13,7 @@ import sys
 import warnings
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for handwritten.py
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests/, for handwritten.py
 
 import pytorch_lightning as pl
 import torch

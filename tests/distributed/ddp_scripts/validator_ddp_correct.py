@@ -1,6 +1,6 @@
 """DDP (2 CPU ranks, gloo): a correct pipeline under OrderValidator raises nothing and warns nothing.
 
-Run by tests/test_order_validator_ddp.py; argv[1] is the output folder. Each rank fits with a
+Run by tests/distributed/test_order_validator_ddp.py; argv[1] is the output folder. Each rank fits with a
 checkpoint, then validates, and writes ``rank<r>.json`` with what it saw.
 """
 
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytorch_lightning as pl
 from pytorch_lightning.callbacks import ModelCheckpoint
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the shared helpers
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests/: the shared helpers
 from helpers import quiet_trainer
 
 from lightning_order import OrderedDataModule, OrderValidator, OrderWarning

@@ -1,6 +1,6 @@
 """DDP (2 CPU ranks, gloo): OrderValidator stops a rank-level error on every rank, without a hang.
 
-Run by tests/test_order_validator_ddp.py with argv = [output folder, case]:
+Run by tests/distributed/test_order_validator_ddp.py with argv = [output folder, case]:
 
 - ``per-shard``: ``OrderedDataModule`` fits the feature statistics per shard (``shard`` before
   ``fit_features``): every rank normalises with its own statistics;
@@ -22,7 +22,7 @@ import torch
 from pytorch_lightning.callbacks import Callback
 from torch.utils.data import DataLoader, Dataset
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the shared helpers
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests/: the shared helpers
 from helpers import quiet_trainer
 
 from lightning_order import OrderedDataModule, OrderError, OrderValidator

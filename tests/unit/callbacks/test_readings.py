@@ -1,20 +1,15 @@
 """What SymptomMonitor gathers per step, and the shortcuts that keep its checks cheap: the losses
 it reads (tensors left on their device until the check, then read at once) and the gate
-before the starvation detector (it must never hide a starved run)."""
+before the starvation detector (it must never hide a starved run). The losses a real run hands the
+monitor, in order: tests/integration/test_symptom_monitor.py."""
 
 from __future__ import annotations
 
 import random
-from pathlib import Path
 
 import pytest
-import pytorch_lightning as pl
 import torch
-from helpers import quiet_trainer
-from torch import nn
-from torch.utils.data import DataLoader, TensorDataset
 
-from lightning_order import SymptomMonitor
 from lightning_order.callbacks.readings import to_host
 from lightning_order.callbacks.step_clock import StepClock
 from lightning_order.checks.symptoms import detect_data_starvation
@@ -34,44 +29,6 @@ def test_to_host_joins_device_tensors_in_one_read() -> None:
     losses = [torch.tensor(1.5, device="cuda"), torch.tensor([2.5, 3.5], device="cuda")]
     counts = [torch.tensor([3, 100], device="cuda")]
     assert to_host(losses, counts) == ([1.5, 2.5, 3.5], [3.0, 100.0])
-
-
-class _Recorder(pl.LightningModule):
-    """Records its own losses; ``manual`` returns a loss that still requires grad."""
-
-    def __init__(self, manual: bool) -> None:
-        super().__init__()
-        self.automatic_optimization = not manual
-        self.net = nn.Linear(4, 2)
-        self.losses: list[float] = []
-
-    def training_step(self, batch: list[torch.Tensor], batch_idx: int) -> torch.Tensor:
-        x, y = batch
-        loss = nn.functional.cross_entropy(self.net(x), y)
-        self.losses.append(loss.item())
-        if not self.automatic_optimization:
-            optimizer = self.optimizers()
-            optimizer.zero_grad()
-            self.manual_backward(loss)
-            optimizer.step()
-        return loss
-
-    def configure_optimizers(self) -> torch.optim.Optimizer:
-        return torch.optim.SGD(self.parameters(), lr=0.1)
-
-
-def test_the_monitor_reads_every_step_loss_in_order(tmp_path: Path) -> None:
-    g = torch.Generator().manual_seed(0)
-    x = torch.randn(256, 4, generator=g)
-    data = DataLoader(TensorDataset(x, (x[:, 0] > 0).long()), batch_size=8)
-    for manual in (False, True):
-        model, monitor = _Recorder(manual), SymptomMonitor(check_every_n_steps=7, verbose=False)
-        quiet_trainer(tmp_path, [monitor], max_steps=30).fit(model, data)
-        # 30 steps: four checks of 7 and the end-of-training one for the last 2.
-        assert len(model.losses) == 30
-        assert list(monitor.readings.recent) == model.losses[-len(monitor.readings.recent) :]
-        assert monitor.readings.start == model.losses[: len(monitor.readings.start)]
-        assert not monitor.readings.pending
 
 
 def _gate(waits: list[float]) -> bool:

@@ -1,13 +1,12 @@
 """``lightning-order audit``: exit codes for clean, violated, unreadable and incomplete pipelines.
 
-(Auditing a checkpoint, and that nothing in one runs: test_checkpoint.py.)"""
+(Auditing a checkpoint, and that nothing in one runs: tests/integration/test_checkpoint_safety.py;
+the installed command's exit code: tests/integration/test_command_line.py.)"""
 
 from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -75,12 +74,3 @@ def test_audit_nothing_there_exits_two(tmp_path: Path, capsys: pytest.CaptureFix
     assert main(["audit", str(tmp_path / "missing")]) == AUDIT_UNREADABLE
     assert main(["audit", str(tmp_path)]) == AUDIT_UNREADABLE  # a folder without any manifest
     assert "lightning-order prepare" in capsys.readouterr().out
-
-
-def test_audit_via_subprocess_exit_code(tmp_path: Path) -> None:
-    path = leaky_ledger().save(tmp_path / "leaky")
-    proc = subprocess.run(
-        [sys.executable, "-m", "lightning_order", "audit", str(path)], capture_output=True, text=True
-    )
-    assert proc.returncode == AUDIT_VIOLATIONS, proc.stderr
-    assert "fit-before-split" in proc.stdout

@@ -1,87 +1,73 @@
-"""Every YAML under configs/ parses and instantiates; the Kubernetes Job runs real subcommands on real configs."""
+"""configs/: every YAML documented, each command line names its pipeline, and the Kubernetes Job runs
+real subcommands on real configs.
+
+Every training config instantiated through ``OrderCLI`` (both pipelines):
+tests/unit/data/engine/test_datamodule_contract.py; the main jobs end to end:
+tests/integration/test_command_line.py.
+"""
 
 from __future__ import annotations
 
-import csv
-import random
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from helpers import CONFIGS, ROOT
 
-from lightning_order import OrderedDataModule, OrderedTextClassifier, OrderValidator
-from lightning_order.cli import OrderCLI, main
+from lightning_order.cli import OrderLMCLI, descriptor_of_command, main
 from lightning_order.cli.tools import TOOLS
 
 pytestmark = pytest.mark.filterwarnings("ignore:LightningCLI's args parameter")
 
-ROOT = Path(__file__).resolve().parents[1]
-CONFIGS = ROOT / "configs"
-# The language-modelling configs (lm-*.yaml) build OrderedCausalLM: tests/test_lm_configs.py covers them.
-TRAINING_CONFIGS = sorted(p for p in CONFIGS.glob("*.yaml") if not p.name.startswith("lm-"))
-K8S_CONFIGS = sorted((CONFIGS / "k8s").glob("*.yaml"))
+K8S_CONFIGS = sorted((ROOT / "configs" / "k8s").glob("*.yaml"))
 SUBCOMMANDS = {"fit", "validate", "test", "predict", *TOOLS}
 # The image of configs/k8s holds this repository at /app.
 IMAGE_ROOT = "/app/"
 
 
-def _small_data(tmp_path: Path) -> list[str]:
-    return [
-        "--data.demo_size=200",
-        "--data.vocab_size=200",
-        "--data.max_length=32",
-        "--data.cache_dir",
-        str(tmp_path / "cache"),
-        "--trainer.default_root_dir",
-        str(tmp_path),
-    ]
-
-
-def _write_csv(path: Path, rows: int = 200) -> Path:
-    rng = random.Random(0)
-    words = {0: "good great fine nice happy".split(), 1: "bad awful poor sad angry".split()}
-    with path.open("w", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(["text", "label"])
-        for i in range(rows):
-            label = i % 2
-            text = " ".join(rng.choices(words[label], k=rng.randint(3, 12))) + rng.choice([".", "!", ""])
-            writer.writerow([f"{text} row{i}", label])
-    return path
+def _name(config: Path) -> str:
+    return config.relative_to(ROOT / "configs").as_posix()
 
 
 def test_every_config_is_covered() -> None:
-    assert {p.name for p in TRAINING_CONFIGS} >= {"demo.yaml", "ddp.yaml", "csv.yaml"}
+    names = [p.name for p in CONFIGS]
+    assert set(names) >= {"demo.yaml", "ddp.yaml", "csv.yaml"}
+    assert [n for n in names if n.startswith("lm-")] == ["lm-ddp.yaml", "lm-demo.yaml"]
     assert [p.name for p in K8S_CONFIGS] == ["train-job.yaml"]
 
 
-@pytest.mark.parametrize(
-    "config", [*TRAINING_CONFIGS, *K8S_CONFIGS], ids=lambda p: p.relative_to(CONFIGS).as_posix()
-)
+@pytest.mark.parametrize("config", [*CONFIGS, *K8S_CONFIGS], ids=_name)
 def test_config_opens_with_a_comment(config: Path) -> None:
     lines = config.read_text().splitlines()
-    name = config.relative_to(CONFIGS).as_posix()
+    name = _name(config)
     assert lines[0].startswith(f"# {name}:"), "first line: '# <name>: what it is for'"
     header = "\n".join(line for line in lines if line.startswith("#"))
-    assert "Run" in header and ("lightning-order" in header or "kubectl" in header)
+    run = "kubectl" if config in K8S_CONFIGS else f"lightning-order fit --config configs/{name}"
+    assert "Run" in header and run in header
     assert "verride" in header  # how to override it
 
 
-@pytest.mark.parametrize("config", TRAINING_CONFIGS, ids=lambda p: p.name)
-def test_config_parses_and_instantiates(config: Path, tmp_path: Path) -> None:
-    args = ["--config", str(config), *_small_data(tmp_path)]
-    if yaml.safe_load(config.read_text())["data"].get("dataset") == "csv":
-        args += ["--data.data_files", str(_write_csv(tmp_path / "train.csv"))]
-    cli = OrderCLI(args=args, run=False)
-    assert isinstance(cli.datamodule, OrderedDataModule)
-    assert isinstance(cli.model, OrderedTextClassifier)
-    assert cli.model.hparams.vocab_size == cli.datamodule.vocab_size
-    assert cli.model.hparams.num_classes == cli.datamodule.num_classes
-    assert any(isinstance(cb, OrderValidator) for cb in cli.trainer.callbacks)
-    trainer_config = yaml.safe_load(config.read_text())["trainer"]
-    if trainer_config.get("strategy") == "ddp":
-        assert cli.trainer.num_devices == trainer_config["devices"] == 2
+def test_the_command_line_names_its_pipeline() -> None:
+    assert descriptor_of_command(["--config", str(ROOT / "configs" / "demo.yaml")]).name == "standard"
+    for config in CONFIGS:
+        expected = "lm" if config.name.startswith("lm-") else "standard"
+        assert descriptor_of_command(["--config", str(config)]).name == expected, config.name
+    assert descriptor_of_command(["--model", "lightning_order.OrderedCausalLM"]).name == "lm"
+    assert (
+        descriptor_of_command(["--model.class_path=lightning_order.models.causal_lm.OrderedCausalLM"]).name
+        == "lm"
+    )
+    assert descriptor_of_command([]).name == "standard"
+    assert OrderLMCLI.pipeline_name == "lm"  # the LM preset of the one OrderCLI
+
+
+def test_a_linked_dim_set_in_the_config_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    args = ["fit", "--config", str(ROOT / "configs" / "lm-demo.yaml"), "--data.max_documents=200"]
+    args += ["--data.vocab_size=300", "--data.block_size=16", "--data.cache_dir", str(tmp_path / "cache")]
+    args += ["--trainer.default_root_dir", str(tmp_path), "--model.init_args.block_size=8"]
+    assert main(args) == 2
+    assert "model.init_args.block_size=8" in capsys.readouterr().err
 
 
 def _containers(doc: dict[str, Any]) -> list[dict[str, Any]]:

@@ -1,4 +1,4 @@
-"""``lightning_order.cli.dispatch``: the light entry point, and the lazy public API.
+"""``lightning_order.cli.dispatch``: the light entry point (the lazy public API: tests/unit/test_public_api.py).
 
 ``--help``, ``audit``, ``graph`` and ``prepare`` (of a plain ``OrderedDataModule`` config) answer
 without importing torch or Lightning, and ``prepare`` reaches the very cache the LightningCLI path
@@ -7,37 +7,17 @@ and the DataModule name; whatever the light path cannot read goes to LightningCL
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
-from helpers import DEMO, ROOT, TINY
+from helpers import DEMO, ROOT, TINY, in_fresh_process
 
-import lightning_order
 from lightning_order.cli import dispatch as commands
 from lightning_order.data.engine.cache import is_complete
 
 _HEAVY = ("torch", "pytorch_lightning", "lightning")
 #: What a cache hit of the light `prepare` does not import either (only preparing reads data).
 _DATA = ("datasets",)
-
-
-def _in_fresh_process(code: str) -> Any:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=ROOT,
-        timeout=300,
-        env=env,
-    )
-    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def test_help_lists_every_subcommand(capsys):
@@ -61,7 +41,7 @@ import lightning_order
 heavy = [m for m in {_HEAVY + _DATA!r} if m in sys.modules]
 print(json.dumps({{"codes": codes, "heavy": heavy}}))
 """
-    result = _in_fresh_process(code)
+    result = in_fresh_process(code)
     assert result["codes"] == {"help": 0, "graph": 0, "audit": 0, "prepare": 0}
     assert result["heavy"] == []
 
@@ -125,22 +105,3 @@ def test_light_prepare_takes_the_lm_pipeline_too(tmp_path: Path, capsys):
 def test_audit_usage_error_is_one_line_and_exit_code_2(capsys):
     assert commands.main(["audit"]) == 2
     assert "lightning-order audit" in capsys.readouterr().err
-
-
-def test_every_public_name_imports_and_all_is_unchanged():
-    assert len(lightning_order.__all__) == len(set(lightning_order.__all__)) == 33
-    for name in lightning_order.__all__:
-        assert getattr(lightning_order, name) is not None, name
-    assert set(lightning_order.__all__) <= set(dir(lightning_order))
-    with pytest.raises(AttributeError):
-        lightning_order.NoSuchName  # noqa: B018
-
-
-def test_importing_the_package_imports_neither_torch_nor_lightning():
-    code = f"""
-import json, sys
-import lightning_order, lightning_order.data, lightning_order.data.engine.runner, lightning_order.ledger
-from lightning_order import StepLedger, DataError, STANDARD_PIPELINE, CacheWarning
-print(json.dumps([m for m in {_HEAVY!r} if m in sys.modules]))
-"""
-    assert _in_fresh_process(code) == []

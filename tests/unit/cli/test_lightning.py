@@ -1,24 +1,26 @@
-"""``lightning-order``: fit end to end, prepare then audit, audit's exit codes, graph, the order group."""
+"""``lightning-order`` in process: prepare, graph, help, ``OrderCLI`` (dims linked into the model, the
+``--order.*`` group), and the one-line refusals of user errors.
+
+``fit`` end to end and the installed command: tests/integration/test_command_line.py; the DDP
+config: tests/distributed/test_cli_ddp.py; audit: test_auditing.py.
+"""
 
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from helpers import DEMO, ROOT, TINY, leaky_ledger
+from helpers import DEMO, TINY, leaky_ledger
 
 from lightning_order import OrderedTextClassifier, OrderValidator, StepLedger, SymptomMonitor
 from lightning_order.cli import OrderCLI, find_manifests, main
-from lightning_order.distributed import launch_env
 from lightning_order.order import STANDARD_PIPELINE
 
 pytestmark = pytest.mark.filterwarnings("ignore:LightningCLI's args parameter")
 
 
-# -- prepare (audit: test_audit.py) --------------------------------------------------------
+# -- prepare (audit: test_auditing.py) -----------------------------------------------------
 def test_prepare_writes_cache_and_manifest(prepared: Path, capsys: pytest.CaptureFixture[str]) -> None:
     manifests = find_manifests(prepared)
     assert len(manifests) == 1
@@ -122,37 +124,7 @@ def test_order_cli_refuses_the_tool_subcommands(capsys: pytest.CaptureFixture[st
     assert "'graph' is run by the `lightning-order` command" in capsys.readouterr().err
 
 
-# -- fit, end to end -------------------------------------------------------------------------
-def _fit(tmp_path: Path, config: Path | str, *extra: str, cwd: Path) -> subprocess.CompletedProcess:
-    """Runs ``python -m lightning_order fit`` on ``config`` in its own process (as a user would)."""
-    env = launch_env()  # without the rank variables Lightning's launcher sets for the rank it starts
-    command = [sys.executable, "-m", "lightning_order", "fit", "--config", str(config), *extra]
-    command += ["--trainer.max_epochs=1", "--data.cache_dir", str(tmp_path / "cache")]
-    command += ["--trainer.default_root_dir", str(tmp_path), "--trainer.enable_progress_bar=false"]
-    proc = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=cwd, env=env)
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
-    return proc
-
-
-@pytest.mark.slow
-def test_fit_demo_end_to_end(tmp_path: Path) -> None:
-    proc = _fit(tmp_path, DEMO, "--data.demo_size=300", cwd=ROOT)
-    out = proc.stdout
-    assert "the order is correct" in out
-    assert "val_acc" in out and "best checkpoint" in out
-    assert list(tmp_path.glob("lightning_logs/version_0/checkpoints/*.ckpt"))
-    assert (tmp_path / "lightning_logs" / "version_0" / "config.yaml").is_file()
-    # The run's ledger recorded the model and loop steps after the data steps, in order.
-    assert STANDARD_PIPELINE.check(StepLedger.load(find_manifests(tmp_path / "cache")[0])) == []
-
-
-@pytest.mark.slow
-def test_fit_ddp_config_on_two_cpu_processes(tmp_path: Path) -> None:
-    proc = _fit(tmp_path, ROOT / "configs" / "ddp.yaml", *TINY, cwd=tmp_path)
-    assert proc.stdout.count("final metrics") == 1  # the summary comes from rank 0 only
-    assert "shard [rank 0]" in proc.stdout and "the order is correct" in proc.stdout
-
-
+# -- the --order.* group and dims the data sets ------------------------------------------------
 def test_every_option_a_message_names_is_accepted(tmp_path: Path, prepared: Path) -> None:
     """The waste report and the overlap finding tell the user which --order.* option to pass."""
     from lightning_order.checks import check_twin_rate, estimate_waste
@@ -237,16 +209,3 @@ def test_a_rejected_command_line_is_the_relevant_line_only(
     assert len(lines) == 2 and lines[1].startswith("  see `lightning-order")
     for word in words:
         assert word in lines[0], (word, lines[0])
-
-
-def test_the_installed_command_prints_no_traceback(tmp_path: Path) -> None:
-    # enforce=false runs any executable order; this one is not executable (a bare ValueError once).
-    order = ["--data.order=[load,encode]", "--data.enforce=false"]
-    command = [sys.executable, "-m", "lightning_order", "fit", "--config", DEMO, *TINY, *order]
-    proc = subprocess.run(
-        command, capture_output=True, text=True, env=launch_env(), cwd=tmp_path, timeout=300
-    )
-    assert proc.returncode == 1, proc.stderr
-    assert "Traceback" not in proc.stderr
-    ours = [line for line in proc.stderr.splitlines() if line.startswith("lightning-order")]
-    assert len(ours) == 1 and "order" in ours[0], proc.stderr

@@ -1,12 +1,12 @@
 """``lightning_order.pipelines``: one descriptor per pipeline, read by everything that must pick one.
 
 The bug this pins: ``lightning-order graph --manifest <an LM cache>`` drew the standard pipeline
-with two false ``missing-step`` edges while ``audit`` called the same folder correct.
+with two false ``missing-step`` edges while ``audit`` called the same folder correct. The keywords
+both DataModules share: tests/unit/data/engine/test_datamodule_contract.py.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import pytest
@@ -20,7 +20,7 @@ from lightning_order import (
     OrderedTextClassifier,
 )
 from lightning_order.cli import main
-from lightning_order.data.engine.config import BaseDataConfig, field_docs
+from lightning_order.data.engine.config import BaseDataConfig
 from lightning_order.pipelines import PIPELINES, all_dims, descriptor_for
 
 SMALL_LM = {"max_documents": 200, "vocab_size": 300, "block_size": 16, "batch_size": 8}
@@ -94,53 +94,3 @@ def test_graph_without_a_manifest_draws_the_named_pipeline(capsys) -> None:
     assert "dedup[" in capsys.readouterr().out
     assert main(["graph"]) == 0
     assert "fit_features[" in capsys.readouterr().out
-
-
-@pytest.mark.parametrize("datamodule", [OrderedDataModule, OrderedLMDataModule])
-def test_every_argument_is_documented_once_where_it_is_declared(datamodule: type) -> None:
-    """The constructor's docstring (what --help shows) is made of the config fields' own docstrings."""
-    docs = field_docs(datamodule.descriptor().config_class())
-    shared = {f.name for f in dataclasses.fields(BaseDataConfig)}
-    for name in shared:
-        assert docs[name] and docs[name].split()[0] in datamodule.__doc__, name
-    arguments = [
-        n for n in datamodule.__init__.__code__.co_varnames[1 : datamodule.__init__.__code__.co_argcount]
-    ]
-    for name in arguments:
-        assert f"    {name}: " in datamodule.__doc__, name
-
-
-@pytest.mark.parametrize("datamodule", [OrderedDataModule, OrderedLMDataModule])
-@pytest.mark.parametrize(
-    ("argument", "value", "words"),
-    [
-        ("seed", 1.9, "seed must be an int, got 1.9"),
-        ("seed", "abc", "seed must be an int"),
-        ("seed", None, "seed must be an int"),
-        ("shuffle", "false", "shuffle must be true or false"),
-        ("enforce", 0, "enforce must be true or false"),
-        ("batch_size", 0, "batch_size must be an int >= 1"),
-        ("num_workers", -1, "num_workers must be an int >= 0"),
-        ("data_files", 5, "data_files must be a path"),
-        ("val_fraction", 2, "val_fraction must be in (0, 1)"),
-    ],
-)
-def test_the_shared_arguments_are_checked_once_for_both_datamodules(
-    datamodule: type, argument: str, value: object, words: str, tmp_path: Path
-) -> None:
-    from lightning_order import DataError
-
-    with pytest.raises(DataError, match=words.replace("(", r"\(").replace(")", r"\)")):
-        datamodule(**{argument: value}, cache_dir=str(tmp_path))
-    assert not list(tmp_path.iterdir())  # refused before any work
-
-
-@pytest.mark.parametrize("datamodule", [OrderedDataModule, OrderedLMDataModule])
-def test_serving_arguments_do_not_move_the_cache_key(datamodule: type, tmp_path: Path) -> None:
-    from lightning_order.data.engine.config import SERVING_FIELDS
-
-    base = datamodule(cache_dir=str(tmp_path))
-    served = datamodule(cache_dir=str(tmp_path / "other"), batch_size=7, num_workers=1, shuffle=False)
-    assert base.cache_key == served.cache_key
-    assert {"batch_size", "num_workers", "shuffle", "cache_dir"} <= set(SERVING_FIELDS)
-    assert datamodule(cache_dir=str(tmp_path), seed=1).cache_key != base.cache_key

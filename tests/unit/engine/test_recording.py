@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from handwritten import DocsData
 from torch.utils.data import Subset
 
 from lightning_order import (
@@ -155,3 +156,14 @@ def test_what_a_step_read_is_fingerprinted_before_it_runs():
     prep = InPlace()
     prep.clean(prep.load())
     assert prep.ledger.latest("clean").inputs == {"load": prep.ledger.latest("load").output}
+
+
+def test_a_misspelled_step_raises_at_decoration_with_the_valid_names():
+    with pytest.raises(StepNameError) as caught:
+
+        class Typo(DocsData):
+            build_vocab = record_step("train_tokenizer")(DocsData.build_vocab)
+
+    assert "'train_tokenizer'" in str(caught.value) and "build_vocab" in str(caught.value)
+    with pytest.raises(StepNameError, match="did you mean 'build_vocab'"):
+        require_steps("clean", step="biuld_vocab")

@@ -1,11 +1,12 @@
-"""The reference model: shapes, dims in hparams, one real step through a Trainer, argument checks."""
+"""The reference model: shapes, dims in hparams, training steps that learn, argument checks.
+
+Through a Trainer (fit, validate, test, a checkpoint): tests/integration/test_models.py.
+"""
 
 from __future__ import annotations
 
 import pytest
 import torch
-from helpers import quiet_trainer
-from torch.utils.data import DataLoader, Dataset
 
 from lightning_order import OrderedTextClassifier
 
@@ -25,21 +26,6 @@ def _batch(
         "features": torch.randn(size, num_features, generator=generator),
         "labels": torch.randint(0, 4, (size,), generator=generator),
     }
-
-
-class _Batches(Dataset):
-    """Rows of the batch contract, learnable: the label is the first token's id modulo 4."""
-
-    def __init__(self, rows: int = 64) -> None:
-        batch = _batch(rows)
-        batch["labels"] = batch["input_ids"][:, 0] % 4
-        self.rows = [{key: value[i] for key, value in batch.items()} for i in range(rows)]
-
-    def __len__(self) -> int:
-        return len(self.rows)
-
-    def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
-        return self.rows[index]
 
 
 def test_forward_shape_and_hparams() -> None:
@@ -107,22 +93,3 @@ def test_training_step_learns() -> None:
         optimizer.step()
         first = loss.item() if first is None else first
     assert loss.item() < first / 2
-
-
-def test_fit_validate_test_log_metrics_and_checkpoint(tmp_path) -> None:
-    loader = DataLoader(_Batches(), batch_size=16)
-    model = OrderedTextClassifier(**DIMS)
-    trainer = quiet_trainer(tmp_path, max_epochs=1, num_sanity_val_steps=2)
-    trainer.fit(model, loader, loader)
-    for name in ("train_loss", "train_acc", "val_loss", "val_acc", "val_f1"):
-        assert name in trainer.callback_metrics, name
-    assert 0.0 <= float(trainer.callback_metrics["val_acc"]) <= 1.0
-    results = trainer.test(model, loader, verbose=False)
-    assert {"test_loss", "test_acc", "test_f1"} <= set(results[0])
-    predictions = trainer.predict(model, loader)
-    assert predictions[0].shape == (16,)
-
-    path = tmp_path / "model.ckpt"
-    trainer.save_checkpoint(path)
-    restored = OrderedTextClassifier.load_from_checkpoint(path)
-    assert {k: restored.hparams[k] for k in DIMS} == DIMS

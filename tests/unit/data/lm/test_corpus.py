@@ -6,14 +6,12 @@ import os
 import subprocess
 import sys
 from collections import Counter
-from pathlib import Path
 
 import pytest
+from helpers import ROOT
 
 from lightning_order.data.lm.corpus import STDLIB_CORPUS_MODULES, corpus_fingerprint, stdlib_corpus
 from lightning_order.errors import DataError
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")

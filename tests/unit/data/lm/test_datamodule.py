@@ -1,4 +1,7 @@
-"""OrderedLMDataModule: the default ledger, dedup before the split, end-of-text per block, shifted labels, dims."""
+"""OrderedLMDataModule: the default ledger, dedup before the split, end-of-text per block, shifted labels, dims.
+
+The keywords, loaders and cache it shares with OrderedDataModule: tests/unit/data/engine/test_datamodule_contract.py.
+"""
 
 from __future__ import annotations
 
@@ -201,19 +204,3 @@ def test_the_bounded_pre_tokenizer_cuts_long_runs(dm: OrderedLMDataModule) -> No
     pieces = dm.tokenizer.pre_tokenizer.pre_tokenize_str("x" * 250 + " word")
     assert max(len(p) for p, _ in pieces) <= 100
     assert dm.tokenizer.decode(dm.tokenizer.encode("x" * 250 + " word").ids) == "x" * 250 + " word"
-
-
-def test_the_keyword_contract_of_the_issue() -> None:
-    import inspect
-
-    from lightning_order import OrderedDataModule
-
-    lm = inspect.signature(OrderedLMDataModule).parameters
-    classification = inspect.signature(OrderedDataModule).parameters
-    shared = ["dataset", "data_files", "text_column", "val_fraction", "seed", "vocab_size", "batch_size"]
-    shared += ["num_workers", "num_proc", "cache_dir", "order", "enforce"]
-    for name in shared:
-        assert name in lm and name in classification, name
-    for name, default in (("block_size", 128), ("tokenizer_file", None), ("pad_vocab_multiple", 64)):
-        assert lm[name].default == default
-    assert lm["dedup_threshold"].default == 0.8 and lm["dataset"].default is None

@@ -11,7 +11,7 @@ with a user-overridden ``clean`` (the pure-Python fallback) followed by the defa
 
 Re-record (only when a change of the outputs is intended, with ``CODE_VERSION`` bumped)::
 
-    PYTHONPATH=$PWD python tests/test_data_fast.py --record
+    PYTHONPATH=$PWD:$PWD/tests python tests/unit/data/text/test_arrow.py --record
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 import xxhash
+from helpers import TESTS
 
 from lightning_order import OrderedDataModule
 from lightning_order.data.engine.keys import is_val, key_hash_array, key_hashes
@@ -39,7 +40,7 @@ from lightning_order.data.text.demo import demo_rows
 from lightning_order.data.text.features import engineer_batch
 from lightning_order.data.text.normalise import clean_text
 
-GOLDEN = Path(__file__).parent / "golden" / "data_fast.json"
+GOLDEN = TESTS / "golden" / "data_fast.json"
 
 _HOSTILE = [
     "Caf\u00e9 &eacute;t\u00e9 &copy 2024 &#x41;&#66; &amp;lt;tag&amp;gt; done",

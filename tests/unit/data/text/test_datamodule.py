@@ -1,4 +1,7 @@
-"""OrderedDataModule end to end on small data: order, leakage, cache, bad input, wrong orders."""
+"""OrderedDataModule end to end on small data: order, leakage, cache, bad input, wrong orders.
+
+The keywords, loaders and cache it shares with OrderedLMDataModule: tests/unit/data/engine/test_datamodule_contract.py.
+"""
 
 from __future__ import annotations
 
