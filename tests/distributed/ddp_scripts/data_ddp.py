@@ -76,12 +76,11 @@ def main() -> None:
     )
     trainer.fit(model, dm)
     rank = trainer.global_rank
-    shard = dm._train.with_format(None)
     result = {
         "rank": rank,
         "shard_info": dm.shard_info,
         "fingerprints": dm.data_fingerprints(),
-        "key_hashes": list(shard["key_hash"]),
+        "key_hashes": dm.key_hashes("train").tolist(),
         "train_rows": len(datasets.load_from_disk(str(dm.cache_path / "train"))),
         "train_batches": model.train_batches,
         "pipeline_runs": len(PREPARATIONS),

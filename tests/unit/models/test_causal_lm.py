@@ -10,6 +10,8 @@ import torch
 from lightning_order import OrderedCausalLM
 
 DIMS = {"vocab_size": 100, "padded_vocab_size": 128, "block_size": 16}
+#: The step methods log; without a Trainer Lightning warns and logs nothing (it supports calling them so).
+WITHOUT_TRAINER = pytest.mark.filterwarnings("ignore:You are trying to .self.log")
 
 
 def test_tied_by_default_untied_on_request() -> None:
@@ -20,6 +22,7 @@ def test_tied_by_default_untied_on_request() -> None:
     assert tied.get_output_embeddings().weight.shape == (128, 32) == tied.get_input_embeddings().weight.shape
 
 
+@WITHOUT_TRAINER
 def test_padding_logits_are_masked_and_loss_starts_near_uniform() -> None:
     torch.manual_seed(0)
     model = OrderedCausalLM(**DIMS, n_layer=1, n_embd=32)
@@ -27,7 +30,7 @@ def test_padding_logits_are_masked_and_loss_starts_near_uniform() -> None:
     logits = model({"input_ids": ids})
     assert logits.shape == (4, 16, 128)
     assert torch.isinf(logits[..., 100:]).all() and torch.isfinite(logits[..., :100]).all()
-    loss, _ = model._loss({"input_ids": ids, "labels": torch.randint(0, 100, (4, 16))})
+    loss = model.training_step({"input_ids": ids, "labels": torch.randint(0, 100, (4, 16))}, 0)
     assert abs(loss.item() - math.log(100)) < 0.3  # over the 100 real tokens, not the 128 rows
 
 
@@ -66,9 +69,11 @@ def test_bad_dims_are_refused(kwargs: dict) -> None:
         OrderedCausalLM(**kwargs)
 
 
+@WITHOUT_TRAINER
 def test_val_perplexity_is_exp_of_the_loss() -> None:
     model = OrderedCausalLM(**DIMS, n_layer=1, n_embd=32)
     ids = torch.randint(0, 100, (4, 16))
-    loss, logits = model._loss({"input_ids": ids, "labels": ids})
-    model.val_ppl(logits, ids)
+    batch = {"input_ids": ids, "labels": ids}
+    loss = model.training_step(batch, 0)  # dropout is 0 by default: the same loss in both steps
+    model.validation_step(batch, 0)
     assert model.val_ppl.compute().item() == pytest.approx(math.exp(loss.item()), rel=1e-4)

@@ -78,6 +78,7 @@ def test_bad_dims_raise(kwargs: dict[str, int], match: str) -> None:
         OrderedTextClassifier(**{**DIMS, **kwargs})
 
 
+@pytest.mark.filterwarnings("ignore:You are trying to .self.log")  # no Trainer: Lightning logs nothing
 def test_training_step_learns() -> None:
     torch.manual_seed(0)
     model = OrderedTextClassifier(**DIMS, lr=1e-2)
@@ -88,7 +89,7 @@ def test_training_step_learns() -> None:
     first = None
     for _ in range(40):
         optimizer.zero_grad()
-        loss, _, _ = model._shared_step(batch)
+        loss = model.training_step(batch, 0)
         loss.backward()
         optimizer.step()
         first = loss.item() if first is None else first

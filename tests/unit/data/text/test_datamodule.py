@@ -569,7 +569,7 @@ def test_test_and_predict_dataloaders_serve_the_validation_split(prepared):
     dm.setup("test")
     test_rows = sum(len(b["labels"]) for b in dm.test_dataloader())
     val_rows = sum(len(b["labels"]) for b in dm.val_dataloader())
-    assert test_rows == val_rows == len(dm._val)
+    assert test_rows == val_rows == len(dm.key_hashes("val"))
     assert len(next(iter(dm.predict_dataloader()))["labels"]) > 0
 
 
