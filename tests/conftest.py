@@ -1,9 +1,17 @@
-"""Shared pytest set-up: quiet, deterministic, CPU only."""
+"""Shared pytest set-up: quiet, deterministic, CPU only, and no cache outside the session's temp folder.
+
+The tests mirror the package (``unit/<package folder>/``), with ``integration/`` (``Trainer.fit``
+and the command end to end), ``distributed/`` (real DDP and multi-process runs, their scripts in
+``distributed/ddp_scripts/``) and ``benchmarks/`` (the tests of ``benchmarks/*.py``) beside it.
+Shared support lives here, in ``tests/``, on the import path (``pythonpath`` in pyproject.toml):
+``helpers``, ``ddp_utils``, ``orders``, ``handwritten``, ``label_data`` and ``golden/``.
+"""
 
 from __future__ import annotations
 
 import os
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,6 +22,19 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 
 warnings.filterwarnings("ignore", message=".*does not have many workers.*")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def cache_root(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """``$LIGHTNING_ORDER_CACHE`` for the whole session: a temp folder, so no test writes ``~/.cache``.
+
+    Set in ``os.environ`` (not per test), so DDP scripts and commands started in subprocesses
+    inherit it; a test that sets its own with ``monkeypatch.setenv`` gets this one back after it.
+    """
+    root = tmp_path_factory.mktemp("lightning_order_cache")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("LIGHTNING_ORDER_CACHE", str(root))
+        yield root
 
 
 @pytest.fixture(scope="session")

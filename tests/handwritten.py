@@ -9,7 +9,8 @@ the train split only, and encodes.
 
 Each mistake is a subclass that changes only what the mistake changes; the lightning_order lines
 it needs (its glue) are the class-body lines that mention ``record_step``: :func:`glue_lines`
-counts them. Used by tests/test_handwritten.py and tests/ddp_scripts/handwritten_ddp.py.
+counts them. Used by tests/integration/test_handwritten_pipelines.py and
+tests/distributed/ddp_scripts/handwritten_ddp.py.
 """
 
 from __future__ import annotations

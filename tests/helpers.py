@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import importlib.util
+import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -10,9 +13,14 @@ from typing import Any
 
 import pytorch_lightning as pl
 
+from lightning_order.distributed import launch_env
 from lightning_order.ledger import StepLedger
 
-ROOT = Path(__file__).resolve().parents[1]
+#: The tests folder (shared support lives here) and the repository root above it.
+TESTS = Path(__file__).resolve().parent
+ROOT = TESTS.parent
+#: Every training config (``configs/*.yaml``: both pipelines'), and the demo's path as a string.
+CONFIGS = sorted((ROOT / "configs").glob("*.yaml"))
 DEMO = str(ROOT / "configs" / "demo.yaml")
 #: A tiny demo configuration for CLI tests: seconds, not minutes.
 TINY = ["--data.demo_size=300", "--data.vocab_size=200", "--data.max_length=32"]
@@ -38,6 +46,23 @@ def quiet_trainer(
         "default_root_dir": str(tmp_path) if tmp_path is not None else None,
     }
     return ns.Trainer(callbacks=list(callbacks or []), **{**options, **kwargs})
+
+
+def fit_command(
+    tmp_path: Path, config: Path | str, *extra: str, cwd: Path | str
+) -> subprocess.CompletedProcess:
+    """Runs ``python -m lightning_order fit`` on ``config`` in its own process (as a user would).
+
+    One epoch, the cache in ``tmp_path / "cache"``, the run's files in ``tmp_path``; fails the test
+    with the end of both streams if the command fails.
+    """
+    env = launch_env()  # without the rank variables Lightning's launcher sets for the rank it starts
+    command = [sys.executable, "-m", "lightning_order", "fit", "--config", str(config), *extra]
+    command += ["--trainer.max_epochs=1", "--data.cache_dir", str(tmp_path / "cache")]
+    command += ["--trainer.default_root_dir", str(tmp_path), "--trainer.enable_progress_bar=false"]
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=cwd, env=env)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    return proc
 
 
 def clean_ledger() -> StepLedger:
@@ -115,14 +140,33 @@ def readme_training_example(tmp_path: Path, monkeypatch: Any, namespace_module: 
     return namespace
 
 
+def in_fresh_process(code: str) -> Any:
+    """Runs ``code`` in a fresh Python and returns the JSON it prints last (what that process imported, say)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+        timeout=300,
+        env=env,
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 def load_benchmark(name: str) -> ModuleType:
     """``benchmarks/<name>.py`` as a module: the benchmarks are scripts, not a package.
 
     Registered in ``sys.modules`` under ``name`` first (its dataclasses and pickled functions
-    resolve their module by name).
+    resolve their module by name), and loaded once: test files that share a benchmark share it.
     """
-    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
+    path = ROOT / "benchmarks" / f"{name}.py"
+    loaded = sys.modules.get(name)
+    if loaded is not None and getattr(loaded, "__file__", None) == str(path):
+        return loaded
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault(name, module)
+    sys.modules[name] = module
     spec.loader.exec_module(module)
     return module

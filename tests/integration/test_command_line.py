@@ -1,0 +1,78 @@
+"""The ``lightning-order`` command end to end: ``fit`` of the demo and the LM main job, ``audit``'s
+exit code and a refused order from the installed command, each as a user runs it.
+
+The command's parsing, its refusals and its subcommands in process: tests/unit/cli/.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import DEMO, ROOT, TINY, fit_command, leaky_ledger
+
+from lightning_order import StepLedger
+from lightning_order.cli import find_manifests, main
+from lightning_order.cli.auditing import AUDIT_VIOLATIONS
+from lightning_order.distributed import launch_env
+from lightning_order.order import STANDARD_PIPELINE
+
+pytestmark = pytest.mark.filterwarnings("ignore:LightningCLI's args parameter")
+
+
+@pytest.mark.slow
+def test_fit_demo_end_to_end(tmp_path: Path) -> None:
+    proc = fit_command(tmp_path, DEMO, "--data.demo_size=300", cwd=ROOT)
+    out = proc.stdout
+    assert "the order is correct" in out
+    assert "val_acc" in out and "best checkpoint" in out
+    assert list(tmp_path.glob("lightning_logs/version_0/checkpoints/*.ckpt"))
+    assert (tmp_path / "lightning_logs" / "version_0" / "config.yaml").is_file()
+    # The run's ledger recorded the model and loop steps after the data steps, in order.
+    assert STANDARD_PIPELINE.check(StepLedger.load(find_manifests(tmp_path / "cache")[0])) == []
+
+
+def test_the_installed_command_prints_no_traceback(tmp_path: Path) -> None:
+    # enforce=false runs any executable order; this one is not executable (a bare ValueError once).
+    order = ["--data.order=[load,encode]", "--data.enforce=false"]
+    command = [sys.executable, "-m", "lightning_order", "fit", "--config", DEMO, *TINY, *order]
+    proc = subprocess.run(
+        command, capture_output=True, text=True, env=launch_env(), cwd=tmp_path, timeout=300
+    )
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    ours = [line for line in proc.stderr.splitlines() if line.startswith("lightning-order")]
+    assert len(ours) == 1 and "order" in ours[0], proc.stderr
+
+
+def test_audit_via_subprocess_exit_code(tmp_path: Path) -> None:
+    path = leaky_ledger().save(tmp_path / "leaky")
+    proc = subprocess.run(
+        [sys.executable, "-m", "lightning_order", "audit", str(path)], capture_output=True, text=True
+    )
+    assert proc.returncode == AUDIT_VIOLATIONS, proc.stderr
+    assert "fit-before-split" in proc.stdout
+
+
+@pytest.mark.slow
+def test_lm_main_job_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """The main job on a small corpus: the ledger, no violation, the perplexity and a continuation."""
+    config = str(ROOT / "configs" / "lm-demo.yaml")
+    args = ["--data.max_documents=200", "--data.vocab_size=300", "--data.block_size=16"]
+    args += ["--data.cache_dir", str(tmp_path / "cache"), "--trainer.default_root_dir", str(tmp_path)]
+    args += ["--trainer.max_epochs=1", "--trainer.check_val_every_n_epoch=1"]
+    assert main(["prepare", "--config", config, *args]) == 0
+    assert "✓ the order is correct" in capsys.readouterr().out
+    assert main(["fit", "--config", config, *args]) == 0
+    out = capsys.readouterr().out
+    for expected in (
+        "the ledger",
+        "✓ the order is correct",
+        "validation perplexity:",
+        "sampled continuation",
+    ):
+        assert expected in out
+    for step in ("dedup", "pack", "shard", "init_model", "train", "evaluate"):
+        assert f"│ {step}" in out

@@ -1,0 +1,63 @@
+"""OrderedTextClassifier through a Trainer: fit, validate and test log their metrics and write a checkpoint.
+
+Shapes, dims and arguments without a Trainer: tests/unit/models/test_classifier.py.
+"""
+
+from __future__ import annotations
+
+import torch
+from helpers import quiet_trainer
+from torch.utils.data import DataLoader, Dataset
+
+from lightning_order import OrderedTextClassifier
+
+DIMS = {"vocab_size": 50, "num_features": 3, "num_classes": 4, "max_length": 12}
+
+
+def _batch(
+    size: int = 6, num_features: int = 3, length: int = 12, vocab: int = 50
+) -> dict[str, torch.Tensor]:
+    generator = torch.Generator().manual_seed(0)
+    mask = torch.ones(size, length, dtype=torch.long)
+    mask[:, length // 2 :] = 0
+    ids = torch.randint(1, vocab, (size, length), generator=generator) * mask
+    return {
+        "input_ids": ids,
+        "attention_mask": mask,
+        "features": torch.randn(size, num_features, generator=generator),
+        "labels": torch.randint(0, 4, (size,), generator=generator),
+    }
+
+
+class _Batches(Dataset):
+    """Rows of the batch contract, learnable: the label is the first token's id modulo 4."""
+
+    def __init__(self, rows: int = 64) -> None:
+        batch = _batch(rows)
+        batch["labels"] = batch["input_ids"][:, 0] % 4
+        self.rows = [{key: value[i] for key, value in batch.items()} for i in range(rows)]
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
+        return self.rows[index]
+
+
+def test_fit_validate_test_log_metrics_and_checkpoint(tmp_path) -> None:
+    loader = DataLoader(_Batches(), batch_size=16)
+    model = OrderedTextClassifier(**DIMS)
+    trainer = quiet_trainer(tmp_path, max_epochs=1, num_sanity_val_steps=2)
+    trainer.fit(model, loader, loader)
+    for name in ("train_loss", "train_acc", "val_loss", "val_acc", "val_f1"):
+        assert name in trainer.callback_metrics, name
+    assert 0.0 <= float(trainer.callback_metrics["val_acc"]) <= 1.0
+    results = trainer.test(model, loader, verbose=False)
+    assert {"test_loss", "test_acc", "test_f1"} <= set(results[0])
+    predictions = trainer.predict(model, loader)
+    assert predictions[0].shape == (16,)
+
+    path = tmp_path / "model.ckpt"
+    trainer.save_checkpoint(path)
+    restored = OrderedTextClassifier.load_from_checkpoint(path)
+    assert {k: restored.hparams[k] for k in DIMS} == DIMS

@@ -1,0 +1,70 @@
+"""What SymptomMonitor gathers per step, and the shortcuts that keep its checks cheap: the losses
+it reads (tensors left on their device until the check, then read at once) and the gate
+before the starvation detector (it must never hide a starved run). The losses a real run hands the
+monitor, in order: tests/integration/test_symptom_monitor.py."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from lightning_order.callbacks.readings import to_host
+from lightning_order.callbacks.step_clock import StepClock
+from lightning_order.checks.symptoms import detect_data_starvation
+
+
+def test_to_host_reads_losses_in_step_order_and_flattens_counts() -> None:
+    losses = [torch.tensor(1.5), torch.tensor([2.5, 3.5]), torch.tensor(4.5)]
+    counts = [torch.tensor([3, 100]), torch.tensor([0, 90])]
+    assert to_host(losses, counts) == ([1.5, 2.5, 3.5, 4.5], [3.0, 100.0, 0.0, 90.0])
+    assert to_host(losses[:1], []) == ([1.5], [])
+    assert to_host([], counts[:1]) == ([], [3.0, 100.0])
+    assert to_host([], []) == ([], [])
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_to_host_joins_device_tensors_in_one_read() -> None:
+    losses = [torch.tensor(1.5, device="cuda"), torch.tensor([2.5, 3.5], device="cuda")]
+    counts = [torch.tensor([3, 100], device="cuda")]
+    assert to_host(losses, counts) == ([1.5, 2.5, 3.5], [3.0, 100.0])
+
+
+def _gate(waits: list[float]) -> bool:
+    clock = StepClock(50)
+    clock.waits.extend(waits)
+    return clock.may_starve(0.02)
+
+
+def test_the_starvation_gate_never_hides_a_starved_run() -> None:
+    rng = random.Random(0)
+    fired = 0
+    for _ in range(2000):
+        n = rng.randint(20, 50)
+        waits = [rng.choice([-1.0, rng.uniform(0, 0.01), rng.uniform(0.015, 0.2)]) for _ in range(n)]
+        steps = [rng.uniform(0.001, 0.05) for _ in range(n)]
+        known = [(w, s) for w, s in zip(waits, steps) if w >= 0]
+        starved = detect_data_starvation([w for w, _ in known], [s for _, s in known], step=0)
+        fired += starved is not None
+        assert _gate(waits) or starved is None
+    assert fired > 100  # the property was tried on starved runs too
+    assert not _gate([0.0001] * 50)  # a healthy run: the max settles it
+    assert not _gate([0.0001] * 40 + [0.5] * 10)  # a few slow batches are no starvation
+
+
+def test_the_step_clock_turns_marks_into_waits_and_steps() -> None:
+    clock = StepClock(50)
+    clock.marks.extend([1.0, 1.5, 2.0, 2.25])  # batch 1: 1.0-1.5, batch 2: 2.0-2.25
+    clock.read()
+    assert list(clock.waits) == [-1.0, 0.5] and list(clock.steps) == [0.5, 0.25]  # first wait unknown
+    clock.resume_at(3.0)  # a check ended at 3.0: its time is no wait
+    clock.marks.extend([3.5, 4.0, 4.5])  # a batch, and the start of the next (read later)
+    clock.read()
+    assert list(clock.waits)[-1] == 0.5 and clock.marks == [4.5]
+    clock.marks.append(5.0)
+    clock.pause()  # a new epoch or a validation: the next batch's wait is unknown
+    clock.marks.extend([9.0, 9.5])
+    clock.read()
+    assert list(clock.waits)[-2:] == [0.5, -1.0]
+    assert clock.known() == ([0.5, 0.5, 0.5], [0.25, 0.5, 0.5])

@@ -1,0 +1,107 @@
+"""``lightning_order.cli.dispatch``: the light entry point (the lazy public API: tests/unit/test_public_api.py).
+
+``--help``, ``audit``, ``graph`` and ``prepare`` (of a plain ``OrderedDataModule`` config) answer
+without importing torch or Lightning, and ``prepare`` reaches the very cache the LightningCLI path
+and the DataModule name; whatever the light path cannot read goes to LightningCLI.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from helpers import DEMO, ROOT, TINY, in_fresh_process
+
+from lightning_order.cli import dispatch as commands
+from lightning_order.data.engine.cache import is_complete
+
+_HEAVY = ("torch", "pytorch_lightning", "lightning")
+#: What a cache hit of the light `prepare` does not import either (only preparing reads data).
+_DATA = ("datasets",)
+
+
+def test_help_lists_every_subcommand(capsys):
+    assert commands.main(["--help"]) == 0
+    out = capsys.readouterr().out
+    for name in ("fit", "validate", "test", "predict", "prepare", "audit", "graph"):
+        assert f"  {name} " in out
+
+
+def test_light_commands_import_neither_torch_nor_lightning(prepared: Path):
+    code = f"""
+import contextlib, io, json, sys
+from lightning_order.cli.dispatch import main
+codes = {{}}
+with contextlib.redirect_stdout(io.StringIO()):
+    codes["help"] = main(["--help"])
+    codes["graph"] = main(["graph"])
+    codes["audit"] = main(["audit", {str(prepared)!r}])
+    codes["prepare"] = main(["prepare", "--config", {DEMO!r}, *{TINY!r}, "--data.cache_dir", {str(prepared)!r}])
+import lightning_order
+heavy = [m for m in {_HEAVY + _DATA!r} if m in sys.modules]
+print(json.dumps({{"codes": codes, "heavy": heavy}}))
+"""
+    result = in_fresh_process(code)
+    assert result["codes"] == {"help": 0, "graph": 0, "audit": 0, "prepare": 0}
+    assert result["heavy"] == []
+
+
+def test_light_prepare_reuses_the_cache_lightningcli_wrote(prepared: Path, capsys):
+    before = sorted(p.name for p in prepared.iterdir())
+    assert commands.main(["prepare", "--config", DEMO, *TINY, "--data.cache_dir", str(prepared)]) == 0
+    assert sorted(p.name for p in prepared.iterdir()) == before  # no second preparation
+    out = capsys.readouterr().out
+    assert "prepared data:" in out and "no violation" in out
+
+
+def test_light_prepare_names_the_datamodule_cache(tmp_path: Path):
+    from lightning_order import OrderedDataModule
+
+    args = ["--data.demo_size=300", "--data.vocab_size=200", "--data.max_length=16", "--data.seed=3"]
+    assert commands.main(["prepare", *args, "--data.cache_dir", str(tmp_path)]) == 0
+    dm = OrderedDataModule(demo_size=300, vocab_size=200, max_length=16, seed=3, cache_dir=str(tmp_path))
+    assert is_complete(dm.cache_path, dm.cache_key)
+    assert [p.name for p in tmp_path.iterdir() if not p.name.endswith(".lock")] == [dm.cache_key]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["prepare", "--help"],
+        ["prepare", "--config", DEMO, "--data.max_length=long"],  # a type LightningCLI explains
+        ["prepare", "--data.val_fraction=2"],  # a value the DataConfig refuses
+        ["prepare", "--data.class_path=my.Module"],
+        ["prepare", "--print_config"],
+        ["fit", "--config", DEMO],
+    ],
+)
+def test_what_the_light_path_cannot_read_goes_to_lightningcli(argv, monkeypatch):
+    import lightning_order.cli.lightning
+
+    seen = []
+
+    def run(args, descriptor, *, prepare=False, prog):
+        seen.append((args, descriptor.name, prepare))
+
+    monkeypatch.setattr(lightning_order.cli.lightning, "run", run)
+    assert commands.main(argv) == 0
+    expected = (argv[1:], "standard", True) if argv[0] == "prepare" else (argv, "standard", False)
+    assert seen == [expected]
+
+
+def test_light_prepare_takes_the_lm_pipeline_too(tmp_path: Path, capsys):
+    lm_config = str(ROOT / "configs" / "lm-demo.yaml")
+    small = ["--data.max_documents=150", "--data.vocab_size=300", "--data.block_size=16"]
+    assert commands.main(["prepare", "--config", lm_config, *small, "--data.cache_dir", str(tmp_path)]) == 0
+    assert "no violation" in capsys.readouterr().out
+    from lightning_order import OrderedLMDataModule
+
+    dm = OrderedLMDataModule(
+        max_documents=150, vocab_size=300, block_size=16, batch_size=16, cache_dir=str(tmp_path)
+    )
+    assert is_complete(dm.cache_path, dm.cache_key)  # the light path named the DataModule's cache
+
+
+def test_audit_usage_error_is_one_line_and_exit_code_2(capsys):
+    assert commands.main(["audit"]) == 2
+    assert "lightning-order audit" in capsys.readouterr().err

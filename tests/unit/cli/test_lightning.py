@@ -1,0 +1,211 @@
+"""``lightning-order`` in process: prepare, graph, help, ``OrderCLI`` (dims linked into the model, the
+``--order.*`` group), and the one-line refusals of user errors.
+
+``fit`` end to end and the installed command: tests/integration/test_command_line.py; the DDP
+config: tests/distributed/test_cli_ddp.py; audit: test_auditing.py.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from helpers import DEMO, TINY, leaky_ledger
+
+from lightning_order import OrderedTextClassifier, OrderValidator, StepLedger, SymptomMonitor
+from lightning_order.cli import OrderCLI, find_manifests, main
+from lightning_order.order import STANDARD_PIPELINE
+
+pytestmark = pytest.mark.filterwarnings("ignore:LightningCLI's args parameter")
+
+
+# -- prepare (audit: test_auditing.py) -----------------------------------------------------
+def test_prepare_writes_cache_and_manifest(prepared: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    manifests = find_manifests(prepared)
+    assert len(manifests) == 1
+    ledger = StepLedger.load(manifests[0])
+    assert ledger.steps()[:3] == ["load", "clean", "engineer_features"]
+    assert STANDARD_PIPELINE.check(ledger) == []
+
+
+# -- graph -----------------------------------------------------------------------------------
+def test_graph_mermaid_default(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["graph"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("flowchart TD")
+    for step in STANDARD_PIPELINE:
+        assert f"    {step.name}[" in out
+    assert "split --> fit_features" in out
+
+
+def test_graph_dot_with_manifest_marks_violations(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = leaky_ledger().save(tmp_path / "leaky")
+    assert main(["graph", "--format", "dot", "--manifest", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("digraph pipeline {")
+    assert '"split" -> "fit_features" [color="#c00000"' in out and "fit-before-split" in out
+    assert "seq 4" in out  # fit_features ran at seq 4
+
+
+# -- help and the order group ----------------------------------------------------------------
+def test_help_lists_every_subcommand(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    for name in ("fit", "validate", "test", "predict", "prepare", "audit", "graph"):
+        assert f"  {name} " in out, name
+
+
+def _cli(tmp_path: Path, prepared: Path, *extra: str) -> OrderCLI:
+    return OrderCLI(
+        args=[
+            "--config",
+            DEMO,
+            *TINY,
+            "--data.cache_dir",
+            str(prepared),
+            "--trainer.default_root_dir",
+            str(tmp_path),
+            *extra,
+        ],
+        run=False,
+    )
+
+
+def test_dims_are_linked_into_the_model(tmp_path: Path, prepared: Path) -> None:
+    cli = _cli(tmp_path, prepared)
+    for dim in ("vocab_size", "num_features", "num_classes", "max_length"):
+        assert cli.model.hparams[dim] == cli.datamodule.dims[dim] == getattr(cli.datamodule, dim)
+
+
+def test_dims_linked_without_subclass_mode(tmp_path: Path, prepared: Path) -> None:
+    cli = OrderCLI(
+        model_class=OrderedTextClassifier,
+        subclass_mode_model=False,
+        args=[*TINY, "--data.cache_dir", str(prepared), "--trainer.default_root_dir", str(tmp_path)],
+        run=False,
+    )
+    assert cli.model.hparams.vocab_size == cli.datamodule.vocab_size
+
+
+def test_order_validator_on_by_default_and_switchable(tmp_path: Path, prepared: Path) -> None:
+    def validators(cli: OrderCLI) -> list[OrderValidator]:
+        return [cb for cb in cli.trainer.callbacks if isinstance(cb, OrderValidator)]
+
+    default = validators(_cli(tmp_path, prepared))
+    assert len(default) == 1 and default[0].on_violation == "raise"
+    assert validators(_cli(tmp_path, prepared, "--order.validate=false")) == []
+    warn = validators(_cli(tmp_path, prepared, "--order.on_violation=warn"))
+    assert warn[0].on_violation == "warn"
+    # The user's own validator (e.g. from trainer.callbacks in a config) is not doubled.
+    own = validators(
+        _cli(
+            tmp_path,
+            prepared,
+            "--trainer.callbacks+=lightning_order.OrderValidator",
+            "--trainer.callbacks.on_violation=warn",
+        )
+    )
+    assert len(own) == 1 and own[0].on_violation == "warn"
+
+
+def test_symptom_monitor_on_by_default_and_switchable(tmp_path: Path, prepared: Path) -> None:
+    def monitors(cli: OrderCLI) -> int:
+        return sum(isinstance(cb, SymptomMonitor) for cb in cli.trainer.callbacks)
+
+    assert monitors(_cli(tmp_path, prepared)) == 1
+    assert monitors(_cli(tmp_path, prepared, "--order.symptoms=false")) == 0
+
+
+def test_order_cli_refuses_the_tool_subcommands(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        OrderCLI(args=["graph"])
+    assert exit_info.value.code == 2
+    assert "'graph' is run by the `lightning-order` command" in capsys.readouterr().err
+
+
+# -- the --order.* group and dims the data sets ------------------------------------------------
+def test_every_option_a_message_names_is_accepted(tmp_path: Path, prepared: Path) -> None:
+    """The waste report and the overlap finding tell the user which --order.* option to pass."""
+    from lightning_order.checks import check_twin_rate, estimate_waste
+
+    texts = [estimate_waste(1), *(v.fix for v in check_twin_rate([1, 2, 3], [1, 2]))]
+    options = sorted({m for text in texts for m in re.findall(r"--order\.(\w+)", text)})
+    assert options == ["gpu_hour_price", "overlap_threshold", "planned_hours"]
+    values = {"planned_hours": 5.0, "gpu_hour_price": 2.5, "overlap_threshold": 0.2}
+    cli = _cli(tmp_path, prepared, *(f"--order.{name}={values[name]}" for name in options))
+    (validator,) = [cb for cb in cli.trainer.callbacks if isinstance(cb, OrderValidator)]
+    assert {name: getattr(validator, name) for name in options} == values
+
+
+@pytest.mark.parametrize("argument", ["--model.init_args.vocab_size=50", "--model.init_args.num_classes=7"])
+def test_a_model_dim_the_data_sets_is_refused(
+    tmp_path: Path, prepared: Path, argument: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        _cli(tmp_path, prepared, argument)
+    err = capsys.readouterr().err
+    assert argument.removeprefix("--") in err and "come from the data" in err
+
+
+# -- user errors: one line per finding with its fix, a specific exit code, no traceback --------
+def _refusal(capsys: pytest.CaptureFixture[str], *argv: str, code: int) -> list[str]:
+    assert main(list(argv)) == code
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "usage:" not in err
+    return err.strip().splitlines()
+
+
+def test_an_unexecutable_order_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    order = "--data.order=[shard,load,encode]"
+    lines = _refusal(capsys, "fit", "--config", DEMO, *TINY, order, "--data.enforce=false", code=1)
+    assert len(lines) == 1 and lines[0].startswith("lightning-order: ")
+    assert "order" in lines[0] and "split" in lines[0] and "build_vocab" in lines[0]
+
+
+def test_a_refused_order_is_one_line_per_violation_with_its_fix(capsys: pytest.CaptureFixture[str]) -> None:
+    order = "--data.order=[load,build_vocab,clean,engineer_features,split,fit_features,encode,shard]"
+    lines = _refusal(capsys, "fit", "--config", DEMO, *TINY, order, code=1)
+    assert lines[0].startswith("lightning-order: OrderError: ") and "enforce=False" in lines[0]
+    assert any(line.startswith("  [vocab-before-clean] 'build_vocab' ran") for line in lines)
+    assert all(line.startswith(("lightning-order: ", "  [", "    fix: ")) for line in lines)
+    assert sum(line.startswith("    fix: ") for line in lines) == sum(
+        line.startswith("  [") for line in lines
+    )
+
+
+def test_a_data_error_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cache = str(tmp_path / "cache")
+    lines = _refusal(
+        capsys, "prepare", "--config", DEMO, *TINY, "--data.vocab_size=3", "--data.cache_dir", cache, code=1
+    )
+    assert len(lines) == 1 and lines[0].startswith("lightning-order: DataError: [step 'build_vocab']")
+    assert "vocab_size" in lines[0]
+
+
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (
+            ["fit", "--config", DEMO, "--data.batch_size=many"],
+            ["lightning-order fit: error:", "data.batch_size"],
+        ),
+        (
+            ["fit", "--config", DEMO, "--data.no_such_option=1"],
+            ["lightning-order fit: error:", "no_such_option"],
+        ),
+        (
+            ["prepare", "--config", DEMO, "--data.max_length=long"],
+            ["lightning-order prepare: error:", "max_length"],
+        ),
+        (["audit"], ["lightning-order audit: error:", "path"]),
+        (["graph", "--format", "png"], ["lightning-order graph: error:", "png"]),
+    ],
+)
+def test_a_rejected_command_line_is_the_relevant_line_only(
+    capsys: pytest.CaptureFixture[str], argv: list[str], words: list[str]
+) -> None:
+    lines = _refusal(capsys, *argv, code=2)
+    assert len(lines) == 2 and lines[1].startswith("  see `lightning-order")
+    for word in words:
+        assert word in lines[0], (word, lines[0])

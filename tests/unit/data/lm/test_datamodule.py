@@ -1,0 +1,206 @@
+"""OrderedLMDataModule: the default ledger, dedup before the split, end-of-text per block, shifted labels, dims.
+
+The keywords, loaders and cache it shares with OrderedDataModule: tests/unit/data/engine/test_datamodule_contract.py.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lightning_order import LM_PIPELINE, OrderedCausalLM, OrderedLMDataModule, OrderError
+from lightning_order.data.lm.artefacts import read_blocks
+from lightning_order.data.lm.blocks import encode_documents, pack_stream, stride_shard
+from lightning_order.data.lm.corpus import stdlib_corpus
+from lightning_order.data.lm.datamodule import LM_DATA_STEPS
+from lightning_order.data.lm.steps import clean_document
+from lightning_order.pipelines import PIPELINES
+
+SMALL = {"max_documents": 300, "vocab_size": 400, "block_size": 32, "batch_size": 8}
+
+
+@pytest.fixture(scope="module")
+def dm(tmp_path_factory: pytest.TempPathFactory) -> OrderedLMDataModule:
+    module = OrderedLMDataModule(**SMALL, cache_dir=str(tmp_path_factory.mktemp("lmcache")))
+    module.prepare_data()
+    module.setup("fit")
+    return module
+
+
+def _words_ngrams(text: str, n: int = 5) -> set[tuple[str, ...]]:
+    words = text.lower().split()
+    return {tuple(words[i : i + n]) for i in range(len(words) - n + 1)}
+
+
+def _jaccard(a: set, b: set) -> float:
+    return len(a & b) / len(a | b) if a or b else 1.0
+
+
+def planted_corpus(path: Path, pairs: int = 40) -> Path:
+    """Real documents, then a near-duplicate (one word changed) of ``pairs`` of the long ones, as JSON lines."""
+    docs = [d for d in stdlib_corpus(400) if len(d.split()) >= 120][:120]
+    rng = random.Random(0)
+    variants = []
+    for doc in docs[:pairs]:
+        words = doc.split(" ")
+        i = rng.randrange(len(words) // 3, 2 * len(words) // 3)
+        words[i] = words[i] + "x"
+        variants.append(" ".join(words))
+    with path.open("w") as handle:
+        for text in [*docs, *variants]:
+            handle.write(json.dumps({"text": text}) + "\n")
+    return path
+
+
+def test_the_data_steps_are_the_pipelines() -> None:
+    assert LM_DATA_STEPS == ("load", "clean", "dedup", "split", "build_vocab", "encode", "pack", "shard")
+    assert LM_PIPELINE.order()[-4:] == ["init_model", "configure_optimizers", "train", "evaluate"]
+
+
+def test_default_ledger_passes_the_lm_pipeline(dm: OrderedLMDataModule) -> None:
+    assert [r.step for r in dm.ledger] == list(LM_DATA_STEPS)
+    assert LM_PIPELINE.check(dm.ledger) == []
+    assert PIPELINES["lm"].check(dm.ledger) == []
+    dedup = dm.ledger.latest("dedup")
+    assert dedup.stats["exact_removed"] > 0  # the stdlib docs repeat inherited docstrings
+    assert {"exact_removed", "near_removed"} <= set(dedup.stats)
+    assert dm.ledger.latest("load").params["corpus"] == dm.data_fingerprints()["corpus"]
+
+
+def test_dims_build_the_model(dm: OrderedLMDataModule) -> None:
+    dims = dm.dims
+    assert set(dims) == {"vocab_size", "padded_vocab_size", "block_size"}
+    assert dims["vocab_size"] == dm.tokenizer.get_vocab_size()
+    assert dims["padded_vocab_size"] % 64 == 0 and 0 <= dims["padded_vocab_size"] - dims["vocab_size"] < 64
+    assert dims["block_size"] == SMALL["block_size"]
+    model = OrderedCausalLM(**dims, n_layer=1, n_embd=32)
+    assert model.token_embedding.num_embeddings == dims["padded_vocab_size"]
+    assert dm.tokenizer.token_to_id("<|endoftext|>") == dm.eos_token_id == 0
+
+
+def test_batches_are_long_and_labels_are_inputs_shifted_by_one(dm: OrderedLMDataModule) -> None:
+    batch = next(iter(dm.train_dataloader()))
+    assert set(batch) == {"input_ids", "labels"}
+    assert batch["input_ids"].dtype == batch["labels"].dtype == __import__("torch").long
+    assert tuple(batch["input_ids"].shape) == (SMALL["batch_size"], SMALL["block_size"])
+    assert (batch["labels"][:, :-1] == batch["input_ids"][:, 1:]).all()
+    stored = {tuple(row) for row in np.asarray(read_blocks(dm.cache_path)["train"]).tolist()}
+    for inputs, labels in zip(batch["input_ids"].tolist(), batch["labels"].tolist()):
+        assert tuple([*inputs, labels[-1]]) in stored  # each row is one stored block of block_size + 1
+
+
+def test_every_block_holds_one_eos_per_document_boundary(dm: OrderedLMDataModule) -> None:
+    """Computed independently: each train document encoded alone, its end placed after its tokens."""
+    width = SMALL["block_size"] + 1
+    lengths = np.array(
+        [len(dm.tokenizer.encode(d, add_special_tokens=False).ids) for d in dm.documents("train")]
+    )
+    ends = np.cumsum(lengths + 1) - 1  # where each document's end-of-text token lands in the stream
+    blocks = np.asarray(read_blocks(dm.cache_path)["train"])
+    expected = np.bincount(ends[ends < len(blocks) * width] // width, minlength=len(blocks))
+    assert ((blocks == dm.eos_token_id).sum(axis=1) == expected).all()
+    assert expected.sum() > 0
+    pack = dm.ledger.latest("pack")
+    assert pack.stats["train_dropped_tokens"] == int(lengths.sum() + len(lengths)) - blocks.size
+    assert dm.ledger.latest("encode").stats["eos_tokens"] == dm.ledger.latest("encode").stats["documents"]
+
+
+def test_no_near_duplicate_straddles_the_split_exactly_on_a_sample(tmp_path: Path) -> None:
+    data = planted_corpus(tmp_path / "docs.jsonl")
+    planted = dict(
+        dataset="json",
+        data_files=str(data),
+        val_fraction=0.2,
+        vocab_size=400,
+        block_size=32,
+        cache_dir=str(tmp_path / "cache"),
+    )
+    module = OrderedLMDataModule(**planted)
+    module.prepare_data()
+    assert module.ledger.latest("dedup").stats["near_removed"] >= 35  # the planted variants were found
+    train, val = module.documents("train"), module.documents("val")
+    rng = random.Random(1)
+    sample = rng.sample(range(len(train)), min(60, len(train)))
+    grams_val = [_words_ngrams(v) for v in val]
+    worst = max(_jaccard(_words_ngrams(train[i]), g) for i in sample for g in grams_val)
+    assert worst < 0.8
+    # The same corpus deduplicated after the split (a wrong order) leaves planted pairs straddling it.
+    wrong = OrderedLMDataModule(
+        **planted,
+        order="load, clean, split, dedup, build_vocab, encode, pack, shard",
+        enforce=False,
+    )
+    wrong.prepare_data()
+    straddling = wrong.ledger.latest("dedup").stats["straddling"]
+    assert straddling > 0
+    rules = {v.rule for v in PIPELINES["lm"].check(wrong.ledger)}
+    assert rules == {"dedup-after-split"}
+    val_w = wrong.documents("val")
+    pairs = [
+        (t, v)
+        for t in wrong.documents("train")
+        for v in val_w
+        if _jaccard(_words_ngrams(t), _words_ngrams(v)) >= 0.8
+    ]
+    assert len(pairs) == straddling  # the recorded count is the exact one
+
+
+def test_dedup_after_split_is_refused_at_construction(tmp_path: Path) -> None:
+    with pytest.raises(OrderError) as err:
+        OrderedLMDataModule(
+            order="load, clean, split, dedup, build_vocab, encode, pack, shard", cache_dir=str(tmp_path)
+        )
+    assert err.value.rules == ["dedup-after-split"]
+
+
+def test_pack_without_eos_refused_then_recorded(tmp_path: Path) -> None:
+    with pytest.raises(OrderError) as err:
+        OrderedLMDataModule(**SMALL, eos=False, cache_dir=str(tmp_path))
+    assert err.value.rules == ["pack-without-eos"]
+    wrong = OrderedLMDataModule(**SMALL, eos=False, enforce=False, cache_dir=str(tmp_path))
+    blocks = np.asarray(read_blocks(wrong.cache_path)["train"]) if wrong.dims else None
+    assert (blocks == wrong.eos_token_id).sum() == 0
+    assert [v.rule for v in PIPELINES["lm"].check(wrong.ledger)] == ["pack-without-eos"]
+
+
+def test_clean_keeps_lines_and_removes_the_eos_marker() -> None:
+    assert clean_document("a  \r\nb<|endoftext|>c\n\n\n\nd\x00") == "a\nb c\n\nd"
+    assert clean_document(" \n\t ") == ""
+
+
+def test_encode_and_pack_are_exact(dm: OrderedLMDataModule) -> None:
+    stream = encode_documents(dm.tokenizer, ["def f(x): return x", "Return the value."], eos_id=0)
+    assert (stream.ids == 0).sum() == 2 and stream.ids[stream.ends].tolist() == [0, 0]
+    blocks, dropped = pack_stream(np.arange(10, dtype=np.int32), 2)
+    assert blocks.tolist() == [[0, 1, 2], [3, 4, 5], [6, 7, 8]] and dropped == 1
+
+
+@pytest.mark.parametrize("world", [1, 2, 3, 8])
+def test_strided_shards_are_equal_and_disjoint(world: int) -> None:
+    shards = [stride_shard(10, world, rank)[0] for rank in range(world)]
+    assert len({len(s) for s in shards}) == 1
+    assert len(set(np.concatenate(shards).tolist())) == sum(map(len, shards)) == (10 // world) * world
+
+
+def test_audit_judges_an_lm_cache_by_its_own_pipeline(dm: OrderedLMDataModule, capsys) -> None:
+    from lightning_order.cli.auditing import audit
+
+    assert audit(dm.cache_path) == 0
+    assert "the order is correct" in capsys.readouterr().out
+
+
+def test_the_tokenizer_trains_deterministically() -> None:
+    from lightning_order.data.lm.tokenizer import train_byte_bpe
+
+    docs = stdlib_corpus(150)
+    assert train_byte_bpe(docs, 500).to_str() == train_byte_bpe(docs, 500).to_str()
+
+
+def test_the_bounded_pre_tokenizer_cuts_long_runs(dm: OrderedLMDataModule) -> None:
+    pieces = dm.tokenizer.pre_tokenizer.pre_tokenize_str("x" * 250 + " word")
+    assert max(len(p) for p, _ in pieces) <= 100
+    assert dm.tokenizer.decode(dm.tokenizer.encode("x" * 250 + " word").ids) == "x" * 250 + " word"

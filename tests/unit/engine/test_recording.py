@@ -1,0 +1,169 @@
+"""lightning_order.recording: the decorator and context manager that write a hand-written ledger."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from handwritten import DocsData
+from torch.utils.data import Subset
+
+from lightning_order import (
+    STANDARD_PIPELINE,
+    Step,
+    StepNameError,
+    data_fingerprint,
+    record_step,
+    recording,
+    require_steps,
+)
+from lightning_order.checks import check_ledger, judged_pipeline, project_pipeline
+from lightning_order.recording import declared_steps
+
+ROWS = [{"text": f"<b>row {i}</b>", "x": float(i)} for i in range(10)]
+
+
+class Prep:
+    @record_step("load")
+    def load(self):
+        return [dict(r) for r in ROWS]
+
+    @record_step("clean")
+    def clean(self, rows):
+        return [{**r, "text": r["text"].replace("<b>", "").replace("</b>", "")} for r in rows]
+
+    @record_step("split")
+    def split(self, rows):
+        return rows[:8], rows[8:]
+
+    @record_step("fit_features")
+    def fit_features(self, rows):
+        return {"mean": sum(r["x"] for r in rows) / len(rows)}
+
+    @record_step("build_vocab")
+    def build_vocab(self, rows):
+        return sorted({w for r in rows for w in r["text"].split()})
+
+
+def test_data_fingerprint_is_of_content():
+    assert data_fingerprint({"a": torch.ones(3), "b": [1, "x"]}) == data_fingerprint(
+        {"b": [1, "x"], "a": torch.ones(3)}
+    )
+    assert data_fingerprint(torch.ones(3)) != data_fingerprint(torch.ones(3, dtype=torch.float64))
+    assert data_fingerprint(Subset(ROWS, [1, 2])) == data_fingerprint([ROWS[1], ROWS[2]])
+    with pytest.raises(TypeError, match="memory address"):
+        data_fingerprint(object())
+
+
+def test_unknown_names_raise_at_decoration_with_the_valid_names():
+    with pytest.raises(StepNameError) as caught:
+        record_step("train_tokenizer")
+    text = str(caught.value)
+    assert "'train_tokenizer'" in text and "build_vocab" in text and "Pipeline.extend" in text
+    with pytest.raises(StepNameError, match="did you mean 'clean'"):
+        recording(object(), "claen").__enter__()
+    with pytest.raises(StepNameError):
+        require_steps("clean", "tokenise")
+    custom = STANDARD_PIPELINE.extend(Step("dedupe", ("clean",), "rowwise"), before="split")
+    assert callable(record_step("dedupe", pipeline=custom))
+
+
+def test_the_correct_order_records_parts_inputs_and_what_fitted_steps_learned_from():
+    prep = Prep()
+    train, _ = prep.split(prep.clean(prep.load()))
+    prep.fit_features(train)
+    prep.build_vocab(train)
+    ledger = prep.ledger
+    split = ledger.latest("split")
+    assert set(split.parts) == {"train", "val"} and split.inputs == {"clean": ledger.latest("clean").output}
+    assert ledger.latest("fit_features").fitted_on == split.parts["train"]
+    assert ledger.latest("build_vocab").inputs == {"split": split.parts["train"]}
+    assert ledger.info["declared_steps"] == ["load", "clean", "split", "fit_features", "build_vocab"]
+    assert check_ledger(ledger, judged_pipeline(STANDARD_PIPELINE, ledger)) == []
+
+
+def test_statistics_on_all_rows_are_fit_before_split():
+    prep = Prep()
+    rows = prep.clean(prep.load())
+    prep.fit_features(rows)
+    prep.split(rows)
+    rules = {v.rule for v in check_ledger(prep.ledger, judged_pipeline(STANDARD_PIPELINE, prep.ledger))}
+    assert "fit-before-split" in rules
+
+
+def test_a_vocabulary_on_text_clean_never_saw_is_vocab_before_clean():
+    prep = Prep()
+    raw = prep.load()
+    prep.clean(raw)  # cleaning ran, but the split and the vocabulary read the raw rows
+    prep.split(raw)
+    prep.build_vocab(raw)
+    rules = {v.rule for v in check_ledger(prep.ledger, judged_pipeline(STANDARD_PIPELINE, prep.ledger))}
+    assert "vocab-before-clean" in rules
+
+
+def test_context_manager_records_only_when_the_block_succeeds():
+    prep = Prep()
+    train, _ = prep.split(prep.clean(prep.load()))
+    with pytest.raises(ZeroDivisionError), recording(prep, "fit_features", reads=[train]):
+        raise ZeroDivisionError
+    assert not prep.ledger.has("fit_features")
+    with recording(prep, "fit_features", reads=[train]) as entry:
+        entry.output = {"mean": 3.5}
+    assert entry.record.fitted_on == prep.ledger.latest("split").parts["train"]
+
+
+def test_setup_run_again_starts_a_new_run_but_parts_of_one_step_do_not():
+    prep = Prep()
+    rows = prep.load()
+    train, val = prep.split(rows)
+    prep.clean(train)
+    prep.clean(val)  # one step on two parts: the same run
+    assert prep.ledger.steps() == ["load", "split", "clean", "clean"]
+    first = prep.ledger
+    prep.load()  # Lightning called setup again
+    assert prep.ledger is not first and prep.ledger.steps() == ["load"]
+
+
+def test_only_declared_steps_are_judged():
+    class OnlySplit:
+        split = record_step("split")(Prep.split)
+
+    assert declared_steps(OnlySplit) == ["split"]
+    prep = OnlySplit()
+    prep.split(list(ROWS))
+    # 'split' requires 'clean' in the standard pipeline; this datamodule never declared it.
+    assert check_ledger(prep.ledger, judged_pipeline(STANDARD_PIPELINE, prep.ledger)) == []
+    assert "missing-step" in {v.rule for v in check_ledger(prep.ledger, STANDARD_PIPELINE)}
+
+
+def test_projection_keeps_the_implied_order_and_kinds():
+    projected = project_pipeline(STANDARD_PIPELINE, ["load", "split", "build_vocab", "train"])
+    assert projected["split"].requires == ("load",) and projected["build_vocab"].kind == "fitted"
+    assert projected.order() == ["load", "split", "build_vocab", "train"]
+
+
+def test_what_a_step_read_is_fingerprinted_before_it_runs():
+    class InPlace:
+        @record_step("load")
+        def load(self):
+            return [{"text": "<b>a</b>"}, {"text": "<b>b</b>"}]
+
+        @record_step("clean")
+        def clean(self, rows):
+            for row in rows:  # cleans in place and returns the same list
+                row["text"] = row["text"].strip("<b>/")
+            return rows
+
+    prep = InPlace()
+    prep.clean(prep.load())
+    assert prep.ledger.latest("clean").inputs == {"load": prep.ledger.latest("load").output}
+
+
+def test_a_misspelled_step_raises_at_decoration_with_the_valid_names():
+    with pytest.raises(StepNameError) as caught:
+
+        class Typo(DocsData):
+            build_vocab = record_step("train_tokenizer")(DocsData.build_vocab)
+
+    assert "'train_tokenizer'" in str(caught.value) and "build_vocab" in str(caught.value)
+    with pytest.raises(StepNameError, match="did you mean 'build_vocab'"):
+        require_steps("clean", step="biuld_vocab")
