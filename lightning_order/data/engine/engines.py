@@ -1,0 +1,102 @@
+"""Engines: where the per-partition work of a preparation runs (processes here, a Ray cluster elsewhere).
+
+A step that works per partition hands a picklable, module-level function and a list of work
+items to its engine's :meth:`Engine.map` and gets the results back in the items' order. What a
+function computes depends on its item alone, and every result is combined by the step in item
+order, so the prepared data is the same whichever engine ran it and however many processes it
+had: the engine is recorded in the ledger's ``load`` record and enters no fingerprint.
+
+* :class:`LocalEngine`: ``num_proc`` processes on this machine (a
+  :class:`concurrent.futures.ProcessPoolExecutor` started from a ``forkserver``, so no worker
+  inherits the parent's threads: tokenizers' and Arrow's pools), or the calling process itself
+  when there is one process or the work is small (starting processes would cost more than it
+  saves). The Rust parts (tokenizers, rensa) keep their own threads inside each process.
+* ``RayEngine`` (:mod:`.ray_engine`, the ``ray`` extra): the same functions as Ray tasks, on a
+  local Ray or a cluster.
+
+No scheduler is written here: a pool's ``map`` (or Ray's tasks) is the whole of it.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from typing import Any, Protocol
+
+__all__ = ["MIN_PARALLEL_BYTES", "Engine", "LocalEngine", "make_engine"]
+
+#: Below this much work (bytes of text, summed over the items) a map runs in the calling process.
+MIN_PARALLEL_BYTES = 8 << 20
+#: The modules every worker imports once, before it forks the workers (the step functions' own).
+_PRELOAD = ["lightning_order.data.lm.tasks"]
+
+
+class Engine(Protocol):
+    """What a step needs of an engine."""
+
+    name: str
+    workers: int
+
+    def map(self, fn: Callable[[Any], Any], items: Sequence[Any], weight: int | None = None) -> list[Any]:
+        """``[fn(item) for item in items]``, computed wherever the engine runs work, in item order."""
+        ...
+
+    def close(self) -> None:
+        """Releases the engine's processes (or cluster connection)."""
+        ...
+
+
+class LocalEngine:
+    """``num_proc`` processes on this machine (see the module docstring).
+
+    Args:
+        num_proc: worker processes (1: everything runs in the calling process).
+        min_parallel_bytes: maps whose ``weight`` is below this run in the calling process.
+    """
+
+    name = "local"
+
+    def __init__(self, num_proc: int, min_parallel_bytes: int = MIN_PARALLEL_BYTES) -> None:
+        self.workers = max(1, int(num_proc))
+        self.min_parallel_bytes = min_parallel_bytes
+        self._pool: ProcessPoolExecutor | None = None
+
+    def _executor(self) -> ProcessPoolExecutor:
+        if self._pool is None:
+            context = multiprocessing.get_context("forkserver")
+            context.set_forkserver_preload(_PRELOAD)
+            # Rust thread pools per worker: one process per core already uses every core.
+            os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+            self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=context)
+        return self._pool
+
+    def map(self, fn: Callable[[Any], Any], items: Sequence[Any], weight: int | None = None) -> list[Any]:
+        """``[fn(item) for item in items]``, in processes when there are several and the work is large."""
+        items = list(items)
+        small = weight is not None and weight < self.min_parallel_bytes
+        if self.workers == 1 or len(items) <= 1 or small:
+            return [fn(item) for item in items]
+        return list(self._executor().map(fn, items, chunksize=1))
+
+    def close(self) -> None:
+        """Shuts the worker processes down (a later map starts new ones)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+    def __enter__(self) -> LocalEngine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def make_engine(name: str, num_proc: int, address: str | None = None) -> Engine:
+    """The engine called ``name`` (``"local"`` or ``"ray"``) with ``num_proc`` workers."""
+    if name == "ray":
+        from lightning_order.data.engine.ray_engine import RayEngine
+
+        return RayEngine(address=address, num_cpus=num_proc)
+    return LocalEngine(num_proc)
