@@ -173,7 +173,7 @@ def _run(kind: str, data: Path, docs: Path, cache: Path) -> dict:
 def _prepare_inputs(folder: Path, copies: int, base: list[str]) -> dict:
     """Writes the raw corpus and the floor's documents (ours, untimed); measures dedup alone."""
     from lightning_order.data.engine.keys import is_val
-    from lightning_order.data.lm.dedup import deduplicate
+    from lightning_order.data.lm.clusters import deduplicate
     from lightning_order.data.lm.steps import clean_document
 
     raw = varied_corpus(base, copies)

@@ -25,6 +25,8 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any, Protocol
 
+from lightning_order.data.engine.progress import track
+
 __all__ = ["MIN_PARALLEL_BYTES", "Engine", "LocalEngine", "make_engine"]
 
 #: Below this much work (bytes of text, summed over the items) a map runs in the calling process.
@@ -39,8 +41,14 @@ class Engine(Protocol):
     name: str
     workers: int
 
-    def map(self, fn: Callable[[Any], Any], items: Sequence[Any], weight: int | None = None) -> list[Any]:
-        """``[fn(item) for item in items]``, computed wherever the engine runs work, in item order."""
+    def map(
+        self, fn: Callable[[Any], Any], items: Sequence[Any], weight: int | None = None, desc: str = ""
+    ) -> list[Any]:
+        """``[fn(item) for item in items]``, computed wherever the engine runs work, in item order.
+
+        ``weight`` (bytes of text the items hold) lets a small map run in the calling process and
+        a bar show MB/s; ``desc`` names the pass on the progress bar.
+        """
         ...
 
     def close(self) -> None:
@@ -53,12 +61,13 @@ class LocalEngine:
 
     Args:
         num_proc: worker processes (1: everything runs in the calling process).
-        min_parallel_bytes: maps whose ``weight`` is below this run in the calling process.
+        min_parallel_bytes: maps whose ``weight`` is below this run in the calling process
+            (``None``: :data:`MIN_PARALLEL_BYTES`, read when a map starts).
     """
 
     name = "local"
 
-    def __init__(self, num_proc: int, min_parallel_bytes: int = MIN_PARALLEL_BYTES) -> None:
+    def __init__(self, num_proc: int, min_parallel_bytes: int | None = None) -> None:
         self.workers = max(1, int(num_proc))
         self.min_parallel_bytes = min_parallel_bytes
         self._pool: ProcessPoolExecutor | None = None
@@ -72,13 +81,18 @@ class LocalEngine:
             self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=context)
         return self._pool
 
-    def map(self, fn: Callable[[Any], Any], items: Sequence[Any], weight: int | None = None) -> list[Any]:
+    def map(
+        self, fn: Callable[[Any], Any], items: Sequence[Any], weight: int | None = None, desc: str = ""
+    ) -> list[Any]:
         """``[fn(item) for item in items]``, in processes when there are several and the work is large."""
         items = list(items)
-        small = weight is not None and weight < self.min_parallel_bytes
+        floor = MIN_PARALLEL_BYTES if self.min_parallel_bytes is None else self.min_parallel_bytes
+        small = weight is not None and weight < floor
         if self.workers == 1 or len(items) <= 1 or small:
-            return [fn(item) for item in items]
-        return list(self._executor().map(fn, items, chunksize=1))
+            results: Any = (fn(item) for item in items)
+        else:
+            results = self._executor().map(fn, items, chunksize=1)
+        return list(track(results, desc=desc or fn.__name__, total=len(items), text_bytes=weight))
 
     def close(self) -> None:
         """Shuts the worker processes down (a later map starts new ones)."""

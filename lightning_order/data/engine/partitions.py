@@ -17,7 +17,7 @@ the document's split key, which the leakage checks compare).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -118,8 +118,8 @@ class DocumentSet:
         keep = self.mask(index)
         return table if keep is None else table.filter(pa.array(keep))
 
-    def texts(self, index: int) -> list[str]:
-        """The kept texts of file ``index``, in file order."""
+    def texts(self, index: int, keep_nulls: bool = False) -> list[str]:
+        """The kept texts of file ``index``, in file order (a partition holds no null)."""
         return self.read(index, ["text"]).column("text").to_pylist()
 
     def __len__(self) -> int:
@@ -128,30 +128,6 @@ class DocumentSet:
     def with_masks(self, masks: Sequence[str | None], rows: int, text_bytes: int) -> DocumentSet:
         """The same files with keep masks (deduplication writes masks, never the text again)."""
         return replace(self, masks=tuple(masks), rows=rows, text_bytes=text_bytes)
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain data (for a task's arguments)."""
-        return {
-            "folder": str(self.folder),
-            "count": self.count,
-            "partitioned": self.partitioned,
-            "rows": self.rows,
-            "text_bytes": self.text_bytes,
-            "masks": list(self.masks) if self.masks is not None else None,
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> DocumentSet:
-        """The set :meth:`to_dict` described."""
-        masks = data.get("masks")
-        return cls(
-            Path(data["folder"]),
-            int(data["count"]),
-            bool(data["partitioned"]),
-            int(data["rows"]),
-            int(data["text_bytes"]),
-            tuple(masks) if masks is not None else None,
-        )
 
 
 def _empty(columns: Sequence[str] | None) -> pa.Table:
