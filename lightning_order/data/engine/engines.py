@@ -7,10 +7,12 @@ order, so the prepared data is the same whichever engine ran it and however many
 had: the engine is recorded in the ledger's ``load`` record and enters no fingerprint.
 
 * :class:`LocalEngine`: ``num_proc`` processes on this machine (a
-  :class:`concurrent.futures.ProcessPoolExecutor` started from a ``forkserver``, so no worker
-  inherits the parent's threads: tokenizers' and Arrow's pools), or the calling process itself
-  when there is one process or the work is small (starting processes would cost more than it
-  saves). The Rust parts (tokenizers, rensa) keep their own threads inside each process.
+  :class:`concurrent.futures.ProcessPoolExecutor`), or the calling process itself when there is
+  one process or the work is small (starting processes would cost more than it saves). Workers
+  are forked where the platform can (as ``datasets``' ``num_proc`` and PyTorch's loaders do), so
+  a script needs no ``if __name__ == "__main__":`` guard; elsewhere they are spawned. The Rust
+  parts (tokenizers, rensa) keep their own threads inside each process; the pool is started
+  before the parent trains the tokenizer, so no worker inherits a busy thread pool.
 * ``RayEngine`` (:mod:`.ray_engine`, the ``ray`` extra): the same functions as Ray tasks, on a
   local Ray or a cluster.
 
@@ -31,8 +33,6 @@ __all__ = ["MIN_PARALLEL_BYTES", "Engine", "LocalEngine", "make_engine"]
 
 #: Below this much work (bytes of text, summed over the items) a map runs in the calling process.
 MIN_PARALLEL_BYTES = 8 << 20
-#: The modules every worker imports once, before it forks the workers (the step functions' own).
-_PRELOAD = ["lightning_order.data.lm.tasks"]
 
 
 class Engine(Protocol):
@@ -74,12 +74,23 @@ class LocalEngine:
 
     def _executor(self) -> ProcessPoolExecutor:
         if self._pool is None:
-            context = multiprocessing.get_context("forkserver")
-            context.set_forkserver_preload(_PRELOAD)
-            # Rust thread pools per worker: one process per core already uses every core.
+            method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+            # One process per core already uses every core: no Rust thread pool per worker.
             os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-            self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=context)
+            self._pool = ProcessPoolExecutor(
+                max_workers=self.workers, mp_context=multiprocessing.get_context(method)
+            )
         return self._pool
+
+    def start(self, weight: int | None = None) -> None:
+        """Starts the worker processes now, when a map of ``weight`` would use them.
+
+        A preparation starts them once it knows the corpus size, before it trains a tokenizer
+        (whose threads a forked worker must not inherit).
+        """
+        floor = MIN_PARALLEL_BYTES if self.min_parallel_bytes is None else self.min_parallel_bytes
+        if self.workers > 1 and (weight is None or weight >= floor):
+            self._executor()
 
     def map(
         self, fn: Callable[[Any], Any], items: Sequence[Any], weight: int | None = None, desc: str = ""
@@ -105,6 +116,10 @@ class LocalEngine:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _nothing(item: Any) -> None:
+    """A no-op work item (starts the workers)."""
 
 
 def make_engine(name: str, num_proc: int, address: str | None = None) -> Engine:

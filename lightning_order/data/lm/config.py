@@ -17,7 +17,7 @@ import hashlib
 import inspect
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal, get_args
@@ -84,6 +84,8 @@ class LMConfig(BaseDataConfig):
     """where the per-partition work runs: ``"local"`` (``num_proc`` processes on this machine) or ``"ray"`` (Ray tasks: a local Ray with ``num_proc`` CPUs, or the cluster at ``ray_address``; the ``ray`` extra). The prepared data is the same on either."""
     ray_address: str | None = None
     """with ``engine="ray"``: the address of a running Ray cluster (``"auto"``, ``"ray://head:10001"``); ``None`` starts a local Ray."""
+    overrides: dict[str, str] = field(default_factory=dict, metadata={"internal": True})
+    """a hash of each overridden step's source (``clean``; set by the DataModule class)."""
     eos: bool = True
     """end every document with the end-of-text token. ``False`` packs documents without boundaries (``pack-without-eos``: refused unless ``enforce=False``; for experiments)."""
 
@@ -199,6 +201,7 @@ class LMConfig(BaseDataConfig):
             "dedup_threshold": self.dedup_threshold,
             "eos": self.eos,
             "eos_token": self.eos_token,
+            "overrides": dict(self.overrides),
             "num_partitions": self.num_partitions,
             "tokenizer_train_bytes": self.tokenizer_train_bytes,
             "order": list(order),

@@ -11,6 +11,7 @@ use), ``setup`` runs ``shard`` on every rank. Batches are ``{"input_ids", "label
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
@@ -19,12 +20,13 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from lightning_order.data.engine.config import document_arguments
+from lightning_order.data.engine.config import document_arguments, override_identity
 from lightning_order.data.engine.datamodule import OrderedDataModuleBase
 from lightning_order.data.engine.inputs import InputHash
 from lightning_order.data.engine.runner import DataState
 from lightning_order.data.lm.artefacts import read_blocks, read_documents
 from lightning_order.data.lm.config import EOS_TOKEN, EngineName, LMConfig, SampleBy
+from lightning_order.data.lm.documents import clean_document
 from lightning_order.data.lm.packing import BlockView
 from lightning_order.data.lm.steps import LM_STEPS
 from lightning_order.fingerprints import tokenizer_fingerprint
@@ -121,8 +123,26 @@ class OrderedLMDataModule(OrderedDataModuleBase):
     ) -> None:
         super().__init__()
         self.save_hyperparameters(logger=False)
-        self._configure(locals())
+        self._configure(locals(), overrides=override_identity(type(self), OrderedLMDataModule, ("clean",)))
         self._doc_hashes: dict[str, np.ndarray] = {}
+
+    def clean(self, text: str) -> str:
+        """Step 2: cleans one document. Override to change the cleaning (``super().clean(text)`` first, usually).
+
+        The default (:func:`~lightning_order.data.lm.documents.clean_document`): Unicode NFKC, line
+        ends made ``\\n``, control characters dropped, the end-of-text token removed, trailing
+        spaces stripped, runs of blank lines made one; line structure and indentation kept.
+        Documents empty afterwards are dropped (and counted). An override joins the cache key (its
+        source's hash) and runs in the worker processes, so it must be picklable.
+        """
+        return clean_document(text, self.config.eos_token)
+
+    def _hooks(self) -> dict[str, Any]:
+        if "clean" not in self.config.overrides:
+            return {}  # the default cleaning runs in the workers without this object
+        clone = copy.copy(self)
+        clone.__dict__.update(trainer=None, _ledger=None, _tokenizer=None, _train=None, _val=None)
+        return {"clean": clone.clean}
 
     # -- what the model and the checks read ------------------------------------------------
     @property

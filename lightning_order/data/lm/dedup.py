@@ -182,5 +182,18 @@ def mix_hashes(columns: np.ndarray, salt: int = 0) -> np.ndarray:
 
 
 def shingle_set(text: str, ngram: int = 5) -> np.ndarray:
-    """The sorted distinct hashes of ``text``'s word n-grams (empty below ``ngram`` words)."""
-    return Shingles([words(text)], ngram).unique(0)
+    """The sorted distinct hashes of ``text``'s word n-grams (empty below ``ngram`` words), as :class:`Shingles` hashes them."""
+    found = words(text)
+    if len(found) < ngram:
+        return np.empty(0, dtype=np.uint64)
+    table = np.fromiter(
+        (xxhash.xxh3_64_intdigest(w.encode("utf-8", "surrogatepass")) for w in found),
+        dtype=np.uint64,
+        count=len(found),
+    )
+    total = len(table) - ngram + 1
+    hashes = table[:total].copy()
+    with np.errstate(over="ignore"):
+        for k in range(1, ngram):
+            hashes = hashes * _MIX + table[k : total + k]
+    return np.unique(_finalise(hashes))

@@ -32,6 +32,7 @@ from lightning_order.data.engine.partitions import (
     table_digest,
     write_table,
 )
+from lightning_order.errors import DataError
 
 __all__ = [
     "clean_chunk",
@@ -85,7 +86,8 @@ def clean_chunk(item: dict[str, Any]) -> dict[str, Any]:
     texts = [t for t in raw if t is not None]
     if item["clean"]:
         hook, eos = item.get("hook"), item["eos_token"]
-        texts = [clean_document(hook(t) if hook else t, eos) for t in texts]
+        texts = [hook(t) for t in texts] if hook else [clean_document(t, eos) for t in texts]
+        _check_texts(texts, name)
     kept = [t for t in texts if t.strip()]
     table = _keyed_table(kept)
     count = int(item["partitions"])
@@ -104,6 +106,17 @@ def clean_chunk(item: dict[str, Any]) -> dict[str, Any]:
         "text_bytes": sum(len(t.encode("utf-8", "surrogatepass")) for t in kept),
         "fragments": fragments,
     }
+
+
+def _check_texts(texts: list[Any], where: str) -> None:
+    """A cleaned document must be text (a user's own ``clean`` may return something else)."""
+    bad = next((i for i, t in enumerate(texts) if not isinstance(t, str)), None)
+    if bad is not None:
+        raise DataError(
+            f"clean returned {type(texts[bad]).__name__}, not text, for document {bad} of input chunk "
+            f"{where[1:]}: a clean override must return a str",
+            step="clean",
+        )
 
 
 def merge_partition(item: dict[str, Any]) -> dict[str, Any]:
