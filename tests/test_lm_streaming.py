@@ -51,7 +51,9 @@ class ReversedEngine(engines.LocalEngine):
 
 
 def _prepared(tmp_path: Path, name: str, corpus: Path, **kwargs) -> OrderedLMDataModule:
-    dm = OrderedLMDataModule("json", data_files=str(corpus), cache_dir=str(tmp_path / name), **SMALL, **kwargs)
+    dm = OrderedLMDataModule(
+        "json", data_files=str(corpus), cache_dir=str(tmp_path / name), **SMALL, **kwargs
+    )
     dm.prepare_data()
     dm.setup("fit")
     return dm
@@ -67,8 +69,11 @@ def test_one_and_two_processes_and_another_assignment_prepare_identical_data(tmp
     monkeypatch.setattr(engines, "MIN_PARALLEL_BYTES", 0)  # real worker processes, even for a small corpus
     one = _prepared(tmp_path, "one", corpus, num_proc=1)
     two = _prepared(tmp_path, "two", corpus, num_proc=2)
-    monkeypatch.setattr(engines, "make_engine", lambda name, num_proc, address=None: ReversedEngine(1))
+    from lightning_order.data.lm import prepare
+
+    monkeypatch.setattr(prepare, "make_engine", lambda name, num_proc, address=None: ReversedEngine(1))
     other = _prepared(tmp_path, "reversed", corpus, num_proc=1)
+    assert other.ledger.latest("load").stats["engine"] == "reversed"
     assert one.ledger.latest("load").stats["workers"] == 1 and two.ledger.latest("load").stats["workers"] == 2
     assert one.data_fingerprints() == two.data_fingerprints() == other.data_fingerprints()
     for split in ("train", "val"):
@@ -98,9 +103,14 @@ def test_the_tokenizer_sample_is_capped_deterministic_and_recorded(tmp_path, cor
     assert 0 < record.stats["sample_bytes"] <= 64 << 10
     assert record.stats["sample_documents"] < record.stats["rows"]
     again = _prepared(tmp_path, "capped-again", corpus, num_proc=1, tokenizer_train_bytes=64 << 10)
-    assert again.ledger.latest("build_vocab").stats["sample_fingerprint"] == record.stats["sample_fingerprint"]
+    assert (
+        again.ledger.latest("build_vocab").stats["sample_fingerprint"] == record.stats["sample_fingerprint"]
+    )
     whole = _prepared(tmp_path, "whole", corpus, num_proc=1)
-    assert whole.ledger.latest("build_vocab").stats["sample_documents"] == whole.ledger.latest("build_vocab").stats["rows"]
+    assert (
+        whole.ledger.latest("build_vocab").stats["sample_documents"]
+        == whole.ledger.latest("build_vocab").stats["rows"]
+    )
 
 
 def test_sample_threshold_takes_documents_in_hash_order_up_to_the_cap():

@@ -16,7 +16,6 @@ process runs it or on how many there are.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -129,9 +128,7 @@ def merge_partition(item: dict[str, Any]) -> dict[str, Any]:
     table = pa.concat_tables(tables) if tables else _SCHEMA.empty_table()
     table = table.sort_by([(name, "ascending") for name in KEY_COLUMNS]).combine_chunks()
     out = Path(item["out"]) / f"part-{int(item['partition']):05d}.arrow"
-    write_table(table, out)
-    for path in paths:
-        os.remove(path)
+    write_table(table, out)  # the fragments stay until every partition is merged: a retry finds them
     return {
         "rows": table.num_rows,
         "text_bytes": _text_bytes(table),
