@@ -1,28 +1,26 @@
-"""Benchmark: ``OrderedLMDataModule.prepare_data`` against the floor (tokenizer training + ``encode_batch``).
+"""Benchmark: the streaming ``OrderedLMDataModule.prepare_data`` against the floor, with peak memory.
 
 The floor is the work no LM data pipeline can skip: read the text, train the same byte-level BPE
-(same pre-tokenizer, vocabulary size and special token) on the same train documents, and
-``encode_batch`` every document. Ours does that and everything the floor does not: cleaning,
-exact + near-duplicate removal, the split by document hash, packing into blocks, the ledger, the
-cache folder (written, hashed, published atomically). The train documents the floor learns from
-and the documents it encodes are ours exactly (computed first, untimed, with our own cleaning,
-dedup and split functions, and written to a Parquet file the floor reads).
+(same pre-tokenizer, vocabulary size and special token) on the same tokenizer sample, and
+``encode_batch`` every document, with both cores (tokenizers' own Rust threads). Ours does that
+and everything the floor does not: cleaning, keying and partitioning, exact + near-duplicate
+removal across partitions, the split, packing, the ledger, the cache folder (written, hashed,
+published atomically). The floor's inputs are ours exactly, taken from our cache untimed: the
+sampled train documents and the kept documents; the floor's tokenizer must equal ours.
 
-Two corpus sizes: the standard-library corpus (:func:`~lightning_order.data.lm.corpus.stdlib_corpus`,
-about 1.1 MB) and that corpus repeated to 4× with varied words (each extra copy swaps 30 % of the
-vocabulary for other words of it, so no copy is a near-duplicate of another and dedup cannot make
-the work smaller). Both sides read the same Parquet file of raw documents. Each run is a fresh
-process (imports not timed), alternating ours / floor, best of ``--repeats``.
+The corpus: the standard library's documentation (:func:`~lightning_order.data.lm.corpus.stdlib_corpus`,
+about 1.1 MB) repeated with varied words until the size asked for (each extra copy swaps 30 % of
+the vocabulary for other words of it, so no copy is a near-duplicate of another and dedup cannot
+make the work smaller), written once as Parquet under ``--data-dir`` and reused.
 
-Also reported: the dedup step's throughput (MB of cleaned text per second), from our ledger's own
-timings and measured alone in the parent (best of 3), and our time by step (from the ledger's
-record times).
+Each side runs in its own process; its peak memory is the largest sum of the resident sets of the
+process and its children, sampled every 50 ms (ours runs ``num_proc`` worker processes).
 
 Usage::
 
-    python benchmarks/bench_lm_prepare.py [--repeats 2] [--copies 1 4] [--json out.json]
+    python benchmarks/bench_lm_prepare.py [--sizes 250 1000] [--num-proc 2] [--json out.json]
 
-Prints one JSON line per size and a summary table: ours / floor (target <= 1.5).
+Prints one JSON line per size and a summary table.
 """
 
 from __future__ import annotations
@@ -36,254 +34,257 @@ import resource
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "true")
 sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
 
 VOCAB_SIZE = 8000
-BLOCK_SIZE = 128
+BLOCK_SIZE = 256
 _WORD = re.compile(r"[a-z]+")
 
 
-def varied_corpus(documents: list[str], copies: int, *, swap: float = 0.3, seed: int = 0) -> list[str]:
-    """``documents`` followed by ``copies - 1`` copies whose words are partly swapped for others.
-
-    Copy ``k`` maps a random ``swap`` share of the lower-case vocabulary onto a shuffle of itself
-    (the same map for the whole copy), so its text reads like the documentation (same words, same
-    layout) but shares few word 5-grams with any other copy: none is a near-duplicate.
-    """
+def varied_copies(documents: list[str], copy: int, *, swap: float = 0.3) -> list[str]:
+    """Copy ``copy`` of ``documents`` (0: themselves) with a random ``swap`` share of the vocabulary permuted."""
+    if copy == 0:
+        return list(documents)
     vocab = sorted({w for d in documents for w in _WORD.findall(d)})
-    out = list(documents)
-    for k in range(1, copies):
-        rng = random.Random(seed * 1000 + k)
-        chosen = rng.sample(vocab, int(len(vocab) * swap))
-        shuffled = chosen[:]
-        rng.shuffle(shuffled)
-        table = dict(zip(chosen, shuffled))
-        out.extend(_WORD.sub(lambda m, t=table: t.get(m.group(0), m.group(0)), d) for d in documents)
-    return out
+    rng = random.Random(copy)
+    chosen = rng.sample(vocab, int(len(vocab) * swap))
+    shuffled = chosen[:]
+    rng.shuffle(shuffled)
+    table = dict(zip(chosen, shuffled))
+    return [_WORD.sub(lambda m: table.get(m.group(0), m.group(0)), d) for d in documents]
 
 
-def _write(path: Path, columns: dict[str, list]) -> None:
+def build_corpus(folder: Path, megabytes: float) -> Path:
+    """The varied corpus of about ``megabytes`` of text as Parquet (built once, streamed: bounded memory)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    pq.write_table(pa.table(columns), str(path))
+    from lightning_order.data.lm.corpus import stdlib_corpus
+
+    path = folder / f"corpus_{int(megabytes)}mb.parquet"
+    if path.exists():
+        return path
+    folder.mkdir(parents=True, exist_ok=True)
+    base = stdlib_corpus()
+    tmp = path.with_suffix(".tmp")
+    writer, total, copy = None, 0, 0
+    while total < megabytes * 1e6:
+        docs = varied_copies(base, copy)
+        table = pa.table({"text": pa.array(docs, pa.large_string())})
+        writer = writer or pq.ParquetWriter(str(tmp), table.schema)
+        writer.write_table(table)
+        total += sum(len(d.encode("utf-8")) for d in docs)
+        copy += 1
+    writer.close()
+    os.replace(tmp, path)
+    return path
+
+
+# -- memory of a process tree ---------------------------------------------------------------------
+def _tree_rss(root: int) -> tuple[int, int]:
+    """``(sum of the resident sets of root and its descendants, root's own)`` in bytes (Linux /proc)."""
+    children: dict[int, list[int]] = {}
+    rss: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+            children.setdefault(int(fields[1]), []).append(int(entry))
+            rss[int(entry)] = int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
+        except (OSError, ValueError, IndexError):
+            continue
+    total, stack = 0, [root]
+    while stack:
+        pid = stack.pop()
+        total += rss.get(pid, 0)
+        stack.extend(children.get(pid, []))
+    return total, rss.get(root, 0)
+
+
+def _run(args: list[str]) -> dict:
+    """Runs this script as a worker; its result, wall time and peak memory (tree, main process)."""
+    proc = subprocess.Popen(
+        [sys.executable, __file__, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    peak = {"tree": 0, "main": 0}
+
+    def sample() -> None:
+        while proc.poll() is None:
+            tree, main = _tree_rss(proc.pid)
+            peak["tree"], peak["main"] = max(peak["tree"], tree), max(peak["main"], main)
+            time.sleep(0.05)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    out, err = proc.communicate()
+    sampler.join()
+    line = next((x for x in out.splitlines() if x.startswith("RESULT ")), None)
+    if proc.returncode or line is None:
+        raise RuntimeError(f"{args[:2]} failed:\n{out[-2000:]}\n{err[-4000:]}")
+    result = json.loads(line[len("RESULT ") :])
+    result.update(peak_rss_mb=peak["tree"] / 1e6, peak_rss_main_mb=peak["main"] / 1e6)
+    return result
 
 
 def _cpu() -> float:
-    """CPU seconds of this process so far, every thread included (less sensitive to a busy machine)."""
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
+    """CPU seconds of this process and its finished children, every thread included."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
-def _mb(texts: list[str]) -> float:
-    return sum(len(t.encode("utf-8")) for t in texts) / 1e6
-
-
-# -- the two sides, each in its own process -------------------------------------------------------
-def _ours(data: str, cache: str) -> dict:
+# -- the two sides ---------------------------------------------------------------------------------
+def _ours(data: str, cache: str, num_proc: int, engine: str) -> dict:
+    os.environ["LIGHTNING_ORDER_PROGRESS"] = "0"
     from lightning_order import OrderedLMDataModule
 
-    dm = OrderedLMDataModule(
-        "parquet", data_files=data, vocab_size=VOCAB_SIZE, block_size=BLOCK_SIZE, cache_dir=cache
-    )
     start, cpu = time.perf_counter(), _cpu()
-    wall = time.time()
+    dm = OrderedLMDataModule(
+        "parquet",
+        data_files=data,
+        vocab_size=VOCAB_SIZE,
+        block_size=BLOCK_SIZE,
+        cache_dir=cache,
+        num_proc=num_proc,
+        engine=engine,
+    )
+    identified = time.perf_counter() - start
     dm.prepare_data()
     elapsed, cpu = time.perf_counter() - start, _cpu() - cpu
-    end = time.time()
-    steps, previous = {}, wall
-    for record in dm.ledger.records:
-        steps[record.step] = record.time - previous
-        previous = record.time
-    steps["write cache"] = end - previous
-    dedup = next(r for r in dm.ledger.records if r.step == "dedup")
-    clean = next(r for r in dm.ledger.records if r.step == "clean")
+    steps = {r.step: round(r.stats.get("seconds", 0.0), 2) for r in dm.ledger.records}
     return {
         "seconds": elapsed,
         "cpu": cpu,
+        "identify_inputs_seconds": identified,
         "steps": steps,
-        "dedup_stats": dedup.stats,
-        "clean_stats": clean.stats,
+        "cache": str(dm.cache_path),
+        "dedup": {k: dm.ledger.latest("dedup").stats[k] for k in ("exact_removed", "near_removed", "rows")},
+        "sample": {k: dm.ledger.latest("build_vocab").stats[k] for k in ("sample_documents", "sample_bytes")},
+        "partitions": dm.ledger.latest("load").params["partitions"],
     }
 
 
-def _floor(data: str, docs: str) -> dict:
+def _floor(data: str, sample: str, documents: str) -> dict:
+    os.environ["TOKENIZERS_PARALLELISM"] = "true"  # both cores, through tokenizers' own threads
     import pyarrow.parquet as pq
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-    from lightning_order.data.lm.config import EOS_TOKEN
-    from lightning_order.data.lm.tokenizer import bounded_byte_level
+    from lightning_order.data.lm.tokenizer import train_byte_bpe  # HF's BpeTrainer with our settings
 
     start, cpu = time.perf_counter(), _cpu()
-    pq.read_table(data, columns=["text"]).column("text").to_pylist()  # read the text, as ours does
-    table = pq.read_table(docs)
-    texts = table.column("text").to_pylist()
-    train = [t for t, is_train in zip(texts, table.column("train").to_pylist()) if is_train]
-    tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = bounded_byte_level()
-    tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=VOCAB_SIZE,
-        special_tokens=[EOS_TOKEN],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tokenizer.train_from_iterator(train, trainer=trainer, length=len(train))
-    trained = time.perf_counter()
-    encodings = tokenizer.encode_batch(texts, add_special_tokens=False)
+    raw = pq.read_table(data, columns=["text"]).column("text").to_pylist()  # read the text, as ours does
+    del raw
+    texts = pq.read_table(sample).column("text").to_pylist()
+    tokenizer = train_byte_bpe(texts, VOCAB_SIZE)
+    trained = time.perf_counter() - start
+    tokens = 0
+    for batch in pq.ParquetFile(documents).iter_batches(batch_size=4096, columns=["text"]):
+        encodings = tokenizer.encode_batch_fast(batch.column(0).to_pylist(), add_special_tokens=False)
+        tokens += sum(len(e.ids) for e in encodings)
     elapsed, cpu = time.perf_counter() - start, _cpu() - cpu
+    return {"seconds": elapsed, "cpu": cpu, "train_seconds": trained, "tokens": tokens, "tokenizer": tokenizer.to_str()}
+
+
+def _floor_inputs(cache: Path, folder: Path) -> tuple[Path, Path]:
+    """Our tokenizer sample and our kept documents, as the floor's Parquet inputs (untimed)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from lightning_order.data.lm.vocab import sample_threshold
+    from lightning_order.ledger import StepLedger
+
+    ledger = StepLedger.load(cache)
+    files = {s: sorted((cache / s / "documents").glob("part-*.arrow")) for s in ("train", "val")}
+    import xxhash
+
+    from lightning_order.data.engine.partitions import read_table
+    from lightning_order.data.lm.tasks import SAMPLE_SEED
+
+    train = [t for f in files["train"] for t in read_table(f, ["text"]).column("text").to_pylist()]
+    encoded = [t.encode("utf-8", "surrogatepass") for t in train]
+    hashes = np.fromiter((xxhash.xxh3_64_intdigest(b, seed=SAMPLE_SEED) for b in encoded), np.uint64, len(train))
+    sizes = np.fromiter(map(len, encoded), np.int64, len(train))
+    cap = ledger.latest("build_vocab").params["tokenizer_train_bytes"]
+    threshold, count, _ = sample_threshold(hashes, sizes, cap)
+    sample = [t for t, h in zip(train, hashes) if h <= np.uint64(threshold)]
+    assert len(sample) == count == ledger.latest("build_vocab").stats["sample_documents"]
+    sample_path, docs_path = folder / "sample.parquet", folder / "documents.parquet"
+    pq.write_table(pa.table({"text": pa.array(sample, pa.large_string())}), sample_path)
+    writer = None
+    for split in ("train", "val"):
+        for f in files[split]:
+            table = read_table(f, ["text"])
+            writer = writer or pq.ParquetWriter(str(docs_path), table.schema)
+            writer.write_table(table)
+    writer.close()
+    return sample_path, docs_path
+
+
+def measure(megabytes: float, data_dir: Path, num_proc: int, engine: str = "local") -> dict:
+    """Ours and the floor on the corpus of ``megabytes``, each in its own process."""
+    corpus = build_corpus(data_dir, megabytes)
+    with tempfile.TemporaryDirectory(dir=data_dir) as tmp:
+        ours = _run(["--worker", "ours", "--data", str(corpus), "--cache", tmp, "--num-proc", str(num_proc), "--engine", engine])
+        sample, docs = _floor_inputs(Path(ours["cache"]), Path(tmp))
+        floor = _run(["--worker", "floor", "--data", str(corpus), "--sample", str(sample), "--docs", str(docs)])
+        ours_tokenizer = json.loads((Path(ours["cache"]) / "tokenizer.json").read_text())
+        same = json.loads(floor.pop("tokenizer")) == ours_tokenizer
+    import pyarrow.parquet as pq
+
+    mb = pq.read_metadata(corpus).num_rows and sum(
+        len(t.encode()) for t in pq.read_table(corpus).column("text").to_pylist()
+    ) / 1e6
     return {
-        "seconds": elapsed,
-        "cpu": cpu,
-        "train_seconds": trained - start,
-        "tokens": sum(len(e.ids) for e in encodings),
+        "megabytes": round(mb, 1),
+        "num_proc": num_proc,
+        "engine": engine,
+        "ours": ours,
+        "floor": floor,
+        "same_tokenizer": same,
+        "ours_over_floor": ours["seconds"] / floor["seconds"],
+        "ours_mb_s_per_core": mb / ours["cpu"],
+        "floor_mb_s_per_core": mb / floor["cpu"],
     }
 
 
-def _worker(args: argparse.Namespace) -> None:
-    result = _ours(args.data, args.cache) if args.worker == "ours" else _floor(args.data, args.docs)
-    print("RESULT " + json.dumps(result))
-
-
-def _run(kind: str, data: Path, docs: Path, cache: Path) -> dict:
-    cmd = [
-        sys.executable,
-        __file__,
-        "--worker",
-        kind,
-        "--data",
-        str(data),
-        "--docs",
-        str(docs),
-        "--cache",
-        str(cache),
-    ]
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT ")), None)
-    if proc.returncode or line is None:
-        raise RuntimeError(f"{kind} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
-    return json.loads(line[len("RESULT ") :])
-
-
-# -- the parent ---------------------------------------------------------------------------------
-def _prepare_inputs(folder: Path, copies: int, base: list[str]) -> dict:
-    """Writes the raw corpus and the floor's documents (ours, untimed); measures dedup alone."""
-    from lightning_order.data.engine.keys import is_val
-    from lightning_order.data.lm.dedup import deduplicate
-    from lightning_order.data.lm.steps import clean_document
-
-    raw = varied_corpus(base, copies)
-    data = folder / f"corpus_x{copies}.parquet"
-    _write(data, {"text": raw})
-    cleaned = [c for c in map(clean_document, raw) if c]
-    best = float("inf")
-    for _ in range(3):
-        start = time.perf_counter()
-        result = deduplicate(cleaned, threshold=0.8, seed=0)
-        best = min(best, time.perf_counter() - start)
-    kept = [cleaned[i] for i in result.keep.tolist()]
-    val = is_val(kept, 0.1, 0, text=True)
-    docs = folder / f"docs_x{copies}.parquet"
-    # Ours encodes train then validation documents; the floor encodes the same documents.
-    _write(docs, {"text": kept, "train": [not v for v in val]})
-    return {
-        "data": data,
-        "docs": docs,
-        "documents": len(raw),
-        "mb": _mb(raw),
-        "clean_mb": _mb(cleaned),
-        "dedup_alone_s": best,
-        "dedup_alone_mb_s": _mb(cleaned) / best,
-        "exact_removed": result.exact_removed,
-        "near_removed": result.near_removed,
-        "kept": len(kept),
-    }
-
-
-def _measure(folder: Path, copies: int, base: list[str], repeats: int) -> dict:
-    inputs = _prepare_inputs(folder, copies, base)
-    ours, floor = [], []
-    for repeat in range(repeats):
-        cache = folder / f"cache_x{copies}_{repeat}"
-        ours.append(_run("ours", inputs["data"], inputs["docs"], cache))
-        floor.append(_run("floor", inputs["data"], inputs["docs"], cache))
-    best_ours = min(ours, key=lambda r: r["seconds"])
-    best_floor = min(floor, key=lambda r: r["seconds"])
-    dedup_s = best_ours["steps"]["dedup"]
-    return {
-        "copies": copies,
-        "documents": inputs["documents"],
-        "mb": round(inputs["mb"], 3),
-        "kept": inputs["kept"],
-        "exact_removed": inputs["exact_removed"],
-        "near_removed": inputs["near_removed"],
-        "ours_s": round(best_ours["seconds"], 3),
-        "floor_s": round(best_floor["seconds"], 3),
-        "floor_train_s": round(best_floor["train_seconds"], 3),
-        "ratio": round(best_ours["seconds"] / best_floor["seconds"], 3),
-        "cpu_ratio": round(min(r["cpu"] for r in ours) / min(r["cpu"] for r in floor), 3),
-        "ours_mb_s": round(inputs["mb"] / best_ours["seconds"], 2),
-        "floor_mb_s": round(inputs["mb"] / best_floor["seconds"], 2),
-        "dedup_step_s": round(dedup_s, 4),
-        "dedup_step_mb_s": round(inputs["clean_mb"] / dedup_s, 1) if dedup_s > 0 else None,
-        "dedup_alone_mb_s": round(inputs["dedup_alone_mb_s"], 1),
-        "ours_steps_s": {k: round(v, 3) for k, v in best_ours["steps"].items()},
-        "all_ours_s": [round(r["seconds"], 3) for r in ours],
-        "all_floor_s": [round(r["seconds"], 3) for r in floor],
-    }
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--copies", type=int, nargs="+", default=[1, 4])
-    parser.add_argument("--json", type=Path, default=None)
-    parser.add_argument("--worker", choices=["ours", "floor"], default=None)
-    parser.add_argument("--data", default=None)
-    parser.add_argument("--docs", default=None)
-    parser.add_argument("--cache", default=None)
-    args = parser.parse_args(argv)
-    if args.worker:
-        _worker(args)
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--sizes", type=float, nargs="+", default=[250, 1000], help="corpus sizes, MB of text")
+    parser.add_argument("--num-proc", type=int, default=2)
+    parser.add_argument("--engine", default="local", choices=["local", "ray"])
+    parser.add_argument("--data-dir", type=Path, default=Path(tempfile.gettempdir()) / "lightning_order_bench")
+    parser.add_argument("--json", type=Path)
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--data", help=argparse.SUPPRESS)
+    parser.add_argument("--cache", help=argparse.SUPPRESS)
+    parser.add_argument("--sample", help=argparse.SUPPRESS)
+    parser.add_argument("--docs", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker == "ours":
+        print("RESULT " + json.dumps(_ours(args.data, args.cache, args.num_proc, args.engine)))
         return
-    from lightning_order.data.lm.corpus import stdlib_corpus
-
-    base = stdlib_corpus()
-    rows = []
-    with tempfile.TemporaryDirectory(prefix="bench_lm_") as tmp:
-        for copies in args.copies:
-            row = _measure(Path(tmp), copies, base, args.repeats)
-            rows.append(row)
-            print(json.dumps(row), flush=True)
-    print()
-    print(
-        "| corpus | documents | MB | ours | floor (train + encode_batch) | ours / floor (≤ 1.5) "
-        "| CPU time ours / floor | ours MB/s | dedup step MB/s | dedup alone MB/s |"
-    )
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    for r in rows:
+    if args.worker == "floor":
+        print("RESULT " + json.dumps(_floor(args.data, args.sample, args.docs)))
+        return
+    results = []
+    for size in args.sizes:
+        result = measure(size, args.data_dir, args.num_proc, args.engine)
+        results.append(result)
+        print(json.dumps(result), flush=True)
+    print(f"\n{'MB':>7} {'ours s':>8} {'floor s':>8} {'ratio':>6} {'peak MB':>8} {'main MB':>8} {'MB/s/core':>10}")
+    for r in results:
         print(
-            f"| stdlib ×{r['copies']} | {r['documents']} | {r['mb']:.2f} | {r['ours_s']:.2f} s | "
-            f"{r['floor_s']:.2f} s ({r['floor_train_s']:.2f} s training) | {r['ratio']:.2f} | {r['cpu_ratio']:.2f} | "
-            f"{r['ours_mb_s']:.2f} | "
-            f"{r['dedup_step_mb_s']} | {r['dedup_alone_mb_s']} |"
-        )
-    print()
-    steps = list(rows[0]["ours_steps_s"]) if rows else []
-    print("| corpus | " + " | ".join(steps) + " |")
-    print("|---|" + "---|" * len(steps))
-    for r in rows:
-        print(
-            f"| stdlib ×{r['copies']} | "
-            + " | ".join(f"{r['ours_steps_s'].get(s, 0):.3f}" for s in steps)
-            + " |"
+            f"{r['megabytes']:>7.0f} {r['ours']['seconds']:>8.1f} {r['floor']['seconds']:>8.1f} "
+            f"{r['ours_over_floor']:>6.2f} {r['ours']['peak_rss_mb']:>8.0f} {r['ours']['peak_rss_main_mb']:>8.0f} "
+            f"{r['ours_mb_s_per_core']:>10.2f}"
         )
     if args.json:
-        args.json.write_text(json.dumps(rows, indent=2))
+        args.json.write_text(json.dumps(results, indent=2))
 
 
 if __name__ == "__main__":

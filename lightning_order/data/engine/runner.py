@@ -121,6 +121,7 @@ class StepContext:
         hooks: picklable batch functions the owner supplies (e.g. overridden ``clean``).
         feature_names: the columns of the ``features`` vector.
         rank: this process's rank (``setup``) and ``world_size``.
+        engine: where per-partition work runs (:mod:`.engines`); ``None``: this process.
     """
 
     config: Any
@@ -131,17 +132,23 @@ class StepContext:
     feature_names: tuple[str, ...] = ()
     rank: int = 0
     world_size: int = 1
+    engine: Any = None
 
 
 @dataclass(frozen=True)
 class StepResult:
-    """A step function's return: the new state and what the ledger records of the step."""
+    """A step function's return: the new state and what the ledger records of the step.
+
+    ``learned=False`` tells a ``reads="train"`` step's record that, this time, it learned
+    nothing from the data (e.g. a tokenizer supplied as a file): no ``fitted_on`` is recorded.
+    """
 
     state: DataState
     output: str
     parts: Mapping[str, str] = field(default_factory=dict)
     params: Mapping[str, Any] = field(default_factory=dict)
     stats: Mapping[str, Any] = field(default_factory=dict)
+    learned: bool = True
 
 
 StepFn = Callable[[StepContext, DataState], StepResult]
@@ -358,7 +365,7 @@ def run_steps(
             name,
             inputs=inputs,
             output=result.output,
-            fitted_on=fitted_on,
+            fitted_on=fitted_on if result.learned else None,
             parts=result.parts,
             params=result.params,
             stats={**result.stats, **seconds},

@@ -2,26 +2,33 @@
 
 The folder is published by :func:`lightning_order.data.engine.cache.build_once` like the
 classification cache (temporary folder, manifest last, atomic rename, every file hashed in the
-manifest and verified before use). Per split (``train/``, ``val/``): ``blocks.npy`` (int32,
-``n × (block_size + 1)``, memory-mapped when read), ``doc_hashes.npy`` (int64 hash of each
-document's word sequence, for the leakage check) and ``documents.parquet`` (the cleaned,
-deduplicated documents, for held-out evaluation and the straddle tests); ``tokenizer.json``.
+manifest and verified before use). Per split (``train/``, ``val/``):
+
+* ``blocks.npy``: int32, ``n × (block_size + 1)``, memory-mapped when read;
+* ``documents/part-<p>.arrow``: the cleaned, deduplicated documents of partition ``p``, in the
+  canonical order (Arrow IPC, memory-mapped; ``dm.documents(split)`` reads them lazily);
+* ``doc_hashes.npy``: int64, the unseeded hash of each document's split key, in the same order
+  (the validator's train/validation overlap check).
+
+And ``tokenizer.json``. The scratch files of the steps are moved into place (a rename, on the same
+file system), never copied.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from lightning_order.data.engine.cache import TEMP_MARKER
-from lightning_order.data.engine.keys import key_hashes
+from lightning_order.data.engine.keys import key_hash_array
+from lightning_order.data.engine.partitions import DocumentSet, PartitionedTexts, read_table, write_table
 from lightning_order.data.engine.runner import DataState
 from lightning_order.data.engine.storage import file_records, storage_errors
-from lightning_order.data.lm.config import EOS_TOKEN, padded_size
+from lightning_order.data.lm.config import padded_size
 from lightning_order.errors import DataError
 from lightning_order.ledger import MANIFEST_NAME, StepLedger
 
@@ -30,37 +37,60 @@ __all__ = ["SPLITS", "read_blocks", "read_documents", "write_lm_prepared"]
 SPLITS: tuple[str, ...] = ("train", "val")
 
 
-def write_lm_prepared(folder: Path, state: DataState, ledger: StepLedger, pad_vocab_multiple: int) -> None:
+def _write_documents(docs: DocumentSet, dest: Path) -> tuple[list[int], np.ndarray]:
+    """Moves (or, when rows were dropped since, writes) ``docs``' files to ``dest``; their counts and doc hashes."""
+    dest.mkdir(parents=True)
+    counts, hashes = [], []
+    for p in range(docs.count):
+        table = docs.read(p)
+        if "doc_hash" not in table.column_names:  # cleaned again after the split (a wrong order)
+            table = table.append_column(
+                "doc_hash", pa.array(key_hash_array(table.column("text"), text=True).view(np.int64))
+            )
+        target = dest / f"part-{p:05d}.arrow"
+        if (
+            docs.mask(p) is None
+            and docs.path(p).exists()
+            and "doc_hash" in read_table(docs.path(p)).column_names
+        ):
+            os.replace(docs.path(p), target)
+        else:
+            write_table(table, target)
+        counts.append(table.num_rows)
+        hashes.append(table.column("doc_hash").to_numpy())
+    return counts, np.concatenate([np.empty(0, np.int64), *hashes]).astype(np.int64)
+
+
+def write_lm_prepared(folder: Path, state: DataState, ledger: StepLedger, config: Any) -> None:
     """Writes the packed splits, the documents and the tokenizer, then the manifest (last).
 
     The manifest's ``info`` receives the dims (``vocab_size``, ``padded_vocab_size``,
-    ``block_size``), the end-of-text token and id, and the data fingerprints (``manifest``,
-    ``split``, ``vocab``, ``corpus``).
+    ``block_size``), the end-of-text token and id, the documents per file of each split, and the
+    data fingerprints (``manifest``, ``split``, ``vocab``, ``corpus``).
     """
     documents = state.extra.get("documents", {})
+    counts: dict[str, list[int]] = {}
     with storage_errors("save", folder):
         for name in SPLITS:
             (folder / name).mkdir()
-            np.save(folder / name / "blocks.npy", np.ascontiguousarray(state.parts[name], dtype=np.int32))
-            docs = documents.get(name, [])
-            np.save(folder / name / "doc_hashes.npy", key_hashes(docs, text=True))
-            pq.write_table(
-                pa.table({"text": pa.array(docs, pa.large_string())}), folder / name / "documents.parquet"
-            )
+            counts[name], hashes = _write_documents(documents[name], folder / name / "documents")
+            np.save(folder / name / "doc_hashes.npy", hashes)
+            os.replace(state.parts[name].path, folder / name / "blocks.npy")
         state.tokenizer.save(str(folder / "tokenizer.json"))
-    block = np.asarray(state.parts["train"]).shape[1] - 1
-    size = state.tokenizer.get_vocab_size()
-    multiple = pad_vocab_multiple
+    width = state.parts["train"].width
+    size = state.tokenizer.get_vocab_size(with_added_tokens=True)
+    multiple = config.pad_vocab_multiple
     fps = {"manifest": ledger.fingerprint}
     for key, step in (("split", "split"), ("vocab", "build_vocab")):
         fps[key] = record.output if (record := ledger.latest(step)) else ""
     load = ledger.latest("load")
     fps["corpus"] = str(load.params.get("corpus", "")) if load is not None else ""
     ledger.info.update(
-        dims={"vocab_size": size, "padded_vocab_size": padded_size(size, multiple), "block_size": block},
+        dims={"vocab_size": size, "padded_vocab_size": padded_size(size, multiple), "block_size": width - 1},
         pad_vocab_multiple=multiple,
-        eos_token=EOS_TOKEN,
-        eos_id=state.tokenizer.token_to_id(EOS_TOKEN),
+        eos_token=config.eos_token,
+        eos_id=state.tokenizer.token_to_id(config.eos_token),
+        documents=counts,
         data_fingerprints=fps,
     )
     ledger.info["files"] = file_records(folder, skip=(MANIFEST_NAME, TEMP_MARKER, "work"))
@@ -88,11 +118,10 @@ def read_blocks(path: Path) -> dict[str, Any]:
     return out
 
 
-def read_documents(path: Path, split: str) -> list[str]:
-    """The cleaned, deduplicated documents of ``split`` (``train`` or ``val``)."""
+def read_documents(path: Path, split: str, counts: list[int]) -> PartitionedTexts:
+    """The cleaned, deduplicated documents of ``split`` (``train`` or ``val``), read lazily in canonical order."""
     if split not in SPLITS:
         raise ValueError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
-    try:
-        return pq.read_table(path / split / "documents.parquet").column("text").to_pylist()
-    except (OSError, pa.ArrowException) as err:
-        raise _unreadable(path, err) from err
+    folder = path / split / "documents"
+    documents = DocumentSet(folder, len(counts), True, int(sum(counts)), 0)
+    return PartitionedTexts(documents, counts)

@@ -17,9 +17,10 @@ from tokenizers import Tokenizer
 
 from lightning_order.errors import DataError
 
-__all__ = ["TokenStream", "encode_documents", "pack_stream", "stride_shard"]
+__all__ = ["MAX_PIECE_CHARS", "TokenStream", "encode_documents", "pack_stream", "pieces", "stride_shard"]
 
-_ENCODE_BATCH = 1024
+#: Characters per encode call at most (a long document is encoded in pieces of about this size).
+MAX_PIECE_CHARS = 1 << 17
 
 
 @dataclass(frozen=True)
@@ -39,40 +40,105 @@ class TokenStream:
         return len(self.ends)
 
 
-def encode_documents(tokenizer: Tokenizer, docs: Sequence[str], eos_id: int | None) -> TokenStream:
-    """Encodes ``docs`` in batches (Rust) into one int32 stream, ``eos_id`` after each document.
+def pieces(text: str, size: int = MAX_PIECE_CHARS) -> list[str]:
+    """``text`` cut into pieces of about ``size`` characters, each cut just before a whitespace run.
+
+    A cut there is a boundary of the pre-tokenizer's own splits (a run of non-space characters
+    ends at the whitespace), so the pieces encode to exactly the ids of the whole text. Only a
+    run of more than ``size`` non-space characters is cut inside (at ``size``), where the ids
+    near the cut may differ from the whole text's.
+    """
+    if len(text) <= size:
+        return [text]
+    out, start = [], 0
+    while len(text) - start > size:
+        cut = start + size
+        back = cut
+        while back > start and not (text[back].isspace() and not text[back - 1].isspace()):
+            back -= 1
+        cut = back if back > start else cut
+        out.append(text[start:cut])
+        start = cut
+    out.append(text[start:])
+    return out
+
+
+def _batches(docs: Sequence[str]) -> list[tuple[list[int], list[str]]]:
+    """``(document index per piece, pieces)`` batches of at most about ``MAX_PIECE_CHARS`` characters each."""
+    batches: list[tuple[list[int], list[str]]] = []
+    owners: list[int] = []
+    texts: list[str] = []
+    chars = 0
+    for index, doc in enumerate(docs):
+        for piece in pieces(doc):
+            if texts and chars + len(piece) > MAX_PIECE_CHARS:
+                batches.append((owners, texts))
+                owners, texts, chars = [], [], 0
+            owners.append(index)
+            texts.append(piece)
+            chars += len(piece)
+    if texts:
+        batches.append((owners, texts))
+    return batches
+
+
+def encode_documents(
+    tokenizer: Tokenizer,
+    docs: Sequence[str],
+    eos_id: int | None,
+    *,
+    where: str = "",
+    vocab_size: int | None = None,
+) -> TokenStream:
+    """Encodes ``docs`` into one int32 stream, ``eos_id`` after each document, in bounded pieces.
+
+    Documents are encoded (in Rust) in batches of at most about :data:`MAX_PIECE_CHARS`
+    characters, a long document in pieces (:func:`pieces`, the same ids), so one huge document
+    costs a small multiple of its size, not the ``Encoding`` objects of the whole of it.
 
     Args:
         tokenizer: the tokenizer (no padding, no truncation).
         docs: the documents.
         eos_id: the end-of-text id, or ``None`` to concatenate without boundaries (a wrong order,
             for experiments).
+        where: names the documents in an error (e.g. ``"train split, file 3"``).
+        vocab_size: refuse an id at or above it (a tokenizer whose ids exceed its size).
+
+    Raises:
+        DataError: a document encodes to the end-of-text id itself (naming it), or an id is not
+            below ``vocab_size``.
     """
-    chunks, lengths = [], []
     encode = getattr(tokenizer, "encode_batch_fast", tokenizer.encode_batch)
-    for start in range(0, len(docs), _ENCODE_BATCH):
-        for encoding in encode(list(docs[start : start + _ENCODE_BATCH]), add_special_tokens=False):
-            chunks.append(np.asarray(encoding.ids, dtype=np.int32))
-            lengths.append(len(encoding.ids))
-    lengths_arr = np.asarray(lengths, dtype=np.int64)
+    lengths = np.zeros(len(docs), dtype=np.int64)
+    chunks = []
+    for owners, texts in _batches(docs):
+        for owner, encoding in zip(owners, encode(texts, add_special_tokens=False)):
+            ids = np.asarray(encoding.ids, dtype=np.int32)
+            if eos_id is not None and len(ids) and (ids == eos_id).any():
+                raise DataError(
+                    f"document {owner} ({where or 'this split'}: {docs[owner][:60]!r}...) encodes to the "
+                    f"end-of-text id {eos_id} itself; its text holds the token in a form cleaning did not "
+                    "remove: clean it (override clean_document, or the clean step)",
+                    step="encode",
+                )
+            chunks.append(ids)
+            lengths[owner] += len(ids)
     extra = 0 if eos_id is None else 1
-    ends = np.cumsum(lengths_arr + extra) - 1
-    ids = np.empty(int(lengths_arr.sum()) + extra * len(lengths), dtype=np.int32)
+    ends = np.cumsum(lengths + extra) - 1
+    ids = np.empty(int(lengths.sum()) + extra * len(docs), dtype=np.int32)
+    body = np.concatenate(chunks) if chunks else np.empty(0, dtype=np.int32)
+    if vocab_size is not None and len(body) and int(body.max()) >= vocab_size:
+        raise DataError(
+            f"the tokenizer gives id {int(body.max())} ({where or 'this split'}), not below its vocab_size "
+            f"{vocab_size}: an id beyond the model's table; use a tokenizer whose ids are all below its size",
+            step="encode",
+        )
     if eos_id is None:
-        if chunks:
-            ids[:] = np.concatenate(chunks)
+        ids[:] = body
         return TokenStream(ids, ends)
     is_eos = np.zeros(len(ids), dtype=bool)
     is_eos[ends] = True
-    if chunks:
-        body = np.concatenate(chunks)
-        if (body == eos_id).any():
-            raise DataError(
-                f"a document encodes to the end-of-text id {eos_id} itself; its text holds the token's "
-                "string in a form cleaning did not remove: clean it (override the clean step)",
-                step="encode",
-            )
-        ids[~is_eos] = body
+    ids[~is_eos] = body
     ids[is_eos] = eos_id
     return TokenStream(ids, ends)
 

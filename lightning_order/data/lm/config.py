@@ -17,14 +17,15 @@ import hashlib
 import inspect
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 from lightning_order.data.engine.config import (
     BaseDataConfig,
     check_bool,
+    check_choice,
     check_fraction,
     check_int,
     check_optional_str,
@@ -32,12 +33,16 @@ from lightning_order.data.engine.config import (
 from lightning_order.data.engine.storage import file_digest
 from lightning_order.errors import DataError
 
-__all__ = ["EOS_TOKEN", "LM_CODE_VERSION", "LMConfig", "padded_size"]
+__all__ = ["EOS_TOKEN", "LM_CODE_VERSION", "EngineName", "LMConfig", "SampleBy", "padded_size"]
 
 #: Bump when an LM step's output changes for the same config, so old caches are not reused.
-LM_CODE_VERSION = "1"
+LM_CODE_VERSION = "2"
 #: The end-of-text token ``build_vocab`` declares and ``encode`` puts after every document.
 EOS_TOKEN = "<|endoftext|>"
+#: How ``dataset="text"`` files are cut into documents (``datasets``' text builder's ``sample_by``).
+SampleBy = Literal["document", "paragraph", "line"]
+#: The engines the per-partition work can run on.
+EngineName = Literal["local", "ray"]
 #: The largest ``pad_vocab_multiple`` (a typo guard: a larger one would allocate absurd tables).
 MAX_PAD_MULTIPLE = 1 << 16
 
@@ -55,18 +60,32 @@ class LMConfig(BaseDataConfig):
         DataError: a value is out of range, of the wrong kind, or names a missing file.
     """
 
-    num_proc: int | None = 1
-    """processes for the steps that run per partition of the corpus; ``None``: every available CPU."""
+    num_proc: int | None = None
+    """processes for the steps that run per partition of the corpus (cleaning, deduplication, the split, encoding, packing); ``None``: every available CPU. The prepared data does not depend on it."""
     block_size: int = 128
     """tokens per training sequence; blocks of ``block_size + 1`` are stored (inputs and labels shifted by one)."""
     tokenizer_file: str | None = None
-    """A local ``tokenizer.json`` to use instead of training one (recorded by content hash); it must hold the end-of-text token ``<|endoftext|>``."""
+    """a local ``tokenizer.json`` to use instead of training one (recorded by content hash, as supplied); it must hold the end-of-text token (``eos_token``)."""
     pad_vocab_multiple: int = 64
     """``padded_vocab_size`` (the embedding rows a model gets) is the tokenizer size rounded up to this."""
     dedup_threshold: float = 0.8
     """word 5-gram Jaccard similarity from which two documents are near-duplicates (MinHash LSH), in (0, 1]."""
     max_documents: int | None = None
     """read at most this many documents (``None``: all)."""
+    sample_by: SampleBy = "document"
+    """with ``dataset="text"``: one document per file (``"document"``), per blank-line separated paragraph (``"paragraph"``) or per line (``"line"``); line breaks and indentation are kept."""
+    eos_token: str = EOS_TOKEN
+    """the end-of-text token: declared by a trained tokenizer, required of a supplied one (e.g. ``"</s>"`` for a Llama-style ``tokenizer.json``), removed from the text by cleaning, put after every document by ``encode``."""
+    num_partitions: int | None = None
+    """the canonical partitions of the corpus (documents are assigned by a hash of their content); ``None``: from the corpus size, about 32 MB of text each (4 to 16 384, a power of two). Recorded in the ledger; a partition bounds the memory each process needs."""
+    tokenizer_train_bytes: int = 128 << 20
+    """the most bytes of text the tokenizer is trained on: a deterministic hash-sample of the train split (all of it when smaller). Recorded in the ``build_vocab`` record with the sample's size and fingerprint."""
+    engine: EngineName = "local"
+    """where the per-partition work runs: ``"local"`` (``num_proc`` processes on this machine) or ``"ray"`` (Ray tasks: a local Ray with ``num_proc`` CPUs, or the cluster at ``ray_address``; the ``ray`` extra). The prepared data is the same on either."""
+    ray_address: str | None = None
+    """with ``engine="ray"``: the address of a running Ray cluster (``"auto"``, ``"ray://head:10001"``); ``None`` starts a local Ray."""
+    overrides: dict[str, str] = field(default_factory=dict, metadata={"internal": True})
+    """a hash of each overridden step's source (``clean``; set by the DataModule class)."""
     eos: bool = True
     """end every document with the end-of-text token. ``False`` packs documents without boundaries (``pack-without-eos``: refused unless ``enforce=False``; for experiments)."""
 
@@ -116,6 +135,36 @@ class LMConfig(BaseDataConfig):
                 step="build_vocab",
             )
         check_bool("eos", self.eos, step="encode")
+        check_choice("sample_by", self.sample_by, get_args(SampleBy), step="load")
+        check_choice(
+            "engine",
+            self.engine,
+            get_args(EngineName),
+            step="load",
+            fix="'local' or 'ray' (pip install 'lightning-order[ray]')",
+        )
+        check_optional_str("ray_address", self.ray_address, step="load")
+        if not isinstance(self.eos_token, str) or not self.eos_token.strip():
+            raise DataError(
+                f"eos_token must be a non-empty string, got {self.eos_token!r}; e.g. '</s>'",
+                step="build_vocab",
+            )
+        if self.num_partitions is not None:
+            check_int(
+                "num_partitions",
+                self.num_partitions,
+                step="clean",
+                least=1,
+                most=1 << 14,
+                fix="e.g. 64, or null to choose from the corpus size",
+            )
+        check_int(
+            "tokenizer_train_bytes",
+            self.tokenizer_train_bytes,
+            step="build_vocab",
+            least=1 << 10,
+            fix="e.g. 134217728 (128 MB)",
+        )
 
     @cached_property
     def tokenizer_digest(self) -> str | None:
@@ -125,6 +174,8 @@ class LMConfig(BaseDataConfig):
     def load_identity(self) -> dict[str, Any]:
         """What decides which documents ``load`` reads."""
         ident: dict[str, Any] = {**self.source_identity(), "max_documents": self.max_documents}
+        if self.dataset == "text":
+            ident["sample_by"] = self.sample_by
         if self.dataset is None:
             from lightning_order.data.lm import corpus as lm_corpus
 
@@ -149,5 +200,9 @@ class LMConfig(BaseDataConfig):
             "pad_vocab_multiple": self.pad_vocab_multiple,
             "dedup_threshold": self.dedup_threshold,
             "eos": self.eos,
+            "eos_token": self.eos_token,
+            "overrides": dict(self.overrides),
+            "num_partitions": self.num_partitions,
+            "tokenizer_train_bytes": self.tokenizer_train_bytes,
             "order": list(order),
         }

@@ -24,11 +24,16 @@ so there only the 79 topics remain (and where ``pydoc_data`` is missing too, the
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
+import json
+import os
+import subprocess
 import sys
 import warnings
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 
 import xxhash
 
@@ -116,8 +121,53 @@ def _all_documents() -> Iterator[str]:
     yield from _topic_documents()
 
 
+def _documents_here(max_documents: int | None) -> list[str]:
+    """The corpus read in this process (what a fresh interpreter, see :func:`stdlib_corpus`, runs)."""
+    documents: list[str] = []
+    for text in _all_documents():
+        if len(text) >= _MIN_CHARS:
+            documents.append(text)
+            if max_documents is not None and len(documents) >= max_documents:
+                break
+    return documents
+
+
+@functools.lru_cache(maxsize=8)
+def _documents_fresh(max_documents: int | None) -> tuple[str, ...]:
+    """The corpus read by a fresh, isolated interpreter: no import of this process can change it.
+
+    Importing some packages rewrites standard-library objects (importing Ray replaces
+    ``inspect.isgenerator``, and with it its docstring), so the documentation read in a busy
+    process depends on what it imported. A fresh ``python -I`` of the same interpreter and
+    ``-O`` level imports only the standard library.
+    """
+    flags = ["-" + "O" * sys.flags.optimize] if sys.flags.optimize else []
+    code = (
+        "import json, sys; sys.path.insert(0, sys.argv[2]); "
+        "from lightning_order.data.lm.corpus import _documents_here; "
+        "n = json.loads(sys.argv[1]); json.dump(_documents_here(n), sys.stdout)"
+    )
+    package_root = str(Path(__file__).resolve().parents[3])  # where this lightning_order is imported from
+    out = subprocess.run(
+        [sys.executable, *flags, "-I", "-c", code, json.dumps(max_documents), package_root],
+        capture_output=True,
+        check=False,
+        env={k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "LC_ALL", "SYSTEMROOT")},
+    )
+    if out.returncode:
+        raise DataError(
+            f"the standard-library corpus could not be read in a fresh interpreter ({sys.executable}): "
+            f"{out.stderr.decode(errors='replace').strip().splitlines()[-1:]}",
+            step="load",
+        )
+    return tuple(json.loads(out.stdout))
+
+
 def stdlib_corpus(max_documents: int | None = None) -> list[str]:
     """Returns the documentation of the standard library as a list of documents.
+
+    Read by a fresh interpreter of the same Python (see :func:`_documents_fresh`), so the corpus
+    is a function of the Python build alone, whatever this process has imported.
 
     Args:
         max_documents: keep only the first ``max_documents`` documents (in the deterministic
@@ -134,14 +184,9 @@ def stdlib_corpus(max_documents: int | None = None) -> list[str]:
             f"expected max_documents >= 0 or None, got {max_documents}; pass None for the whole corpus",
             step="load",
         )
-    documents: list[str] = []
     if max_documents == 0:
-        return documents
-    for text in _all_documents():
-        if len(text) >= _MIN_CHARS:
-            documents.append(text)
-            if max_documents is not None and len(documents) >= max_documents:
-                return documents
+        return []
+    documents = list(_documents_fresh(max_documents))
     if not documents:
         raise DataError(
             "the standard-library corpus is empty: Python runs without docstrings "

@@ -11,6 +11,7 @@ use), ``setup`` runs ``shard`` on every rank. Batches are ``{"input_ids", "label
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
@@ -19,12 +20,14 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from lightning_order.data.engine.config import document_arguments
+from lightning_order.data.engine.config import document_arguments, override_identity
 from lightning_order.data.engine.datamodule import OrderedDataModuleBase
 from lightning_order.data.engine.inputs import InputHash
 from lightning_order.data.engine.runner import DataState
 from lightning_order.data.lm.artefacts import read_blocks, read_documents
-from lightning_order.data.lm.config import EOS_TOKEN, LMConfig
+from lightning_order.data.lm.config import EOS_TOKEN, EngineName, LMConfig, SampleBy
+from lightning_order.data.lm.documents import clean_document
+from lightning_order.data.lm.packing import BlockView
 from lightning_order.data.lm.steps import LM_STEPS
 from lightning_order.fingerprints import tokenizer_fingerprint
 from lightning_order.ledger import StepLedger
@@ -41,23 +44,27 @@ LM_DATA_STEPS: tuple[str, ...] = tuple(LM_PIPELINE.subset(LM_STEPS))
 class BlockDataset(Dataset):
     """Packed blocks as ``{"input_ids": block[:-1], "labels": block[1:]}`` (long tensors).
 
-    ``__getitems__`` slices a whole batch with one numpy fancy index, so a batch costs one copy.
+    ``blocks`` may be memory-mapped and ``index`` chooses this rank's rows, so a rank holds only
+    what a batch reads. ``__getitems__`` reads a whole batch with one numpy fancy index.
     """
 
-    def __init__(self, blocks: np.ndarray) -> None:
+    def __init__(self, blocks: np.ndarray, index: np.ndarray | None = None) -> None:
         self.blocks = blocks
+        self.index = index
 
     def __len__(self) -> int:
-        return len(self.blocks)
+        return len(self.blocks) if self.index is None else len(self.index)
+
+    def _rows(self, indices: Any) -> np.ndarray:
+        rows = np.asarray(indices, dtype=np.int64)
+        return rows if self.index is None else self.index[rows]
 
     def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
-        block = torch.from_numpy(np.asarray(self.blocks[index], dtype=np.int64))
+        block = torch.from_numpy(np.asarray(self.blocks[int(self._rows(index))], dtype=np.int64))
         return {"input_ids": block[:-1], "labels": block[1:]}
 
     def __getitems__(self, indices: Sequence[int]) -> dict[str, torch.Tensor]:
-        blocks = torch.from_numpy(
-            np.asarray(self.blocks[np.asarray(indices, dtype=np.int64)], dtype=np.int64)
-        )
+        blocks = torch.from_numpy(np.asarray(self.blocks[self._rows(indices)], dtype=np.int64))
         return {"input_ids": blocks[:, :-1], "labels": blocks[:, 1:]}
 
 
@@ -93,7 +100,7 @@ class OrderedLMDataModule(OrderedDataModuleBase):
         vocab_size: int = 8000,
         batch_size: int = 32,
         num_workers: int = 0,
-        num_proc: int = 1,
+        num_proc: int | None = None,
         cache_dir: str | None = None,
         order: Sequence[str] | None = None,
         enforce: bool = True,
@@ -107,26 +114,57 @@ class OrderedLMDataModule(OrderedDataModuleBase):
         input_hash: InputHash = "content",
         shuffle: bool = True,
         eos: bool = True,
+        sample_by: SampleBy = "document",
+        eos_token: str = EOS_TOKEN,
+        num_partitions: int | None = None,
+        tokenizer_train_bytes: int = 128 << 20,
+        engine: EngineName = "local",
+        ray_address: str | None = None,
     ) -> None:
         super().__init__()
         self.save_hyperparameters(logger=False)
-        self._configure(locals())
+        self._configure(locals(), overrides=override_identity(type(self), OrderedLMDataModule, ("clean",)))
         self._doc_hashes: dict[str, np.ndarray] = {}
+
+    def clean(self, text: str) -> str:
+        """Step 2: cleans one document. Override to change the cleaning (``super().clean(text)`` first, usually).
+
+        The default (:func:`~lightning_order.data.lm.documents.clean_document`): Unicode NFKC, line
+        ends made ``\\n``, control characters dropped, the end-of-text token removed, trailing
+        spaces stripped, runs of blank lines made one; line structure and indentation kept.
+        Documents empty afterwards are dropped (and counted). An override joins the cache key (its
+        source's hash) and runs in the worker processes, so it must be picklable.
+        """
+        return clean_document(text, self.config.eos_token)
+
+    def _hooks(self) -> dict[str, Any]:
+        if "clean" not in self.config.overrides:
+            return {}  # the default cleaning runs in the workers without this object
+        clone = copy.copy(self)
+        clone.__dict__.update(trainer=None, _ledger=None, _tokenizer=None, _train=None, _val=None)
+        return {"clean": clone.clean}
 
     # -- what the model and the checks read ------------------------------------------------
     @property
     def eos_token_id(self) -> int:
-        """The id of the end-of-text token ``<|endoftext|>``."""
+        """The id of the end-of-text token (``eos_token``) in the tokenizer."""
         return int(self._manifest().info["eos_id"])
 
     @property
     def eos_token(self) -> str:
-        """The end-of-text token."""
-        return EOS_TOKEN
+        """The end-of-text token (``eos_token``, default ``<|endoftext|>``)."""
+        return str(self._manifest().info.get("eos_token", self.config.eos_token))
 
-    def documents(self, split: str) -> list[str]:
-        """The cleaned, deduplicated documents of ``split`` (``"train"`` or ``"val"``), in corpus order."""
-        return read_documents(self._ensure_prepared(), split)
+    def documents(self, split: str) -> Sequence[str]:
+        """The cleaned, deduplicated documents of ``split`` (``"train"`` or ``"val"``), in canonical order.
+
+        A read-only sequence (``len``, indexing, iteration) read from the cache's Arrow files on
+        demand: a corpus larger than memory is never loaded whole.
+        """
+        counts = (self._manifest().info.get("documents") or {}).get(split)
+        if counts is None:
+            raise ValueError(f"split must be 'train' or 'val', got {split!r}")
+        return read_documents(self._ensure_prepared(), split, counts)
 
     def data_fingerprints(self) -> dict[str, str]:
         """``{"manifest", "split", "vocab", "corpus", "tokenizer"}``: what every rank and a resumed run must share.
@@ -152,6 +190,8 @@ class OrderedLMDataModule(OrderedDataModuleBase):
         self._train, self._val = state.parts["train"], state.parts["val"]
 
     def _dataset(self, data: Any) -> BlockDataset:
+        if isinstance(data, BlockView):
+            return BlockDataset(data.blocks, data.index)
         return BlockDataset(data)
 
     def blocks(self, split: str) -> np.ndarray:
@@ -163,7 +203,7 @@ class OrderedLMDataModule(OrderedDataModuleBase):
         found = {"train": self._train, "val": self._val}.get(split)
         if found is None:
             raise ValueError(f"blocks(split) takes 'train' or 'val' after setup(), got {split!r}")
-        return found
+        return np.asarray(found)
 
     def _collate(self) -> Any:
         return collate_blocks

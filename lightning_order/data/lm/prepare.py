@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lightning_order.data.engine import cache as _cache
+from lightning_order.data.engine.engines import make_engine
 from lightning_order.data.engine.runner import StepContext, resolve_order, run_preparation
 from lightning_order.data.lm.artefacts import write_lm_prepared
 from lightning_order.data.lm.config import LMConfig
@@ -75,14 +76,18 @@ def prepare_into(
 ) -> None:
     """Runs the steps of ``order`` before the first per-rank one and writes the cache into ``folder``."""
     identity = {"cache_key": cache_key(config, order), "pipeline": "lm", "config": config.identity(order)}
-    run_preparation(
-        folder,
-        StepContext(config, hooks=dict(hooks or {})),
-        order,
-        LM_STEPS,
-        identity,
-        lambda state, ledger: write_lm_prepared(folder, state, ledger, config.pad_vocab_multiple),
-    )
+    engine = make_engine(config.engine, config.num_proc, config.ray_address)
+    try:
+        run_preparation(
+            folder,
+            StepContext(config, hooks=dict(hooks or {}), engine=engine),
+            order,
+            LM_STEPS,
+            identity,
+            lambda state, ledger: write_lm_prepared(folder, state, ledger, config),
+        )
+    finally:
+        engine.close()
 
 
 def prepare_cache(

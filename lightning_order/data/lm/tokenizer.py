@@ -8,19 +8,32 @@ document. The end-of-text token is declared here, as a special token, and nowher
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence, Sized
+from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+import xxhash
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from lightning_order.data.lm.config import EOS_TOKEN
 from lightning_order.data.text.vocab import MAX_WORD_CHARS
 from lightning_order.errors import DataError
 
-__all__ = ["TRAIN_CHARS", "bounded_byte_level", "read_tokenizer", "train_byte_bpe"]
+__all__ = [
+    "MAX_CHARACTER_LOSS",
+    "TRAIN_CHARS",
+    "SuppliedTokenizer",
+    "bounded_byte_level",
+    "character_loss",
+    "read_tokenizer",
+    "train_byte_bpe",
+]
 
 #: The characters of each document ``build_vocab`` learns from at most (a cost bound, not a filter).
 TRAIN_CHARS = 1 << 16
+#: The largest share of characters a supplied tokenizer may lose (no unknown token, no byte fallback).
+MAX_CHARACTER_LOSS = 1e-3
 
 
 def bounded_byte_level() -> pre_tokenizers.PreTokenizer:
@@ -33,40 +46,138 @@ def bounded_byte_level() -> pre_tokenizers.PreTokenizer:
     )
 
 
-def _train_batches(docs: Sequence[str], size: int = 2048) -> Iterator[list[str]]:
-    for start in range(0, len(docs), size):
-        yield [d[:TRAIN_CHARS] for d in docs[start : start + size]]
+def _train_batches(docs: Iterable[str], size: int = 2048) -> Iterator[list[str]]:
+    batch: list[str] = []
+    for doc in docs:
+        batch.append(doc[:TRAIN_CHARS])
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
 
 
-def train_byte_bpe(docs: Sequence[str], vocab_size: int) -> Tokenizer:
-    """A byte-level BPE trained on ``docs``; :data:`EOS_TOKEN` is id 0, declared here and nowhere later."""
+def train_byte_bpe(
+    docs: Iterable[str], vocab_size: int, eos_token: str = EOS_TOKEN, length: int | None = None
+) -> Tokenizer:
+    """A byte-level BPE trained on ``docs``; ``eos_token`` is id 0, declared here and nowhere later.
+
+    Args:
+        docs: the documents (any iterable: read once, at most :data:`TRAIN_CHARS` of each).
+        vocab_size: the target size, the end-of-text token included.
+        eos_token: the end-of-text token.
+        length: how many documents, when ``docs`` has no ``len`` (for the trainer's progress).
+    """
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = bounded_byte_level()
     tokenizer.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
-        special_tokens=[EOS_TOKEN],
+        special_tokens=[eos_token],
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    tokenizer.train_from_iterator(_train_batches(docs), trainer=trainer, length=len(docs))
+    count = length if length is not None else (len(docs) if isinstance(docs, Sized) else None)
+    tokenizer.train_from_iterator(_train_batches(docs), trainer=trainer, length=count)
     return tokenizer
 
 
-def read_tokenizer(path: str) -> Tokenizer:
+@dataclass(frozen=True)
+class SuppliedTokenizer:
+    """A ``tokenizer.json`` read once: the tokenizer parsed from exactly the bytes that were hashed.
+
+    Attributes:
+        tokenizer: the tokenizer, truncation and padding switched off.
+        digest: the xxh3-128 of the bytes parsed.
+        switched_off: the settings it came with that the pipeline switched off (``truncation``,
+            ``padding``): they would cut or pad every document.
+    """
+
+    tokenizer: Tokenizer
+    digest: str
+    switched_off: tuple[str, ...]
+
+
+def read_tokenizer(path: str, eos_token: str = EOS_TOKEN, digest: str | None = None) -> SuppliedTokenizer:
+    """Reads ``path`` once, checks it is usable as the pipeline needs it, and returns it with its hash.
+
+    Args:
+        path: the ``tokenizer.json``.
+        eos_token: the end-of-text token it must hold.
+        digest: the hash the cache key was made from (``None``: not checked): a file rewritten
+            since is refused, never used under the old key.
+
+    Raises:
+        DataError: unreadable, changed since the DataModule was built, no end-of-text token, or
+            an id not below its size.
+    """
+    file = Path(path).expanduser()
     try:
-        tokenizer = Tokenizer.from_file(str(Path(path).expanduser()))
+        data = file.read_bytes()
+    except OSError as err:
+        raise DataError(
+            f"tokenizer_file {path!r} cannot be read ({err.strerror})", step="build_vocab"
+        ) from err
+    found = xxhash.xxh3_128_hexdigest(data)
+    if digest is not None and found != digest:
+        raise DataError(
+            f"tokenizer_file {path!r} changed after the DataModule was built (the cache key names its old "
+            "content): build the DataModule again once the file stays as it is",
+            step="build_vocab",
+        )
+    try:
+        tokenizer = Tokenizer.from_str(data.decode("utf-8"))
     except Exception as err:  # tokenizers raises a bare Exception on a corrupt file
         raise DataError(
             f"tokenizer_file {path!r} is not a readable tokenizer.json ({type(err).__name__}: {str(err)[:120]}); "
             "save it with Tokenizer.save(), or pass tokenizer_file=None to train one",
             step="build_vocab",
         ) from err
-    if tokenizer.token_to_id(EOS_TOKEN) is None:
+    switched_off = []
+    if tokenizer.truncation is not None:
+        tokenizer.no_truncation()
+        switched_off.append("truncation")
+    if tokenizer.padding is not None:
+        tokenizer.no_padding()
+        switched_off.append("padding")
+    eos_id = tokenizer.token_to_id(eos_token)
+    if eos_id is None:
         raise DataError(
-            f"tokenizer_file {path!r} has no end-of-text token {EOS_TOKEN!r}: documents could not be "
-            f"separated when packed; add it as a special token before saving "
-            f"(tokenizer.add_special_tokens([{EOS_TOKEN!r}])), or train one (tokenizer_file=None)",
+            f"tokenizer_file {path!r} has no end-of-text token {eos_token!r}: documents could not be "
+            f"separated when packed; pass its own end-of-text token as eos_token= (e.g. '</s>'), or add it "
+            f"as a special token before saving (tokenizer.add_special_tokens([{eos_token!r}])), or train one "
+            "(tokenizer_file=None)",
             step="build_vocab",
         )
-    return tokenizer
+    size = tokenizer.get_vocab_size(with_added_tokens=True)
+    top = max(tokenizer.get_vocab(with_added_tokens=True).values(), default=-1)
+    if top >= size or eos_id >= size:
+        raise DataError(
+            f"tokenizer_file {path!r} gives id {max(top, eos_id)} but holds {size} tokens: ids must be below its "
+            "size (the model's table is sized from it); re-save the tokenizer with contiguous ids",
+            step="build_vocab",
+        )
+    return SuppliedTokenizer(tokenizer, found, tuple(switched_off))
+
+
+def character_loss(tokenizer: Tokenizer, texts: Sequence[str]) -> tuple[int, int]:
+    """``(lost, total)`` non-space characters of ``texts`` that ``tokenizer`` does not encode.
+
+    A character is lost when no token covers it (a model without an unknown token or byte
+    fallback drops it) or when it became the unknown token. A byte-level BPE loses none.
+    """
+    unknown = getattr(tokenizer.model, "unk_token", None)
+    unk_id = tokenizer.token_to_id(unknown) if unknown else None
+    lost = total = 0
+    encode = tokenizer.encode_batch
+    for encoding, text in zip(encode(list(texts), add_special_tokens=False), texts):
+        covered = np.zeros(len(text) + 1, dtype=np.int32)
+        for token, (start, end) in zip(encoding.ids, encoding.offsets):
+            if token != unk_id and end > start:
+                covered[start] += 1
+                covered[min(end, len(text))] -= 1
+        inside = np.cumsum(covered)[: len(text)] > 0
+        visible = np.fromiter((not c.isspace() for c in text), dtype=bool, count=len(text))
+        lost += int((visible & ~inside).sum())
+        total += int(visible.sum())
+    return lost, total

@@ -1,0 +1,266 @@
+"""LM documents: the cleaning of one document, its keys, and the input read as chunks of Arrow rows.
+
+:func:`clean_document` is the one definition of a cleaned document (line structure kept, so code
+and lists read as such). :func:`document_keys` gives the two hashes that place a document: the
+128-bit hash of its *normalised* text (lower-cased words joined by one space: exact duplicates
+share it; its low half picks the partition, the pair orders the partition) and the 64-bit hash
+of the text itself (which of two exact duplicates is kept).
+
+:func:`read_input` reads what ``load`` reads (the built-in corpus, or ``datasets.load_dataset``
+of the configured files: a memory-mapped Arrow table) and returns it as :class:`ChunkSource`
+items of at most :data:`CHUNK_ROWS` rows, in corpus order: the work items of the ``clean`` step.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import xxhash
+
+from lightning_order.data.engine.partitions import write_table
+from lightning_order.errors import DataError
+
+__all__ = [
+    "CHUNK_ROWS",
+    "ChunkSource",
+    "Chunks",
+    "clean_document",
+    "document_keys",
+    "normalised_text",
+    "read_input",
+]
+
+#: Documents per work item of the first pass (a few MB of text: one process's share at a time).
+CHUNK_ROWS = 8192
+#: The control characters cleaning drops (every C0 one but tab and newline, and DEL), for ``str.translate``.
+_CONTROL = dict.fromkeys([*range(0x00, 0x09), 0x0B, 0x0C, *range(0x0E, 0x20), 0x7F])
+_TRAILING = re.compile(r"[ \t]+\n")
+_BLANK_LINES = re.compile(r"\n{3,}")
+_SNIFF_ROWS = 1000
+
+
+def clean_document(text: str, eos_token: str = "<|endoftext|>") -> str:
+    """One document cleaned for language modelling: line structure and indentation kept.
+
+    Unicode NFKC, line ends made ``\\n``, control characters dropped, *then* the end-of-text
+    marker removed (only ``encode`` may place it; removed after the control characters, so a
+    marker split by one cannot form again), trailing spaces stripped, three or more line breaks
+    made two, blank lines at both ends dropped (a first line's indentation is kept).
+    """
+    text = unicodedata.normalize("NFKC", text)
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    text = text.translate(_CONTROL)
+    if eos_token and eos_token in text:
+        text = text.replace(eos_token, " ")
+    text += "\n"
+    if " \n" in text or "\t\n" in text:
+        text = _TRAILING.sub("\n", text)
+    if "\n\n\n" in text:
+        text = _BLANK_LINES.sub("\n\n", text)
+    return text.strip("\n").rstrip()
+
+
+def normalised_text(text: str) -> str:
+    """The text exact duplicates share: its lower-cased words joined by one space."""
+    return " ".join(text.lower().split())
+
+
+def document_keys(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(key_hi, key_lo, text_hash)`` (uint64 each) of every text (see the module docstring)."""
+    count = len(texts)
+    hi = np.empty(count, dtype=np.uint64)
+    lo = np.empty(count, dtype=np.uint64)
+    own = np.empty(count, dtype=np.uint64)
+    for i, text in enumerate(texts):
+        key = xxhash.xxh3_128_intdigest(normalised_text(text).encode("utf-8", "surrogatepass"))
+        hi[i], lo[i] = key >> 64, key & 0xFFFFFFFFFFFFFFFF
+        own[i] = xxhash.xxh3_64_intdigest(text.encode("utf-8", "surrogatepass"))
+    return hi, lo, own
+
+
+@dataclass(frozen=True)
+class ChunkSource:
+    """Rows ``[start, stop)`` of an Arrow table: one work item of the first pass.
+
+    Attributes:
+        index: the chunk's place in corpus order.
+        start, stop: its rows.
+        path: an Arrow IPC file holding the ``text`` column (the built-in corpus), or ``None``.
+        dataset: a memory-mapped ``datasets.Dataset`` (pickled by reference to its files).
+        column: the text column.
+    """
+
+    index: int
+    start: int
+    stop: int
+    path: str | None = None
+    dataset: Any = None
+    column: str = "text"
+
+    def table(self) -> pa.Table:
+        """The chunk's rows (a zero-copy slice of the memory-mapped source)."""
+        if self.path is not None:
+            from lightning_order.data.engine.partitions import read_table
+
+            whole = read_table(Path(self.path), [self.column])
+        else:
+            whole = self.dataset.data.table.select([self.column])
+        return whole.slice(self.start, self.stop - self.start)
+
+
+@dataclass(frozen=True)
+class Chunks:
+    """The input as read by ``load``: chunks of rows in corpus order (not yet partitioned).
+
+    It reads like a :class:`~lightning_order.data.engine.partitions.DocumentSet` (``count``,
+    ``texts(i)``, ``rows``, ``text_bytes``), so a step that runs before ``clean`` (a wrong order)
+    works on it too.
+    """
+
+    sources: tuple[ChunkSource, ...]
+    rows: int
+    text_bytes: int
+    partitioned: bool = False
+
+    @property
+    def count(self) -> int:
+        """How many chunks."""
+        return len(self.sources)
+
+    def texts(self, index: int, keep_nulls: bool = False) -> list[Any]:
+        """The texts of chunk ``index`` (nulls dropped unless ``keep_nulls``)."""
+        values = self.sources[index].table().column(0).to_pylist()
+        return values if keep_nulls else [v for v in values if v is not None]
+
+    def __len__(self) -> int:
+        return self.rows
+
+
+def _chunks(total: int, **source: Any) -> tuple[ChunkSource, ...]:
+    return tuple(
+        ChunkSource(i, start, min(start + CHUNK_ROWS, total), **source)
+        for i, start in enumerate(range(0, total, CHUNK_ROWS))
+    )
+
+
+def read_input(cfg: Any, work: Path) -> tuple[Chunks, dict[str, Any]]:
+    """The documents ``load`` reads, as chunks in corpus order, and what it found.
+
+    Returns:
+        ``(chunks, info)``: ``info`` holds ``null_rows`` and, for the built-in corpus,
+        ``corpus`` (its fingerprint).
+
+    Raises:
+        DataError: the text column is missing or holds no text, text values differ in type
+            between files, or nothing is left to read.
+    """
+    if cfg.dataset is None:
+        from lightning_order.data.lm.corpus import corpus_fingerprint, stdlib_corpus
+
+        docs = stdlib_corpus(cfg.max_documents)
+        path = work / "load" / "chunk-00000.arrow"
+        write_table(pa.table({"text": pa.array(docs, pa.large_string())}), path)
+        size = sum(len(d.encode("utf-8", "surrogatepass")) for d in docs)
+        chunks = Chunks(_chunks(len(docs), path=str(path)), len(docs), size)
+        return chunks, {"null_rows": 0, "corpus": corpus_fingerprint(docs)}
+    _check_file_types(cfg)
+    from lightning_order.data.engine.loading import load_files
+
+    options = {"sample_by": cfg.sample_by, "keep_linebreaks": True} if cfg.dataset == "text" else {}
+    data = load_files(cfg, work / "hf", **options)
+    if cfg.text_column not in data.column_names:
+        raise DataError(
+            f"the text column is not in the data (columns: {', '.join(data.column_names)}); set text_column",
+            step="load",
+            column=cfg.text_column,
+        )
+    kind = data.features[cfg.text_column]
+    if getattr(kind, "dtype", None) not in ("string", "large_string"):
+        raise DataError(
+            f"expected a string column for the text, got {kind}; set text_column to the column that holds "
+            "the documents",
+            step="load",
+            column=cfg.text_column,
+        )
+    if cfg.max_documents is not None:
+        data = data.select(range(min(len(data), cfg.max_documents)))
+        data = data.flatten_indices(keep_in_memory=False, cache_file_name=str(work / "hf" / "first.arrow"))
+    column = data.data.table.column(cfg.text_column)
+    nulls = int(column.null_count)
+    text_bytes = int(pc.sum(pc.binary_length(column)).as_py() or 0)
+    if len(data) == nulls:
+        what = (
+            "the dataset is empty" if len(data) == 0 else f"every one of its {len(data)} text values is null"
+        )
+        raise DataError(
+            f"{what}; set text_column to the column that holds the text", step="load", column=cfg.text_column
+        )
+    chunks = Chunks(_chunks(len(data), dataset=data, column=cfg.text_column), len(data) - nulls, text_bytes)
+    return chunks, {"null_rows": nulls}
+
+
+def _check_file_types(cfg: Any) -> None:
+    """Refuses input files whose text values are of different kinds (``"a"`` in one, ``5`` in another).
+
+    ``datasets`` would cast the numbers to text silently, so ``5`` became a document. The first
+    rows of each csv, json or parquet file are read (its schema, for parquet) and compared.
+    """
+    from lightning_order.data.engine.inputs import local_files
+
+    files = local_files(cfg.input_files)
+    if cfg.dataset not in ("json", "parquet", "csv") or len(files) < 1:
+        return
+    kinds = {str(path): _text_kind(path, cfg.dataset, cfg.text_column) for path in files}
+    found = {k for k in kinds.values() if k is not None}
+    if len(found) > 1 or (found and found != {"string"}):
+        listed = "; ".join(f"{path}: {kind}" for path, kind in kinds.items() if kind is not None)
+        raise DataError(
+            f"the text column {cfg.text_column!r} holds values of different kinds across the files ({listed}): "
+            "expected text in every file; numbers would silently become documents. Fix or remove the files "
+            "whose values are not strings",
+            step="load",
+            column=cfg.text_column,
+        )
+
+
+def _text_kind(path: Path, dataset: str, column: str) -> str | None:
+    """``"string"``, another kind's name, or ``None`` (the column is absent or only null in the first rows)."""
+    try:
+        if dataset == "parquet":
+            import pyarrow.parquet as pq
+
+            schema = pq.read_schema(path)
+            if column not in schema.names:
+                return None
+            field = schema.field(column).type
+            return "string" if pa.types.is_string(field) or pa.types.is_large_string(field) else str(field)
+        if dataset == "csv":
+            return "string"  # csv values are text until a reader guesses otherwise
+        kinds = set()
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            for number, line in enumerate(handle):
+                if number >= _SNIFF_ROWS:
+                    break
+                line = line.strip()
+                if not line:
+                    continue
+                try:
+                    row = json.loads(line)
+                except ValueError:
+                    return None  # a json array file or a broken line: datasets explains it
+                value = row.get(column) if isinstance(row, dict) else None
+                if value is not None:
+                    kinds.add("string" if isinstance(value, str) else type(value).__name__)
+        return None if not kinds else ("string" if kinds == {"string"} else "/".join(sorted(kinds)))
+    except OSError:
+        return None

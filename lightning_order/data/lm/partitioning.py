@@ -1,0 +1,161 @@
+"""The LM steps that read and place documents: ``load``, ``clean`` (into canonical partitions), ``split``.
+
+``load`` reads the input as chunks of rows in corpus order (:mod:`.documents`) and chooses the
+number of partitions from the corpus size (or ``num_partitions``), recorded. ``clean`` cleans,
+keys and routes every document to the partition of its key, and sorts each partition by key:
+the canonical partitions, the same whichever processes wrote them. ``split`` assigns each
+document by the seeded hash of its split key, per partition. A step that needs partitions and
+runs before ``clean`` (a wrong order) keys the input as it is (:func:`partitioned`).
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from lightning_order.data.engine.partitions import DocumentSet, partition_count
+from lightning_order.data.engine.runner import ROWS, DataState, StepContext, StepResult
+from lightning_order.data.lm import tasks
+from lightning_order.data.lm.config import LM_CODE_VERSION, LMConfig
+from lightning_order.data.lm.registry import LM_STEPS, engine_of, parts_of, scratch
+from lightning_order.errors import DataError
+from lightning_order.ledger import fingerprint
+
+__all__ = ["clean", "load", "partition", "partitioned", "split"]
+
+
+def partition(ctx: StepContext, source: Any, name: str, clean: bool, count: int) -> tuple[DocumentSet, dict]:
+    """``source`` (chunks or a DocumentSet) cleaned or not, keyed and written to ``count`` canonical partitions."""
+    cfg: LMConfig = ctx.config
+    engine = engine_of(ctx)
+    out = scratch(ctx, f"{'clean' if clean else 'keyed'}-{name}")
+    items = [
+        {
+            "source": (source, i),
+            "out": out / "fragments",
+            "partitions": count,
+            "clean": clean,
+            "eos_token": cfg.eos_token,
+            "hook": ctx.hooks.get("clean"),
+        }
+        for i in range(source.count)
+    ]
+    first = engine.map(tasks.clean_chunk, items, weight=source.text_bytes, desc=f"clean {name}")
+    fragments: dict[int, list[str]] = {p: [] for p in range(count)}
+    for result in first:
+        for p, path in result["fragments"].items():
+            fragments[int(p)].append(path)
+    merge = [{"partition": p, "fragments": fragments[p], "out": out} for p in range(count)]
+    merged = engine.map(tasks.merge_partition, merge, weight=source.text_bytes, desc=f"partition {name}")
+    shutil.rmtree(out / "fragments", ignore_errors=True)
+    rows = sum(r["rows"] for r in merged)
+    documents = DocumentSet(out, count, True, rows, sum(r["text_bytes"] for r in merged))
+    stats = {
+        "rows_in": sum(r["rows_in"] for r in first),
+        "rows": rows,
+        "dropped_empty": sum(r["dropped_empty"] for r in first),
+        "dropped_null": sum(r["dropped_null"] for r in first),
+        "digest": fingerprint([r["digest"] for r in merged]),
+    }
+    return documents, stats
+
+
+def partitioned(ctx: StepContext, source: Any, name: str, count: int) -> DocumentSet:
+    """``source`` as canonical partitions (the input chunks keyed as they are, uncleaned: a wrong order)."""
+    return source if source.partitioned else partition(ctx, source, name, False, count)[0]
+
+
+# -- load, clean -----------------------------------------------------------------------------------
+@LM_STEPS.register("load", takes=frozenset({None}), makes="rows", reads="none", writes_data=True)
+def load(ctx: StepContext, state: DataState) -> StepResult:
+    """Reads the documents (the standard library's documentation, or ``text_column`` of a dataset) as chunks."""
+    from lightning_order.data.lm.documents import read_input
+
+    cfg: LMConfig = ctx.config
+    work = ctx.work if ctx.work is not None else Path(".")
+    chunks, info = read_input(cfg, work)
+    count = partition_count(chunks.text_bytes, cfg.num_partitions)
+    engine = engine_of(ctx)
+    getattr(engine, "start", lambda weight: None)(chunks.text_bytes)  # workers forked before any thread pool
+    corpus = info.get("corpus") or fingerprint("files", cfg.input_identity)
+    fp = fingerprint("lm-load", LM_CODE_VERSION, cfg.load_identity(), corpus)
+    return StepResult(
+        replace(state, data=chunks, extra={**state.extra, "partitions": count}),
+        fp,
+        params={"dataset": cfg.dataset or "stdlib-docs", "corpus": corpus, "partitions": count},
+        # Where the work ran is a statistic: no fingerprint (the manifest's included) depends on it.
+        stats={
+            "rows": chunks.rows,
+            "bytes": chunks.text_bytes,
+            "null_rows": info["null_rows"],
+            "engine": engine.name,
+            "workers": engine.workers,
+        },
+    )
+
+
+@LM_STEPS.register("clean", takes=ROWS, reads="data", writes_data=True)
+def clean(ctx: StepContext, state: DataState) -> StepResult:
+    """Cleans every document (:func:`~.documents.clean_document`), keys it and writes the canonical partitions.
+
+    Empty documents are dropped and counted (``dropped_empty``), so are null text values
+    (``dropped_null``).
+    """
+    count = int(state.extra["partitions"])
+    cleaned, stats = {}, {"rows_in": 0, "rows": 0, "dropped_empty": 0, "dropped_null": 0}
+    digests = []
+    for name, source in parts_of(state).items():
+        cleaned[name], found = partition(ctx, source, name, True, count)
+        digests.append(found.pop("digest"))
+        for key in stats:
+            stats[key] += found[key]
+    if stats["rows"] == 0 or any(len(docs) == 0 for docs in cleaned.values()):
+        raise DataError(
+            f"no document is left after cleaning ({stats['rows_in']} read: {stats['dropped_empty']} empty or "
+            f"whitespace, {stats['dropped_null']} null); check text_column",
+            step="clean",
+        )
+    fp = fingerprint("lm-clean", LM_CODE_VERSION, dict(ctx.inputs), digests)
+    if state.parts:
+        part_fps = {name: fingerprint(fp, name) for name in cleaned}
+        return StepResult(replace(state, parts=cleaned, part_fps=part_fps), fp, parts=part_fps, stats=stats)
+    return StepResult(replace(state, data=cleaned["all"]), fp, stats=stats)
+
+
+# -- split -----------------------------------------------------------------------------------------
+@LM_STEPS.register("split", takes=ROWS, reads="data", writes_data=True, partitions=("train", "val"))
+def split(ctx: StepContext, state: DataState) -> StepResult:
+    """Train/validation by the seeded hash of each document's word sequence (stable as the corpus grows)."""
+    cfg: LMConfig = ctx.config
+    docs = partitioned(ctx, state.data, "all", int(state.extra["partitions"]))
+    out = {name: scratch(ctx, "split", name) for name in ("train", "val")}
+    items = [
+        {"documents": docs, "partition": p, "val_fraction": cfg.val_fraction, "seed": cfg.seed, "out": out}
+        for p in range(docs.count)
+    ]
+    results = engine_of(ctx).map(tasks.split_partition, items, weight=docs.text_bytes, desc="split")
+    params = {"val_fraction": cfg.val_fraction, "seed": cfg.seed, "key": "document"}
+    fp = fingerprint("lm-split", LM_CODE_VERSION, dict(ctx.inputs), params)
+    parts, part_fps, stats = {}, {}, {}
+    for name in ("train", "val"):
+        rows = sum(r[name]["rows"] for r in results)
+        if rows == 0:
+            raise DataError(
+                f"the {name} split is empty ({len(docs)} documents, val_fraction={cfg.val_fraction}); "
+                "use more documents or another val_fraction",
+                step="split",
+            )
+        parts[name] = DocumentSet(
+            out[name], docs.count, True, rows, sum(r[name]["text_bytes"] for r in results)
+        )
+        part_fps[name] = fingerprint(fp, name, [r[name]["digest"] for r in results])
+        stats[f"{name}_rows"] = rows
+    return StepResult(
+        replace(state, data=None, parts=parts, part_fps=part_fps),
+        fp,
+        parts=part_fps,
+        params=params,
+        stats=stats,
+    )

@@ -1,0 +1,315 @@
+"""The per-partition work of the LM steps: plain, picklable functions of one work item each.
+
+An engine (:mod:`lightning_order.data.engine.engines`) runs them in this process, in worker
+processes, or on Ray; each reads what its item names from disk, writes its own files, and
+returns small plain results that the step combines in item order. Nothing here depends on which
+process runs it or on how many there are.
+
+* :func:`clean_chunk` then :func:`merge_partition`: the first pass (clean, key, route to the
+  partition of the key) and the canonical partitions (fragments joined, sorted by key);
+* :func:`dedup_bands`, :func:`group_bucket`, :func:`confirm_pairs`: exact duplicates per
+  partition, MinHash band keys routed to buckets, candidate pairs per bucket, each confirmed by
+  its exact word n-gram Jaccard (see :mod:`.clusters`);
+* :func:`split_partition`, :func:`sample_partition`, :func:`encode_partition`,
+  :func:`pack_partition`: the split by document hash, the tokenizer's sample, token ids, blocks.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import xxhash
+
+from lightning_order.data.engine.keys import key_bytes, val_mask
+from lightning_order.data.engine.partitions import (
+    KEY_COLUMNS,
+    DocumentSet,
+    read_table,
+    table_digest,
+    write_table,
+)
+from lightning_order.errors import DataError
+
+__all__ = [
+    "clean_chunk",
+    "confirm_pairs",
+    "dedup_bands",
+    "encode_partition",
+    "group_bucket",
+    "merge_partition",
+    "pack_partition",
+    "sample_partition",
+    "split_partition",
+]
+
+#: The seed of the hash that orders documents for the tokenizer's sample (fixed: part of the rule).
+SAMPLE_SEED = 0x5A17
+_SCHEMA = pa.schema(
+    [
+        ("text", pa.large_string()),
+        ("key_hi", pa.uint64()),
+        ("key_lo", pa.uint64()),
+        ("text_hash", pa.uint64()),
+    ]
+)
+
+
+def _keyed_table(texts: list[str]) -> pa.Table:
+    from lightning_order.data.lm.documents import document_keys
+
+    hi, lo, own = document_keys(texts)
+    return pa.table([pa.array(texts, pa.large_string()), hi, lo, own], schema=_SCHEMA)
+
+
+# -- the first pass: clean and partition ------------------------------------------------------------
+def clean_chunk(item: dict[str, Any]) -> dict[str, Any]:
+    """Cleans one chunk (or only keys it: ``clean=False``) and writes its rows to per-partition fragments.
+
+    Item keys: ``source`` (``(reader, file)``: a :class:`~.documents.Chunks` or a
+    :class:`DocumentSet`, and which of its files), ``out`` (the folder of fragments),
+    ``partitions``, ``clean`` (bool), ``eos_token``, ``hook`` (a user's picklable
+    ``clean(text) -> text``, or ``None``).
+
+    Returns:
+        ``rows_in``, ``rows``, ``dropped_empty``, ``dropped_null``, ``text_bytes`` and
+        ``fragments`` (partition -> fragment path).
+    """
+    from lightning_order.data.lm.documents import clean_document
+
+    reader, index = item["source"]
+    raw, name = reader.texts(index, keep_nulls=True), f"f{index:06d}"
+    nulls = sum(t is None for t in raw)
+    texts = [t for t in raw if t is not None]
+    if item["clean"]:
+        hook, eos = item.get("hook"), item["eos_token"]
+        texts = [hook(t) for t in texts] if hook else [clean_document(t, eos) for t in texts]
+        _check_texts(texts, name)
+    kept = [t for t in texts if t.strip()]
+    table = _keyed_table(kept)
+    count = int(item["partitions"])
+    partition = (table.column("key_lo").to_numpy() % np.uint64(count)).astype(np.int64)
+    out = Path(item["out"])
+    fragments = {}
+    for p in np.unique(partition).tolist():
+        path = out / f"p{p:05d}" / f"{name}.arrow"
+        write_table(table.filter(pa.array(partition == p)), path)
+        fragments[int(p)] = str(path)
+    return {
+        "rows_in": len(raw),
+        "rows": len(kept),
+        "dropped_null": nulls,
+        "dropped_empty": len(texts) - len(kept),
+        "text_bytes": sum(len(t.encode("utf-8", "surrogatepass")) for t in kept),
+        "fragments": fragments,
+    }
+
+
+def _check_texts(texts: list[Any], where: str) -> None:
+    """A cleaned document must be text (a user's own ``clean`` may return something else)."""
+    bad = next((i for i, t in enumerate(texts) if not isinstance(t, str)), None)
+    if bad is not None:
+        raise DataError(
+            f"clean returned {type(texts[bad]).__name__}, not text, for document {bad} of input chunk "
+            f"{where[1:]}: a clean override must return a str",
+            step="clean",
+        )
+
+
+def merge_partition(item: dict[str, Any]) -> dict[str, Any]:
+    """Joins partition ``p``'s fragments, sorts them by key (the canonical order), writes ``part-p``.
+
+    Item keys: ``partition``, ``fragments`` (paths, any order), ``out`` (the set's folder).
+    """
+    paths = sorted(item["fragments"])
+    tables = [read_table(Path(p)) for p in paths]
+    table = pa.concat_tables(tables) if tables else _SCHEMA.empty_table()
+    table = table.sort_by([(name, "ascending") for name in KEY_COLUMNS]).combine_chunks()
+    out = Path(item["out"]) / f"part-{int(item['partition']):05d}.arrow"
+    write_table(table, out)  # the fragments stay until every partition is merged: a retry finds them
+    return {
+        "rows": table.num_rows,
+        "text_bytes": _text_bytes(table),
+        "digest": table_digest(table),
+    }
+
+
+def _text_bytes(table: pa.Table) -> int:
+    import pyarrow.compute as pc
+
+    return int(pc.sum(pc.binary_length(table.column("text"))).as_py() or 0) if table.num_rows else 0
+
+
+# -- deduplication ---------------------------------------------------------------------------------
+def dedup_bands(item: dict[str, Any]) -> dict[str, Any]:
+    """Exact duplicates of one partition (a mask), then MinHash band keys of its kept rows, routed to buckets.
+
+    Item keys: ``documents`` (a DocumentSet), ``partition``, ``part`` (the part's index,
+    for doc ids), ``masks`` (the folder for the exact mask), ``bands`` (the bucket folder),
+    ``buckets``, ``threshold``, ``ngram``, ``num_perm``, ``seed``.
+    """
+    from lightning_order.data.lm.clusters import band_keys, doc_ids
+
+    documents: DocumentSet = item["documents"]
+    p = int(item["partition"])
+    table = documents.read(p, ["text", "key_hi", "key_lo"])
+    hi, lo = table.column("key_hi").to_numpy(), table.column("key_lo").to_numpy()
+    keep = np.ones(table.num_rows, dtype=bool)
+    if table.num_rows > 1:
+        keep[1:] = (hi[1:] != hi[:-1]) | (lo[1:] != lo[:-1])  # sorted by key: a duplicate follows its first
+    mask_path = Path(item["masks"]) / f"exact-{item['part']}-{p:05d}.npy"
+    mask_path.parent.mkdir(parents=True, exist_ok=True)
+    np.save(mask_path, keep)
+    rows = np.flatnonzero(keep)
+    texts = table.column("text").to_pylist()
+    keys, docs, short = band_keys(
+        [texts[i] for i in rows], item["threshold"], item["ngram"], item["num_perm"], item["seed"]
+    )
+    docs = doc_ids(int(item["part"]), p, rows[docs])
+    buckets = int(item["buckets"])
+    route = (keys % np.uint64(buckets)).astype(np.int64)
+    for bucket in np.unique(route).tolist():
+        chosen = route == bucket
+        path = Path(item["bands"]) / f"b{bucket:05d}" / f"{item['part']}-{p:05d}.npy"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        np.save(path, np.stack([keys[chosen], docs[chosen].view(np.uint64)], axis=1))
+    return {"mask": str(mask_path), "exact_removed": int((~keep).sum()), "short": short}
+
+
+def group_bucket(item: dict[str, Any]) -> np.ndarray:
+    """The candidate pairs of one bucket: documents sharing a band key (``(n, 2)`` int64, unique, ``a < b``)."""
+    from lightning_order.data.lm.clusters import pairs_of_groups
+
+    folder = Path(item["folder"])
+    arrays = [np.load(path) for path in sorted(folder.glob("*.npy"))] if folder.exists() else []
+    if not arrays:
+        return np.empty((0, 2), dtype=np.int64)
+    both = np.concatenate(arrays)
+    return pairs_of_groups(both[:, 0], both[:, 1].view(np.int64))
+
+
+def confirm_pairs(item: dict[str, Any]) -> dict[str, Any]:
+    """Each candidate pair's exact word n-gram Jaccard, read from the partitions; which reach the threshold.
+
+    Item keys: ``pairs`` (``(n, 2)`` doc ids), ``parts`` (part index -> DocumentSet, as before
+    deduplication), ``threshold``, ``ngram``.
+
+    Returns:
+        ``confirmed`` (bool per pair) and ``keys`` (per pair and side, the document's 128-bit key
+        as ``(hi, lo)``: the cluster keeps its smallest).
+    """
+    from lightning_order.data.lm.clusters import split_doc_ids
+    from lightning_order.data.lm.dedup import shingle_set
+
+    pairs = np.asarray(item["pairs"], dtype=np.int64).reshape(-1, 2)
+    parts: dict[int, DocumentSet] = item["parts"]
+    tables: dict[tuple[int, int], pa.Table] = {}
+    shingles: dict[int, np.ndarray] = {}
+
+    def row(doc: int) -> tuple[pa.Table, int]:
+        part, p, r = split_doc_ids(np.array([doc]))
+        where = (int(part[0]), int(p[0]))
+        if where not in tables:
+            tables[where] = read_table(parts[where[0]].path(where[1]), ["text", "key_hi", "key_lo"])
+        return tables[where], int(r[0])
+
+    def shingled(doc: int) -> np.ndarray:
+        if doc not in shingles:
+            table, r = row(doc)
+            shingles[doc] = shingle_set(table.column("text")[r].as_py(), item["ngram"])
+        return shingles[doc]
+
+    confirmed = np.zeros(len(pairs), dtype=bool)
+    keys = np.zeros((len(pairs), 2, 2), dtype=np.uint64)
+    for i, (a, b) in enumerate(pairs.tolist()):
+        sa, sb = shingled(a), shingled(b)
+        inter = len(np.intersect1d(sa, sb, assume_unique=True))
+        union = len(sa) + len(sb) - inter
+        confirmed[i] = union > 0 and inter / union >= item["threshold"]
+        for side, doc in enumerate((a, b)):
+            table, r = row(doc)
+            keys[i, side] = (table.column("key_hi")[r].as_py(), table.column("key_lo")[r].as_py())
+    return {"confirmed": confirmed, "keys": keys}
+
+
+# -- split, sample, encode, pack ---------------------------------------------------------------------
+def split_partition(item: dict[str, Any]) -> dict[str, Any]:
+    """Partition ``p``'s kept rows to train or validation by the seeded hash of their split key.
+
+    Item keys: ``documents``, ``partition``, ``val_fraction``, ``seed``, ``out`` (part -> folder).
+    Each part's file keeps the canonical order and gains ``doc_hash`` (the unseeded key hash).
+    """
+    from lightning_order.data.engine.keys import hash_keys
+
+    documents: DocumentSet = item["documents"]
+    p = int(item["partition"])
+    table = documents.read(p)
+    keys = key_bytes(table.column("text"), text=True)
+    flags = val_mask(hash_keys(keys, seed=int(item["seed"])), float(item["val_fraction"]))
+    table = table.append_column("doc_hash", pa.array(hash_keys(keys).view(np.int64)))
+    out = {}
+    for name, chosen in (("train", ~flags), ("val", flags)):
+        part = table.filter(pa.array(chosen))
+        write_table(part, Path(item["out"][name]) / f"part-{p:05d}.arrow")
+        out[name] = {"rows": part.num_rows, "text_bytes": _text_bytes(part), "digest": table_digest(part)}
+    return out
+
+
+def sample_partition(item: dict[str, Any]) -> dict[str, Any]:
+    """The sampling hash (seeded xxh3-64 of the text) and UTF-8 size of every kept document of one file."""
+    documents: DocumentSet = item["documents"]
+    texts = documents.texts(int(item["file"]))
+    encoded = [t.encode("utf-8", "surrogatepass") for t in texts]
+    hashes = np.fromiter(
+        (xxhash.xxh3_64_intdigest(b, seed=SAMPLE_SEED) for b in encoded), dtype=np.uint64, count=len(encoded)
+    )
+    return {"hashes": hashes, "bytes": np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))}
+
+
+def encode_partition(item: dict[str, Any]) -> dict[str, Any]:
+    """Token ids of one file's documents, one end-of-text id after each, written as an int32 ``.npy``.
+
+    Item keys: ``documents``, ``file``, ``tokenizer`` (a ``tokenizer.json`` path), ``eos_id``
+    (``None``: no end-of-text, a wrong order), ``vocab_size``, ``out`` (the ``.npy`` path),
+    ``part``.
+    """
+    from tokenizers import Tokenizer
+
+    from lightning_order.data.lm.blocks import encode_documents
+
+    documents: DocumentSet = item["documents"]
+    texts = documents.texts(int(item["file"]))
+    tokenizer = Tokenizer.from_file(item["tokenizer"])
+    where = f"{item['part']} split, file {int(item['file'])}"
+    stream = encode_documents(tokenizer, texts, item["eos_id"], where=where, vocab_size=item["vocab_size"])
+    out = Path(item["out"])
+    out.parent.mkdir(parents=True, exist_ok=True)
+    np.save(out, stream.ids)
+    eos = int((stream.ids == item["eos_id"]).sum()) if item["eos_id"] is not None else 0
+    return {
+        "tokens": len(stream.ids),
+        "documents": len(texts),
+        "eos_tokens": eos,
+        "digest": xxhash.xxh3_128_hexdigest(stream.ids.tobytes()),
+    }
+
+
+def pack_partition(item: dict[str, Any]) -> np.ndarray:
+    """Writes one file's whole blocks into its rows of the shared block file; returns its tail tokens.
+
+    Item keys: ``tokens`` (the ``.npy``), ``blocks`` (the shared ``.npy``), ``offset`` (its
+    first row there), ``width`` (``block_size + 1``).
+    """
+    ids = np.load(item["tokens"], mmap_mode="r")
+    width = int(item["width"])
+    count = len(ids) // width
+    if count:
+        blocks = np.load(item["blocks"], mmap_mode="r+")
+        blocks[int(item["offset"]) : int(item["offset"]) + count] = np.asarray(ids[: count * width]).reshape(
+            count, width
+        )
+        blocks.flush()
+        del blocks
+    return np.array(ids[count * width :], dtype=np.int32)

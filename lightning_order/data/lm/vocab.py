@@ -1,0 +1,151 @@
+"""``build_vocab`` for language modelling: the tokenizer's sample, its training, or a supplied tokenizer checked.
+
+The sample is deterministic and capped: every train document gets a seeded hash of its text;
+documents are taken in hash order until ``tokenizer_train_bytes`` would be passed, and fed to the
+trainer in partition order. It depends on the documents alone (never on how many processes read
+them), and what it was is recorded: its documents, bytes and fingerprint (the hashes taken, in
+order). A byte-level BPE's merges come from word counts, so the sample's order does not matter
+to the result either.
+
+A supplied ``tokenizer.json`` is read once and hashed from the same bytes, its truncation and
+padding switched off (recorded), and its character loss on the sample measured: more than
+:data:`~.tokenizer.MAX_CHARACTER_LOSS` of the characters lost (no unknown token and no byte
+fallback) is refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import xxhash
+
+from lightning_order.data.engine.runner import ROWS, DataState, StepContext, StepResult, train_data
+from lightning_order.data.lm import tasks
+from lightning_order.data.lm.config import LMConfig, padded_size
+from lightning_order.data.lm.registry import LM_STEPS, engine_of
+from lightning_order.data.lm.tokenizer import (
+    MAX_CHARACTER_LOSS,
+    character_loss,
+    read_tokenizer,
+    train_byte_bpe,
+)
+from lightning_order.errors import DataError
+
+__all__ = ["build_tokenizer", "build_vocab", "sample_threshold"]
+
+#: Documents of the sample whose character loss is measured for a supplied tokenizer.
+_LOSS_SAMPLE = 256
+
+
+def sample_threshold(hashes: np.ndarray, sizes: np.ndarray, cap: int) -> tuple[int, int, int]:
+    """The largest hash kept when documents are taken in hash order until ``cap`` bytes would be passed.
+
+    Returns:
+        ``(threshold, documents, bytes)``: documents with a hash at or below ``threshold`` form
+        the sample (every one when the total is within ``cap``; at least one document).
+    """
+    if not len(hashes):
+        return -1, 0, 0
+    order = np.argsort(hashes, kind="stable")
+    total = np.cumsum(sizes[order])
+    taken = max(1, int(np.searchsorted(total, cap, side="right")))
+    return int(hashes[order[taken - 1]]), taken, int(total[taken - 1])
+
+
+def _sample(source: Any, threshold: int, hashed: list[dict[str, np.ndarray]]) -> Iterator[str]:
+    """The sampled documents of ``source``, file by file in partition order."""
+    for index, found in enumerate(hashed):
+        chosen = found["hashes"] <= np.uint64(threshold) if threshold >= 0 else np.zeros(0, dtype=bool)
+        if chosen.any():
+            texts = source.texts(index)
+            yield from (texts[i] for i in np.flatnonzero(chosen))
+
+
+def build_tokenizer(cfg: Any, source: Any, engine: Any, work: Path | None) -> tuple[Any, dict, dict]:
+    """The tokenizer ``build_vocab`` records, with its ``params`` and ``stats`` (see the module docstring).
+
+    Args:
+        cfg: the :class:`~.config.LMConfig`.
+        source: the documents it learns from (the train part's DocumentSet; the whole corpus
+            before the split, a wrong order).
+        engine: runs the per-file hashing.
+        work: unused (the sample is streamed from the files).
+
+    Raises:
+        DataError: the sample is empty, or a supplied tokenizer loses characters.
+    """
+    items = [{"documents": source, "file": i} for i in range(source.count)]
+    hashed = engine.map(tasks.sample_partition, items, weight=source.text_bytes, desc="tokenizer sample")
+    hashes = np.concatenate([np.empty(0, np.uint64), *(h["hashes"] for h in hashed)])
+    sizes = np.concatenate([np.empty(0, np.int64), *(h["bytes"] for h in hashed)])
+    if not len(hashes):
+        raise DataError(
+            "the tokenizer's sample is empty: the train split holds no document", step="build_vocab"
+        )
+    threshold, documents, size = sample_threshold(hashes, sizes, cfg.tokenizer_train_bytes)
+    digest = xxhash.xxh3_128()
+    for found in hashed:
+        digest.update(np.sort(found["hashes"][found["hashes"] <= np.uint64(threshold)]).tobytes())
+    sample = {
+        "sample_documents": documents,
+        "sample_bytes": size,
+        "sample_fingerprint": digest.hexdigest(),
+        "rows": len(hashes),
+    }
+    if cfg.tokenizer_file is not None:
+        supplied = read_tokenizer(cfg.tokenizer_file, cfg.eos_token, digest=cfg.tokenizer_digest)
+        probe = [t for _, t in zip(range(_LOSS_SAMPLE), _sample(source, threshold, hashed))]
+        lost, total = character_loss(supplied.tokenizer, probe)
+        if total and lost / total > MAX_CHARACTER_LOSS:
+            raise DataError(
+                f"tokenizer_file {cfg.tokenizer_file!r} cannot encode {lost} of {total} characters of "
+                f"{len(probe)} train documents ({lost / total:.2%}; it has no unknown token and no byte "
+                "fallback, so they would vanish from the data): use a tokenizer that covers the text "
+                "(a byte-level BPE, or one with byte_fallback), or tokenizer_file=None to train one",
+                step="build_vocab",
+            )
+        params = {
+            "source": "supplied",
+            "tokenizer_file": str(cfg.tokenizer_file),
+            "xxh3": supplied.digest,
+            "switched_off": list(supplied.switched_off),
+        }
+        return supplied.tokenizer, params, {**sample, "character_loss": lost / total if total else 0.0}
+    tokenizer = train_byte_bpe(
+        _sample(source, threshold, hashed), cfg.vocab_size, eos_token=cfg.eos_token, length=documents
+    )
+    params = {
+        "source": "trained",
+        "vocab_size": cfg.vocab_size,
+        "tokenizer": "byte-level-bpe",
+        "tokenizer_train_bytes": cfg.tokenizer_train_bytes,
+    }
+    return tokenizer, params, sample
+
+
+@LM_STEPS.register("build_vocab", takes=ROWS, consumes=("clean",), reads="train")
+def build_vocab(ctx: StepContext, state: DataState) -> StepResult:
+    """Trains the byte-level BPE on a hash-sample of the train documents, or reads ``tokenizer_file``."""
+    cfg: LMConfig = ctx.config
+    tokenizer, params, stats = build_tokenizer(cfg, train_data(state), engine_of(ctx), ctx.work)
+    size = tokenizer.get_vocab_size(with_added_tokens=True)
+    params["pad_vocab_multiple"] = cfg.pad_vocab_multiple
+    stats.update(
+        vocab_size=size,
+        padded_vocab_size=padded_size(size, cfg.pad_vocab_multiple),
+        eos_id=tokenizer.token_to_id(cfg.eos_token),
+        special_tokens=[cfg.eos_token],
+    )
+    from lightning_order.fingerprints import tokenizer_fingerprint
+
+    return StepResult(
+        replace(state, tokenizer=tokenizer),
+        tokenizer_fingerprint(tokenizer),
+        params=params,
+        stats=stats,
+        learned=params["source"] == "trained",  # a supplied tokenizer learned from nothing here
+    )

@@ -1,0 +1,128 @@
+"""``OrderedLMDataModule(engine="ray")``: the same data and proofs as on one machine (issue #24).
+
+Ray is started locally by the tests (its own short temp folder each, shut down after): one node
+with two CPUs, and a simulated cluster of two nodes (``ray.cluster_utils.Cluster``). The engine
+attaches to the Ray the test started and leaves it running.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ray = pytest.importorskip("ray")
+
+from lightning_order import DataError, OrderedLMDataModule  # noqa: E402
+from lightning_order.data.engine.ray_engine import RayEngine  # noqa: E402
+from lightning_order.data.lm import prepare, tasks  # noqa: E402
+
+pytestmark = pytest.mark.slow
+SMALL = {"max_documents": 500, "vocab_size": 400, "block_size": 32, "num_partitions": 4}
+
+
+@pytest.fixture
+def local_ray():
+    temp = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # short: Ray's socket paths must fit in 107 bytes
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, _temp_dir=temp)
+    yield
+    ray.shutdown()
+
+
+def _same(a: OrderedLMDataModule, b: OrderedLMDataModule) -> None:
+    assert a.data_fingerprints() == b.data_fingerprints()
+    for split in ("train", "val"):
+        assert np.array_equal(
+            np.load(a.cache_path / split / "blocks.npy"), np.load(b.cache_path / split / "blocks.npy")
+        )
+
+
+@pytest.fixture(scope="module")
+def local_reference(tmp_path_factory) -> OrderedLMDataModule:
+    dm = OrderedLMDataModule(cache_dir=str(tmp_path_factory.mktemp("local")), num_proc=1, **SMALL)
+    dm.prepare_data()
+    return dm
+
+
+def test_ray_prepares_the_same_data_as_local(tmp_path, local_ray, local_reference):
+    dm = OrderedLMDataModule(cache_dir=str(tmp_path), engine="ray", **SMALL)
+    dm.prepare_data()
+    assert dm.ledger.latest("load").stats["engine"] == "ray"
+    _same(dm, local_reference)
+    assert ray.is_initialized()  # the test's Ray is left running
+
+
+def test_a_simulated_two_node_cluster_prepares_the_same_data(tmp_path, local_reference):
+    from ray.cluster_utils import Cluster
+
+    temp = tempfile.mkdtemp(prefix="ray", dir="/tmp")
+    cluster = Cluster(
+        initialize_head=True, head_node_args={"num_cpus": 1, "temp_dir": temp, "include_dashboard": False}
+    )
+    cluster.add_node(num_cpus=1)
+    try:
+        dm = OrderedLMDataModule(cache_dir=str(tmp_path), engine="ray", ray_address=cluster.address, **SMALL)
+        dm.prepare_data()
+        assert dm.ledger.latest("load").stats["workers"] == 2 and len(cluster.list_all_nodes()) == 2
+        _same(dm, local_reference)
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+
+
+def _kill_merge(marker: str, always: bool):
+    """A merge task that kills its own worker process (once, or every time)."""
+
+    def merge(item):
+        if always or not os.path.exists(marker):
+            Path(marker).touch()
+            os._exit(1)
+        return tasks.merge_partition(item)
+
+    return merge
+
+
+class KillingEngine(RayEngine):
+    """The Ray engine, with the worker of the first merge task killed."""
+
+    def __init__(self, marker: str, always: bool, **kwargs):
+        super().__init__(**kwargs)
+        self.killer = _kill_merge(marker, always)
+
+    def map(self, fn, items, weight=None, desc=""):
+        return super().map(self.killer if fn is tasks.merge_partition else fn, items, weight, desc)
+
+
+@pytest.mark.parametrize("always", [False, True], ids=["killed-once-retried", "killed-every-time"])
+def test_a_killed_worker_never_leaves_a_cache_that_is_trusted(
+    tmp_path, local_ray, local_reference, monkeypatch, always
+):
+    marker = str(tmp_path / "killed")
+    monkeypatch.setattr(
+        prepare, "make_engine", lambda name, num_proc, address=None: KillingEngine(marker, always)
+    )
+    dm = OrderedLMDataModule(cache_dir=str(tmp_path / "cache"), engine="ray", **SMALL)
+    if always:
+        with pytest.raises(DataError, match="was lost") as info:
+            dm.prepare_data()
+        assert "\n" not in str(info.value)
+        assert not dm.cache_path.exists() and not list(dm.cache_root.glob(".tmp-*"))
+        monkeypatch.undo()
+        dm = OrderedLMDataModule(cache_dir=str(tmp_path / "cache"), engine="ray", **SMALL)
+        dm.prepare_data()  # the rerun, on a healthy Ray
+    else:
+        dm.prepare_data()
+    assert os.path.exists(marker)  # a worker did die
+    _same(dm, local_reference)
+
+
+def test_an_error_inside_a_task_is_raised_as_itself(tmp_path, local_ray):
+    path = tmp_path / "docs.jsonl"
+    path.write_text('{"text": "   "}\n{"text": "\\n"}\n')
+    dm = OrderedLMDataModule("json", data_files=str(path), cache_dir=str(tmp_path / "c"), engine="ray")
+    with pytest.raises(DataError, match="no document is left after cleaning") as info:
+        dm.prepare_data()
+    assert info.value.step == "clean"
