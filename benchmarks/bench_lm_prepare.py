@@ -144,6 +144,12 @@ def _ours(data: str, cache: str, num_proc: int, engine: str) -> dict:
     from lightning_order import OrderedLMDataModule
 
     start, cpu = time.perf_counter(), _cpu()
+    if engine == "ray":  # Ray's own start-up, reported apart (the engine attaches to this Ray)
+        import ray
+
+        ray.init(address="local", num_cpus=num_proc, include_dashboard=False, log_to_driver=False)
+    ray_startup = time.perf_counter() - start
+    start, cpu = time.perf_counter(), _cpu()
     dm = OrderedLMDataModule(
         "parquet",
         data_files=data,
@@ -166,6 +172,8 @@ def _ours(data: str, cache: str, num_proc: int, engine: str) -> dict:
         "dedup": {k: dm.ledger.latest("dedup").stats[k] for k in ("exact_removed", "near_removed", "rows")},
         "sample": {k: dm.ledger.latest("build_vocab").stats[k] for k in ("sample_documents", "sample_bytes")},
         "partitions": dm.ledger.latest("load").params["partitions"],
+        "fingerprints": dm.data_fingerprints(),
+        "ray_startup_seconds": ray_startup if engine == "ray" else None,
     }
 
 
@@ -186,7 +194,13 @@ def _floor(data: str, sample: str, documents: str) -> dict:
         encodings = tokenizer.encode_batch_fast(batch.column(0).to_pylist(), add_special_tokens=False)
         tokens += sum(len(e.ids) for e in encodings)
     elapsed, cpu = time.perf_counter() - start, _cpu() - cpu
-    return {"seconds": elapsed, "cpu": cpu, "train_seconds": trained, "tokens": tokens, "tokenizer": tokenizer.to_str()}
+    return {
+        "seconds": elapsed,
+        "cpu": cpu,
+        "train_seconds": trained,
+        "tokens": tokens,
+        "tokenizer": tokenizer.to_str(),
+    }
 
 
 def _floor_inputs(cache: Path, folder: Path) -> tuple[Path, Path]:
@@ -207,7 +221,9 @@ def _floor_inputs(cache: Path, folder: Path) -> tuple[Path, Path]:
 
     train = [t for f in files["train"] for t in read_table(f, ["text"]).column("text").to_pylist()]
     encoded = [t.encode("utf-8", "surrogatepass") for t in train]
-    hashes = np.fromiter((xxhash.xxh3_64_intdigest(b, seed=SAMPLE_SEED) for b in encoded), np.uint64, len(train))
+    hashes = np.fromiter(
+        (xxhash.xxh3_64_intdigest(b, seed=SAMPLE_SEED) for b in encoded), np.uint64, len(train)
+    )
     sizes = np.fromiter(map(len, encoded), np.int64, len(train))
     cap = ledger.latest("build_vocab").params["tokenizer_train_bytes"]
     threshold, count, _ = sample_threshold(hashes, sizes, cap)
@@ -225,25 +241,50 @@ def _floor_inputs(cache: Path, folder: Path) -> tuple[Path, Path]:
     return sample_path, docs_path
 
 
-def measure(megabytes: float, data_dir: Path, num_proc: int, engine: str = "local") -> dict:
-    """Ours and the floor on the corpus of ``megabytes``, each in its own process."""
+def measure(megabytes: float, data_dir: Path, num_proc: int, engines: tuple[str, ...] = ("local",)) -> dict:
+    """Ours (on each engine) and the floor on the corpus of ``megabytes``, each in its own process."""
     corpus = build_corpus(data_dir, megabytes)
+    runs = {}
     with tempfile.TemporaryDirectory(dir=data_dir) as tmp:
-        ours = _run(["--worker", "ours", "--data", str(corpus), "--cache", tmp, "--num-proc", str(num_proc), "--engine", engine])
+        for engine in engines:
+            cache = str(Path(tmp) / engine)
+            runs[engine] = _run(
+                [
+                    "--worker",
+                    "ours",
+                    "--data",
+                    str(corpus),
+                    "--cache",
+                    cache,
+                    "--num-proc",
+                    str(num_proc),
+                    "--engine",
+                    engine,
+                ]
+            )
+            print(f"  ours ({engine}): {runs[engine]['seconds']:.1f} s", file=sys.stderr, flush=True)
+        ours = runs[engines[0]]
         sample, docs = _floor_inputs(Path(ours["cache"]), Path(tmp))
-        floor = _run(["--worker", "floor", "--data", str(corpus), "--sample", str(sample), "--docs", str(docs)])
+        floor = _run(
+            ["--worker", "floor", "--data", str(corpus), "--sample", str(sample), "--docs", str(docs)]
+        )
+        print(f"  floor: {floor['seconds']:.1f} s", file=sys.stderr, flush=True)
         ours_tokenizer = json.loads((Path(ours["cache"]) / "tokenizer.json").read_text())
         same = json.loads(floor.pop("tokenizer")) == ours_tokenizer
+        identical = len({json.dumps(r["fingerprints"], sort_keys=True) for r in runs.values()}) == 1
     import pyarrow.parquet as pq
 
-    mb = pq.read_metadata(corpus).num_rows and sum(
-        len(t.encode()) for t in pq.read_table(corpus).column("text").to_pylist()
-    ) / 1e6
+    mb = (
+        pq.read_metadata(corpus).num_rows
+        and sum(len(t.encode()) for t in pq.read_table(corpus).column("text").to_pylist()) / 1e6
+    )
     return {
         "megabytes": round(mb, 1),
         "num_proc": num_proc,
-        "engine": engine,
+        "engines": list(engines),
         "ours": ours,
+        "by_engine": runs,
+        "engines_prepare_identical_data": identical,
         "floor": floor,
         "same_tokenizer": same,
         "ours_over_floor": ours["seconds"] / floor["seconds"],
@@ -254,10 +295,21 @@ def measure(megabytes: float, data_dir: Path, num_proc: int, engine: str = "loca
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--sizes", type=float, nargs="+", default=[250, 1000], help="corpus sizes, MB of text")
+    parser.add_argument(
+        "--sizes", type=float, nargs="+", default=[250, 1000], help="corpus sizes, MB of text"
+    )
     parser.add_argument("--num-proc", type=int, default=2)
-    parser.add_argument("--engine", default="local", choices=["local", "ray"])
-    parser.add_argument("--data-dir", type=Path, default=Path(tempfile.gettempdir()) / "lightning_order_bench")
+    parser.add_argument("--engine", default="local", choices=["local", "ray"], help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--engines",
+        nargs="+",
+        default=["local"],
+        choices=["local", "ray"],
+        help="ours on each (the first is compared with the floor)",
+    )
+    parser.add_argument(
+        "--data-dir", type=Path, default=Path(tempfile.gettempdir()) / "lightning_order_bench"
+    )
     parser.add_argument("--json", type=Path)
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--data", help=argparse.SUPPRESS)
@@ -273,16 +325,25 @@ def main() -> None:
         return
     results = []
     for size in args.sizes:
-        result = measure(size, args.data_dir, args.num_proc, args.engine)
+        result = measure(size, args.data_dir, args.num_proc, tuple(args.engines))
         results.append(result)
         print(json.dumps(result), flush=True)
-    print(f"\n{'MB':>7} {'ours s':>8} {'floor s':>8} {'ratio':>6} {'peak MB':>8} {'main MB':>8} {'MB/s/core':>10}")
+    print(
+        f"\n{'MB':>7} {'ours s':>8} {'floor s':>8} {'ratio':>6} {'peak MB':>8} {'main MB':>8} {'MB/s/core':>10}"
+    )
     for r in results:
         print(
             f"{r['megabytes']:>7.0f} {r['ours']['seconds']:>8.1f} {r['floor']['seconds']:>8.1f} "
             f"{r['ours_over_floor']:>6.2f} {r['ours']['peak_rss_mb']:>8.0f} {r['ours']['peak_rss_main_mb']:>8.0f} "
             f"{r['ours_mb_s_per_core']:>10.2f}"
         )
+        for engine, run in r["by_engine"].items():
+            startup = (
+                f", Ray start-up {run['ray_startup_seconds']:.1f} s apart"
+                if run["ray_startup_seconds"]
+                else ""
+            )
+            print(f"        {engine}: {run['seconds']:.1f} s{startup}, steps {run['steps']}")
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
 
