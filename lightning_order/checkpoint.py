@@ -11,6 +11,7 @@ checkpoints always load this way. Nothing here imports a class a checkpoint name
 from __future__ import annotations
 
 import math
+import os
 import pickle
 import re
 import sys
@@ -24,7 +25,7 @@ from lightning_order.errors import CheckpointError
 if TYPE_CHECKING:  # torch is imported where a checkpoint is read: `audit` of manifests needs none
     import torch
 
-__all__ = ["load_checkpoint", "plain"]
+__all__ = ["load_checkpoint", "plain", "unreadable_checkpoint"]
 
 
 def load_checkpoint(path: str | PathLike[str], map_location: str | torch.device = "cpu") -> dict[str, Any]:
@@ -35,9 +36,9 @@ def load_checkpoint(path: str | PathLike[str], map_location: str | torch.device 
         map_location: where tensors go.
 
     Raises:
-        CheckpointError: the file holds objects other than plain data and tensors (it may try to
-            run code); the message names what it refers to and the fix.
-        FileNotFoundError: there is no such file.
+        CheckpointError: the file is missing, empty, truncated or not a checkpoint (one line:
+            the file and what is wrong), or it holds objects other than plain data and tensors
+            (it may try to run code; the message names what it refers to and the fix).
     """
     import torch
 
@@ -45,17 +46,52 @@ def load_checkpoint(path: str | PathLike[str], map_location: str | torch.device 
         checkpoint = torch.load(str(path), map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as err:
         named = re.search(r"GLOBAL (\S+)", str(err))
+        if named is None and "weights_only" not in str(err).lower() and "unsupported" not in str(err).lower():
+            raise unreadable_checkpoint(path, err) from None
         raise CheckpointError(
             f"refused to load checkpoint {path}: it holds more than tensors and plain data"
             f"{f' (it names {named.group(1)})' if named else ''}, and unpickling it could run code; "
             "lightning_order reads checkpoints with weights_only=True only. Fix: load it only if you "
             "trust its source, and re-save its state_dict and plain entries"
         ) from None
+    except (
+        OSError,
+        EOFError,
+        RuntimeError,
+        ValueError,
+        AttributeError,
+        TypeError,
+        IndexError,
+        KeyError,
+    ) as err:
+        raise unreadable_checkpoint(path, err) from None
     if not isinstance(checkpoint, Mapping):
         raise CheckpointError(
             f"{path} is not a Lightning checkpoint: expected a dict, got {type(checkpoint).__name__}"
         )
     return dict(checkpoint)
+
+
+def unreadable_checkpoint(path: str | PathLike[str], err: BaseException) -> CheckpointError:
+    """The one line for a checkpoint that cannot be read: the file and what is wrong with it."""
+    try:
+        size = os.path.getsize(path)
+    except OSError:
+        error = CheckpointError(
+            f"checkpoint {path} does not exist (or cannot be opened): pass the path of a .ckpt file"
+        )
+        error.unreadable = True  # type: ignore[attr-defined]
+        return error
+    if size == 0:
+        what = "is empty (0 bytes)"
+    else:
+        what = f"is not a readable checkpoint ({size} bytes; {type(err).__name__}: {str(err).strip().splitlines()[0][:120] if str(err).strip() else 'no detail'})"
+    error = CheckpointError(
+        f"checkpoint {path} {what}: it is truncated, damaged or not a torch checkpoint; use an intact copy, "
+        "or the previous checkpoint of the run"
+    )
+    error.unreadable = True  # type: ignore[attr-defined]  # not an unsafe one: nothing to defer to Lightning
+    return error
 
 
 def plain(value: Any) -> Any:

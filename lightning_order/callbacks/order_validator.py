@@ -182,7 +182,15 @@ class OrderValidator(Callback):
     @override
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         # Exactly what state_dict saved; older or foreign states may lack keys (or hold a
-        # "version"): default them, never fail a resume on that.
+        # "version"): default them, never fail a resume on that. Something else is no state of ours.
+        if not isinstance(state_dict, Mapping) or not isinstance(
+            state_dict.get("fingerprints") or {}, Mapping
+        ):
+            raise CheckpointError(
+                f"the checkpoint's OrderValidator state is not what OrderValidator saves (got "
+                f"{type(state_dict).__name__}): the checkpoint is damaged or was written by something else; "
+                "resume from an intact checkpoint"
+            )
         self.fingerprints = {str(k): str(v) for k, v in (state_dict.get("fingerprints") or {}).items()}
         self.dims = dict(state_dict.get("dims") or {})
         self._restored = True
@@ -273,6 +281,9 @@ class OrderValidator(Callback):
             try:  # never unpickle code: a checkpoint of more than plain data is left to Lightning's load
                 checkpoint = load_checkpoint(path)
             except CheckpointError as err:
+                if getattr(err, "unreadable", False):
+                    self._unguard()
+                    raise  # truncated, empty or not a checkpoint: one line now, not Lightning's traceback later
                 log.debug("OrderValidator: resume check deferred to the weight restore (%s)", err)
             else:
                 self._check_checkpoint(trainer, checkpoint)

@@ -139,6 +139,17 @@ def _tokenizer_violations(ev: Mapping[str, Any]) -> list[Violation]:
                 details={"max_token_id": top, "rows": table},
             )
         )
+    elif top is not None and size is not None and int(top) >= int(size) and not short:
+        found.append(
+            Violation(
+                "vocab-changed-after-init",
+                ("init_model", "encode"),
+                f"the batches hold token id {top}, but the tokenizer in use has {size} tokens: no text encodes to it "
+                "(it falls in the model's padding rows, which only ever learn to be avoided); the blocks were not "
+                "encoded with this tokenizer: prepare the data again with it",
+                details={"max_token_id": top, "tokenizer_size": size},
+            )
+        )
     padded = ev.get("recorded_padded")
     head = ev.get("head_rows")
     if padded is not None and head is not None and int(head) != int(padded) and not short:

@@ -167,3 +167,50 @@ def test_recover_knows_this_packages_own_classes_and_asks_for_others(honest: Pat
     plan = recover(tmp_path / "own.ckpt", path="resume")
     assert isinstance(plan.model, OrderedTextClassifier)
     assert torch.equal(plan.model.embedding.weight, checkpoint["state_dict"]["embedding.weight"])
+
+
+# -- a checkpoint that cannot be read is refused in one line, through every path -----------------
+@pytest.fixture(params=["empty", "truncated", "garbage", "missing"])
+def unreadable(request: pytest.FixtureRequest, honest: Path, tmp_path: Path) -> tuple[Path, str]:
+    path = tmp_path / f"{request.param}.ckpt"
+    if request.param == "empty":
+        path.write_bytes(b"")
+    elif request.param == "truncated":
+        path.write_bytes(honest.read_bytes()[: honest.stat().st_size // 2])
+    elif request.param == "garbage":
+        path.write_bytes(b"these are not the weights you are looking for\n" * 100)
+    words = {"empty": "is empty", "missing": "does not exist"}.get(request.param, "not a readable checkpoint")
+    return path, words
+
+
+def test_load_checkpoint_names_the_file_and_what_is_wrong(unreadable: tuple[Path, str]) -> None:
+    path, words = unreadable
+    with pytest.raises(CheckpointError, match=words) as info:
+        load_checkpoint(path)
+    assert str(path) in str(info.value) and "\n" not in str(info.value)
+
+
+def test_fit_from_an_unreadable_checkpoint_stops_before_any_step(
+    unreadable: tuple[Path, str], tmp_path: Path
+) -> None:
+    path, words = unreadable
+    trainer = quiet_trainer(tmp_path, [OrderValidator()], max_steps=2)
+    trainer.ckpt_path = str(path)  # known in setup: refused there, in one line, before Lightning reads it
+    # A missing file is Lightning's own one line (FileNotFoundError naming it), kept as users catch it.
+    expected = (FileNotFoundError, "not found") if "missing" in path.name else (CheckpointError, words)
+    with pytest.raises(expected[0], match=expected[1]) as info:
+        trainer.fit(OrderedTextClassifier(**DIMS), _batches())
+    assert str(path) in str(info.value) and "\n" not in str(info.value)
+    assert trainer.global_step == 0
+
+
+def test_recover_and_audit_refuse_an_unreadable_checkpoint_in_one_line(
+    unreadable: tuple[Path, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    path, words = unreadable
+    with pytest.raises(CheckpointError, match=words):
+        recover(path, model_cls=OrderedTextClassifier)
+    assert main(["audit", str(path)]) == 2
+    out = capsys.readouterr()
+    said = out.out + out.err
+    assert (words in said or "no such file" in said) and str(path) in said and "Traceback" not in said

@@ -27,10 +27,14 @@ cache (``audit``, a cache hit) does not import them.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import os
 import re
 import shutil
+import socket
+import sys
 import time
 import uuid
 import warnings
@@ -43,10 +47,14 @@ from lightning_order.data.engine.storage import CACHE_HINT, storage_error, stora
 from lightning_order.errors import CacheWarning, DataError, ManifestError
 from lightning_order.ledger import MANIFEST_NAME, StepLedger
 
+log = logging.getLogger(__name__)
+
 __all__ = [
     "CACHE_ENV",
+    "LOCK_NOTICE_S",
     "STALE_AFTER_S",
     "TEMP_MARKER",
+    "acquire_lock",
     "cache_lock",
     "cache_problems",
     "check_cache_path",
@@ -65,6 +73,8 @@ CACHE_ENV = "LIGHTNING_ORDER_CACHE"
 _REQUIRED = ("train", "val", "tokenizer.json")  # every pipeline writes these
 #: Temporary folders of *other* configurations older than this (seconds) and not locked are deleted.
 STALE_AFTER_S = 6 * 3600
+#: How often a process waiting for a cache lock says who holds it (seconds).
+LOCK_NOTICE_S = 10.0
 #: The file :func:`new_temp_dir` writes first into every folder it makes (it stays when the folder is
 #: published): the proof that the library wrote it.
 TEMP_MARKER = ".lightning_order"
@@ -208,6 +218,7 @@ def remove_stale_others(root: Path, key: str, older_than: float = STALE_AFTER_S)
                     is_own_temp_dir(p, other) for p in root.glob(f".tmp-{other}-*")
                 ):
                     lock_path.unlink(missing_ok=True)
+                    _holder_path(root, other).unlink(missing_ok=True)
         except (Timeout, OSError):
             continue  # someone prepares it, or it vanished: leave it
         removed.append(tmp)
@@ -232,7 +243,93 @@ def publish(tmp: Path, final: Path) -> Path:
     return final
 
 
-def build_once(root: Path, key: str, build: Callable[[Path], None], step: str = "prepare_data") -> None:
+def _holder_path(root: Path, key: str) -> Path:
+    return root / f"{key}.lock.json"
+
+
+def _describe_holder(root: Path, key: str) -> str:
+    """Who holds the lock of ``key``, from what the holder wrote when it took it."""
+    try:
+        holder = json.loads(_holder_path(root, key).read_text())
+    except (OSError, ValueError):
+        return "another process (it wrote no details)"
+    since = time.time() - float(holder.get("since", time.time()))
+    pid, host = holder.get("pid"), holder.get("host")
+    alive = ""
+    if host == socket.gethostname() and isinstance(pid, int):
+        alive = ", alive" if _pid_alive(pid) else ", which no longer exists"
+    return f"process {pid} on {host}{alive} ({holder.get('command', '?')}), for {since:.0f} s"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # exists, but not ours to signal
+        return True
+    return True
+
+
+def acquire_lock(root: Path, key: str, timeout: float | None, step: str) -> FileLock:
+    """Takes the lock of ``key``, saying every :data:`LOCK_NOTICE_S` seconds who holds it and for how long.
+
+    The lock is the operating system's (``flock``): a holder that dies releases it at once, and
+    the next waiter takes it over. What the holder writes beside it (pid, host, command, since
+    when) is what the notices and the timeout name.
+
+    Raises:
+        DataError: ``timeout`` seconds passed (``lock_timeout``); the message names the holder and
+            what to do.
+    """
+    lock = cache_lock(root, key)
+    start = time.monotonic()
+    while True:
+        waited = time.monotonic() - start
+        wait = LOCK_NOTICE_S if timeout is None else max(0.0, min(LOCK_NOTICE_S, timeout - waited))
+        try:
+            lock.acquire(timeout=wait)
+            break
+        except Timeout:
+            waited = time.monotonic() - start
+            holder = _describe_holder(root, key)
+            if timeout is not None and waited >= timeout:
+                raise DataError(
+                    f"gave up after waiting {waited:.0f} s (lock_timeout={timeout}) for the cache lock "
+                    f"{root / key}.lock, held by {holder}: if that process is stuck, stop it; or raise "
+                    "lock_timeout (None waits for ever)",
+                    step=step,
+                ) from None
+            log.warning(
+                "lightning_order: waiting %.0f s for the cache lock %s.lock, held by %s",
+                waited,
+                root / key,
+                holder,
+            )
+    info = {
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "since": time.time(),
+        "command": " ".join(sys.argv[:2]),
+    }
+    with contextlib.suppress(OSError):
+        _holder_path(root, key).write_text(json.dumps(info))
+    return lock
+
+
+def _release(lock: FileLock, root: Path, key: str) -> None:
+    with contextlib.suppress(OSError):
+        _holder_path(root, key).unlink(missing_ok=True)
+    lock.release()
+
+
+def build_once(
+    root: Path,
+    key: str,
+    build: Callable[[Path], None],
+    step: str = "prepare_data",
+    lock_timeout: float | None = None,
+) -> None:
     """Builds the cache folder ``root/key`` with ``build(tmp)`` unless an intact one exists.
 
     Under the lock: a damaged folder is reported (:class:`CacheWarning` naming each bad file) and
@@ -242,16 +339,16 @@ def build_once(root: Path, key: str, build: Callable[[Path], None], step: str = 
     temporary folder is deleted, so nothing half-written is ever trusted or left behind.
 
     Raises:
-        DataError: the cache path is a file or a symbolic link (refused before any work), or the
-            cache location cannot be written (full, read-only, denied: the step and the path).
+        DataError: the cache path is a file or a symbolic link (refused before any work), the
+            cache location cannot be written (full, read-only, denied: the step and the path), or
+            the lock was not free within ``lock_timeout`` seconds (its holder named).
     """
     final = root / key
     if is_complete(final, key):
         return
     check_cache_path(final)
     try:
-        lock = cache_lock(root, key)
-        lock.acquire()
+        lock = acquire_lock(root, key, lock_timeout, step)
     except OSError as err:
         raise storage_error(err, step, root) or DataError(
             f"cannot create the cache root or its lock at {root} ({err}); " + CACHE_HINT, step=step
@@ -284,4 +381,4 @@ def build_once(root: Path, key: str, build: Callable[[Path], None], step: str = 
             with storage_errors(step, tmp or root):
                 raise err
     finally:
-        lock.release()
+        _release(lock, root, key)

@@ -48,7 +48,15 @@ __all__ = [
 ]
 
 #: Fields that serve the prepared data but do not shape it (never in the cache key).
-SERVING_FIELDS: tuple[str, ...] = ("batch_size", "num_workers", "shuffle", "cache_dir", "order", "enforce")
+SERVING_FIELDS: tuple[str, ...] = (
+    "batch_size",
+    "num_workers",
+    "shuffle",
+    "cache_dir",
+    "order",
+    "enforce",
+    "lock_timeout",
+)
 #: The most worker processes a dataloader or a step may be given (a typo guard, not a limit of ours).
 MAX_PROCESSES = 1024
 
@@ -177,6 +185,8 @@ class BaseDataConfig(InputFiles):
     """the data steps to run, in order (a permutation or subset of the pipeline's data steps); ``None`` for the mandated order."""
     enforce: bool = True
     """refuse an order that breaks the pipeline's rules (``OrderError`` at construction); ``False`` runs it as asked and records what really happened."""
+    lock_timeout: float | None = None
+    """seconds to wait for another process preparing the same cache (its holder is named every 10 s while waiting); ``None``: wait for as long as it takes."""
 
     def __post_init__(self) -> None:
         self.validate()
@@ -231,6 +241,15 @@ class BaseDataConfig(InputFiles):
         )
         check_bool("shuffle", self.shuffle, step="shard")
         check_bool("enforce", self.enforce, step="prepare_data")
+        if self.lock_timeout is not None and (
+            isinstance(self.lock_timeout, bool)
+            or not isinstance(self.lock_timeout, (int, float))
+            or not self.lock_timeout >= 0
+        ):
+            raise DataError(
+                f"lock_timeout must be a number of seconds >= 0 or None, got {self.lock_timeout!r}; e.g. lock_timeout=600",
+                step="prepare_data",
+            )
         check_optional_str("cache_dir", self.cache_dir, step="prepare_data")
 
     @classmethod

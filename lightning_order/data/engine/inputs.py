@@ -142,7 +142,8 @@ def diagnose_files(files: Iterable[Path], dataset: str | None) -> DataError | No
     """The first input file that cannot give rows, explained; ``None`` when none is found wrong.
 
     Checks, per file: empty (0 bytes); a parquet file with 0 rows; a csv with a header and no
-    row; a csv, json or text file that is not UTF-8 (the byte, its offset and line).
+    row; a csv, json or text file that is not UTF-8 (the byte, its offset and line); a JSON
+    lines file with a line that is not JSON (its line number and the parser's message).
     """
     for path in files:
         if path.stat().st_size == 0:
@@ -153,6 +154,8 @@ def diagnose_files(files: Iterable[Path], dataset: str | None) -> DataError | No
             problem = _parquet_problem(path)
         elif dataset in _TEXT_BUILDERS:
             problem = _utf8_problem(path) or (_header_only(path) if dataset == "csv" else None)
+            if problem is None and dataset == "json":
+                problem = _json_lines_problem(path)
         else:
             problem = None
         if problem:
@@ -195,6 +198,30 @@ def _utf8_problem(path: Path) -> str | None:
                 return None
             offset += len(chunk)
             lines += chunk.count(b"\n")
+
+
+def _json_lines_problem(path: Path) -> str | None:
+    """The first line of a JSON lines file that is not a JSON value (a whole-file JSON array is left to datasets)."""
+    import json
+
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        first = handle.read(1)
+        while first and first.isspace():
+            first = handle.read(1)
+        if first == "[":
+            return None
+        handle.seek(0)
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                json.loads(line)
+            except ValueError as err:
+                return (
+                    f"is not valid JSON lines: line {number} ({line.strip()[:60]!r}) cannot be parsed ({err.msg} "
+                    f"at column {err.colno}); fix or remove that line"
+                )
+    return None
 
 
 def _header_only(path: Path) -> str | None:

@@ -20,6 +20,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import xxhash
 
+from lightning_order.data.engine.long_texts import LONG_TEXT_CHARS, word_pieces
+
 __all__ = [
     "KEY_HASH_COLUMN",
     "hash_keys",
@@ -29,6 +31,7 @@ __all__ = [
     "key_hashes",
     "replace_rows",
     "text_key",
+    "text_key_hashes",
     "text_keys",
     "val_mask",
 ]
@@ -137,6 +140,38 @@ def hash_keys(values: list[bytes], seed: int | None = None) -> np.ndarray:
     return np.fromiter(
         (xxhash.xxh3_64_intdigest(v, seed=seed) for v in values), dtype=np.uint64, count=len(values)
     )
+
+
+def text_key_hashes(array: pa.Array, seeds: Sequence[int | None]) -> list[np.ndarray]:
+    """The xxh3-64 hash (uint64) of every text's :func:`text_key`, once per seed in ``seeds``.
+
+    The keys are made once for all seeds. A text of more than
+    :data:`~.long_texts.LONG_TEXT_CHARS` bytes is keyed in pieces cut before whitespace (the
+    same words, so the same hash) and never held as one key or one list of words.
+    """
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks()
+    long = pc.fill_null(pc.greater(pc.binary_length(array), LONG_TEXT_CHARS), False)
+    long = long.to_numpy(zero_copy_only=False)
+    out = [np.empty(len(array), dtype=np.uint64) for _ in seeds]
+    rows = np.flatnonzero(~long)
+    if len(rows):
+        keys = key_bytes(array.take(pa.array(rows)) if len(rows) < len(array) else array, text=True)
+        for hashes, seed in zip(out, seeds):
+            hashes[rows] = hash_keys(keys, seed)
+    for row in np.flatnonzero(long).tolist():
+        hashers = [xxhash.xxh3_64() if seed is None else xxhash.xxh3_64(seed=seed) for seed in seeds]
+        separate = False
+        for piece in word_pieces(array[row].as_py()):
+            found = _WORD.findall(piece.lower())
+            if found:
+                data = (" " if separate else "") + " ".join(found)
+                for hasher in hashers:
+                    hasher.update(data.encode("utf-8"))
+                separate = True
+        for hashes, hasher in zip(out, hashers):
+            hashes[row] = hasher.intdigest()
+    return out
 
 
 def key_hash_array(array: pa.Array, text: bool, seed: int | None = None) -> np.ndarray:

@@ -21,6 +21,18 @@ if TYPE_CHECKING:  # datasets is imported when rows are loaded (a cache hit need
 __all__ = ["load_files"]
 
 
+def _check_utf8(data: datasets.Dataset) -> None:
+    """Raises ``ArrowInvalid`` when a text column holds bytes that are not UTF-8.
+
+    ``datasets``' JSON reader stores such bytes as they are; Python fails on them much later, in a
+    worker, with a raw ``UnicodeDecodeError``. One pass over the text here names the file instead.
+    """
+    table = data.data.table
+    for name, kind in zip(table.column_names, table.schema.types):
+        if str(kind) in ("string", "large_string"):
+            table.column(name).validate(full=True)
+
+
 def _check_identity(cfg: Any, files: list[Path], when: str) -> None:
     if files and files_identity(cfg.input_files, cfg.input_hash) != cfg.input_identity:
         raise DataError(
@@ -60,6 +72,7 @@ def load_files(cfg: Any, hf_cache: Path | None, **options: Any) -> datasets.Data
             cache_dir=None if hf_cache is None else str(hf_cache),
             **options,
         )
+        _check_utf8(data)
     except (DataError, KeyboardInterrupt):
         raise
     except Exception as err:  # datasets raises many kinds; the user needs the step and the input

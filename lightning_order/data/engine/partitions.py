@@ -30,6 +30,7 @@ __all__ = [
     "KEY_COLUMNS",
     "DocumentSet",
     "PartitionedTexts",
+    "TextColumn",
     "partition_count",
     "read_table",
     "table_digest",
@@ -122,6 +123,10 @@ class DocumentSet:
         """The kept texts of file ``index``, in file order (a partition holds no null)."""
         return self.read(index, ["text"]).column("text").to_pylist()
 
+    def text_column(self, index: int) -> TextColumn:
+        """The kept texts of file ``index`` as a sequence made one text at a time (one huge document is held once)."""
+        return TextColumn(self.read(index, ["text"]).column("text"))
+
     def __len__(self) -> int:
         return self.rows
 
@@ -134,6 +139,26 @@ def _empty(columns: Sequence[str] | None) -> pa.Table:
     names = list(columns) if columns is not None else ["text"]
     types = {"text": pa.large_string(), "doc_hash": pa.int64()}
     return pa.table({name: pa.array([], type=types.get(name, pa.uint64())) for name in names})
+
+
+class TextColumn(Sequence[str]):
+    """An Arrow text column as a read-only sequence of ``str``, each made when it is read."""
+
+    def __init__(self, column: pa.ChunkedArray) -> None:
+        self._column = column
+
+    def __len__(self) -> int:
+        return len(self._column)
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        return self._column[int(index)].as_py()
+
+    def __iter__(self) -> Iterator[str]:
+        for chunk in self._column.chunks:
+            for i in range(len(chunk)):
+                yield chunk[i].as_py()
 
 
 class PartitionedTexts(Sequence[str]):

@@ -9,7 +9,7 @@ the whole corpus.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -63,23 +63,24 @@ def pieces(text: str, size: int = MAX_PIECE_CHARS) -> list[str]:
     return out
 
 
-def _batches(docs: Sequence[str]) -> list[tuple[list[int], list[str]]]:
-    """``(document index per piece, pieces)`` batches of at most about ``MAX_PIECE_CHARS`` characters each."""
-    batches: list[tuple[list[int], list[str]]] = []
+def _batches(docs: Sequence[str]) -> Iterator[tuple[list[int], list[str]]]:
+    """``(document index per piece, pieces)`` batches of at most about ``MAX_PIECE_CHARS`` characters each.
+
+    Made as they are encoded: a long document's pieces are never all held at once.
+    """
     owners: list[int] = []
     texts: list[str] = []
     chars = 0
     for index, doc in enumerate(docs):
         for piece in pieces(doc):
             if texts and chars + len(piece) > MAX_PIECE_CHARS:
-                batches.append((owners, texts))
+                yield owners, texts
                 owners, texts, chars = [], [], 0
             owners.append(index)
             texts.append(piece)
             chars += len(piece)
     if texts:
-        batches.append((owners, texts))
-    return batches
+        yield owners, texts
 
 
 def encode_documents(
@@ -110,36 +111,36 @@ def encode_documents(
     """
     encode = getattr(tokenizer, "encode_batch_fast", tokenizer.encode_batch)
     lengths = np.zeros(len(docs), dtype=np.int64)
-    chunks = []
+    chunks: list[np.ndarray] = []  # each document's pieces, then its end-of-text id
+    eos = np.array([] if eos_id is None else [eos_id], dtype=np.int32)
+    done = 0  # documents whose end-of-text id is in chunks
+    highest = -1
     for owners, texts in _batches(docs):
         for owner, encoding in zip(owners, encode(texts, add_special_tokens=False)):
+            while done < owner:
+                chunks.append(eos)
+                done += 1
             ids = np.asarray(encoding.ids, dtype=np.int32)
-            if eos_id is not None and len(ids) and (ids == eos_id).any():
-                raise DataError(
-                    f"document {owner} ({where or 'this split'}: {docs[owner][:60]!r}...) encodes to the "
-                    f"end-of-text id {eos_id} itself; its text holds the token in a form cleaning did not "
-                    "remove: clean it (override clean_document, or the clean step)",
-                    step="encode",
-                )
+            if len(ids):
+                highest = max(highest, int(ids.max()))
+                if eos_id is not None and (ids == eos_id).any():
+                    raise DataError(
+                        f"document {owner} ({where or 'this split'}: {docs[owner][:60]!r}...) encodes to the "
+                        f"end-of-text id {eos_id} itself; its text holds the token in a form cleaning did not "
+                        "remove: clean it (override clean_document, or the clean step)",
+                        step="encode",
+                    )
             chunks.append(ids)
             lengths[owner] += len(ids)
-    extra = 0 if eos_id is None else 1
-    ends = np.cumsum(lengths + extra) - 1
-    ids = np.empty(int(lengths.sum()) + extra * len(docs), dtype=np.int32)
-    body = np.concatenate(chunks) if chunks else np.empty(0, dtype=np.int32)
-    if vocab_size is not None and len(body) and int(body.max()) >= vocab_size:
+    chunks.extend([eos] * (len(docs) - done))
+    if vocab_size is not None and highest >= vocab_size:
         raise DataError(
-            f"the tokenizer gives id {int(body.max())} ({where or 'this split'}), not below its vocab_size "
+            f"the tokenizer gives id {highest} ({where or 'this split'}), not below its vocab_size "
             f"{vocab_size}: an id beyond the model's table; use a tokenizer whose ids are all below its size",
             step="encode",
         )
-    if eos_id is None:
-        ids[:] = body
-        return TokenStream(ids, ends)
-    is_eos = np.zeros(len(ids), dtype=bool)
-    is_eos[ends] = True
-    ids[~is_eos] = body
-    ids[is_eos] = eos_id
+    ends = np.cumsum(lengths + len(eos)) - 1
+    ids = np.concatenate(chunks) if chunks else np.empty(0, dtype=np.int32)
     return TokenStream(ids, ends)
 
 

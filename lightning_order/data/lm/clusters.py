@@ -27,7 +27,18 @@ from dataclasses import dataclass
 import numpy as np
 import xxhash
 
-from lightning_order.data.lm.dedup import Shingles, check_params, lsh_bands, mix_hashes, shingle_set, words
+from lightning_order.data.engine.long_texts import LONG_TEXT_CHARS
+from lightning_order.data.lm.dedup import (
+    Shingles,
+    check_params,
+    lsh_bands,
+    mix_hashes,
+    ngram_hashes,
+    normalised_digest,
+    shingle_set,
+    word_hashes,
+    words,
+)
 from lightning_order.errors import DataError
 
 __all__ = [
@@ -72,27 +83,17 @@ def band_keys(
         ``(keys, rows, short)``: the keys, the index in ``texts`` of the text each came from, and
         how many texts were too short for n-grams.
     """
-    import rensa
-
-    words = [t.lower().split() for t in texts]
-    long = np.fromiter((len(w) >= ngram for w in words), dtype=bool, count=len(words))
-    short_rows = np.flatnonzero(~long)
+    few = np.fromiter((few_words(t, ngram) for t in texts), dtype=bool, count=len(texts))
+    short_rows = np.flatnonzero(few)
     short_keys = np.fromiter(
-        (
-            xxhash.xxh3_64_intdigest(" ".join(words[i]).encode("utf-8", "surrogatepass"), seed=seed)
-            for i in short_rows
-        ),
+        (normalised_digest(texts[i], xxhash.xxh3_64(seed=seed)) for i in short_rows),
         dtype=np.uint64,
         count=len(short_rows),
     )
-    rows = np.flatnonzero(long)
+    rows = np.flatnonzero(~few)
     if not len(rows):
         return short_keys, short_rows, len(short_rows)
-    shingles = Shingles([words[i] for i in rows], ngram)
-    matrix = rensa.RMinHash.digest_matrix_from_flat_token_hashes(
-        shingles.hashes, shingles.offsets, num_perm, seed
-    )
-    signatures = np.asarray(matrix.to_rows(), dtype=np.uint64).reshape(len(rows), num_perm)
+    signatures = _signatures([texts[i] for i in rows], ngram, num_perm, seed)
     bands = lsh_bands(threshold, num_perm)
     width = num_perm // bands
     keys = np.empty((len(rows), bands), dtype=np.uint64)
@@ -101,6 +102,36 @@ def band_keys(
     long_keys = keys.ravel()
     long_rows = np.repeat(rows, bands)
     return np.concatenate([long_keys, short_keys]), np.concatenate([long_rows, short_rows]), len(short_rows)
+
+
+def few_words(text: str, ngram: int) -> bool:
+    """Whether ``text`` has fewer than ``ngram`` words (so no n-gram): it is deduplicated exactly only."""
+    return len(text.split(maxsplit=ngram - 1)) < ngram
+
+
+def _signatures(texts: list[str], ngram: int, num_perm: int, seed: int) -> np.ndarray:
+    """``(len(texts), num_perm)`` uint64 MinHash signatures of texts of at least ``ngram`` words.
+
+    Texts up to :data:`~.long_texts.LONG_TEXT_CHARS` share one :class:`Shingles` buffer; a longer
+    one is shingled alone from its word hashes (read in pieces, never as one list of words).
+    """
+    import rensa
+
+    out = np.empty((len(texts), num_perm), dtype=np.uint64)
+    long = np.fromiter((len(t) > LONG_TEXT_CHARS for t in texts), dtype=bool, count=len(texts))
+    normal = np.flatnonzero(~long)
+    if len(normal):
+        shingles = Shingles([words(texts[i]) for i in normal], ngram)
+        matrix = rensa.RMinHash.digest_matrix_from_flat_token_hashes(
+            shingles.hashes, shingles.offsets, num_perm, seed
+        )
+        out[normal] = np.asarray(matrix.to_rows(), dtype=np.uint64).reshape(len(normal), num_perm)
+    for i in np.flatnonzero(long).tolist():
+        hashes = ngram_hashes(word_hashes(texts[i]), ngram)
+        offsets = np.array([0, len(hashes)], dtype=np.uint64)
+        matrix = rensa.RMinHash.digest_matrix_from_flat_token_hashes(hashes, offsets, num_perm, seed)
+        out[i] = np.asarray(matrix.to_rows(), dtype=np.uint64).reshape(num_perm)
+    return out
 
 
 def pairs_of_groups(keys: np.ndarray, docs: np.ndarray) -> np.ndarray:
@@ -196,7 +227,7 @@ def _keys(texts: Sequence[str]) -> np.ndarray:
     """``(n, 2)`` uint64: each text's key (the 128-bit hash of its normalised text) as ``(hi, lo)``."""
     out = np.empty((len(texts), 2), dtype=np.uint64)
     for i, text in enumerate(texts):
-        key = xxhash.xxh3_128_intdigest(" ".join(words(text)).encode("utf-8", "surrogatepass"))
+        key = normalised_digest(text, xxhash.xxh3_128())
         out[i] = (key >> 64, key & 0xFFFFFFFFFFFFFFFF)
     return out
 
@@ -255,7 +286,7 @@ def deduplicate(
     exact_removed = int((~keep).sum())
     rows = np.flatnonzero(keep)
     band, band_rows, _ = band_keys([texts[i] for i in rows], threshold, ngram, num_perm, seed)
-    short = sum(len(words(t)) < ngram for t in texts)
+    short = sum(few_words(t, ngram) for t in texts)
     pairs = pairs_of_groups(band, rows[band_rows].astype(np.int64))
     pairs = pairs[_confirmed(texts, pairs, threshold, ngram)] if len(pairs) else pairs
     removed, _ = clusters_removed(pairs, keys[pairs].reshape(-1, 2, 2) if len(pairs) else np.empty((0, 2, 2)))

@@ -120,6 +120,7 @@ class OrderedLMDataModule(OrderedDataModuleBase):
         tokenizer_train_bytes: int = 128 << 20,
         engine: EngineName = "local",
         ray_address: str | None = None,
+        lock_timeout: float | None = None,
     ) -> None:
         super().__init__()
         self.save_hyperparameters(logger=False)

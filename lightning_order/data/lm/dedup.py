@@ -34,6 +34,7 @@ import numpy as np
 import pyarrow as pa
 import xxhash
 
+from lightning_order.data.engine.long_texts import LONG_TEXT_CHARS, word_pieces
 from lightning_order.errors import DataError
 
 __all__ = [
@@ -42,7 +43,10 @@ __all__ = [
     "jaccard",
     "lsh_bands",
     "mix_hashes",
+    "ngram_hashes",
+    "normalised_digest",
     "shingle_set",
+    "word_hashes",
     "word_ngrams",
     "words",
 ]
@@ -54,6 +58,57 @@ _MIX = np.uint64(0x9E3779B97F4A7C15)  # odd 64-bit multiplier (golden ratio) for
 def words(text: str) -> list[str]:
     """A document's words: the whitespace-separated tokens of its lower-cased text."""
     return text.lower().split()
+
+
+def normalised_digest(text: str, hasher: xxhash.xxh3_64 | xxhash.xxh3_128) -> int:
+    """``hasher``'s digest of ``text``'s normalised text (its words joined by one space).
+
+    A long text is fed in pieces (never held as one list of words); the digest is the one of
+    the whole normalised text.
+    """
+    if len(text) <= LONG_TEXT_CHARS:
+        hasher.update(" ".join(words(text)).encode("utf-8", "surrogatepass"))
+        return hasher.intdigest()
+    separate = False
+    for piece in word_pieces(text):
+        found = words(piece)
+        if found:
+            hasher.update(
+                (" " if separate else "").encode() + " ".join(found).encode("utf-8", "surrogatepass")
+            )
+            separate = True
+    return hasher.intdigest()
+
+
+def _hash_words(found: Sequence[str]) -> np.ndarray:
+    return np.fromiter(
+        (xxhash.xxh3_64_intdigest(w.encode("utf-8", "surrogatepass")) for w in found),
+        dtype=np.uint64,
+        count=len(found),
+    )
+
+
+def word_hashes(text: str) -> np.ndarray:
+    """The xxh3-64 hash of each of ``text``'s words, in order (a long text read in pieces)."""
+    if len(text) <= LONG_TEXT_CHARS:
+        return _hash_words(words(text))
+    return np.concatenate([_hash_words(words(piece)) for piece in word_pieces(text)])
+
+
+def ngram_hashes(hashes: np.ndarray, ngram: int) -> np.ndarray:
+    """The hash of every ``ngram`` consecutive word hashes (one per n-gram, in order; empty below ``ngram``).
+
+    Computed in place on one buffer (a long document costs a few times its words' hashes).
+    """
+    total = len(hashes) - ngram + 1
+    if total <= 0:
+        return np.empty(0, dtype=np.uint64)
+    out = hashes[:total].copy()
+    with np.errstate(over="ignore"):
+        for k in range(1, ngram):
+            np.multiply(out, _MIX, out=out)
+            np.add(out, hashes[k : total + k], out=out)
+    return _finalise(out, in_place=True)
 
 
 def word_ngrams(text: str, n: int = 5) -> set[str]:
@@ -118,13 +173,8 @@ class Shingles:
         )
         words = table[indices] if len(distinct) else np.empty(0, np.uint64)
         counts = np.maximum(lengths - ngram + 1, 0)
-        total = len(words) - ngram + 1
-        if total > 0 and counts.sum() > 0:
-            hashes = words[:total].copy()
-            with np.errstate(over="ignore"):
-                for k in range(1, ngram):
-                    hashes = hashes * _MIX + words[k : total + k]
-            hashes = _finalise(hashes)
+        if len(words) - ngram + 1 > 0 and counts.sum() > 0:
+            hashes = ngram_hashes(words, ngram)
             # Keep only the n-grams that start and end inside one document.
             starts = np.cumsum(lengths) - lengths
             doc = np.repeat(np.arange(len(lengths)), counts)
@@ -161,14 +211,15 @@ def _dictionary(word_lists: Sequence[list[str]]) -> tuple[list[str], np.ndarray]
         return list(position), np.fromiter(map(position.__getitem__, flat), dtype=np.int64, count=len(flat))
 
 
-def _finalise(x: np.ndarray) -> np.ndarray:
-    """splitmix64's finaliser: spreads the combined word hashes over all 64 bits."""
+def _finalise(x: np.ndarray, in_place: bool = False) -> np.ndarray:
+    """splitmix64's finaliser: spreads the combined word hashes over all 64 bits (``x`` itself changed if ``in_place``)."""
+    x = x if in_place else x.copy()
     with np.errstate(over="ignore"):
-        x = x ^ (x >> np.uint64(30))
-        x = x * np.uint64(0xBF58476D1CE4E5B9)
-        x = x ^ (x >> np.uint64(27))
-        x = x * np.uint64(0x94D049BB133111EB)
-        return x ^ (x >> np.uint64(31))
+        for shift, multiplier in ((30, 0xBF58476D1CE4E5B9), (27, 0x94D049BB133111EB)):
+            np.bitwise_xor(x, x >> np.uint64(shift), out=x)
+            np.multiply(x, np.uint64(multiplier), out=x)
+        np.bitwise_xor(x, x >> np.uint64(31), out=x)
+    return x
 
 
 def mix_hashes(columns: np.ndarray, salt: int = 0) -> np.ndarray:
@@ -178,22 +229,9 @@ def mix_hashes(columns: np.ndarray, salt: int = 0) -> np.ndarray:
         combined = np.full(len(columns), np.uint64(salt) * _MIX, dtype=np.uint64)
         for k in range(columns.shape[1]):
             combined = combined * _MIX + columns[:, k]
-    return _finalise(combined)
+    return _finalise(combined, in_place=True)
 
 
 def shingle_set(text: str, ngram: int = 5) -> np.ndarray:
     """The sorted distinct hashes of ``text``'s word n-grams (empty below ``ngram`` words), as :class:`Shingles` hashes them."""
-    found = words(text)
-    if len(found) < ngram:
-        return np.empty(0, dtype=np.uint64)
-    table = np.fromiter(
-        (xxhash.xxh3_64_intdigest(w.encode("utf-8", "surrogatepass")) for w in found),
-        dtype=np.uint64,
-        count=len(found),
-    )
-    total = len(table) - ngram + 1
-    hashes = table[:total].copy()
-    with np.errstate(over="ignore"):
-        for k in range(1, ngram):
-            hashes = hashes * _MIX + table[k : total + k]
-    return np.unique(_finalise(hashes))
+    return np.unique(ngram_hashes(word_hashes(text), ngram))

@@ -26,7 +26,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import xxhash
 
+from lightning_order.data.engine.long_texts import LONG_TEXT_CHARS, PIECE_CHARS, cleaning_pieces
 from lightning_order.data.engine.partitions import write_table
+from lightning_order.data.lm.dedup import normalised_digest
 from lightning_order.errors import DataError
 
 __all__ = [
@@ -54,20 +56,37 @@ def clean_document(text: str, eos_token: str = "<|endoftext|>") -> str:
     Unicode NFKC, line ends made ``\\n``, control characters dropped, *then* the end-of-text
     marker removed (only ``encode`` may place it; removed after the control characters, so a
     marker split by one cannot form again), trailing spaces stripped, three or more line breaks
-    made two, blank lines at both ends dropped (a first line's indentation is kept).
+    made two, blank lines at both ends dropped (a first line's indentation is kept). A long
+    document is cleaned in pieces (:func:`~.long_texts.cleaning_pieces`) to the same text.
     """
+    if len(text) <= LONG_TEXT_CHARS:
+        return _clean(text, eos_token, first=True, last=True)
+    cleaned: list[str] = []
+    pieces = cleaning_pieces(text)
+    piece = next(pieces)
+    for following in pieces:
+        cleaned.append(_clean(piece, eos_token, first=not cleaned, last=False))
+        piece = following
+    cleaned.append(_clean(piece, eos_token, first=not cleaned, last=True))
+    return "".join(cleaned)
+
+
+def _clean(text: str, eos_token: str, first: bool, last: bool) -> str:
     text = unicodedata.normalize("NFKC", text)
     if "\r" in text:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
     text = text.translate(_CONTROL)
     if eos_token and eos_token in text:
         text = text.replace(eos_token, " ")
-    text += "\n"
+    if last:
+        text += "\n"
     if " \n" in text or "\t\n" in text:
         text = _TRAILING.sub("\n", text)
     if "\n\n\n" in text:
         text = _BLANK_LINES.sub("\n\n", text)
-    return text.strip("\n").rstrip()
+    if first:
+        text = text.lstrip("\n")
+    return text.rstrip() if last else text
 
 
 def normalised_text(text: str) -> str:
@@ -82,10 +101,20 @@ def document_keys(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndar
     lo = np.empty(count, dtype=np.uint64)
     own = np.empty(count, dtype=np.uint64)
     for i, text in enumerate(texts):
-        key = xxhash.xxh3_128_intdigest(normalised_text(text).encode("utf-8", "surrogatepass"))
+        key = normalised_digest(text, xxhash.xxh3_128())
         hi[i], lo[i] = key >> 64, key & 0xFFFFFFFFFFFFFFFF
-        own[i] = xxhash.xxh3_64_intdigest(text.encode("utf-8", "surrogatepass"))
+        own[i] = _text_hash(text)
     return hi, lo, own
+
+
+def _text_hash(text: str) -> int:
+    """xxh3-64 of ``text``'s UTF-8 bytes (a long text encoded a piece at a time)."""
+    if len(text) <= LONG_TEXT_CHARS:
+        return xxhash.xxh3_64_intdigest(text.encode("utf-8", "surrogatepass"))
+    hasher = xxhash.xxh3_64()
+    for start in range(0, len(text), PIECE_CHARS):
+        hasher.update(text[start : start + PIECE_CHARS].encode("utf-8", "surrogatepass"))
+    return hasher.intdigest()
 
 
 @dataclass(frozen=True)

@@ -21,9 +21,10 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import xxhash
 
-from lightning_order.data.engine.keys import key_bytes, val_mask
+from lightning_order.data.engine.keys import val_mask
 from lightning_order.data.engine.partitions import (
     KEY_COLUMNS,
     DocumentSet,
@@ -80,15 +81,20 @@ def clean_chunk(item: dict[str, Any]) -> dict[str, Any]:
     from lightning_order.data.lm.documents import clean_document
 
     reader, index = item["source"]
-    raw, name = reader.texts(index, keep_nulls=True), f"f{index:06d}"
-    nulls = sum(t is None for t in raw)
-    texts = [t for t in raw if t is not None]
+    texts, name = reader.texts(index, keep_nulls=True), f"f{index:06d}"
+    rows_in = len(texts)
+    texts = [t for t in texts if t is not None]
+    nulls = rows_in - len(texts)
     if item["clean"]:
         hook, eos = item.get("hook"), item["eos_token"]
-        texts = [hook(t) for t in texts] if hook else [clean_document(t, eos) for t in texts]
+        for i, text in enumerate(texts):  # in place: one document's text is held once, raw or cleaned
+            texts[i] = hook(text) if hook else clean_document(text, eos)
         _check_texts(texts, name)
     kept = [t for t in texts if t.strip()]
+    dropped_empty = len(texts) - len(kept)
+    del texts
     table = _keyed_table(kept)
+    del kept
     count = int(item["partitions"])
     partition = (table.column("key_lo").to_numpy() % np.uint64(count)).astype(np.int64)
     out = Path(item["out"])
@@ -98,11 +104,11 @@ def clean_chunk(item: dict[str, Any]) -> dict[str, Any]:
         write_table(table.filter(pa.array(partition == p)), path)
         fragments[int(p)] = str(path)
     return {
-        "rows_in": len(raw),
-        "rows": len(kept),
+        "rows_in": rows_in,
+        "rows": table.num_rows,
         "dropped_null": nulls,
-        "dropped_empty": len(texts) - len(kept),
-        "text_bytes": sum(len(t.encode("utf-8", "surrogatepass")) for t in kept),
+        "dropped_empty": dropped_empty,
+        "text_bytes": int(pc.sum(pc.binary_length(table.column("text"))).as_py() or 0),
         "fragments": fragments,
     }
 
@@ -241,14 +247,14 @@ def split_partition(item: dict[str, Any]) -> dict[str, Any]:
     Item keys: ``documents``, ``partition``, ``val_fraction``, ``seed``, ``out`` (part -> folder).
     Each part's file keeps the canonical order and gains ``doc_hash`` (the unseeded key hash).
     """
-    from lightning_order.data.engine.keys import hash_keys
+    from lightning_order.data.engine.keys import text_key_hashes
 
     documents: DocumentSet = item["documents"]
     p = int(item["partition"])
     table = documents.read(p)
-    keys = key_bytes(table.column("text"), text=True)
-    flags = val_mask(hash_keys(keys, seed=int(item["seed"])), float(item["val_fraction"]))
-    table = table.append_column("doc_hash", pa.array(hash_keys(keys).view(np.int64)))
+    seeded, unseeded = text_key_hashes(table.column("text"), (int(item["seed"]), None))
+    flags = val_mask(seeded, float(item["val_fraction"]))
+    table = table.append_column("doc_hash", pa.array(unseeded.view(np.int64)))
     out = {}
     for name, chosen in (("train", ~flags), ("val", flags)):
         part = table.filter(pa.array(chosen))
@@ -280,7 +286,7 @@ def encode_partition(item: dict[str, Any]) -> dict[str, Any]:
     from lightning_order.data.lm.blocks import encode_documents
 
     documents: DocumentSet = item["documents"]
-    texts = documents.texts(int(item["file"]))
+    texts = documents.text_column(int(item["file"]))
     tokenizer = Tokenizer.from_file(item["tokenizer"])
     where = f"{item['part']} split, file {int(item['file'])}"
     stream = encode_documents(tokenizer, texts, item["eos_id"], where=where, vocab_size=item["vocab_size"])
@@ -292,7 +298,7 @@ def encode_partition(item: dict[str, Any]) -> dict[str, Any]:
         "tokens": len(stream.ids),
         "documents": len(texts),
         "eos_tokens": eos,
-        "digest": xxhash.xxh3_128_hexdigest(stream.ids.tobytes()),
+        "digest": xxhash.xxh3_128_hexdigest(stream.ids),
     }
 
 

@@ -92,6 +92,7 @@ class OrderedDataModule(OrderedDataModuleBase):
         shuffle: bool = True,
         pipeline: Pipeline | None = None,
         input_hash: InputHash = "content",
+        lock_timeout: float | None = None,
     ) -> None:
         super().__init__()
         # logger=False: the requested vocab_size (a target) would clash with the model's logged

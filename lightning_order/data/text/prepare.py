@@ -96,5 +96,7 @@ def prepare_cache(
 ) -> Path:
     """Prepares ``config`` into ``root/<cache key>`` unless an intact cache is there; returns the folder."""
     key = cache_key(config, order)
-    _cache.build_once(root, key, lambda folder: prepare_into(folder, config, order, hooks))
+    _cache.build_once(
+        root, key, lambda folder: prepare_into(folder, config, order, hooks), lock_timeout=config.lock_timeout
+    )
     return root / key

@@ -126,6 +126,7 @@ def test_the_shared_keywords_are_the_base_configs_fields() -> None:
         "cache_dir",
         "order",
         "enforce",
+        "lock_timeout",
     ]
     assert set(SERVING_FIELDS) <= set(SHARED) and not set(SERVING_FIELDS) & SHAPES_THE_DATA
 
@@ -183,6 +184,7 @@ def _keyword_case(keyword: str, flavour: Flavour, tmp_path: Path) -> tuple[dict[
         "cache_dir": ({}, {"cache_dir": str(tmp_path / "elsewhere")}),
         "order": ({}, {"order": data_steps}),  # the mandated order, asked for by name
         "enforce": ({}, {"enforce": False}),
+        "lock_timeout": ({}, {"lock_timeout": 30.0}),
     }
     return cases[keyword]
 
