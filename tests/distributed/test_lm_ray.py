@@ -170,3 +170,28 @@ def test_the_validator_on_ray_prepared_data(tmp_path, local_ray, case):
     with pytest.raises(OrderError) as info:
         trainer.fit(model, dm)
     assert set(rules) <= set(info.value.rules) and trainer.global_step == 0
+
+
+def test_the_lm_main_job_runs_end_to_end_on_ray(tmp_path, local_ray, capsys):
+    """``lightning-order fit --config configs/lm-demo.yaml --data.engine ray``, on a small corpus."""
+    from helpers import ROOT
+
+    from lightning_order.cli import main
+
+    config = str(ROOT / "configs" / "lm-demo.yaml")
+    args = [
+        "--data.engine",
+        "ray",
+        "--data.max_documents=200",
+        "--data.vocab_size=300",
+        "--data.block_size=16",
+    ]
+    args += ["--data.cache_dir", str(tmp_path / "cache"), "--trainer.default_root_dir", str(tmp_path)]
+    args += ["--trainer.max_epochs=1", "--trainer.check_val_every_n_epoch=1"]
+    assert main(["fit", "--config", config, *args]) == 0
+    out = capsys.readouterr().out
+    assert "✓ the order is correct" in out and "validation perplexity:" in out
+    ledger = OrderedLMDataModule(
+        cache_dir=str(tmp_path / "cache"), max_documents=200, vocab_size=300, block_size=16, engine="ray"
+    ).ledger
+    assert ledger.latest("load").stats["engine"] == "ray"
