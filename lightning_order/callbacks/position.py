@@ -71,7 +71,10 @@ def saved_position(trainer: Any) -> dict[str, Any] | None:
     if loader is None:
         return None
     batches, total = _progress(trainer)
-    facts = {"epoch": int(trainer.current_epoch), "batches": batches, "epoch_batches": total}
+    # The epoch the batch count belongs to: the one started last (after fit() ended at max_steps,
+    # Lightning's current_epoch has moved on already).
+    epoch = max(0, int(trainer.fit_loop.epoch_progress.current.started) - 1)
+    facts = {"epoch": epoch, "batches": batches, "epoch_batches": total}
     facts.update(_loader_facts(trainer, loader))
     position = _loader_position(loader)
     if position is not None:

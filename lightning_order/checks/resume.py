@@ -304,7 +304,7 @@ def _causes(
     """``(why, fix)`` for each difference between the checkpoint's run and the resumed one."""
     causes: list[tuple[str, str]] = []
     done, total = int(resumed["batches"]), int(resumed["epoch_batches"])
-    if TrainPosition.from_dict(resumed.get("next") or {}) is None:
+    if TrainPosition.from_dict(resumed.get("next") or {}) is None and done:
         causes.append(
             (
                 f"the train loader ({resumed.get('loader') or 'DataLoader'}) is not resumable: it restarts epoch "

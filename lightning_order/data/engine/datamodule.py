@@ -14,7 +14,11 @@ verified cache, runs the per-rank steps (``shard``) and assigns the rank's data.
 The train loader is resumable and reads the global order (DESIGN.md §1e,
 :mod:`lightning_order.data.engine.loaders`): the ``shard`` step decides this rank's part of every
 global batch, the loader's position (epoch, global samples consumed, seed, global batch, world
-size) travels in Lightning's checkpoints, and a resumed run continues at the same sample.
+size) travels in Lightning's checkpoints, and a resumed run continues at the same sample. The
+position travels twice: as the loader's own state (Lightning's stateful-loader support) and as the
+DataModule's ``state_dict``, which Lightning restores before any loader exists; the second makes
+the resume exact also where Lightning drops the first (a ``configure_optimizers`` that reads
+``trainer.estimated_stepping_batches`` builds the loader before the restore, Lightning #20550).
 """
 
 from __future__ import annotations
@@ -96,6 +100,9 @@ class OrderedDataModuleBase(pl.LightningDataModule):
         self._served: Any = None  # the whole train split the train loader reads by index
         self._global_order: GlobalOrder | None = None  # this rank's global order rule (the shard step's)
         self._val: Any = None
+        self._resume_position: dict[str, Any] | None = (
+            None  # restored from a checkpoint, for the train loader
+        )
         self.shard_info: dict[str, int] = {}
 
     def _preparation(self) -> Any:
@@ -164,6 +171,7 @@ class OrderedDataModuleBase(pl.LightningDataModule):
     # -- setup: the same template for every pipeline ---------------------------------------
     def setup(self, stage: str | None = None) -> None:
         """Loads the verified cache on this rank and runs the per-rank steps (``shard``)."""
+        self._resume_position = None  # a fit restores its checkpoint after setup, never before
         trainer = getattr(self, "trainer", None)
         world, rank = (int(trainer.world_size), int(trainer.global_rank)) if trainer else (1, 0)
         key = (self.cache_key, world, rank)
@@ -231,7 +239,29 @@ class OrderedDataModuleBase(pl.LightningDataModule):
             )
             order.require_one_batch("samples")
         data = None if self._served is None or order is None else self._dataset(self._served)
-        return make_train_loader(data, order, self.num_workers, self._collate())  # type: ignore[arg-type]
+        loader = make_train_loader(data, order, self.num_workers, self._collate())  # type: ignore[arg-type]
+        if self._resume_position is not None:
+            loader.load_state_dict(self._resume_position)
+        return loader
+
+    # -- the data position (Lightning saves a DataModule's state in every checkpoint) --------
+    def _fit_train_loader(self) -> ResumableLoader | None:
+        loader = getattr(getattr(self, "trainer", None), "train_dataloader", None)
+        return loader if isinstance(loader, ResumableLoader) else None
+
+    def state_dict(self) -> dict[str, Any]:
+        """The fit's train loader position (plain data: epoch, global samples consumed, seed, global batch, ...)."""
+        loader = self._fit_train_loader()
+        position = loader.position() if loader is not None else None
+        return {"position": position.to_dict()} if position is not None else {}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Continues the train loader at the saved position (the fit's loader, or the next one made)."""
+        position = state_dict.get("position")
+        self._resume_position = dict(position) if position else None
+        loader = self._fit_train_loader()
+        if loader is not None and self._resume_position is not None:
+            loader.load_state_dict(self._resume_position)
 
     def val_dataloader(self) -> DataLoader:
         """Batches of the whole validation split (the same on every rank)."""
