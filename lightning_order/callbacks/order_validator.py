@@ -44,10 +44,10 @@ from lightning_order.callbacks.evidence import (
     ledger_pipeline,
 )
 from lightning_order.callbacks.gather import agree, all_gather, rank_summary
-from lightning_order.callbacks.labels import label_encoding_violations
+from lightning_order.callbacks.labels import label_encoding_verdict
 from lightning_order.callbacks.lm import lm_violations
 from lightning_order.callbacks.model_dims import model_dims
-from lightning_order.callbacks.overlap import overlap_violations
+from lightning_order.callbacks.overlap import overlap_check
 from lightning_order.callbacks.position import resume_point, resumed_at, saved_position
 from lightning_order.checkpoint import load_checkpoint
 from lightning_order.checks.datasets import check_rank_datasets
@@ -167,6 +167,7 @@ class OrderValidator(Callback):
         self._model_checked = False
         self._evaluated = False
         self._observed: dict[str, Any] = {}
+        self._evidence: dict[str, Any] = {}
         self._guarded: Any = None
         self._state_key: str | None = None
 
@@ -175,6 +176,13 @@ class OrderValidator(Callback):
         """What sampled batches showed about the data's dims, for a datamodule without ``dims``
         (``max_token_id``, ``num_features``, ``max_label``; lower bounds), read-only; empty otherwise."""
         return MappingProxyType(self._observed)
+
+    @property
+    def evidence(self) -> Mapping[str, Any]:
+        """What the latest checks had to go on, read-only: ``overlap`` (what the overlap check compared,
+        :func:`~lightning_order.callbacks.overlap.overlap_check`) and ``label_encoding`` (whether
+        the label-encoding check gave a verdict). ``SymptomMonitor`` reads it to rule causes out."""
+        return MappingProxyType(self._evidence)
 
     # -- identity and state ----------------------------------------------------------------
     @property
@@ -267,7 +275,7 @@ class OrderValidator(Callback):
             )
         else:
             rank_zero_info("OrderValidator: no datamodule; only the model and resume checks run")
-        local += overlap_violations(
+        overlap, found = overlap_check(
             dm,
             train_sample,
             content,
@@ -275,10 +283,12 @@ class OrderValidator(Callback):
             threshold=self.overlap_threshold,
             sample_rows=self.sample_rows,
         )
+        local += found
         # Collective (every rank reads its splits, all-gathers them): identical verdicts everywhere.
-        labels = (
-            label_encoding_violations(trainer, dm, self.label_check_rows) if self.label_check_rows else []
-        )
+        checked, labels = False, []
+        if self.label_check_rows:
+            checked, labels = label_encoding_verdict(trainer, dm, self.label_check_rows)
+        self._evidence = {"overlap": overlap, "label_encoding": checked}
         # The content summary compares every float key; the sampled `features` only where it is missing.
         summary = rank_summary(
             trainer, dm, ledger, self.fingerprints, None if content.get("train") else train_sample[0]
