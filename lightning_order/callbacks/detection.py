@@ -123,12 +123,14 @@ def rank_divergence(ranks: RankLosses, *, step: int, options: Options, patience:
 def input_shift(
     rows: Sequence[Sequence[float]], width: int, *, step: int, options: Options
 ) -> tuple[float | None, Diagnosis | None]:
-    """The ranks' validation inputs against each other, from every rank's ``[mean..., std...]`` row.
+    """The ranks' validation inputs against each other, from every rank's
+    ``[mean..., std..., count..., kurtosis...]`` row (:meth:`InputStats.vector`).
 
     Returns:
         The largest shift measured (``None``: nothing to compare) and the diagnosis, if any.
     """
-    val = [{"mean": list(r[:width]), "std": list(r[width:])} for r in rows]
+    fields = ("mean", "std", "count", "kurtosis")
+    val = [{f: list(r[i * width : (i + 1) * width]) for i, f in enumerate(fields)} for r in rows]
     measured = rank_input_shift(val)
     shift = detect_input_shift(val, step=step, **kwargs_for(detect_input_shift, options["rank-divergence"]))
     return (measured[0] if measured else None), shift

@@ -49,6 +49,7 @@ def gather_facts(trainer: Any, label_check_rows: int = 0) -> RunFacts:
     evidence = [validator.evidence for validator in validators]
     label_checked = any(e.get("label_encoding") for e in evidence)
     overlap = next((e["overlap"] for e in evidence if e.get("overlap")), None)
+    same_rows_floats = any(e.get("same_rows_floats") for e in evidence)
     if not validators and label_check_rows > 0:
         label_checked, labels = label_encoding_verdict(trainer, dm, label_check_rows)
         found += labels
@@ -76,6 +77,7 @@ def gather_facts(trainer: Any, label_check_rows: int = 0) -> RunFacts:
         split_by_key=proof.split_by_key,
         overlap_check=overlap,
         label_checked=label_checked,
+        same_rows_floats=same_rows_floats,
     )
 
 

@@ -50,7 +50,7 @@ from lightning_order.callbacks.model_dims import model_dims
 from lightning_order.callbacks.overlap import overlap_check
 from lightning_order.callbacks.position import resume_point, resumed_at, saved_position
 from lightning_order.checkpoint import load_checkpoint
-from lightning_order.checks.datasets import check_rank_datasets
+from lightning_order.checks.datasets import check_rank_datasets, same_rows_compared
 from lightning_order.checks.ledger import check_ledger, judged_pipeline
 from lightning_order.checks.model import check_model_dims
 from lightning_order.checks.ranks import check_ranks
@@ -181,7 +181,9 @@ class OrderValidator(Callback):
     def evidence(self) -> Mapping[str, Any]:
         """What the latest checks had to go on, read-only: ``overlap`` (what the overlap check compared,
         :func:`~lightning_order.callbacks.overlap.overlap_check`) and ``label_encoding`` (whether
-        the label-encoding check gave a verdict). ``SymptomMonitor`` reads it to rule causes out."""
+        the label-encoding check gave a verdict) and, under DDP, ``same_rows_floats`` (whether the
+        float columns of the same rows were compared across ranks). ``SymptomMonitor`` reads it to
+        rule causes out."""
         return MappingProxyType(self._evidence)
 
     # -- identity and state ----------------------------------------------------------------
@@ -300,10 +302,12 @@ class OrderValidator(Callback):
         }
         gathered = all_gather(trainer, {"summary": summary, "violations": [v.to_dict() for v in local]})
         violations = agree([g["violations"] for g in gathered])
+        contents = [g["summary"]["content"] for g in gathered]
+        self._evidence["same_rows_floats"] = same_rows_compared(contents)
         violations = merge_violations(
             violations,
             check_ranks([g["summary"] for g in gathered]),
-            check_rank_datasets([g["summary"]["content"] for g in gathered]),
+            check_rank_datasets(contents),
             labels,
         )
         self._act(trainer, violations, f"OrderValidator.setup ({getattr(stage, 'value', stage)})")

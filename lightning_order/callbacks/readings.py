@@ -201,6 +201,7 @@ class InputStats:
 
     def __init__(self) -> None:
         self.sums: torch.Tensor | None = None
+        self.origin: torch.Tensor | None = None
         self.batches = 0
 
     def add(self, batch: Any) -> None:
@@ -209,24 +210,38 @@ class InputStats:
         if not columns:
             return
         x = torch.cat(columns, dim=1).detach().float()
-        part = torch.stack([x.sum(0), (x * x).sum(0), torch.full_like(x[0], x.shape[0])])
-        if self.sums is None or self.sums.shape != part.shape:
-            self.sums = part
-        else:
-            self.sums = self.sums + part
+        if self.origin is None or self.origin.shape != x[0].shape:
+            # The first batch's means as the origin: moments of raw values far from zero (a word
+            # count near 60) would lose their spread to float32 cancellation.
+            self.origin, self.sums = x.mean(0), None
+        d = x - self.origin
+        d2 = d * d
+        part = torch.stack(
+            [d.sum(0), d2.sum(0), (d2 * d).sum(0), (d2 * d2).sum(0), torch.full_like(d[0], d.shape[0])]
+        )
+        self.sums = part if self.sums is None else self.sums + part
         self.batches += 1
 
     def vector(self, width: int, device: torch.device) -> torch.Tensor:
-        """``[mean..., std...]`` of ``width`` columns (NaN where unknown), on ``device``."""
-        out = torch.full((2 * width,), float("nan"), device=device)
-        if self.sums is None:
+        """``[mean..., std..., count..., kurtosis...]`` of ``width`` columns (NaN where unknown), on ``device``.
+
+        The kurtosis (the fourth central moment over the squared variance: 3 for normal data)
+        tells how far the standard deviation of a share of the rows may stray by sampling alone.
+        """
+        out = torch.full((4 * width,), float("nan"), device=device)
+        if self.sums is None or self.origin is None:
             return out
         sums = self.sums.to(device)[:, :width]
-        count = sums[2].clamp(min=1)
-        mean = sums[0] / count
-        std = (sums[1] / count - mean * mean).clamp(min=0).sqrt()
-        out[: mean.numel()] = mean
-        out[width : width + std.numel()] = std
+        n = sums[4].clamp(min=1)
+        m1, m2, m3, m4 = (sums[i] / n for i in range(4))
+        variance = (m2 - m1 * m1).clamp(min=0)
+        fourth = (m4 - 4 * m1 * m3 + 6 * m1 * m1 * m2 - 3 * m1**4).clamp(min=0)
+        kurtosis = fourth / (variance * variance).clamp(min=1e-30)
+        k = m1.numel()
+        out[:k] = m1 + self.origin.to(device)[:width]
+        out[width : width + k] = variance.sqrt()
+        out[2 * width : 2 * width + k] = sums[4]
+        out[3 * width : 3 * width + k] = kurtosis
         return out
 
     @property

@@ -3,7 +3,7 @@
 The callbacks gather the data and act on the result; nothing here touches a Trainer.
 """
 
-from lightning_order.checks.datasets import check_rank_datasets, check_twin_rate
+from lightning_order.checks.datasets import check_rank_datasets, check_twin_rate, same_rows_compared
 from lightning_order.checks.leakage import (
     check_fitted_on_train,
     check_key_overlap,
@@ -30,6 +30,7 @@ __all__ = [
     "check_ledger",
     "check_model_dims",
     "check_rank_datasets",
+    "same_rows_compared",
     "check_ranks",
     "check_restore_shapes",
     "check_resume",

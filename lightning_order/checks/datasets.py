@@ -81,6 +81,31 @@ def check_rank_datasets(summaries: Sequence[Mapping[str, Any]]) -> list[Violatio
     return violations
 
 
+def same_rows_compared(summaries: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether :func:`check_rank_datasets` compared float columns of the very same rows on every rank.
+
+    True with two or more ranks when a split holds the same items on every rank (the validation
+    split, whole on every rank) with float columns on each: per-rank statistics would have shown
+    there as ``shard-before-normalize``.
+
+    Args:
+        summaries: one dict per rank, as for :func:`check_rank_datasets`.
+    """
+    if len(summaries) < 2:
+        return False
+    for split in ("val", "train"):
+        parts = [s.get(split) for s in summaries]
+        if any(p is None or p.get("random") or not p.get("floats") for p in parts):
+            continue
+        hashes = [_hashes(p) for p in parts]
+        if any(h is None for h in hashes):
+            continue
+        lengths = {int(p.get("length", 0)) for p in parts}
+        if len(lengths) == 1 and all(np.array_equal(hashes[0], h) for h in hashes[1:]):
+            return True
+    return False
+
+
 def _model_sizes(summaries: Sequence[Mapping[str, Any]], ranks: list[int]) -> list[Violation]:
     rows = {r: (s.get("model") or {}).get("embedding_rows") for r, s in zip(ranks, summaries)}
     rows = {r: v for r, v in rows.items() if v is not None}

@@ -62,6 +62,9 @@ class RunFacts:
         label_checked: the label-encoding check read the splits' float columns (or found none
             that could hold an encoding) and gave its verdict: with ``label_encoded`` empty, no
             label-aware feature was fitted on validation rows.
+        same_rows_floats: under DDP the validator compared the float columns of the very same
+            rows on every rank (a split every rank holds whole) and found them alike: no rank
+            normalised with statistics of its own shard.
     """
 
     world_size: int = 1
@@ -75,6 +78,7 @@ class RunFacts:
     split_by_key: bool | None = None
     overlap_check: str | None = None
     label_checked: bool = False
+    same_rows_floats: bool = False
 
     @classmethod
     def of(
@@ -91,6 +95,7 @@ class RunFacts:
         split_by_key: bool | None = None,
         overlap_check: str | None = None,
         label_checked: bool = False,
+        same_rows_floats: bool = False,
     ) -> RunFacts:
         """Builds facts from any iterables (a convenience for callers and tests)."""
         return cls(
@@ -105,6 +110,7 @@ class RunFacts:
             split_by_key,
             overlap_check,
             label_checked,
+            same_rows_floats,
         )
 
 
@@ -119,7 +125,8 @@ def ruled_out(facts: RunFacts) -> dict[str, str]:
     * ``train-val-overlap``: the validator compared every key hash (or every item's content)
       of both splits and found none on both sides, or the ledger shows a split by key hash;
     * ``shard-before-normalize``: the ledger shows the statistics fitted once, on the train
-      split (or fitted, then sharded, with no per-shard fit reported);
+      split (or fitted, then sharded, with no per-shard fit reported), or under DDP the validator
+      found the float columns of the same rows alike on every rank;
     * ``vocab-before-clean``: the ledger shows the vocabulary built, and not before cleaning;
     * ``rank-mismatch``: under DDP the validator compared every rank's data and found it alike.
 
@@ -151,6 +158,10 @@ def ruled_out(facts: RunFacts) -> dict[str, str]:
     ):
         out["shard-before-normalize"] = (
             "the ledger shows the statistics fitted once on the train split, before sharding"
+        )
+    elif "shard-before-normalize" not in rules and facts.validator and facts.same_rows_floats:
+        out["shard-before-normalize"] = (
+            "the validator found the float columns of the same rows alike on every rank before step 1"
         )
     if "vocab-before-clean" not in rules and "build_vocab" in steps:
         out["vocab-before-clean"] = "the ledger shows the vocabulary built on the cleaned train text"
@@ -192,6 +203,14 @@ def _attribute(diagnosis: Diagnosis, facts: RunFacts) -> Diagnosis | None:
             diagnosis, None, "one rank's curve cannot tell per-shard statistics from a high learning rate"
         )
     if diagnosis.symptom == "rank-divergence":
+        if (
+            trigger == "inputs"
+            and facts.validator
+            and facts.same_rows_floats
+            and "shard-before-normalize" not in facts.rules
+        ):
+            # The validator saw the same rows alike on every rank: the shift is the shares' sampling.
+            return None
         if "rank-mismatch" in facts.rules and "shard-before-normalize" not in facts.rules:
             return _named(diagnosis, "rank-mismatch", "the validator found ranks holding different data")
         return _named(

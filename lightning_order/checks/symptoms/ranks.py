@@ -114,6 +114,7 @@ def detect_input_shift(
     *,
     step: int = 0,
     min_shift: float = 0.5,
+    min_z: float = 5.0,
 ) -> Diagnosis | None:
     """The ranks see the same validation rows through different input statistics.
 
@@ -125,21 +126,29 @@ def detect_input_shift(
     ``|mean_a - mean_b| / sqrt((std_a**2 + std_b**2) / 2) + |ln(std_a / std_b)|``: about 0.1 from
     sampling alone on a few hundred rows per rank. Ranks that standardise with statistics of
     their own shard map the same rows to different values, so the shift is large (the lab's
-    per-shard run: 5 to 10). Train inputs cannot tell this: each rank's own train inputs look
+    per-shard run: 5 to 10). A shift counts only beyond sampling noise, when the entries carry
+    ``count`` (rows) and ``kurtosis`` per column: the means must differ by more than ``min_z``
+    standard errors, or the log ratio of the standard deviations by more than ``min_z`` of its
+    standard error ``sqrt((kurtosis - 1) / (4 n))`` per rank. A raw, heavy-tailed column (a word
+    count) strays by half a standard deviation between two shares of 150 rows by chance alone,
+    a column standardised per shard by many standard errors. Train inputs cannot tell this: each rank's own train inputs look
     standardised either way, and contiguous shards of drifting data differ between ranks in a
     correct run too.
 
     Args:
         val_stats: per rank, the mean and standard deviation of each input column over its
-            validation batches.
+            validation batches (``mean``, ``std``), and optionally their rows and kurtosis
+            (``count``, ``kurtosis``).
         step: the step to stamp on the diagnosis.
         min_shift: the least shift between two ranks in one column.
+        min_z: the least number of standard errors, by sampling, the shift must stand out by
+            (used where ``count`` is known).
 
     Returns:
         A ``rank-divergence`` diagnosis (trigger ``inputs``), or ``None`` (also with one rank).
     """
-    require_positive(min_shift=min_shift)
-    best = rank_input_shift(val_stats)
+    require_positive(min_shift=min_shift, min_z=min_z)
+    best = rank_input_shift(val_stats, min_z=min_z)
     if best is None or best[0] <= min_shift:
         return None
     shift, column, a, b = best
@@ -155,6 +164,7 @@ def detect_input_shift(
             "rank_means": [list(stats.get("mean", ()))[column] for stats in val_stats],
             "rank_stds": [list(stats.get("std", ()))[column] for stats in val_stats],
             "min_shift": min_shift,
+            "min_z": min_z,
             "statistic": shift,
             "baseline": 0.0,
             "distance": shift,
@@ -164,21 +174,26 @@ def detect_input_shift(
 
 def rank_input_shift(
     val_stats: Sequence[Mapping[str, Sequence[float]]],
+    min_z: float | None = None,
 ) -> tuple[float, int, int, int] | None:
     """The largest shift between two ranks' validation input columns: ``(shift, column, rank_a, rank_b)``.
 
-    ``None`` with fewer than two ranks or no comparable column. See :func:`detect_input_shift`.
+    ``None`` with fewer than two ranks or no comparable column. With ``min_z``, only columns
+    whose shift stands out of sampling noise by that many standard errors count. See
+    :func:`detect_input_shift`.
     """
     best: tuple[float, int, int, int] | None = None
     for a in range(len(val_stats)):
         for b in range(a + 1, len(val_stats)):
-            found = _shift(val_stats[a], val_stats[b])
+            found = _shift(val_stats[a], val_stats[b], min_z)
             if found is not None and (best is None or found[0] > best[0]):
                 best = (found[0], found[1], a, b)
     return best
 
 
-def _shift(a: Mapping[str, Sequence[float]], b: Mapping[str, Sequence[float]]) -> tuple[float, int] | None:
+def _shift(
+    a: Mapping[str, Sequence[float]], b: Mapping[str, Sequence[float]], min_z: float | None = None
+) -> tuple[float, int] | None:
     """The largest standardised distance between two ranks' columns, and its column."""
     best: tuple[float, int] | None = None
     for index, (ma, sa, mb, sb) in enumerate(
@@ -189,6 +204,40 @@ def _shift(a: Mapping[str, Sequence[float]], b: Mapping[str, Sequence[float]]) -
             continue
         pooled = math.sqrt((values[1] ** 2 + values[3] ** 2) / 2)
         distance = abs(values[0] - values[2]) / pooled + abs(math.log(values[1] / values[3]))
+        if min_z is not None and _sampling_z(a, b, index, values) <= min_z:
+            continue
         if best is None or distance > best[0]:
             best = (distance, index)
     return best
+
+
+def _sampling_z(
+    a: Mapping[str, Sequence[float]], b: Mapping[str, Sequence[float]], index: int, values: tuple[float, ...]
+) -> float:
+    """How many standard errors, by sampling, a column's shift between two ranks stands out by.
+
+    The larger of the means' difference over its standard error and the log ratio of the
+    standard deviations over its own (``sqrt((kurtosis - 1) / (4 n))`` per rank, the normal
+    value 3 where the kurtosis is unknown). Infinite where the rows are unknown (no test).
+    """
+    ma, sa, mb, sb = values
+    counts = [_entry(x, "count", index) for x in (a, b)]
+    if any(c is None or c < 2 for c in counts):
+        return math.inf
+    na, nb = counts
+    kurtosis = [_entry(x, "kurtosis", index) for x in (a, b)]
+    # A floor under kurtosis - 1: a two-valued column at p = 0.5 (kurtosis 1) still strays by sampling.
+    ka, kb = (max(k, 1.5) if k is not None else 3.0 for k in kurtosis)
+    mean_se = math.sqrt(sa * sa / na + sb * sb / nb)
+    scale_se = math.sqrt((ka - 1) / (4 * na) + (kb - 1) / (4 * nb))
+    z_mean = abs(ma - mb) / mean_se if mean_se > 0 else math.inf
+    z_scale = abs(math.log(sa / sb)) / scale_se if scale_se > 0 else math.inf
+    return max(z_mean, z_scale)
+
+
+def _entry(stats: Mapping[str, Sequence[float]], field: str, index: int) -> float | None:
+    values = stats.get(field)
+    if values is None or index >= len(values):
+        return None
+    value = float(values[index])
+    return value if math.isfinite(value) else None

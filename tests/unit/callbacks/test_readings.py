@@ -5,6 +5,7 @@ monitor, in order: tests/integration/test_symptom_monitor.py."""
 
 from __future__ import annotations
 
+import math
 import random
 
 import pytest
@@ -93,3 +94,26 @@ def test_the_train_loss_at_a_validation_comes_from_the_stretch_before_it() -> No
     assert readings.add_validation(0.2, near=50) and readings.train_spread[-1] > 0
     assert readings.epoch_val == [1.0, 0.25, 0.2] and len(readings.train_spread) == 3
     assert not readings.add_validation(None, near=50)  # no validation loss logged: nothing kept
+
+
+def test_input_stats_give_mean_std_rows_and_kurtosis_of_raw_columns() -> None:
+    # Word counts near 60 with a long tail: float32 moments about the first batch's means keep
+    # the spread (raw fourth powers would cancel), and the kurtosis shows the tail.
+    import numpy as np
+
+    from lightning_order.callbacks.readings import InputStats
+
+    rng = np.random.default_rng(0)
+    words = np.exp(rng.normal(4.0, 0.8, size=(300, 2))) + 1000.0
+    stats = InputStats()
+    for start in range(0, 300, 64):
+        stats.add({"x": torch.tensor(words[start : start + 64], dtype=torch.float32)})
+    vector = stats.vector(3, torch.device("cpu")).tolist()
+    mean, std, count, kurt = (vector[i * 3 : i * 3 + 2] for i in range(4))
+    assert mean == pytest.approx(words.mean(0).tolist(), rel=1e-5)
+    assert std == pytest.approx(words.std(0).tolist(), rel=1e-3)
+    assert count == [300.0, 300.0]
+    centred = words - words.mean(0)
+    expected = ((centred**4).mean(0) / words.var(0) ** 2).tolist()
+    assert kurt == pytest.approx(expected, rel=1e-2) and min(kurt) > 3  # heavier than normal
+    assert all(math.isnan(v) for v in vector[2::3][:4])  # the unused third column stays unknown

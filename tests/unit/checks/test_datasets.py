@@ -147,3 +147,15 @@ def test_stacked_items_hash_by_row_like_single_items():
     assert r2 != r0 and i2 == i0  # relabelled: another row, the same input
     ragged = hash_items([{"input_ids": [1, 2]}, {"input_ids": [1, 2, 3]}])  # the item-by-item path
     assert len(ragged) == 2 and ragged[0][1] != ragged[1][1]
+
+
+def test_the_same_rows_compared_across_ranks_is_known() -> None:
+    from lightning_order.checks import same_rows_compared
+
+    val = _split(range(50), _float([0.1]))
+    train = [_split(range(r * 100, r * 100 + 100), _float([0.0])) for r in range(2)]
+    summaries = [{"rank": r, "train": train[r], "val": val} for r in range(2)]
+    assert same_rows_compared(summaries)  # the validation rows, whole on both ranks, with floats
+    no_floats = [{"rank": r, "train": train[r], "val": _split(range(50))} for r in range(2)]
+    assert not same_rows_compared(no_floats)  # disjoint train shards alone prove nothing alike
+    assert not same_rows_compared(summaries[:1])

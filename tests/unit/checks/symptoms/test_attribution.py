@@ -240,3 +240,17 @@ def test_no_diagnosis_names_a_rule_its_evidence_rules_out(diagnosis: Diagnosis) 
         found = attribute(diagnosis, facts)
         if found is not None and found.suspected_rule is not None:
             assert found.suspected_rule not in ruled_out(facts), (diagnosis.symptom, facts)
+
+
+def test_an_input_shift_the_validator_saw_alike_on_every_rank_is_no_symptom() -> None:
+    # label_ddp's sound run: the validator compared the validation rows' floats on both ranks.
+    alike = RunFacts.of(world_size=2, validator=True, same_rows_floats=True)
+    assert attribute(SHIFTED, alike) is None
+    assert "shard-before-normalize" in ruled_out(alike)
+    # A loss divergence is still reported, with the per-shard cause excluded.
+    found = attribute(DIVERGED, alike)
+    assert found is not None and found.suspected_rule != "shard-before-normalize"
+    # Without that comparison the shift still names per-shard statistics.
+    assert attribute(SHIFTED, RunFacts.of(world_size=2, validator=True)).suspected_rule == (
+        "shard-before-normalize"
+    )

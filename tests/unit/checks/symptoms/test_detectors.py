@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import random
 
+import numpy as np
 import pytest
 
 from lightning_order.checks.symptoms import (
@@ -18,6 +19,7 @@ from lightning_order.checks.symptoms import (
     detect_plateau,
     detect_rank_divergence,
     detect_train_val_gap,
+    rank_input_shift,
 )
 from lightning_order.order import RULES
 
@@ -384,3 +386,38 @@ def test_the_ratio_may_rise_back_within_the_noise_of_a_loss_near_zero() -> None:
     assert detect_train_val_gap(train, val, train_spread=[0.057, 0.05, 0.05]) is None  # a real rise
     # A constant offset (dropout's) never pulls ahead: no verdict however far below train.
     assert detect_train_val_gap([1.0, 0.5, 0.25], [0.7, 0.35, 0.175], train_spread=[0.01] * 3) is None
+
+
+def _shares(columns: np.ndarray, ranks: int = 2) -> list[dict[str, list[float]]]:
+    """Each rank's interleaved share of one validation split (Lightning's sampler), summarised."""
+    out = []
+    for r in range(ranks):
+        part = columns[r::ranks]
+        centred = part - part.mean(0)
+        fourth = (centred**4).mean(0) / part.var(0) ** 2
+        out.append(
+            {
+                "mean": part.mean(0).tolist(),
+                "std": part.std(0).tolist(),
+                "count": [float(len(part))] * part.shape[1],
+                "kurtosis": fourth.tolist(),
+            }
+        )
+    return out
+
+
+def test_a_heavy_tailed_raw_column_strays_between_shares_without_a_symptom() -> None:
+    # label_ddp's validation split: 312 rows, a raw word count per docstring (heavy-tailed). Two
+    # interleaved shares of it differ by half a standard deviation by chance; no rank normalised.
+    rng = np.random.default_rng(3)
+    words = np.exp(rng.normal(3.6, 0.9, size=(312, 1)))
+    words[7] = 2000.0  # one long docstring lands on rank 1's share
+    shares = _shares(words)
+    assert rank_input_shift(shares)[0] > 0.5  # the old test alone would name per-shard statistics
+    assert detect_input_shift(shares) is None
+    # Standardised per shard of drifting data (shard means 0 and 1.5), the rows move by many
+    # standard errors: rank 0's share through its own statistics, rank 1's through its own.
+    val = rng.normal(0.75, 1.0, size=(312, 1))
+    per_shard = _shares(np.where(np.arange(312)[:, None] % 2 == 0, val, val - 1.5))
+    found = detect_input_shift(per_shard)
+    assert found is not None and found.evidence["min_z"] == 5.0 and found.evidence["column"] == 0
