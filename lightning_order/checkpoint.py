@@ -10,6 +10,7 @@ checkpoints always load this way. Nothing here imports a class a checkpoint name
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import pickle
@@ -22,10 +23,37 @@ from typing import TYPE_CHECKING, Any
 
 from lightning_order.errors import CheckpointError
 
+log = logging.getLogger(__name__)
+
 if TYPE_CHECKING:  # torch is imported where a checkpoint is read: `audit` of manifests needs none
     import torch
 
-__all__ = ["load_checkpoint", "plain", "unreadable_checkpoint"]
+__all__ = ["early_checkpoint", "load_checkpoint", "plain", "unreadable_checkpoint"]
+
+
+def early_checkpoint(path: str | PathLike[str] | None) -> dict[str, Any] | None:
+    """The checkpoint a fit will resume from, read before Lightning restores it, where it can be.
+
+    Args:
+        path: ``trainer.ckpt_path`` (``"last"``, ``"best"``, a URL or ``None`` are left to the
+            restore: ``None`` here).
+
+    Returns:
+        The checkpoint (plain data and tensors only), or ``None``: no local file, or one that holds
+        more than plain data (never unpickled here; Lightning's own load decides on it).
+
+    Raises:
+        CheckpointError: the file is empty, truncated or not a checkpoint (``unreadable``).
+    """
+    if not path or not os.path.isfile(path):
+        return None
+    try:
+        return load_checkpoint(path)
+    except CheckpointError as err:
+        if getattr(err, "unreadable", False):
+            raise
+        log.debug("resume check deferred to the weight restore (%s)", err)
+        return None
 
 
 def load_checkpoint(path: str | PathLike[str], map_location: str | torch.device = "cpu") -> dict[str, Any]:

@@ -19,6 +19,8 @@ import numpy as np
 import torch
 import xxhash
 
+from lightning_order.callbacks.batches import observed_dims, sample_batch
+from lightning_order.callbacks.gather import all_gather
 from lightning_order.callbacks.items import SPLIT_LOADERS, is_label, leaf_array, leaves, split_dataset
 
 __all__ = ["dataset_lengths", "hash_items", "item_hashes", "summarize_splits"]
@@ -220,3 +222,26 @@ def summarize_splits(
             log.debug("OrderValidator: could not summarise %s (%s)", split, err)
             out[split] = None
     return out
+
+
+def plain_evidence(
+    trainer: Any, dm: Any, dims: Mapping[str, Any], sample_rows: int, whole_rows: int
+) -> tuple[tuple[Any, int | None], dict[str, Any], dict[str, Any]]:
+    """What a datamodule without fingerprints and dims shows: ``(train_sample, observed, content)``.
+
+    A sampled train batch (and its row count), the dims it shows (where the datamodule declares
+    none: ``observed_dims`` and the largest token id its datasets hold), and what its datasets
+    hold at the same indices on every rank (:func:`summarize_splits`). Collective under DDP (the
+    splits' lengths are all-gathered): every rank calls it at the same point. ``dm=None``: nothing.
+    """
+    if dm is None:
+        return (None, None), ({} if dims else observed_dims(None)), {}
+    train_sample = sample_batch(dm, "train_dataloader", 4 * sample_rows)
+    observed = {} if dims else observed_dims(train_sample[0])
+    lengths = all_gather(trainer, dataset_lengths(dm))
+    common = {s: min((n[s] or 0) for n in lengths) or None for s in ("train", "val")}
+    content = summarize_splits(dm, common, sample_rows=sample_rows, whole_rows=whole_rows)
+    seen = [c["max_token_id"] for c in content.values() if c and c.get("max_token_id") is not None]
+    if seen and not dims:
+        observed["max_token_id"] = max([*seen, observed.get("max_token_id", -1)])
+    return train_sample, observed, content

@@ -23,7 +23,6 @@ Nothing runs per training step: the callback implements no batch hook.
 from __future__ import annotations
 
 import logging
-import os
 import warnings
 import weakref
 from collections.abc import Mapping
@@ -35,8 +34,7 @@ import torch
 from pytorch_lightning.utilities.rank_zero import rank_zero_info
 from typing_extensions import override
 
-from lightning_order.callbacks.batches import observed_dims, sample_batch
-from lightning_order.callbacks.content import dataset_lengths, summarize_splits
+from lightning_order.callbacks.content import plain_evidence
 from lightning_order.callbacks.evidence import (
     data_dims,
     data_fingerprints,
@@ -49,7 +47,7 @@ from lightning_order.callbacks.lm import lm_violations
 from lightning_order.callbacks.model_dims import model_dims
 from lightning_order.callbacks.overlap import overlap_check
 from lightning_order.callbacks.position import resume_point, resumed_at, saved_position
-from lightning_order.checkpoint import load_checkpoint
+from lightning_order.checkpoint import early_checkpoint
 from lightning_order.checks.datasets import check_rank_datasets, same_rows_compared
 from lightning_order.checks.ledger import check_ledger, judged_pipeline
 from lightning_order.checks.model import check_model_dims
@@ -132,20 +130,15 @@ class OrderValidator(Callback):
             raise ValueError(
                 f"sample_rows and overlap_max_rows must be at least 1, got {sample_rows} and {overlap_max_rows}"
             )
-        self.on_violation = on_violation
-        self.pipeline = pipeline
-        self.planned_hours = planned_hours
-        self.gpu_hour_price = gpu_hour_price
-        self.sample_rows = sample_rows
-        self.overlap_max_rows = overlap_max_rows
-        self.record = record
+        self.on_violation, self.pipeline, self.record = on_violation, pipeline, record
+        self.planned_hours, self.gpu_hour_price = planned_hours, gpu_hour_price
+        self.sample_rows, self.overlap_max_rows = sample_rows, overlap_max_rows
         if not 0.0 <= overlap_threshold <= 1.0 or whole_rows < 0:
             raise ValueError(
                 f"overlap_threshold must be in [0, 1] and whole_rows at least 0, got {overlap_threshold} "
                 f"and {whole_rows}"
             )
-        self.overlap_threshold = overlap_threshold
-        self.whole_rows = whole_rows
+        self.overlap_threshold, self.whole_rows = overlap_threshold, whole_rows
         if label_check_rows < 0:
             raise ValueError(f"label_check_rows must be at least 0, got {label_check_rows}")
         self.label_check_rows = label_check_rows
@@ -162,10 +155,7 @@ class OrderValidator(Callback):
         # This run's data as setup found it (what every check compares against), and whether a
         # checkpoint's state was loaded into the attributes above.
         self._current: dict[str, Any] = {"fingerprints": {}, "dims": {}}
-        self._restored = False
-        self._resume_checked = False
-        self._model_checked = False
-        self._evaluated = False
+        self._restored = self._resume_checked = self._model_checked = self._evaluated = False
         self._observed: dict[str, Any] = {}
         self._evidence: dict[str, Any] = {}
         self._guarded: Any = None
@@ -250,22 +240,11 @@ class OrderValidator(Callback):
         self.fingerprints = data_fingerprints(dm)
         self.dims = data_dims(dm)
         self._current = {"fingerprints": dict(self.fingerprints), "dims": dict(self.dims)}
-        # Without fingerprints and dims (a plain datamodule), sampled rows are the evidence.
-        train_sample: tuple[Any, int | None] = (None, None)
-        # OrderedDataModule (fingerprints and dims) is checked on its ledger, key hashes and dims.
+        # A plain datamodule (no fingerprints and dims): sampled rows and its datasets are the evidence.
         plain = dm is not None and not (self.fingerprints and self.dims)
-        if plain:
-            train_sample = sample_batch(dm, "train_dataloader", 4 * self.sample_rows)
-        self._observed = {} if self.dims else observed_dims(train_sample[0])
-        # Any datamodule without fingerprints: what its datasets hold, at the same indices per rank.
-        content: dict[str, Any] = {}
-        if plain:
-            lengths = all_gather(trainer, dataset_lengths(dm))
-            common = {s: min((n[s] or 0) for n in lengths) or None for s in ("train", "val")}
-            content = summarize_splits(dm, common, sample_rows=self.sample_rows, whole_rows=self.whole_rows)
-            seen = [c["max_token_id"] for c in content.values() if c and c.get("max_token_id") is not None]
-            if seen and not self.dims:
-                self._observed["max_token_id"] = max([*seen, self._observed.get("max_token_id", -1)])
+        train_sample, self._observed, content = plain_evidence(
+            trainer, dm if plain else None, self.dims, self.sample_rows, self.whole_rows
+        )
         local: list[Violation] = []
         if ledger is not None:
             # A hand-written datamodule (lightning_order.recording) is judged on the steps it declares.
@@ -312,17 +291,13 @@ class OrderValidator(Callback):
         )
         self._act(trainer, violations, f"OrderValidator.setup ({getattr(stage, 'value', stage)})")
 
-        path = trainer.ckpt_path  # known this early only when the user set trainer.ckpt_path
-        if path and os.path.isfile(path):  # "last", "best" or a URL: the restore guard checks it
-            try:  # never unpickle code: a checkpoint of more than plain data is left to Lightning's load
-                checkpoint = load_checkpoint(path)
-            except CheckpointError as err:
-                if getattr(err, "unreadable", False):
-                    self._unguard()
-                    raise  # truncated, empty or not a checkpoint: one line now, not Lightning's traceback later
-                log.debug("OrderValidator: resume check deferred to the weight restore (%s)", err)
-            else:
-                self._check_checkpoint(trainer, checkpoint)
+        try:  # known this early only when the user set trainer.ckpt_path to a file
+            checkpoint = early_checkpoint(trainer.ckpt_path)
+        except CheckpointError:
+            self._unguard()
+            raise  # truncated, empty or not a checkpoint: one line now, not Lightning's traceback later
+        if checkpoint is not None:
+            self._check_checkpoint(trainer, checkpoint)
         self._guard_weight_restore(trainer)
 
     @override

