@@ -21,7 +21,9 @@ command line once, with jsonargparse, from the DataModule's and the model's type
 from __future__ import annotations
 
 import inspect
+import sys
 import warnings
+from argparse import ArgumentError
 from collections.abc import Iterable, Sequence
 from typing import Any, Literal
 
@@ -44,6 +46,7 @@ from lightning_order.cli.console import (
 )
 from lightning_order.cli.console import console as make_console
 from lightning_order.cli.help import TOOLS
+from lightning_order.cli.parsing import STRICT_PARSER, parser_options, with_suggestions
 from lightning_order.cli.tools import tool_parser
 from lightning_order.distributed import release_process_group
 from lightning_order.ledger import StepLedger
@@ -110,6 +113,10 @@ class OrderCLI(LightningCLI):
         return self.descriptor.dims
 
     # -- parser ----------------------------------------------------------------------------
+    def init_parser(self, **kwargs: Any) -> LightningArgumentParser:
+        """LightningCLI's parser, strict: an option is matched by its full name only (no prefix)."""
+        return super().init_parser(**{**STRICT_PARSER, **kwargs})
+
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         """Adds the ``order:`` group and ``torch_num_threads``, and links the data's dims into the model."""
         parser.add_argument(
@@ -178,8 +185,19 @@ class OrderCLI(LightningCLI):
                 self.parser._subcommands_action.add_subcommand(name, tool_parser(name), help=help_text)
 
     def parse_arguments(self, parser: LightningArgumentParser, args: Any) -> None:
-        """Parses as LightningCLI does; a dim set in the model's config and our own subcommands are refused."""
-        super().parse_arguments(parser, args)
+        """Parses as LightningCLI does; a dim set in the model's config and our own subcommands are refused.
+
+        A rejected option is answered with the nearest valid one (``did you mean ...?``).
+        """
+        try:
+            super().parse_arguments(parser, args)
+        except ArgumentError as err:
+            given = [] if isinstance(args, (dict, Namespace)) else sys.argv[1:] if args is None else args
+            argv = [str(a) for a in given]
+            subcommand = next((a for a in argv if a in self.subcommands()), None)
+            subparsers = getattr(self, "_subcommand_parsers", {})
+            options = parser_options(subparsers.get(subcommand, parser))
+            raise with_suggestions(err, options, argv) from err
         subcommand = self.config.get("subcommand")
         config = self.config.get(subcommand, self.config) if subcommand else self.config
         overridden = _dims_set_by_user(config.get("model"), self.dims)
