@@ -39,18 +39,19 @@ from lightning_order.cli.console import (
     configuration_errors,
     ledger_table,
     locations,
+    never_validated,
     prepare_report,
     print_metrics,
     print_violations,
     scalar_metrics,
 )
 from lightning_order.cli.console import console as make_console
-from lightning_order.cli.help import TOOLS
+from lightning_order.cli.help import LIGHTNING_COMMANDS, TOOLS, pipeline_help
 from lightning_order.cli.parsing import STRICT_PARSER, parser_options, with_suggestions
 from lightning_order.cli.tools import tool_parser
 from lightning_order.distributed import release_process_group
 from lightning_order.ledger import StepLedger
-from lightning_order.pipelines import PipelineDescriptor, descriptor_for
+from lightning_order.pipelines import PIPELINES, PipelineDescriptor, descriptor_for
 
 __all__ = ["OrderCLI", "OrderLMCLI", "PrepareCLI", "order_callbacks", "run"]
 
@@ -241,8 +242,22 @@ class OrderCLI(LightningCLI):
 
     # -- end-of-run summaries --------------------------------------------------------------
     def after_fit(self) -> None:
-        """Prints the summary of the run (rank 0)."""
+        """Validates once if the run stopped before any validation, then prints the summary (rank 0)."""
+        self._validate_if_never_validated()
         self._summary("fit")
+
+    def _validate_if_never_validated(self) -> None:
+        """One validation pass after a fit that ended before its first scheduled validation.
+
+        A run cut short (``--trainer.max_steps 20`` on a config that validates every 4 epochs)
+        otherwise ends without any validation figure (an LM's perplexity). Every rank calls it
+        (the pass is collective); the fit's own metrics stay in the summary.
+        """
+        trainer = self.trainer
+        if trainer is None or self.model is None or not never_validated(trainer, self.datamodule):
+            return
+        self._fit_metrics = scalar_metrics(trainer.callback_metrics)
+        trainer.validate(self.model, datamodule=self.datamodule, verbose=False)
 
     def after_validate(self) -> None:
         """Prints the summary of the run (rank 0)."""
@@ -263,7 +278,7 @@ class OrderCLI(LightningCLI):
             title = f"lightning-order {stage}: the ledger"
             console.print(ledger_table(ledger, title=title, pipeline=judged.pipeline))
             print_violations(console, judged.check(ledger))
-        metrics = scalar_metrics(trainer.callback_metrics)
+        metrics = {**getattr(self, "_fit_metrics", {}), **scalar_metrics(trainer.callback_metrics)}
         print_metrics(console, metrics)
         printer = self.descriptor.summary_printer()
         if printer is not None:
@@ -353,6 +368,11 @@ def order_callbacks(order: Namespace | dict[str, Any], existing: Iterable[Callba
     return added
 
 
+def _public_model(descriptor: PipelineDescriptor) -> str:
+    """The model's public import path (``lightning_order.OrderedCausalLM``), as a config names it."""
+    return f"lightning_order.{descriptor.model.partition(':')[2]}"
+
+
 def run(args: list[str] | None, descriptor: PipelineDescriptor, *, prepare: bool = False, prog: str) -> None:
     """Runs :class:`OrderCLI` (or :class:`PrepareCLI`) for ``descriptor`` on ``args``.
 
@@ -363,6 +383,11 @@ def run(args: list[str] | None, descriptor: PipelineDescriptor, *, prepare: bool
     parser_kwargs: dict[str, Any] = {"exit_on_error": False, "prog": prog}  # the dispatcher prints the error
     if prepare:
         parser_kwargs["description"] = TOOLS["prepare"]
+    else:
+        models = {name: (d.title, _public_model(d)) for name, d in PIPELINES.items()}
+        shown, others = models.pop(descriptor.name), models
+        for command in LIGHTNING_COMMANDS:  # each subcommand's --help says how to see the other pipelines'
+            parser_kwargs[command] = {"description": pipeline_help(command, shown, others)}
     with warnings.catch_warnings():
         # We may hand LightningCLI the arguments after `prepare` (or a caller's list); its warning
         # about also seeing sys.argv is meant for scripts that pass both by mistake.
