@@ -119,6 +119,8 @@ def prepare_report(datamodule: Any) -> None:
         dims = ledger.info.get("dims")
         if dims:
             out.print(Text.assemble(("dims: ", "bold"), ", ".join(f"{k}={v}" for k, v in dims.items())))
+        for label, text in descriptor.ledger_figures(ledger):
+            out.print(Text.assemble((f"{label}: ", "bold"), text))
     if cache_path is not None:
         out.print(Text.assemble(("prepared data: ", "bold"), str(cache_path)))
         out.print(Text.assemble(("manifest: ", "bold"), str(Path(cache_path) / MANIFEST_NAME)))
