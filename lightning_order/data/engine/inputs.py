@@ -51,6 +51,13 @@ def _is_remote(name: str) -> bool:
     return "://" in name
 
 
+def _exists(name: str) -> bool:
+    try:
+        return Path(name).expanduser().exists()
+    except (OSError, ValueError, RuntimeError):  # a NUL byte, a name too long, an unknown ~user
+        return False
+
+
 def _packaged_builders() -> set[str]:
     """The builders ``datasets`` ships (csv, json, parquet, text, arrow, imagefolder...)."""
     try:  # datasets' own table of its packaged builders; the common ones if it moves
@@ -67,7 +74,10 @@ def _in_local_cache(name: str) -> bool:
 
     hub = Path(huggingface_hub.constants.HF_HUB_CACHE) / f"datasets--{name.replace('/', '--')}"
     prepared = Path(datasets.config.HF_DATASETS_CACHE) / name.replace("/", "___")
-    return hub.is_dir() or prepared.is_dir()
+    try:
+        return hub.is_dir() or prepared.is_dir()
+    except OSError:  # a name no file system takes (too long): in no cache
+        return False
 
 
 def check_dataset_name(dataset: str | None) -> None:
@@ -82,7 +92,7 @@ def check_dataset_name(dataset: str | None) -> None:
     Raises:
         DataError: any other name, with the nearest builder and the way to use a hub dataset.
     """
-    if dataset is None or dataset in _SUFFIXES or _is_remote(dataset) or Path(dataset).expanduser().exists():
+    if dataset is None or dataset in _SUFFIXES or _is_remote(dataset) or _exists(dataset):
         return
     builders = _packaged_builders()
     if dataset in builders or _in_local_cache(dataset):

@@ -153,3 +153,9 @@ def test_a_local_path_or_a_cached_hub_dataset_is_accepted(tmp_path, monkeypatch)
         check_dataset_name("someone/corpus")
     (tmp_path / "hub" / "datasets--someone--corpus").mkdir(parents=True)
     check_dataset_name("someone/corpus")
+
+
+@pytest.mark.parametrize("dataset", ["a\x00b", "~no_such_user_here/x", "x" * 5000, "user/typo"])
+def test_a_name_no_file_system_takes_is_refused_in_the_same_words(dataset):
+    with pytest.raises(DataError, match="neither a datasets builder"):
+        check_dataset_name(dataset)
