@@ -10,6 +10,11 @@ pipeline its descriptor names (:mod:`lightning_order.pipelines`):
 * ``OrderValidator`` and ``SymptomMonitor`` appended to the trainer's callbacks, switched by the
   ``order:`` config group, next to any callbacks the user configures;
 * ``torch_num_threads``, applied before anything is built;
+* a strict command line: options matched by their full name only, a rejected one answered with
+  the nearest valid option (:mod:`.parsing`); each subcommand's ``--help`` says how to see the
+  other pipelines' options;
+* one validation pass after a fit that ended before its first scheduled validation, so the
+  summary has a validation figure;
 * an end-of-run summary on rank 0: the ledger as a table with its verdict (the descriptor's
   checks), the final metrics, what the descriptor prints after them (an LM's perplexity and a
   sampled continuation), and the folders that exist.
