@@ -69,6 +69,8 @@ class PipelineDescriptor:
             what the order alone cannot (e.g. end-of-text tokens recorded by ``encode``).
         summary: import path of ``f(console, datamodule, model, stage, metrics)``, what the CLI
             prints after the metrics (``None``: nothing).
+        figures: import path of ``f(ledger) -> [(label, text)]``, the figures ``audit`` and
+            ``prepare`` print under a ledger of this pipeline (``None``: none).
         title: a few words for tables and help texts.
     """
 
@@ -82,6 +84,7 @@ class PipelineDescriptor:
     steps: str
     ledger_checks: tuple[str, ...] = ()
     summary: str | None = None
+    figures: str | None = None
     title: str = ""
 
     def datamodule_class(self) -> type:
@@ -103,6 +106,10 @@ class PipelineDescriptor:
     def summary_printer(self) -> Callable[..., None] | None:
         """What the CLI prints after the metrics, or ``None``."""
         return resolve(self.summary) if self.summary else None
+
+    def ledger_figures(self, ledger: StepLedger) -> list[tuple[str, str]]:
+        """The figures to print under ``ledger`` (``[]`` for a pipeline without any)."""
+        return list(resolve(self.figures)(ledger)) if self.figures else []
 
     def check(self, ledger: StepLedger, pipeline: Pipeline | None = None) -> list[Violation]:
         """Every violation of ``ledger``: the order (``pipeline``, default this one's) and the ledger checks."""
@@ -137,6 +144,7 @@ PIPELINES: Mapping[str, PipelineDescriptor] = {
         steps="lightning_order.data.lm.steps:LM_STEPS",
         ledger_checks=("lightning_order.checks.lm:check_lm_records",),
         summary="lightning_order.cli.summaries:print_lm_summary",
+        figures="lightning_order.cli.summaries:lm_figures",
         title="causal language modelling",
     ),
 }
@@ -160,7 +168,8 @@ def descriptor_for(
     Args:
         name: a pipeline name (``"standard"``, ``"lm"``).
         info: a manifest's ``info`` (its ``"pipeline"`` key; absent means ``"standard"``).
-        ledger: a ledger, read through its ``info``.
+        ledger: a ledger, read through its ``info``; one that names no pipeline belongs to the
+            first whose steps include all of its own (a ledger with ``dedup`` is an LM one).
         pipeline: a :class:`~lightning_order.order.Pipeline` object that is one of ours.
         classes: DataModule or model classes (or subclasses of ours).
 
@@ -176,11 +185,24 @@ def descriptor_for(
                 break
     if name is None and (info is not None or ledger is not None):
         recorded = (info if info is not None else ledger.info).get("pipeline")  # type: ignore[union-attr]
-        name = str(recorded) if recorded else DEFAULT_PIPELINE
+        name = str(recorded) if recorded else _name_of_steps(ledger) if ledger is not None else None
     name = name or DEFAULT_PIPELINE
     if name not in PIPELINES:
         raise KeyError(f"no pipeline named {name!r}; the pipelines are: {', '.join(PIPELINES)}")
     return PIPELINES[name]
+
+
+def _name_of_steps(ledger: StepLedger) -> str | None:
+    """The pipeline a ledger that names none was recorded under, from its step names.
+
+    A ledger written before its pipeline was recorded (a hand-written LM pipeline's, in an older
+    checkpoint) holds steps the default pipeline does not have (``dedup``, ``pack``): it belongs
+    to the first pipeline that has all of them. ``None`` when the default one has them all.
+    """
+    steps = {*ledger.steps(), *(ledger.info.get("declared_steps") or ())}
+    if all(step in PIPELINES[DEFAULT_PIPELINE].pipeline for step in steps):
+        return None
+    return next((d.name for d in PIPELINES.values() if all(step in d.pipeline for step in steps)), None)
 
 
 def _name_of_class(cls: type) -> str | None:

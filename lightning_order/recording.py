@@ -36,6 +36,7 @@ from typing import Any, TypeVar
 from lightning_order.fingerprints import data_fingerprint
 from lightning_order.ledger import StepLedger, StepRecord
 from lightning_order.order import STANDARD_PIPELINE, Pipeline
+from lightning_order.pipelines import DEFAULT_PIPELINE, PIPELINES
 
 __all__ = [
     "StepRecording",
@@ -100,6 +101,9 @@ def _ledger(owner: Any, pipeline: Pipeline, step: str) -> StepLedger:
     if step not in declared:
         declared.append(step)
     ledger.info["declared_steps"] = pipeline.subset(declared) or declared
+    name = next((d.name for d in PIPELINES.values() if d.pipeline is pipeline), None)
+    if name is not None and name != DEFAULT_PIPELINE:  # a ledger naming none is the default's
+        ledger.info["pipeline"] = name  # audit and the validator judge it by its own pipeline
     ledger.rank = _rank(owner)
     return ledger
 

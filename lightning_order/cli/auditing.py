@@ -16,6 +16,7 @@ from rich.text import Text
 from lightning_order.checkpoint import load_checkpoint
 from lightning_order.cli.console import console as make_console
 from lightning_order.cli.console import ledger_table, print_violations
+from lightning_order.cli.summaries import print_figures
 from lightning_order.data.engine.cache import cache_problems
 from lightning_order.errors import CheckpointError, ManifestError
 from lightning_order.ledger import CHECKPOINT_KEY, MANIFEST_NAME, StepLedger
@@ -63,8 +64,10 @@ def audit(path: str | Path, pipeline: Pipeline | None = None, console: Console |
         path: a cache root, one prepared pipeline's folder, a manifest file, or a checkpoint
             (its ledger is checked; it is read with ``weights_only=True``, so nothing in it runs).
         pipeline: the pipeline to check against; ``None``: each ledger's own (its descriptor,
-            named by ``info["pipeline"]``: an LM cache is judged by ``LM_PIPELINE`` and the LM
-            ledger checks).
+            named by ``info["pipeline"]``, else known by its steps: an LM cache or a hand-written
+            LM pipeline's checkpoint is judged by ``LM_PIPELINE`` and the LM ledger checks, and
+            its figures are printed under the table: documents, duplicates removed, the
+            tokenizer's origin, tokens, end-of-text, blocks, dropped tokens).
         console: where to print (default: stdout).
 
     Returns:
@@ -93,6 +96,7 @@ def audit(path: str | Path, pipeline: Pipeline | None = None, console: Console |
         dims = ledger.info.get("dims")
         if dims:
             out.print(Text("dims: " + ", ".join(f"{k}={v}" for k, v in dims.items())))
+        print_figures(out, descriptor.ledger_figures(ledger))
         violations = descriptor.check(ledger, judged)
         print_violations(out, violations)
         if violations and code == AUDIT_OK:

@@ -34,6 +34,7 @@ __all__ = [
     "error_lines",
     "ledger_table",
     "locations",
+    "never_validated",
     "one_line",
     "prepare_report",
     "print_error",
@@ -118,6 +119,8 @@ def prepare_report(datamodule: Any) -> None:
         dims = ledger.info.get("dims")
         if dims:
             out.print(Text.assemble(("dims: ", "bold"), ", ".join(f"{k}={v}" for k, v in dims.items())))
+        for label, text in descriptor.ledger_figures(ledger):
+            out.print(Text.assemble((f"{label}: ", "bold"), text))
     if cache_path is not None:
         out.print(Text.assemble(("prepared data: ", "bold"), str(cache_path)))
         out.print(Text.assemble(("manifest: ", "bold"), str(Path(cache_path) / MANIFEST_NAME)))
@@ -151,7 +154,7 @@ def print_metrics(console: Console, metrics: dict[str, float]) -> None:
 
 
 def locations(datamodule: Any, trainer: Trainer, stage: str) -> list[tuple[str, Any]]:
-    """Where a run left its cache, checkpoints and logs, as (label, path) pairs."""
+    """Where a run left its cache, checkpoints and logs, as (label, path) pairs: only paths that exist."""
     found: list[tuple[str, Any]] = []
     cache_path = getattr(datamodule, "cache_path", None)
     if cache_path is not None:
@@ -174,7 +177,21 @@ def locations(datamodule: Any, trainer: Trainer, stage: str) -> list[tuple[str, 
     log_dir = getattr(logger, "log_dir", None) if logger is not None else None
     if log_dir:
         found.append(("logs and config", log_dir))
-    return found
+    # A checkpoint folder is named before anything is saved in it (a run cut short saves nothing).
+    return [(label, where) for label, where in found if where and Path(where).exists()]
+
+
+def never_validated(trainer: Trainer, datamodule: Any) -> bool:
+    """Whether a finished fit logged no validation metric though it could have validated.
+
+    ``False`` after an interrupted fit, with validation turned off (``limit_val_batches=0``), or
+    for a datamodule without validation data.
+    """
+    if trainer.interrupted or not trainer.limit_val_batches:
+        return False
+    if not callable(getattr(datamodule, "val_dataloader", None)):
+        return False
+    return not any(name.startswith("val") for name in trainer.callback_metrics)
 
 
 def one_line(text: object) -> str:

@@ -60,6 +60,18 @@ def main(args: list[str] | None = None) -> int:
     from lightning_order.errors import LightningOrderError
 
     known = (*LIGHTNING_COMMANDS, *TOOLS)
+    if command not in known and not command.startswith("-"):
+        from lightning_order.cli.parsing import nearest
+
+        hint = nearest(command, known)
+        print_error(
+            [
+                f"lightning-order: error: no command {command!r}"
+                + (f"; did you mean {hint!r}?" if hint else f"; expected one of {', '.join(known)}"),
+                "  see `lightning-order --help` for the commands",
+            ]
+        )
+        return EXIT_USAGE
     prog = f"lightning-order {command}" if command in known else "lightning-order"
     try:
         if command in ("audit", "graph"):
@@ -155,9 +167,11 @@ def _light_arguments(argv: list[str], descriptor: PipelineDescriptor) -> dict[st
 
     from jsonargparse import ActionConfigFile, ArgumentParser
 
+    from lightning_order.cli.parsing import STRICT_PARSER
+
     config_class = descriptor.config_class()
     internal = {f.name for f in fields(config_class) if f.metadata.get("internal")}
-    parser = ArgumentParser(exit_on_error=False, prog="lightning-order prepare")
+    parser = ArgumentParser(exit_on_error=False, prog="lightning-order prepare", **STRICT_PARSER)
     parser.add_argument("-c", "--config", action=ActionConfigFile)
     parser.add_class_arguments(config_class, "data", skip=internal)
     for section in _OTHER_SECTIONS:

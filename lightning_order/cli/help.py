@@ -6,7 +6,7 @@ descriptions from :data:`COMMANDS`; LightningCLI's ``--help`` lists the same.
 
 from __future__ import annotations
 
-__all__ = ["COMMANDS", "HELP", "LIGHTNING_COMMANDS", "TOOLS"]
+__all__ = ["COMMANDS", "DEMO_CONFIGS", "HELP", "LIGHTNING_COMMANDS", "TOOLS", "pipeline_help"]
 
 #: Every subcommand, with its one-line help.
 COMMANDS: dict[str, str] = {
@@ -23,6 +23,9 @@ LIGHTNING_COMMANDS: tuple[str, ...] = ("fit", "validate", "test", "predict")
 #: The subcommands of our own (dispatched before LightningCLI parses anything).
 TOOLS: dict[str, str] = {name: text for name, text in COMMANDS.items() if name not in LIGHTNING_COMMANDS}
 
+#: Each pipeline's demo config (configs/), the way to its options in a subcommand's ``--help``.
+DEMO_CONFIGS: dict[str, str] = {"standard": "configs/demo.yaml", "lm": "configs/lm-demo.yaml"}
+
 HELP = (
     "usage: lightning-order [-h] {" + ",".join(COMMANDS) + "} ...\n\n"
     "The right order of data preparation for PyTorch Lightning, by default and proven.\n\n"
@@ -31,3 +34,22 @@ HELP = (
     + "\nEach subcommand lists its options: lightning-order <subcommand> --help\n"
     "A language model's options: lightning-order fit --config configs/lm-demo.yaml --help\n"
 )
+
+
+def pipeline_help(command: str, shown: tuple[str, str], others: dict[str, tuple[str, str]]) -> str:
+    """The description of ``lightning-order COMMAND --help``: whose options it lists, how to see the others'.
+
+    ``fit --help`` without a config lists the default pipeline's DataModule and model; the options
+    of another pipeline appear once its model is named (by a config or ``--model``).
+
+    Args:
+        command: the subcommand (``fit``, ``validate``...).
+        shown: ``(title, model)`` of the pipeline whose options are listed.
+        others: pipeline name -> ``(title, model)`` of every other pipeline.
+    """
+    lines = [f"{COMMANDS[command]} The options below are for {shown[0]} ({shown[1]})."]
+    for name, (title, model) in others.items():
+        config = DEMO_CONFIGS.get(name)
+        how = f"--config {config} --help, or " if config else ""
+        lines.append(f"For {title}: lightning-order {command} {how}--model {model} --help.")
+    return " ".join(lines)

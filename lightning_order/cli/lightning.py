@@ -10,6 +10,11 @@ pipeline its descriptor names (:mod:`lightning_order.pipelines`):
 * ``OrderValidator`` and ``SymptomMonitor`` appended to the trainer's callbacks, switched by the
   ``order:`` config group, next to any callbacks the user configures;
 * ``torch_num_threads``, applied before anything is built;
+* a strict command line: options matched by their full name only, a rejected one answered with
+  the nearest valid option (:mod:`.parsing`); each subcommand's ``--help`` says how to see the
+  other pipelines' options;
+* one validation pass after a fit that ended before its first scheduled validation, so the
+  summary has a validation figure;
 * an end-of-run summary on rank 0: the ledger as a table with its verdict (the descriptor's
   checks), the final metrics, what the descriptor prints after them (an LM's perplexity and a
   sampled continuation), and the folders that exist.
@@ -21,7 +26,9 @@ command line once, with jsonargparse, from the DataModule's and the model's type
 from __future__ import annotations
 
 import inspect
+import sys
 import warnings
+from argparse import ArgumentError
 from collections.abc import Iterable, Sequence
 from typing import Any, Literal
 
@@ -37,17 +44,19 @@ from lightning_order.cli.console import (
     configuration_errors,
     ledger_table,
     locations,
+    never_validated,
     prepare_report,
     print_metrics,
     print_violations,
     scalar_metrics,
 )
 from lightning_order.cli.console import console as make_console
-from lightning_order.cli.help import TOOLS
+from lightning_order.cli.help import LIGHTNING_COMMANDS, TOOLS, pipeline_help
+from lightning_order.cli.parsing import STRICT_PARSER, parser_options, with_suggestions
 from lightning_order.cli.tools import tool_parser
 from lightning_order.distributed import release_process_group
 from lightning_order.ledger import StepLedger
-from lightning_order.pipelines import PipelineDescriptor, descriptor_for
+from lightning_order.pipelines import PIPELINES, PipelineDescriptor, descriptor_for
 
 __all__ = ["OrderCLI", "OrderLMCLI", "PrepareCLI", "order_callbacks", "run"]
 
@@ -110,6 +119,10 @@ class OrderCLI(LightningCLI):
         return self.descriptor.dims
 
     # -- parser ----------------------------------------------------------------------------
+    def init_parser(self, **kwargs: Any) -> LightningArgumentParser:
+        """LightningCLI's parser, strict: an option is matched by its full name only (no prefix)."""
+        return super().init_parser(**{**STRICT_PARSER, **kwargs})
+
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         """Adds the ``order:`` group and ``torch_num_threads``, and links the data's dims into the model."""
         parser.add_argument(
@@ -178,8 +191,19 @@ class OrderCLI(LightningCLI):
                 self.parser._subcommands_action.add_subcommand(name, tool_parser(name), help=help_text)
 
     def parse_arguments(self, parser: LightningArgumentParser, args: Any) -> None:
-        """Parses as LightningCLI does; a dim set in the model's config and our own subcommands are refused."""
-        super().parse_arguments(parser, args)
+        """Parses as LightningCLI does; a dim set in the model's config and our own subcommands are refused.
+
+        A rejected option is answered with the nearest valid one (``did you mean ...?``).
+        """
+        try:
+            super().parse_arguments(parser, args)
+        except ArgumentError as err:
+            given = [] if isinstance(args, (dict, Namespace)) else sys.argv[1:] if args is None else args
+            argv = [str(a) for a in given]
+            subcommand = next((a for a in argv if a in self.subcommands()), None)
+            subparsers = getattr(self, "_subcommand_parsers", {})
+            options = parser_options(subparsers.get(subcommand, parser))
+            raise with_suggestions(err, options, argv) from err
         subcommand = self.config.get("subcommand")
         config = self.config.get(subcommand, self.config) if subcommand else self.config
         overridden = _dims_set_by_user(config.get("model"), self.dims)
@@ -223,8 +247,22 @@ class OrderCLI(LightningCLI):
 
     # -- end-of-run summaries --------------------------------------------------------------
     def after_fit(self) -> None:
-        """Prints the summary of the run (rank 0)."""
+        """Validates once if the run stopped before any validation, then prints the summary (rank 0)."""
+        self._validate_if_never_validated()
         self._summary("fit")
+
+    def _validate_if_never_validated(self) -> None:
+        """One validation pass after a fit that ended before its first scheduled validation.
+
+        A run cut short (``--trainer.max_steps 20`` on a config that validates every 4 epochs)
+        otherwise ends without any validation figure (an LM's perplexity). Every rank calls it
+        (the pass is collective); the fit's own metrics stay in the summary.
+        """
+        trainer = self.trainer
+        if trainer is None or self.model is None or not never_validated(trainer, self.datamodule):
+            return
+        self._fit_metrics = scalar_metrics(trainer.callback_metrics)
+        trainer.validate(self.model, datamodule=self.datamodule, verbose=False)
 
     def after_validate(self) -> None:
         """Prints the summary of the run (rank 0)."""
@@ -245,7 +283,7 @@ class OrderCLI(LightningCLI):
             title = f"lightning-order {stage}: the ledger"
             console.print(ledger_table(ledger, title=title, pipeline=judged.pipeline))
             print_violations(console, judged.check(ledger))
-        metrics = scalar_metrics(trainer.callback_metrics)
+        metrics = {**getattr(self, "_fit_metrics", {}), **scalar_metrics(trainer.callback_metrics)}
         print_metrics(console, metrics)
         printer = self.descriptor.summary_printer()
         if printer is not None:
@@ -335,6 +373,11 @@ def order_callbacks(order: Namespace | dict[str, Any], existing: Iterable[Callba
     return added
 
 
+def _public_model(descriptor: PipelineDescriptor) -> str:
+    """The model's public import path (``lightning_order.OrderedCausalLM``), as a config names it."""
+    return f"lightning_order.{descriptor.model.partition(':')[2]}"
+
+
 def run(args: list[str] | None, descriptor: PipelineDescriptor, *, prepare: bool = False, prog: str) -> None:
     """Runs :class:`OrderCLI` (or :class:`PrepareCLI`) for ``descriptor`` on ``args``.
 
@@ -345,6 +388,11 @@ def run(args: list[str] | None, descriptor: PipelineDescriptor, *, prepare: bool
     parser_kwargs: dict[str, Any] = {"exit_on_error": False, "prog": prog}  # the dispatcher prints the error
     if prepare:
         parser_kwargs["description"] = TOOLS["prepare"]
+    else:
+        models = {name: (d.title, _public_model(d)) for name, d in PIPELINES.items()}
+        shown, others = models.pop(descriptor.name), models
+        for command in LIGHTNING_COMMANDS:  # each subcommand's --help says how to see the other pipelines'
+            parser_kwargs[command] = {"description": pipeline_help(command, shown, others)}
     with warnings.catch_warnings():
         # We may hand LightningCLI the arguments after `prepare` (or a caller's list); its warning
         # about also seeing sys.argv is meant for scripts that pass both by mistake.

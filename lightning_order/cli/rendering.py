@@ -184,7 +184,9 @@ def ledger_rows(ledger: StepLedger, pipeline: Pipeline = STANDARD_PIPELINE) -> l
     """The audit table: one row per record, as ``(step, seq, kind, fitted on, rows, fingerprint)``.
 
     ``fitted on`` names what a fitted step learned from: ``train split`` when it is the train part
-    of a partition step that ran, else the producing step, else the short fingerprint. ``rows``
+    of a partition step that ran, else the producing step, else the short fingerprint; a step
+    that took a supplied artefact (``params["source"] == "supplied"``: a tokenizer file) shows
+    ``supplied`` and the artefact's content hash. ``rows``
     is ``rows``, ``train / val`` or a shard's ``length`` from the record's stats.
 
     Args:
@@ -198,7 +200,9 @@ def ledger_rows(ledger: StepLedger, pipeline: Pipeline = STANDARD_PIPELINE) -> l
     for record in ledger:
         kind = pipeline[record.step].kind if record.step in pipeline else "?"
         fitted = ""
-        if record.fitted_on:
+        if record.params.get("source") == "supplied":  # e.g. a tokenizer.json trained elsewhere
+            fitted = f"supplied (content hash {str(record.params.get('xxh3') or '?')[:12]})"
+        elif record.fitted_on:
             producer = next(
                 (r for r in ledger if r.seq != record.seq and record.fitted_on in r.produced), None
             )

@@ -1,17 +1,23 @@
-"""What a run summary prints after the metrics, per pipeline (the descriptor's ``summary``).
+"""What a run summary prints after the metrics, and audit under a ledger, per pipeline (the descriptor's
+``summary`` and ``figures``).
 
 :func:`print_lm_summary` (causal language modelling): the validation perplexity and, after
 ``fit``, a sampled continuation of the first words of a validation document.
+:func:`lm_figures`: the numbers an LLM engineer reads off an LM ledger (documents, duplicates,
+the tokenizer's origin, tokens, end-of-text, blocks, dropped tokens), for ``audit`` and ``prepare``.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 
-__all__ = ["print_lm_summary", "sample_continuation"]
+if TYPE_CHECKING:
+    from lightning_order.ledger import StepLedger
+
+__all__ = ["lm_figures", "print_figures", "print_lm_summary", "sample_continuation"]
 
 
 def print_lm_summary(
@@ -57,3 +63,94 @@ def sample_continuation(
     ended = bool(new) and new[-1] == eos
     text = tokenizer.decode([t for t in new if t != eos])
     return prompt, text + (f" {getattr(datamodule, 'eos_token', '<|endoftext|>')}" if ended else " …")
+
+
+def _count(value: Any) -> str:
+    return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else str(value)
+
+
+def _pair(stats: dict[str, Any], train: str, val: str) -> str | None:
+    if train not in stats and val not in stats:
+        return None
+    return f"{_count(stats.get(train, '?'))} train / {_count(stats.get(val, '?'))} val"
+
+
+def _tokenizer_figure(params: dict[str, Any], stats: dict[str, Any]) -> str | None:
+    size = stats.get("vocab_size")
+    sized = f"{_count(size)} tokens" if size is not None else "its tokens"
+    if params.get("source") == "supplied":
+        digest = str(params.get("xxh3") or "?")[:12]
+        return (
+            f"supplied {params.get('tokenizer_file', 'tokenizer file')} (content hash {digest}), {sized}; "
+            "trained elsewhere: it learned nothing from this run's splits"
+        )
+    if params.get("source") == "trained":
+        sample = stats.get("sample_documents", stats.get("rows", "?"))
+        return (
+            f"{params.get('tokenizer', 'tokenizer')} of {sized}, trained on {_count(sample)} train documents"
+        )
+    return None
+
+
+def lm_figures(ledger: StepLedger) -> list[tuple[str, str]]:
+    """What an LLM engineer reads off an LM ledger, as ``(label, text)`` rows, from its steps' stats.
+
+    Documents through load, clean and dedup and per split, the exact and near-duplicates removed,
+    the tokenizer (trained on the train split, or supplied and identified by its content hash),
+    tokens per split, end-of-text tokens and their rate, blocks and the tokens dropped by packing.
+    A figure whose statistics the ledger lacks (a hand-written pipeline records fewer) is left out.
+    """
+    stats = {r.step: dict(r.stats) for r in ledger}
+    params = {r.step: dict(r.params) for r in ledger}
+    rows: list[tuple[str, str]] = []
+    counts = [
+        f"{_count(stats[step]['rows'])} {label}"
+        for step, label in (("load", "loaded"), ("clean", "after clean"), ("dedup", "after dedup"))
+        if "rows" in stats.get(step, {})
+    ]
+    split = _pair(stats.get("split", {}), "train_rows", "val_rows")
+    if counts or split:
+        config = ledger.info.get("config") or {}
+        cut = f" (text files cut by {config['sample_by']})" if config.get("dataset") == "text" else ""
+        rows.append(("documents", "; ".join([*counts, *([split] if split else [])]) + cut))
+    dedup = stats.get("dedup", {})
+    if "exact_removed" in dedup or "near_removed" in dedup:
+        threshold = params.get("dedup", {}).get("threshold")
+        near = f" (Jaccard >= {threshold} on word shingles)" if threshold is not None else ""
+        rows.append(
+            (
+                "duplicates removed",
+                f"{_count(dedup.get('exact_removed', 0))} exact, {_count(dedup.get('near_removed', 0))} near{near}, "
+                "before the split",
+            )
+        )
+    tokenizer = _tokenizer_figure(params.get("build_vocab", {}), stats.get("build_vocab", {}))
+    if tokenizer:
+        rows.append(("tokenizer", tokenizer))
+    encode, pack = stats.get("encode", {}), stats.get("pack", {})
+    tokens = _pair(encode, "train_tokens", "val_tokens")
+    if tokens:
+        rows.append(("tokens", tokens))
+    if "eos_tokens" in encode or "eos_rate" in pack:
+        parts = []
+        if "eos_tokens" in encode:
+            parts.append(
+                f"{_count(encode['eos_tokens'])} tokens for {_count(encode.get('documents', '?'))} documents"
+            )
+        if "eos_rate" in pack:
+            parts.append(f"{float(pack['eos_rate']):.2%} of the train blocks' tokens")
+        rows.append(("end-of-text", "; ".join(parts)))
+    blocks = _pair(pack, "train_blocks", "val_blocks")
+    if blocks:
+        size = params.get("pack", {}).get("block_size")
+        rows.append(("blocks", blocks + (f" of {size} + 1 tokens" if size is not None else "")))
+    dropped = _pair(pack, "train_dropped_tokens", "val_dropped_tokens")
+    if dropped:
+        rows.append(("dropped tokens", dropped + " (the last tail shorter than a block)"))
+    return rows
+
+
+def print_figures(console: Any, figures: list[tuple[str, str]]) -> None:
+    """Prints :func:`lm_figures` (or another pipeline's figures) as one ``label: text`` line each."""
+    for label, text in figures:
+        console.print(Text.assemble((f"{label}: ", "bold"), text))

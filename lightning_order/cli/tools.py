@@ -7,7 +7,8 @@
 from __future__ import annotations
 
 import sys
-from typing import Literal
+from argparse import ArgumentError
+from typing import Any, Literal
 
 from jsonargparse import ArgumentParser
 from rich.text import Text
@@ -15,6 +16,7 @@ from rich.text import Text
 from lightning_order.cli.auditing import AUDIT_UNREADABLE, audit, find_manifests
 from lightning_order.cli.console import console as make_console
 from lightning_order.cli.help import TOOLS
+from lightning_order.cli.parsing import STRICT_PARSER, parser_options, with_suggestions
 from lightning_order.cli.rendering import graph_marks, to_dot, to_mermaid
 from lightning_order.errors import ManifestError
 from lightning_order.ledger import StepLedger
@@ -27,7 +29,7 @@ def tool_parser(name: str) -> ArgumentParser:
     """The parser of subcommand ``name`` (for ``prepare``: the one its ``--help`` header uses)."""
     prog = f"lightning-order {name}"
     if name == "audit":
-        parser = ArgumentParser(prog=prog, description=TOOLS[name], exit_on_error=False)
+        parser = ArgumentParser(prog=prog, description=TOOLS[name], exit_on_error=False, **STRICT_PARSER)
         parser.add_argument(
             "path",
             type=str,
@@ -36,7 +38,7 @@ def tool_parser(name: str) -> ArgumentParser:
         )
         return parser
     if name == "graph":
-        parser = ArgumentParser(prog=prog, description=TOOLS[name], exit_on_error=False)
+        parser = ArgumentParser(prog=prog, description=TOOLS[name], exit_on_error=False, **STRICT_PARSER)
         parser.add_argument(
             "--format", type=Literal["mermaid", "dot"], default="mermaid", help="Output format."
         )
@@ -57,6 +59,7 @@ def tool_parser(name: str) -> ArgumentParser:
     # prepare: the full parser is LightningCLI's (the same config as fit); this one is for --help.
     parser = ArgumentParser(
         prog=prog,
+        **STRICT_PARSER,
         description=TOOLS[name] + " Takes the same options and --config files as fit; "
         "run `lightning-order prepare --help` for all of them.",
     )
@@ -66,7 +69,7 @@ def tool_parser(name: str) -> ArgumentParser:
 
 def audit_main(argv: list[str]) -> int:
     """``lightning-order audit PATH``: its exit code (0 clean, 1 violations, 2 unreadable)."""
-    cfg = tool_parser("audit").parse_args(argv)
+    cfg = _parse("audit", argv)
     return audit(cfg.path)
 
 
@@ -76,7 +79,7 @@ def graph_main(argv: list[str]) -> int:
     With ``--manifest`` the graph is the manifest's own pipeline (``info["pipeline"]``), so an LM
     cache is drawn as :data:`~lightning_order.LM_PIPELINE`; without, ``--pipeline`` names it.
     """
-    cfg = tool_parser("graph").parse_args(argv)
+    cfg = _parse("graph", argv)
     descriptor = PIPELINES[cfg.pipeline]
     ledger = None
     if cfg.manifest:
@@ -90,3 +93,12 @@ def graph_main(argv: list[str]) -> int:
     render = to_dot if cfg.format == "dot" else to_mermaid
     sys.stdout.write(render(descriptor.pipeline, marks))
     return 0
+
+
+def _parse(name: str, argv: list[str]) -> Any:
+    """``argv`` parsed by subcommand ``name``'s parser; a rejected option names the nearest valid one."""
+    parser = tool_parser(name)
+    try:
+        return parser.parse_args(argv)
+    except ArgumentError as err:
+        raise with_suggestions(err, parser_options(parser), argv) from err

@@ -76,3 +76,15 @@ def test_lm_main_job_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture) -
         assert expected in out
     for step in ("dedup", "pack", "shard", "init_model", "train", "evaluate"):
         assert f"│ {step}" in out
+
+
+def test_an_lm_fit_cut_short_prints_its_perplexity(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """lm-demo.yaml validates every 4 epochs; stopped after 5 steps, the run validates once at its end
+    (#26), and names no checkpoint folder, as none was written."""
+    config = str(ROOT / "configs" / "lm-demo.yaml")
+    args = ["--data.max_documents=200", "--data.vocab_size=300", "--data.block_size=16"]
+    args += ["--data.cache_dir", str(tmp_path / "cache"), "--trainer.default_root_dir", str(tmp_path)]
+    assert main(["fit", "--config", config, *args, "--trainer.max_steps=5"]) == 0
+    out = capsys.readouterr().out
+    assert "validation perplexity:" in out and "val_ppl" in out and "train_loss" in out
+    assert "checkpoint" not in out and not list(tmp_path.rglob("*.ckpt"))

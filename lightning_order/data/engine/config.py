@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, get_args
 
-from lightning_order.data.engine.inputs import InputFiles, InputHash
+from lightning_order.data.engine.inputs import InputFiles, InputHash, check_dataset_name
 from lightning_order.errors import DataError
 
 __all__ = [
@@ -154,7 +154,7 @@ class BaseDataConfig(InputFiles):
     """The fields every ordered DataModule takes (see each field's docstring)."""
 
     dataset: str | None = None
-    """anything :func:`datasets.load_dataset` takes (``"csv"``, ``"json"``, ``"parquet"``, ``"text"`` with ``data_files``, or a hub name already in the local cache); ``None`` for the pipeline's built-in corpus."""
+    """anything :func:`datasets.load_dataset` takes (``"csv"``, ``"json"``, ``"parquet"``, ``"text"`` with ``data_files``, a local dataset folder, or a hub name already in the local cache; any other name is refused before anything is loaded); ``None`` for the pipeline's built-in corpus."""
     data_files: Any = None
     """files for ``dataset``: a path, a glob, a folder, a list of them, or a dict of split -> paths."""
     text_column: str = "text"
@@ -196,6 +196,7 @@ class BaseDataConfig(InputFiles):
         """Checks every shared field (a subclass extends it and calls ``super().validate()`` first)."""
         set_ = functools.partial(object.__setattr__, self)
         check_optional_str("dataset", self.dataset, step="load")
+        check_dataset_name(self.dataset)
         _check_data_files(self.data_files)
         if not isinstance(self.text_column, str) or not self.text_column:
             raise DataError(f"text_column must be a column name, got {self.text_column!r}", step="load")

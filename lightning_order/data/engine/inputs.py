@@ -13,6 +13,7 @@ a parquet file with no rows, a csv with a header only, a text file that is not U
 from __future__ import annotations
 
 import codecs
+import difflib
 import glob
 import os
 from collections.abc import Iterable
@@ -23,7 +24,14 @@ from typing import Any, Literal
 from lightning_order.data.engine.storage import file_digest
 from lightning_order.errors import DataError
 
-__all__ = ["InputHash", "diagnose_files", "expand_data_files", "files_identity", "local_files"]
+__all__ = [
+    "InputHash",
+    "check_dataset_name",
+    "diagnose_files",
+    "expand_data_files",
+    "files_identity",
+    "local_files",
+]
 
 #: How input files are identified: by their bytes (``"content"``) or by size and mtime.
 InputHash = Literal["content", "size_mtime"]
@@ -41,6 +49,64 @@ _CHUNK = 1 << 22
 
 def _is_remote(name: str) -> bool:
     return "://" in name
+
+
+def _exists(name: str) -> bool:
+    try:
+        return Path(name).expanduser().exists()
+    except (OSError, ValueError, RuntimeError):  # a NUL byte, a name too long, an unknown ~user
+        return False
+
+
+def _packaged_builders() -> set[str]:
+    """The builders ``datasets`` ships (csv, json, parquet, text, arrow, imagefolder...)."""
+    try:  # datasets' own table of its packaged builders; the common ones if it moves
+        from datasets.packaged_modules import _PACKAGED_DATASETS_MODULES
+    except ImportError:
+        return set(_SUFFIXES)
+    return set(_PACKAGED_DATASETS_MODULES) | set(_SUFFIXES)
+
+
+def _in_local_cache(name: str) -> bool:
+    """Whether hub dataset ``name`` was downloaded to this machine (the hub's or datasets' cache)."""
+    import datasets.config
+    import huggingface_hub.constants
+
+    hub = Path(huggingface_hub.constants.HF_HUB_CACHE) / f"datasets--{name.replace('/', '--')}"
+    prepared = Path(datasets.config.HF_DATASETS_CACHE) / name.replace("/", "___")
+    try:
+        return hub.is_dir() or prepared.is_dir()
+    except OSError:  # a name no file system takes (too long): in no cache
+        return False
+
+
+def check_dataset_name(dataset: str | None) -> None:
+    """Refuses, before anything is loaded, a ``dataset`` that ``load`` could only look up on the hub.
+
+    ``datasets.load_dataset`` asks the Hugging Face hub for any name it does not know, and a typo
+    (``"txt"``) waits there for half a minute of retries before its error. Accepted: ``None`` (the
+    pipeline's built-in corpus), a builder ``datasets`` ships (``"text"``, ``"csv"``, ``"json"``,
+    ``"parquet"``, ``"arrow"``...), a local path (a dataset folder or script), a remote URL, and a
+    hub name already in the local Hugging Face cache.
+
+    Raises:
+        DataError: any other name, with the nearest builder and the way to use a hub dataset.
+    """
+    if dataset is None or dataset in _SUFFIXES or _is_remote(dataset) or _exists(dataset):
+        return
+    builders = _packaged_builders()
+    if dataset in builders or _in_local_cache(dataset):
+        return
+    close = difflib.get_close_matches(dataset, sorted(builders), n=1)
+    hint = f"did you mean dataset={close[0]!r}? " if close else ""
+    raise DataError(
+        f"dataset={dataset!r} is neither a datasets builder ({', '.join(_SUFFIXES)}...), nor a local path, nor a "
+        f"hub dataset in the local Hugging Face cache: {hint}for files, name their builder and pass them, e.g. "
+        "dataset='text' data_files='corpus/*.txt' (--data.dataset text --data.data_files 'corpus/*.txt'); for a "
+        "hub dataset, download it once (`huggingface-cli download --repo-type dataset OWNER/NAME --local-dir "
+        "data/NAME`) and pass its folder, dataset='data/NAME'",
+        step="load",
+    )
 
 
 def _expand_one(name: str | os.PathLike[str], dataset: str | None) -> list[str]:

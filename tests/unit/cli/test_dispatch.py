@@ -93,7 +93,10 @@ def test_light_prepare_takes_the_lm_pipeline_too(tmp_path: Path, capsys):
     lm_config = str(ROOT / "configs" / "lm-demo.yaml")
     small = ["--data.max_documents=150", "--data.vocab_size=300", "--data.block_size=16"]
     assert commands.main(["prepare", "--config", lm_config, *small, "--data.cache_dir", str(tmp_path)]) == 0
-    assert "no violation" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "no violation" in out
+    for figure in ("documents: 150 loaded", "duplicates removed: ", "tokens: ", "end-of-text: ", "blocks: "):
+        assert figure in out, figure  # the LM figures under the ledger (#26)
     from lightning_order import OrderedLMDataModule
 
     dm = OrderedLMDataModule(

@@ -183,6 +183,26 @@ def test_a_data_error_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert "vocab_size" in lines[0]
 
 
+@pytest.mark.parametrize("command", ["fit", "prepare"])
+def test_a_dataset_name_no_builder_nor_path_is_one_line_at_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    """#26: `--data.dataset txt` is refused before anything is loaded, not after half a minute on the hub."""
+    import time
+
+    (tmp_path / "a.txt").write_text("def f():\n    return 1\n")
+    lm_demo = str(Path(DEMO).with_name("lm-demo.yaml"))
+    options = ["--data.dataset", "txt", "--data.data_files", str(tmp_path / "a.txt")]
+    started = time.monotonic()
+    lines = _refusal(
+        capsys, command, "--config", lm_demo, *options, "--data.cache_dir", str(tmp_path), code=1
+    )
+    assert time.monotonic() - started < 10
+    assert len(lines) == 1 and lines[0].startswith("lightning-order: DataError: [step 'load'] dataset='txt'")
+    assert "did you mean dataset='text'?" in lines[0]
+    assert not list(tmp_path.glob("*/manifest.json"))
+
+
 @pytest.mark.parametrize(
     ("argv", "words"),
     [

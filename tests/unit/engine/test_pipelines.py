@@ -18,6 +18,9 @@ from lightning_order import (
     OrderedDataModule,
     OrderedLMDataModule,
     OrderedTextClassifier,
+    Pipeline,
+    StepLedger,
+    record_step,
 )
 from lightning_order.cli import main
 from lightning_order.data.engine.config import BaseDataConfig
@@ -94,3 +97,32 @@ def test_graph_without_a_manifest_draws_the_named_pipeline(capsys) -> None:
     assert "dedup[" in capsys.readouterr().out
     assert main(["graph"]) == 0
     assert "fit_features[" in capsys.readouterr().out
+
+
+def test_a_ledger_naming_no_pipeline_is_known_by_its_steps() -> None:
+    """A hand-written LM ledger saved before it named its pipeline (#26): judged by LM_PIPELINE."""
+    lm, standard, unknown = StepLedger(), StepLedger(), StepLedger()
+    for step in ("load", "clean", "dedup", "split"):
+        lm.record(step)
+    for step in ("load", "clean", "split"):
+        standard.record(step)
+    unknown.record("load")
+    unknown.info["declared_steps"] = ["load", "tokenize_images"]
+    assert descriptor_for(ledger=lm).name == "lm"
+    assert descriptor_for(ledger=standard).name == "standard"
+    assert descriptor_for(ledger=unknown).name == "standard"  # no pipeline has them all: the default
+
+
+@pytest.mark.parametrize(("pipeline", "recorded"), [(LM_PIPELINE, "lm"), (STANDARD_PIPELINE, None)])
+def test_record_step_names_a_pipeline_other_than_the_default(
+    pipeline: Pipeline, recorded: str | None
+) -> None:
+    class Data:
+        @record_step("load", pipeline=pipeline)
+        def load(self) -> list[str]:
+            return ["a document"]
+
+    data = Data()
+    data.load()
+    assert data.ledger.info.get("pipeline") == recorded
+    assert descriptor_for(ledger=data.ledger).pipeline is pipeline

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from lightning_order import DataError, OrderedDataModule
-from lightning_order.data.engine.inputs import expand_data_files, files_identity
+from lightning_order.data.engine.inputs import check_dataset_name, expand_data_files, files_identity
 from lightning_order.data.text.config import DataConfig
 
 SMALL = {"vocab_size": 100, "max_length": 16}
@@ -117,3 +117,45 @@ def test_a_glob_or_folder_naming_nothing_is_refused_at_construction(tmp_path, da
 def test_input_hash_is_checked():
     with pytest.raises(DataError, match="input_hash must be one of content, size_mtime, got 'mtime'"):
         DataConfig(input_hash="mtime")
+
+
+# -- a dataset name load could only look up on the hub (#26) ------------------------------------
+@pytest.mark.parametrize("module", ["OrderedDataModule", "OrderedLMDataModule"])
+def test_a_dataset_name_that_is_no_builder_nor_path_is_refused_at_once(tmp_path, module):
+    import time
+
+    import lightning_order
+
+    (tmp_path / "a.txt").write_text("one document\n")
+    started = time.monotonic()
+    with pytest.raises(DataError) as info:
+        getattr(lightning_order, module)(dataset="txt", data_files=str(tmp_path / "a.txt"))
+    assert time.monotonic() - started < 5  # no retries against the hub
+    message = str(info.value)
+    assert "[step 'load']" in message and "dataset='txt'" in message
+    assert "did you mean dataset='text'?" in message and "--local-dir" in message
+
+
+@pytest.mark.parametrize("dataset", [None, "text", "csv", "json", "parquet", "arrow", "imagefolder"])
+def test_a_builder_datasets_ships_is_accepted(dataset):
+    check_dataset_name(dataset)
+
+
+def test_a_local_path_or_a_cached_hub_dataset_is_accepted(tmp_path, monkeypatch):
+    import datasets.config
+    import huggingface_hub.constants
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(tmp_path / "datasets"))
+    (tmp_path / "my_dataset").mkdir()
+    check_dataset_name(str(tmp_path / "my_dataset"))
+    with pytest.raises(DataError, match="neither a datasets builder"):
+        check_dataset_name("someone/corpus")
+    (tmp_path / "hub" / "datasets--someone--corpus").mkdir(parents=True)
+    check_dataset_name("someone/corpus")
+
+
+@pytest.mark.parametrize("dataset", ["a\x00b", "~no_such_user_here/x", "x" * 5000, "user/typo"])
+def test_a_name_no_file_system_takes_is_refused_in_the_same_words(dataset):
+    with pytest.raises(DataError, match="neither a datasets builder"):
+        check_dataset_name(dataset)
