@@ -195,7 +195,8 @@ def _dropped(logs: Path) -> int:
     """Documents MinhashDedupFilter dropped, from the stage's ``stats.json``."""
     for step in json.loads((logs / "stats.json").read_text()):
         if "MinHash stage 4" in step.get("name", ""):
-            return int(step["stats"].get("dropped", {}).get("total", 0))
+            dropped = step["stats"].get("dropped", 0)
+            return int(dropped.get("total", 0) if isinstance(dropped, dict) else dropped)
     return -1
 
 

@@ -107,17 +107,53 @@ def _tree_rss(root: int) -> tuple[int, int]:
     return total, rss.get(root, 0)
 
 
+def _tree_pids(root: int) -> list[int]:
+    """``root`` and its descendants (Linux /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as handle:
+                    parent = int(handle.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            children.setdefault(parent, []).append(int(entry))
+    out, stack = [], [root]
+    while stack:
+        pid = stack.pop()
+        out.append(pid)
+        stack.extend(children.get(pid, []))
+    return out
+
+
+def _tree_pss(root: int) -> int:
+    """The proportional set size of ``root``'s process tree in bytes: pages shared by forked
+    workers counted once in all (``Pss`` of ``/proc/<pid>/smaps_rollup``), unlike summed RSS."""
+    total = 0
+    for pid in _tree_pids(root):
+        try:
+            with open(f"/proc/{pid}/smaps_rollup") as handle:
+                for line in handle:
+                    if line.startswith("Pss:"):
+                        total += int(line.split()[1]) * 1024
+                        break
+        except (OSError, ValueError):
+            continue
+    return total
+
+
 def _run(args: list[str]) -> dict:
     """Runs this script as a worker; its result, wall time and peak memory (tree, main process)."""
     proc = subprocess.Popen(
         [sys.executable, __file__, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
-    peak = {"tree": 0, "main": 0}
+    peak = {"tree": 0, "main": 0, "pss": 0}
 
     def sample() -> None:
         while proc.poll() is None:
             tree, main = _tree_rss(proc.pid)
             peak["tree"], peak["main"] = max(peak["tree"], tree), max(peak["main"], main)
+            peak["pss"] = max(peak["pss"], _tree_pss(proc.pid))
             time.sleep(0.05)
 
     sampler = threading.Thread(target=sample, daemon=True)
@@ -128,7 +164,9 @@ def _run(args: list[str]) -> dict:
     if proc.returncode or line is None:
         raise RuntimeError(f"{args[:2]} failed:\n{out[-2000:]}\n{err[-4000:]}")
     result = json.loads(line[len("RESULT ") :])
-    result.update(peak_rss_mb=peak["tree"] / 1e6, peak_rss_main_mb=peak["main"] / 1e6)
+    result.update(
+        peak_rss_mb=peak["tree"] / 1e6, peak_rss_main_mb=peak["main"] / 1e6, peak_pss_mb=peak["pss"] / 1e6
+    )
     return result
 
 
@@ -293,6 +331,41 @@ def measure(megabytes: float, data_dir: Path, num_proc: int, engines: tuple[str,
     }
 
 
+def memory(args: argparse.Namespace) -> None:
+    """Ours alone at each size: seconds, peak RSS (tree, main) and PSS, each against the first size."""
+    rows = []
+    for size in args.sizes:
+        corpus = build_corpus(args.data_dir, size)
+        with tempfile.TemporaryDirectory(dir=args.data_dir) as tmp:
+            run = _run(
+                [
+                    "--worker",
+                    "ours",
+                    "--data",
+                    str(corpus),
+                    "--cache",
+                    str(Path(tmp) / "ours"),
+                    "--num-proc",
+                    str(args.num_proc),
+                    "--engine",
+                    args.engines[0],
+                ]
+            )
+        rows.append({"megabytes": size, **{k: v for k, v in run.items() if k != "cache"}})
+        print(json.dumps(rows[-1]), flush=True)
+    first = rows[0]
+    print(
+        f"\n{'MB':>7} {'ours s':>8} {'RSS tree MB':>12} {'RSS main MB':>12} {'PSS tree MB':>12} {'PSS / first':>12}"
+    )
+    for r in rows:
+        print(
+            f"{r['megabytes']:>7.0f} {r['seconds']:>8.1f} {r['peak_rss_mb']:>12.0f} {r['peak_rss_main_mb']:>12.0f} "
+            f"{r['peak_pss_mb']:>12.0f} {r['peak_pss_mb'] / first['peak_pss_mb']:>12.2f}"
+        )
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=2))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument(
@@ -311,6 +384,11 @@ def main() -> None:
         "--data-dir", type=Path, default=Path(tempfile.gettempdir()) / "lightning_order_bench"
     )
     parser.add_argument("--json", type=Path)
+    parser.add_argument(
+        "--memory-only",
+        action="store_true",
+        help="ours alone at each size (no floor): peak memory and its growth against the first size",
+    )
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--data", help=argparse.SUPPRESS)
     parser.add_argument("--cache", help=argparse.SUPPRESS)
@@ -322,6 +400,9 @@ def main() -> None:
         return
     if args.worker == "floor":
         print("RESULT " + json.dumps(_floor(args.data, args.sample, args.docs)))
+        return
+    if args.memory_only:
+        memory(args)
         return
     results = []
     for size in args.sizes:
