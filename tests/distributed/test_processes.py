@@ -15,14 +15,25 @@ from lightning_order.distributed import launch_env
 pytestmark = pytest.mark.slow
 
 
-def _ranks(out):
+@pytest.fixture(scope="module")
+def data_ddp(tmp_path_factory):
+    """One launch of data_ddp.py: what each rank wrote, a key per case (``default``,
+    ``shard-before-normalize``), each case with its own cache."""
+    root = tmp_path_factory.mktemp("data_ddp")
+    out = root / "out"
+    run_script("data_ddp.py", out, str(root / "cache"), timeout=400)
     return [read_json(out / f"rank{r}.json") for r in range(2)]
 
 
-def test_two_ddp_ranks_get_equal_disjoint_shards_and_prepare_once(tmp_path):
-    out = tmp_path / "out"
-    run_script("data_ddp.py", out, str(tmp_path / "cache"), "default")
-    r0, r1 = _ranks(out)
+def _ranks(data_ddp, case):
+    for rank, result in enumerate(data_ddp):
+        assert case in result, f"rank {rank} did not reach case {case!r}: {result}"
+        assert result[case]["rank"] == rank
+    return [result[case] for result in data_ddp]
+
+
+def test_two_ddp_ranks_get_equal_disjoint_shards_and_prepare_once(data_ddp):
+    r0, r1 = _ranks(data_ddp, "default")
     assert r0["shard_info"]["world_size"] == r1["shard_info"]["world_size"] == 2
     # The global order: each rank reads 16 rows of every global batch of 2 × 16, the rest is dropped.
     assert r0["shard_info"]["length"] == r1["shard_info"]["length"] == r0["train_rows"] // 32 * 16
@@ -36,10 +47,8 @@ def test_two_ddp_ranks_get_equal_disjoint_shards_and_prepare_once(tmp_path):
     assert r0["ledger_steps"][-1] == "shard"
 
 
-def test_two_ddp_ranks_shard_before_normalize(tmp_path):
-    out = tmp_path / "out"
-    run_script("data_ddp.py", out, str(tmp_path / "cache"), "shard-before-normalize")
-    r0, r1 = _ranks(out)
+def test_two_ddp_ranks_shard_before_normalize(data_ddp):
+    r0, r1 = _ranks(data_ddp, "shard-before-normalize")
     assert "shard-before-normalize" in r0["rules"] and "shard-before-normalize" in r1["rules"]
     assert r0["fingerprints"]["statistics"] != r1["fingerprints"]["statistics"]
     assert r0["fingerprints"]["split"] == r1["fingerprints"]["split"]
