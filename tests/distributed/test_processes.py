@@ -65,22 +65,21 @@ def _start_prepare(out, root, *args):
 
 
 def test_prepare_killed_mid_way_then_rerun_matches_uninterrupted(tmp_path):
-    # The reference and the kill points run side by side (each in its own cache: they are
-    # independent, and most of each run is importing); the half-written folders they leave are
-    # then gathered into one cache, where a rerun must ignore them all.
-    reference_run = _start_prepare(tmp_path / "ref", tmp_path / "ref-cache")
-    killed = {
-        point: _start_prepare(tmp_path / point, tmp_path / f"cache-{point}", point) for point in KILL_POINTS
-    }
-    _, stderr = reference_run.communicate(timeout=300)
-    assert reference_run.returncode == 0, stderr[-2000:]
+    # One process imports once and forks a child per kill point; the children run side by side,
+    # each in its own cache (they are independent, and most of a fresh process is importing),
+    # and SIGKILL themselves. It then runs the uninterrupted reference. The half-written folders
+    # the children leave are then gathered into one cache, where a rerun, in a fresh process,
+    # must ignore them all.
+    run_script("data_prepare.py", tmp_path, "--kill-points", *KILL_POINTS)
+    killed = read_json(tmp_path / "killed.json")
     reference = read_json(tmp_path / "ref" / "result.json")
     key = reference["cache_key"]
     root = tmp_path / "cache"
     root.mkdir()
-    for point, proc in killed.items():
-        _, stderr = proc.communicate(timeout=300)
-        assert proc.returncode == -signal.SIGKILL, (point, stderr[-2000:])
+    assert sorted(killed) == sorted(KILL_POINTS)
+    for point in KILL_POINTS:
+        stderr = (tmp_path / point / "stderr.txt").read_text()
+        assert killed[point] == -signal.SIGKILL, (point, stderr[-2000:])
         own = tmp_path / f"cache-{point}"
         assert not (own / key).exists(), point  # nothing a later run would trust
         temporary = list(own.glob(f".tmp-{key}-*"))
