@@ -1,4 +1,6 @@
-"""OrderValidator under real DDP (2 CPU ranks, gloo), each run in a subprocess (see tests/ddp_utils.py)."""
+"""OrderValidator under real DDP (2 CPU ranks, gloo), in one launch of
+tests/distributed/ddp_scripts/validator_ddp.py (a subprocess, see tests/ddp_utils.py): the correct
+pipeline first, then the rank-level errors, each caught on every rank."""
 
 from __future__ import annotations
 
@@ -8,10 +10,17 @@ from ddp_utils import read_json, run_script
 pytestmark = pytest.mark.slow
 
 
-def test_correct_ddp_run_raises_nothing_and_shards_are_equal(tmp_path):
-    run_script("validator_ddp_correct.py", tmp_path)
-    ranks = [read_json(tmp_path / f"rank{r}.json") for r in range(2)]
-    for rank, result in enumerate(ranks):
+@pytest.fixture(scope="module")
+def ranks(tmp_path_factory):
+    """What each rank wrote, a key per case: ``correct``, ``per-shard``, ``unequal``."""
+    out = tmp_path_factory.mktemp("validator_ddp")
+    run_script("validator_ddp.py", out, timeout=400)
+    return [read_json(out / f"rank{r}.json") for r in range(2)]
+
+
+def test_correct_ddp_run_raises_nothing_and_shards_are_equal(ranks):
+    correct = [result["correct"] for result in ranks]
+    for rank, result in enumerate(correct):
         assert result["rank"] == rank and result["global_step"] == 3
         assert result["order_warnings"] == []
         assert result["ledger_violations"] == []
@@ -25,23 +34,24 @@ def test_correct_ddp_run_raises_nothing_and_shards_are_equal(tmp_path):
             "evaluate",
             "evaluate",
         ]
-    assert ranks[0]["shard_info"]["length"] == ranks[1]["shard_info"]["length"]
-    assert ranks[0]["fingerprints"] == ranks[1]["fingerprints"] != {}
+    assert correct[0]["shard_info"]["length"] == correct[1]["shard_info"]["length"]
+    assert correct[0]["fingerprints"] == correct[1]["fingerprints"] != {}
 
 
 @pytest.mark.parametrize(
     ("case", "rules"),
     [("per-shard", {"rank-mismatch", "shard-before-normalize"}), ("unequal", {"rank-mismatch"})],
 )
-def test_rank_errors_raise_on_every_rank_without_a_hang(tmp_path, case, rules):
-    run_script("validator_ddp_wrong.py", tmp_path, case, timeout=240)
+def test_rank_errors_raise_on_every_rank_without_a_hang(ranks, case, rules):
     for rank in range(2):
-        result = read_json(tmp_path / f"rank{rank}.json")
+        result = ranks[rank].get(case)
+        assert result is not None, f"rank {rank} did not reach case {case!r}: {ranks[rank]}"
+        assert result["rank"] == rank
         assert result["error"] == "OrderError", result
         assert rules <= set(result["rules"]), result["rules"]
         assert result["global_step"] == 0 and result["batches"] == 0
     if case == "unequal":
-        assert "unequal lengths" in read_json(tmp_path / "rank0.json")["message"]
+        assert "unequal lengths" in ranks[0][case]["message"]
     else:
-        message = read_json(tmp_path / "rank1.json")["message"]
+        message = ranks[1][case]["message"]
         assert "fitted feature statistics" in message and "is normalised with mean" in message

@@ -15,14 +15,25 @@ from lightning_order.distributed import launch_env
 pytestmark = pytest.mark.slow
 
 
-def _ranks(out):
+@pytest.fixture(scope="module")
+def data_ddp(tmp_path_factory):
+    """One launch of data_ddp.py: what each rank wrote, a key per case (``default``,
+    ``shard-before-normalize``), each case with its own cache."""
+    root = tmp_path_factory.mktemp("data_ddp")
+    out = root / "out"
+    run_script("data_ddp.py", out, str(root / "cache"), timeout=400)
     return [read_json(out / f"rank{r}.json") for r in range(2)]
 
 
-def test_two_ddp_ranks_get_equal_disjoint_shards_and_prepare_once(tmp_path):
-    out = tmp_path / "out"
-    run_script("data_ddp.py", out, str(tmp_path / "cache"), "default")
-    r0, r1 = _ranks(out)
+def _ranks(data_ddp, case):
+    for rank, result in enumerate(data_ddp):
+        assert case in result, f"rank {rank} did not reach case {case!r}: {result}"
+        assert result[case]["rank"] == rank
+    return [result[case] for result in data_ddp]
+
+
+def test_two_ddp_ranks_get_equal_disjoint_shards_and_prepare_once(data_ddp):
+    r0, r1 = _ranks(data_ddp, "default")
     assert r0["shard_info"]["world_size"] == r1["shard_info"]["world_size"] == 2
     # The global order: each rank reads 16 rows of every global batch of 2 × 16, the rest is dropped.
     assert r0["shard_info"]["length"] == r1["shard_info"]["length"] == r0["train_rows"] // 32 * 16
@@ -36,10 +47,8 @@ def test_two_ddp_ranks_get_equal_disjoint_shards_and_prepare_once(tmp_path):
     assert r0["ledger_steps"][-1] == "shard"
 
 
-def test_two_ddp_ranks_shard_before_normalize(tmp_path):
-    out = tmp_path / "out"
-    run_script("data_ddp.py", out, str(tmp_path / "cache"), "shard-before-normalize")
-    r0, r1 = _ranks(out)
+def test_two_ddp_ranks_shard_before_normalize(data_ddp):
+    r0, r1 = _ranks(data_ddp, "shard-before-normalize")
     assert "shard-before-normalize" in r0["rules"] and "shard-before-normalize" in r1["rules"]
     assert r0["fingerprints"]["statistics"] != r1["fingerprints"]["statistics"]
     assert r0["fingerprints"]["split"] == r1["fingerprints"]["split"]
@@ -56,22 +65,21 @@ def _start_prepare(out, root, *args):
 
 
 def test_prepare_killed_mid_way_then_rerun_matches_uninterrupted(tmp_path):
-    # The reference and the kill points run side by side (each in its own cache: they are
-    # independent, and most of each run is importing); the half-written folders they leave are
-    # then gathered into one cache, where a rerun must ignore them all.
-    reference_run = _start_prepare(tmp_path / "ref", tmp_path / "ref-cache")
-    killed = {
-        point: _start_prepare(tmp_path / point, tmp_path / f"cache-{point}", point) for point in KILL_POINTS
-    }
-    _, stderr = reference_run.communicate(timeout=300)
-    assert reference_run.returncode == 0, stderr[-2000:]
+    # One process imports once and forks a child per kill point; the children run side by side,
+    # each in its own cache (they are independent, and most of a fresh process is importing),
+    # and SIGKILL themselves. It then runs the uninterrupted reference. The half-written folders
+    # the children leave are then gathered into one cache, where a rerun, in a fresh process,
+    # must ignore them all.
+    run_script("data_prepare.py", tmp_path, "--kill-points", *KILL_POINTS)
+    killed = read_json(tmp_path / "killed.json")
     reference = read_json(tmp_path / "ref" / "result.json")
     key = reference["cache_key"]
     root = tmp_path / "cache"
     root.mkdir()
-    for point, proc in killed.items():
-        _, stderr = proc.communicate(timeout=300)
-        assert proc.returncode == -signal.SIGKILL, (point, stderr[-2000:])
+    assert sorted(killed) == sorted(KILL_POINTS)
+    for point in KILL_POINTS:
+        stderr = (tmp_path / point / "stderr.txt").read_text()
+        assert killed[point] == -signal.SIGKILL, (point, stderr[-2000:])
         own = tmp_path / f"cache-{point}"
         assert not (own / key).exists(), point  # nothing a later run would trust
         temporary = list(own.glob(f".tmp-{key}-*"))

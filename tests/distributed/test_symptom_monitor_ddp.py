@@ -1,10 +1,9 @@
-"""SymptomMonitor under real DDP (2 CPU ranks, gloo), each run in a subprocess (tests/ddp_utils.py):
-per-rank statistics diverge and every rank stops alike; a correct hand-written pipeline with a
-capped vocabulary gives no diagnosis."""
+"""SymptomMonitor under real DDP (2 CPU ranks, gloo), in one launch of
+tests/distributed/ddp_scripts/monitor_ddp.py (a subprocess, tests/ddp_utils.py): per-rank
+statistics diverge and every rank stops alike; a correct hand-written pipeline with a capped
+vocabulary gives no diagnosis."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import pytest
 import torch
@@ -13,13 +12,27 @@ from ddp_utils import read_json, run_script
 from lightning_order.ledger import CHECKPOINT_KEY as PAUSE_KEY
 
 
+@pytest.fixture(scope="module")
+def launch(tmp_path_factory) -> list[dict]:
+    """What each rank wrote, a key per case: ``shuffled``, ``handwritten``, ``per-shard``."""
+    out = tmp_path_factory.mktemp("monitor_ddp")
+    run_script("monitor_ddp.py", out, timeout=500)
+    return [read_json(out / f"rank{r}.json") for r in range(2)]
+
+
+def _case(launch: list[dict], case: str) -> list[dict]:
+    for rank, result in enumerate(launch):
+        assert case in result, f"rank {rank} did not reach case {case!r}: {result}"
+        assert result[case]["rank"] == rank
+    return [result[case] for result in launch]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(("mode", "expected"), [("per-shard", "rank-divergence"), ("shuffled", None)])
 def test_per_rank_statistics_diverge_and_stop_all_ranks_under_ddp(
-    tmp_path: Path, mode: str, expected: str | None
+    launch: list[dict], mode: str, expected: str | None
 ) -> None:
-    run_script("monitor_ranks.py", tmp_path, mode, timeout=240)
-    ranks = [read_json(tmp_path / f"rank{r}.json") for r in range(2)]
+    ranks = _case(launch, mode)
     assert all(r["world_size"] == 2 for r in ranks)
     for result in ranks:
         codes = [d["symptom"] for d in result["diagnoses"]]
@@ -45,9 +58,8 @@ def test_per_rank_statistics_diverge_and_stop_all_ranks_under_ddp(
 
 
 @pytest.mark.slow
-def test_capped_word_level_vocabulary_is_no_order_error_under_ddp(tmp_path: Path) -> None:
-    run_script("monitor_handwritten.py", tmp_path, timeout=300)
-    ranks = [read_json(tmp_path / f"rank{r}.json") for r in range(2)]
+def test_capped_word_level_vocabulary_is_no_order_error_under_ddp(launch: list[dict]) -> None:
+    ranks = _case(launch, "handwritten")
     for result in ranks:
         assert result["world_size"] == 2 and result["global_step"] > 40
         assert result["unk_rate"] > 0.01

@@ -1,9 +1,13 @@
 """Two CPU ranks (gloo, strategy="ddp") train on an OrderedDataModule; each rank writes what it saw.
 
-Usage: python data_ddp.py OUT_DIR CACHE_DIR [default|shard-before-normalize]
-Writes OUT_DIR/rank<r>.json: shard info, data fingerprints, the shard's key hashes, the number of
-train batches, how many times this process ran the preparation (counted by wrapping the demo
-corpus generator the ``load`` step calls), and the ledger's rule codes.
+Usage: python data_ddp.py OUT_DIR CACHE_ROOT
+One launch, two cases one after another in the same process group (Lightning launches the second
+rank at the first ``fit``; later Trainers reuse it), each with its own cache ``CACHE_ROOT/<case>``:
+``default`` (the mandated order), then ``shard-before-normalize`` (``fit_features`` after
+``shard``, two demo sources, not enforced). Writes OUT_DIR/rank<r>.json, a key per case, after
+every case: shard info, data fingerprints, the shard's key hashes, the number of train batches,
+how many times this process ran that case's preparation (counted by wrapping the demo corpus
+generator the ``load`` step calls), and the ledger's rule codes.
 """
 
 from __future__ import annotations
@@ -56,9 +60,12 @@ class Tiny(pl.LightningModule):
         return torch.optim.SGD(self.parameters(), lr=0.1)
 
 
-def main() -> None:
-    out, cache = Path(sys.argv[1]), sys.argv[2]
-    variant = sys.argv[3] if len(sys.argv) > 3 else "default"
+VARIANTS = ("default", "shard-before-normalize")
+
+
+def run(cache: str, variant: str) -> dict:
+    """Fits one case on 2 ranks; returns what this rank saw."""
+    preparations_before = len(PREPARATIONS)
     kwargs = {"order": WRONG, "enforce": False, "demo_sources": 2} if variant != "default" else {}
     dm = OrderedDataModule(
         cache_dir=cache, demo_size=1001, vocab_size=300, max_length=16, batch_size=16, **kwargs
@@ -75,20 +82,26 @@ def main() -> None:
         enable_model_summary=False,
     )
     trainer.fit(model, dm)
-    rank = trainer.global_rank
-    result = {
-        "rank": rank,
+    return {
+        "rank": trainer.global_rank,
         "shard_info": dm.shard_info,
         "fingerprints": dm.data_fingerprints(),
         "key_hashes": dm.key_hashes("train").tolist(),
         "train_rows": len(datasets.load_from_disk(str(dm.cache_path / "train"))),
         "train_keys": list(datasets.load_from_disk(str(dm.cache_path / "train"))["key_hash"]),
         "train_batches": model.train_batches,
-        "pipeline_runs": len(PREPARATIONS),
+        "pipeline_runs": len(PREPARATIONS) - preparations_before,
         "rules": sorted({v.rule for v in STANDARD_PIPELINE.check(dm.ledger)}),
         "ledger_steps": dm.ledger.steps(),
     }
-    (out / f"rank{rank}.json").write_text(json.dumps(result))
+
+
+def main() -> None:
+    out, cache_root = Path(sys.argv[1]), Path(sys.argv[2])
+    results: dict = {}
+    for variant in VARIANTS:
+        results[variant] = run(str(cache_root / variant), variant)
+        (out / f"rank{results[variant]['rank']}.json").write_text(json.dumps(results))
 
 
 if __name__ == "__main__":

@@ -1,10 +1,18 @@
 """Two CPU ranks (gloo, strategy="ddp") train OrderedCausalLM on OrderedLMDataModule; each rank writes what it saw.
 
-Usage: python lm_ddp.py OUT_DIR CACHE_DIR [default|tokenizer-per-rank]
-Writes OUT_DIR/rank<r>.json: shard info, data fingerprints (the tokenizer's included), a hash of
-every train block this rank holds, the batches it trained on, the validator's violations, or the
-error it raised. ``tokenizer-per-rank`` adds a token on rank 1 only after the model is built (a
-tokenizer that differs by rank): the validator must stop both ranks before step 1.
+Usage: python lm_ddp.py OUT_DIR CACHE_ROOT
+One launch, two cases one after another in the same process group (Lightning launches the second
+rank at the first ``fit``; later Trainers reuse it), each with its own cache ``CACHE_ROOT/<case>``:
+
+- ``default``: the correct run;
+- ``tokenizer-per-rank``: adds a token on rank 1 only after the model is built (a tokenizer that
+  differs by rank): the validator must stop both ranks before step 1. The validator agrees on its
+  verdict on every rank before it raises, so both ranks raise ``OrderError`` together and each
+  catches it (an uncaught exception ends the launch); it runs last.
+
+Writes OUT_DIR/rank<r>.json, a key per case, after every case: shard info, data fingerprints (the
+tokenizer's included), a hash of every train block this rank holds, the batches it trained on,
+the validator's violations, or the error it raised.
 """
 
 from __future__ import annotations
@@ -38,9 +46,11 @@ class PerRankTokenizer(pl.Callback):
             trainer.datamodule.tokenizer.add_special_tokens(["<pad>"])
 
 
-def main() -> None:
-    out, cache = Path(sys.argv[1]), sys.argv[2]
-    variant = sys.argv[3] if len(sys.argv) > 3 else "default"
+VARIANTS = ("default", "tokenizer-per-rank")
+
+
+def run(cache: str, variant: str) -> dict:
+    """Fits one case on 2 ranks; returns what this rank saw."""
     dm = OrderedLMDataModule(max_documents=300, vocab_size=400, block_size=32, batch_size=8, cache_dir=cache)
     model = OrderedCausalLM(**dm.dims, n_layer=1, n_head=2, n_embd=32)
     validator, counter = OrderValidator(), Counter()
@@ -76,7 +86,15 @@ def main() -> None:
         global_step=trainer.global_step,
         violations=[v.rule for v in validator.violations],
     )
-    (out / f"rank{trainer.global_rank}.json").write_text(json.dumps(result))
+    return result
+
+
+def main() -> None:
+    out, cache_root = Path(sys.argv[1]), Path(sys.argv[2])
+    results: dict = {}
+    for variant in VARIANTS:
+        results[variant] = run(str(cache_root / variant), variant)
+        (out / f"rank{results[variant]['rank']}.json").write_text(json.dumps(results))
 
 
 if __name__ == "__main__":

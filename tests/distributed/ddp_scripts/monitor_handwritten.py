@@ -3,7 +3,7 @@
 Usage: ``python monitor_handwritten.py OUT_DIR``. tests/handwritten.py's DocsData (a word-level
 vocabulary capped at 400 words: unknown tokens by design) and DocsClassifier, 3 epochs. Every
 rank writes ``rank<r>.json`` with the monitor's diagnoses, its unknown-token rate and the
-validator's rule codes.
+validator's rule codes. ``run`` is also called by monitor_ddp.py (several cases in one launch).
 """
 
 from __future__ import annotations
@@ -24,18 +24,19 @@ from lightning_order import OrderValidator, SymptomMonitor
 from lightning_order.distributed import release_process_group
 
 
-def main(out: Path) -> None:
+def run(out: Path) -> dict:
+    """Fits the pipeline on 2 ranks (files under ``out``); returns what this rank saw."""
     pl.seed_everything(0, workers=True)
     torch.set_num_threads(1)
     dm = DocsData()
     dm.setup("fit")  # the classic user code: set the data up, size the model from it
     monitor = SymptomMonitor(unk_token_id=dm.vocab["[UNK]"], check_every_n_steps=5)
     validator = OrderValidator(on_violation="warn")
-    trainer = quiet_trainer(None, [validator, monitor], devices=2, strategy="ddp", max_epochs=3)
+    trainer = quiet_trainer(out, [validator, monitor], devices=2, strategy="ddp", max_epochs=3)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         trainer.fit(DocsClassifier(vocab_size=dm.vocab_size), dm)
-    result = {
+    return {
         "rank": trainer.global_rank,
         "world_size": trainer.world_size,
         "global_step": trainer.global_step,
@@ -43,7 +44,11 @@ def main(out: Path) -> None:
         "diagnoses": [d.to_dict() for d in monitor.diagnoses],
         "validator_rules": [v.rule for v in validator.violations],
     }
-    (out / f"rank{trainer.global_rank}.json").write_text(json.dumps(result))
+
+
+def main(out: Path) -> None:
+    result = run(out)
+    (out / f"rank{result['rank']}.json").write_text(json.dumps(result))
 
 
 if __name__ == "__main__":

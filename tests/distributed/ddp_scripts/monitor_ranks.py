@@ -2,7 +2,8 @@
 
 Usage: ``python monitor_ranks.py OUT_DIR MODE [SEED]``. The monitor runs with ``on_symptom="stop"``.
 Every rank writes ``rank<r>.json`` with its diagnoses, its per-step losses, the step it stopped
-at and the pause checkpoint's path.
+at and the pause checkpoint's path. ``run`` is also called by monitor_ddp.py (several cases in
+one launch).
 
 * ``per-shard``: two sources with different units (one Gaussian, one skewed); the data is sharded
   by source (rank r holds source r) and each rank standardises its shard with its own statistics,
@@ -85,9 +86,8 @@ class LossRecorder(pl.Callback):
         self.losses.append(outputs["loss"].detach())
 
 
-def main() -> None:
-    out, mode = Path(sys.argv[1]), sys.argv[2]
-    seed = int(sys.argv[3]) if len(sys.argv) > 3 else 0
+def run(out: Path, mode: str, seed: int = 0) -> dict:
+    """Fits one ``mode`` on 2 ranks (files under ``out``); returns what this rank saw."""
     pl.seed_everything(seed, workers=True)
     torch.set_num_threads(1)
     if mode == "demo":
@@ -124,7 +124,7 @@ def main() -> None:
         default_root_dir=str(out),
     )
     trainer.fit(model, data)
-    result = {
+    return {
         "rank": trainer.global_rank,
         "world_size": trainer.world_size,
         "mode": mode,
@@ -133,7 +133,13 @@ def main() -> None:
         "global_step": trainer.global_step,
         "pause_path": monitor.pause_path,
     }
-    (out / f"rank{trainer.global_rank}.json").write_text(json.dumps(result))
+
+
+def main() -> None:
+    out, mode = Path(sys.argv[1]), sys.argv[2]
+    seed = int(sys.argv[3]) if len(sys.argv) > 3 else 0
+    result = run(out, mode, seed)
+    (out / f"rank{result['rank']}.json").write_text(json.dumps(result))
 
 
 if __name__ == "__main__":
