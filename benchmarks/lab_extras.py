@@ -24,7 +24,18 @@ from typing import Any
 
 import xxhash
 
-__all__ = ["TE_SMOOTHING", "encode_rows", "run_boring", "run_handwritten", "shop_of", "target_encoding"]
+__all__ = [
+    "TE_SMOOTHING",
+    "diagnoses",
+    "encode_rows",
+    "leaky_validation",
+    "monitor_facts",
+    "monitor_readings",
+    "run_boring",
+    "run_handwritten",
+    "shop_of",
+    "target_encoding",
+]
 
 #: Pseudo-count of the prior in each shop's encoding (a common small value).
 TE_SMOOTHING = 1.0
@@ -95,11 +106,61 @@ def _quiet_trainer(pl: Any, callbacks: list[Any], **kwargs: Any) -> Any:
     )
 
 
-def _diagnoses(monitor: Any) -> list[dict[str, Any]]:
+def monitor_facts(monitor: Any) -> dict[str, Any] | None:
+    """The evidence the monitor's attribution had (plain data): what the ledger and the checks proved."""
+    facts = monitor.facts
+    if facts is None:
+        return None
+    keys = ("validator", "fitted_on_train", "split_by_key", "overlap_check", "label_checked")
+    return {"rules": sorted(facts.rules), **{k: getattr(facts, k) for k in keys}}
+
+
+def monitor_readings(monitor: Any) -> dict[str, list[Any]]:
+    """What the monitor compared at each validation: the train loss at its step, that estimate's
+    spread (log units; ``None`` where too few steps), and the validation loss."""
+    readings = monitor.readings
+    return {
+        "train": [round(v, 5) for v in readings.epoch_train],
+        "spread": [round(v, 5) if v < float("inf") else None for v in readings.train_spread],
+        "val": [round(v, 5) for v in readings.epoch_val],
+    }
+
+
+def diagnoses(monitor: Any) -> list[dict[str, Any]]:
+    """The monitor's diagnoses as plain data (with the detector's ``kind`` or ``trigger``)."""
     return [
-        {"symptom": d.symptom, "step": int(d.step), "suspected_rule": d.suspected_rule, "message": d.message}
+        {
+            "symptom": d.symptom,
+            "step": int(d.step),
+            "suspected_rule": d.suspected_rule,
+            "kind": d.evidence.get("kind") or d.evidence.get("trigger"),
+            "ruled_out": sorted(d.evidence.get("ruled_out") or {}),
+            "message": d.message,
+        }
         for d in monitor.diagnoses
     ]
+
+
+def leaky_validation(dm: Any, rows: int = 200, repeats: int = 0) -> Any:
+    """A datamodule whose validation rows are ``rows`` train rows of ``dm`` (prepared and set up),
+    trained on ``1 + repeats`` times per epoch; in memory, no ledger (what a hand-written pipeline
+    with duplicates on both sides of its split looks like to the monitor)."""
+    import pytorch_lightning as pl
+    from torch.utils.data import DataLoader
+
+    dm.setup("fit")
+    train = dm.train_dataloader()
+    items = [train.dataset[i] for i in range(len(train.dataset))]
+    collate, batch_size = train.collate_fn, train.batch_size
+
+    class LeakyValidation(pl.LightningDataModule):
+        def train_dataloader(self) -> DataLoader:
+            return DataLoader(items + items[:rows] * repeats, batch_size, shuffle=True, collate_fn=collate)
+
+        def val_dataloader(self) -> DataLoader:
+            return DataLoader(items[:rows], 64, collate_fn=collate)
+
+    return LeakyValidation()
 
 
 def run_boring(seed: int) -> dict[str, Any]:
@@ -115,7 +176,7 @@ def run_boring(seed: int) -> dict[str, Any]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         trainer.fit(BoringModel(), BoringDataModule())
-    return {"global_step": int(trainer.global_step), "monitor_diagnoses": _diagnoses(monitor)}
+    return {"global_step": int(trainer.global_step), "monitor_diagnoses": diagnoses(monitor)}
 
 
 def run_handwritten(seed: int, repo: Path) -> dict[str, Any]:
@@ -140,5 +201,5 @@ def run_handwritten(seed: int, repo: Path) -> dict[str, Any]:
     return {
         "global_step": int(trainer.global_step),
         "unk_rate": monitor.readings.unk_rate,
-        "monitor_diagnoses": _diagnoses(monitor),
+        "monitor_diagnoses": diagnoses(monitor),
     }

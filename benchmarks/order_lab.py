@@ -547,7 +547,8 @@ def run_training(spec: dict[str, Any]) -> dict[str, Any]:
 
     Args:
         spec: ``{"cfg": asdict(LabConfig), "corpus": ..., "seed", "run", "order", "devices",
-            "model_dims", "cache"}``.
+            "model_dims", "cache"}``, and optionally ``"init_seed"`` (the model's initialisation
+            and the batch order; default ``seed``, which also drives the corpus and the split).
 
     Returns:
         Plain data: losses, the validation curve, final validation and test metrics, the rule
@@ -559,7 +560,7 @@ def run_training(spec: dict[str, Any]) -> dict[str, Any]:
     dm = make_datamodule(cfg, spec["corpus"], seed, spec["order"], spec["cache"])
     data_dims = dm.dims
     model_dims = {**data_dims, **(spec.get("model_dims") or {})}
-    pl.seed_everything(seed, workers=True, verbose=False)
+    pl.seed_everything(int(spec.get("init_seed", seed)), workers=True, verbose=False)
     model = OrderedTextClassifier(
         **model_dims, embed_dim=cfg.embed_dim, hidden_dim=cfg.hidden_dim, lr=cfg.lr, dropout=0.1
     )
@@ -622,6 +623,7 @@ def run_training(spec: dict[str, Any]) -> dict[str, Any]:
                 "symptom": d.symptom,
                 "step": int(d.step),
                 "suspected_rule": d.suspected_rule,
+                "kind": d.evidence.get("kind") or d.evidence.get("trigger"),
                 "message": d.message,
                 "evidence": {
                     k: v for k, v in d.evidence.items() if isinstance(v, (int, float, str, type(None)))
@@ -630,6 +632,8 @@ def run_training(spec: dict[str, Any]) -> dict[str, Any]:
             for d in monitor.diagnoses
         ],
         "monitor_input_shifts": [round(v, 4) if v is not None else None for v in monitor.input_shifts],
+        "monitor_facts": lab_extras.monitor_facts(monitor),
+        "monitor_readings": lab_extras.monitor_readings(monitor),
         "shard_info": dict(dm.shard_info),
         "statistics": {k: dm.statistics.get(k) for k in ("mean", "std")},
     }
@@ -895,12 +899,12 @@ def run_lab(
     return results
 
 
-def update_doc(doc: Path, table: str) -> bool:
-    """Replaces the generated table between the ``lab-table`` markers of ``doc``; ``False`` if it has none."""
+def update_doc(doc: Path, table: str, marker: str = "lab-table") -> bool:
+    """Replaces the generated table between the ``marker`` markers of ``doc``; ``False`` if it has none."""
     if not doc.exists():
         return False
     text = doc.read_text()
-    start, end = "<!-- lab-table:start -->", "<!-- lab-table:end -->"
+    start, end = f"<!-- {marker}:start -->", f"<!-- {marker}:end -->"
     if start not in text or end not in text:
         return False
     head, rest = text.split(start, 1)
@@ -1320,6 +1324,18 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any] | None:
         "--no-controls", action="store_true", help="skip random labels, BoringModel, hand-written"
     )
     parser.add_argument("--tiny", action="store_true", help="the test configuration (small, fast, 1 seed)")
+    parser.add_argument(
+        "--false-alarms",
+        type=int,
+        metavar="RUNS",
+        help="run the false-alarm study instead: RUNS initialisations of every shape of correct run "
+        "(and of the two faulty curve shapes)",
+    )
+    parser.add_argument(
+        "--shapes",
+        nargs="+",
+        help="the false-alarm study's shapes (default: all; see lab_false_alarms.SHAPES)",
+    )
     parser.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     # One thread per process: on a shared (or small) CPU, torch's thread pool spins against other
@@ -1328,6 +1344,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any] | None:
     if args.worker is not None:
         _worker(args.worker)
         return None
+    if args.false_alarms is not None:
+        return _false_alarms(args, argv)
     cfg = LabConfig.tiny_config() if args.tiny else LabConfig()
     if args.seeds:
         cfg.seeds = list(args.seeds)
@@ -1350,6 +1368,30 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any] | None:
             shutil.rmtree(work, ignore_errors=True)
     print(render_tables(results))
     print(f"[lab] {results['seconds']:.0f}s; wrote {args.out}/results.json, table.md, loss_*.png")
+    return results
+
+
+def _false_alarms(args: argparse.Namespace, argv: Sequence[str] | None) -> dict[str, Any]:
+    """``--false-alarms RUNS``: the study of :mod:`lab_false_alarms`, its table in ``--out`` (and
+    in the lab's page when ``--out`` is the default)."""
+    import lab_false_alarms
+
+    shapes = args.shapes or list(lab_false_alarms.SHAPES)
+    unknown = sorted(set(shapes) - set(lab_false_alarms.SHAPES))
+    if unknown:
+        raise SystemExit(f"unknown shape(s) {unknown}; expected some of {', '.join(lab_false_alarms.SHAPES)}")
+    work = args.work or Path(tempfile.mkdtemp(prefix="order_lab_fa_"))
+    command = " ".join(["python benchmarks/order_lab.py", *(argv if argv is not None else sys.argv[1:])])
+    try:
+        results = lab_false_alarms.run_study(shapes, args.false_alarms, work, REPO)
+    finally:
+        if args.work is None:
+            shutil.rmtree(work, ignore_errors=True)
+    table = lab_false_alarms.write_study(results, args.out, command)
+    if args.out.resolve() == DEFAULT_OUT.resolve():
+        update_doc(DOC, table, marker="false-alarm-table")
+    print(table)
+    print(f"[false-alarms] {results['seconds']:.0f}s; wrote {args.out}/false_alarms.json, false_alarms.md")
     return results
 
 

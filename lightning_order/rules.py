@@ -82,6 +82,14 @@ RULES: dict[str, Rule] = {
         "token ids and features mean something else than the weights learned: metrics collapse",
         "resume with the original data config, or use lightning_order.recover() to remap",
     ),
+    "resume-position": Rule(
+        "the resumed run would not continue where the checkpoint stopped in its epoch",
+        "part of the epoch is trained on twice (over-weighted: memorisation, a flattered validation score) "
+        "and part never (data the budget paid for, wasted); nothing crashes",
+        "resume with a resumable train loader (OrderedDataModule and OrderedLMDataModule's are) and the "
+        "checkpoint's seed, shuffle and global batch (world_size × batch_size); or resume from a checkpoint "
+        "saved at the end of an epoch",
+    ),
     "cycle": Rule(
         "the pipeline's requirements form a cycle",
         "the pipeline cannot run in any order",

@@ -4,7 +4,7 @@ The tests mirror the package (``unit/<package folder>/``), with ``integration/``
 and the command end to end), ``distributed/`` (real DDP and multi-process runs, their scripts in
 ``distributed/ddp_scripts/``) and ``benchmarks/`` (the tests of ``benchmarks/*.py``) beside it.
 Shared support lives here, in ``tests/``, on the import path (``pythonpath`` in pyproject.toml):
-``helpers``, ``ddp_utils``, ``orders``, ``handwritten``, ``label_data`` and ``golden/``.
+``helpers``, ``ddp_utils``, ``orders``, ``handwritten``, ``label_data``, ``resumes`` and ``golden/``.
 """
 
 from __future__ import annotations
@@ -47,3 +47,9 @@ def prepared(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("cache")
     assert main(["prepare", "--config", DEMO, *TINY, "--data.cache_dir", str(root)]) == 0
     return root
+
+
+@pytest.fixture(scope="session")
+def resume_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One cache folder for the resume tests' tiny DataModules (``tests/resumes.py``): each is prepared once a session."""
+    return tmp_path_factory.mktemp("resume-cache")

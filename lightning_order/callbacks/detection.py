@@ -144,5 +144,9 @@ def validation_gap(
             label_encoded, train_loss=readings.epoch_train[-1], val_loss=readings.epoch_val[-1], step=step
         )
     return detect_train_val_gap(
-        readings.epoch_train, readings.epoch_val, step=step, **options["train-val-gap"]
+        readings.epoch_train,
+        readings.epoch_val,
+        step=step,
+        train_spread=readings.train_spread,
+        **options["train-val-gap"],
     )

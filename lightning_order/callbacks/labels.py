@@ -27,7 +27,13 @@ from lightning_order.callbacks.items import SPLIT_LOADERS, is_label, leaf_array,
 from lightning_order.checks.label_encoding import check_label_encoded_features
 from lightning_order.rules import Violation
 
-__all__ = ["join_rank_parts", "label_encoding_violations", "split_columns"]
+__all__ = [
+    "join_rank_parts",
+    "label_encoding_verdict",
+    "label_encoding_violations",
+    "read_split_columns",
+    "split_columns",
+]
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +76,8 @@ def _columns(batch: Any, feature_names: Sequence[str] | None) -> tuple[list[np.n
 def split_columns(dm: Any, split: str, max_rows: int) -> dict[str, Any] | None:
     """A split's float columns and labels, or ``None`` (no indexable dataset, no label, no float column).
 
+    See :func:`read_split_columns`, which also says why there are none.
+
     Args:
         dm: the datamodule.
         split: ``"train"`` or ``"val"``.
@@ -79,12 +87,19 @@ def split_columns(dm: Any, split: str, max_rows: int) -> dict[str, Any] | None:
         ``{"x": rows × columns float32, "y": labels, "names": [...], "length": n, "sampled": bool,
         "digest": hash of x and y}``.
     """
+    return read_split_columns(dm, split, max_rows)[1]
+
+
+def read_split_columns(dm: Any, split: str, max_rows: int) -> tuple[str, dict[str, Any] | None]:
+    """:func:`split_columns`, and why: ``"read"``; ``"no-candidate"`` (no float column, or none whose
+    values repeat: no column can hold an encoding, which is a verdict); ``"unreadable"`` (no
+    indexable dataset, no label, items that cannot be read or collated: no verdict)."""
     dataset, collate = split_dataset(dm, split)
     if dataset is None:
-        return None
+        return "unreadable", None
     length = len(dataset)
     if length == 0:
-        return None
+        return "unreadable", None
     sampled = length > max_rows
     indices = (
         np.sort(np.random.default_rng(2).choice(length, size=max_rows, replace=False))
@@ -103,20 +118,22 @@ def split_columns(dm: Any, split: str, max_rows: int) -> dict[str, Any] | None:
                 continue
             batch = collate(_read(dataset, indices[start:stop].tolist()))
             columns, chunk_names, labels = _columns(batch, feature_names)
-            if not columns or labels is None or len(labels) != columns[0].shape[0]:
-                return None
+            if labels is None or (columns and len(labels) != columns[0].shape[0]):
+                return "unreadable", None
+            if not columns:
+                return "no-candidate", None
             x = np.concatenate(columns, axis=1)
             if start == 0 and not any(np.unique(c).size < len(c) for c in x.T):
-                return None
+                return "no-candidate", None
             xs.append(x)
             ys.append(np.asarray(labels))
             names = chunk_names
     except Exception as err:  # items that cannot be read or collated here: no label check
         log.debug("OrderValidator: no label-encoding check on %s (%s)", split, err)
-        return None
+        return "unreadable", None
     x, y = np.concatenate(xs), np.concatenate(ys)
     digest = xxhash.xxh3_64_hexdigest(np.ascontiguousarray(x).tobytes() + np.ascontiguousarray(y).tobytes())
-    return {"x": x, "y": y, "names": names, "length": length, "sampled": sampled, "digest": digest}
+    return "read", {"x": x, "y": y, "names": names, "length": length, "sampled": sampled, "digest": digest}
 
 
 def join_rank_parts(parts: list[dict[str, Any] | None]) -> dict[str, Any] | None:
@@ -141,13 +158,36 @@ def label_encoding_violations(trainer: Any, dm: Any, max_rows: int) -> list[Viol
 
     Collective under DDP: every rank must call it (one all-gather of the arrays).
     """
-    local = {split: split_columns(dm, split, max_rows) if dm is not None else None for split in SPLIT_LOADERS}
+    return label_encoding_verdict(trainer, dm, max_rows)[1]
+
+
+def label_encoding_verdict(trainer: Any, dm: Any, max_rows: int) -> tuple[bool, list[Violation]]:
+    """:func:`label_encoding_violations`, and whether the check gave a verdict.
+
+    The verdict is given when every rank read both splits' float columns and they were judged,
+    or when the data holds no column that could be an encoding (no float column, or none whose
+    values repeat); not when a split could not be read or has no label.
+
+    Collective under DDP: every rank must call it (one all-gather of the arrays).
+
+    Returns:
+        ``(checked, violations)``.
+    """
+    local = {
+        split: read_split_columns(dm, split, max_rows) if dm is not None else ("unreadable", None)
+        for split in SPLIT_LOADERS
+    }
     gathered = all_gather(trainer, local)
-    train = join_rank_parts([g["train"] for g in gathered])
-    val = join_rank_parts([g["val"] for g in gathered])
+    statuses = {status for g in gathered for status, _ in g.values()}
+    if "unreadable" in statuses:
+        return False, []
+    if "no-candidate" in statuses:
+        return True, []  # an encoding is a float column whose values repeat: there is none
+    train = join_rank_parts([g["train"][1] for g in gathered])
+    val = join_rank_parts([g["val"][1] for g in gathered])
     if train is None or val is None or train["names"] != val["names"]:
-        return []
-    return check_label_encoded_features(
+        return False, []
+    return True, check_label_encoded_features(
         train["x"],
         train["y"],
         val["x"],

@@ -15,12 +15,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from lightning_order.callbacks.evidence import datamodule_ledger, ledger_pipeline
-from lightning_order.callbacks.labels import label_encoding_violations
+from lightning_order.callbacks.labels import label_encoding_verdict
 from lightning_order.callbacks.order_validator import OrderValidator
 from lightning_order.callbacks.readings import RankLosses, TrainReadings
 from lightning_order.callbacks.step_clock import StepClock
 from lightning_order.checks.ledger import check_ledger, judged_pipeline
-from lightning_order.checks.symptoms import Diagnosis, RunFacts
+from lightning_order.checks.symptoms import Diagnosis, LedgerProof, RunFacts, ledger_proof
+from lightning_order.order import STANDARD_PIPELINE
 
 __all__ = [
     "gather_facts",
@@ -45,17 +46,23 @@ def gather_facts(trainer: Any, label_check_rows: int = 0) -> RunFacts:
     dm = getattr(trainer, "datamodule", None)
     validators = [cb for cb in getattr(trainer, "callbacks", []) if isinstance(cb, OrderValidator)]
     found = [v for validator in validators for v in validator.violations]
+    evidence = [validator.evidence for validator in validators]
+    label_checked = any(e.get("label_encoding") for e in evidence)
+    overlap = next((e["overlap"] for e in evidence if e.get("overlap")), None)
     if not validators and label_check_rows > 0:
-        found += label_encoding_violations(trainer, dm, label_check_rows)
+        label_checked, labels = label_encoding_verdict(trainer, dm, label_check_rows)
+        found += labels
     rules = {v.rule for v in found}
     encoded = [c for v in found if v.details.get("kind") == "label-encoding" for c in v.details["columns"]]
     ledger = datamodule_ledger(dm)
-    steps = None
+    steps, proof = None, LedgerProof()
     if ledger is not None:
         steps = set(ledger.steps())
+        configured = validators[0].pipeline if validators else STANDARD_PIPELINE
+        pipeline = judged_pipeline(ledger_pipeline(dm, ledger, configured), ledger)
         if not validators:  # nobody judged the ledger yet: judge it here (pure, cheap)
-            pipeline = judged_pipeline(ledger_pipeline(dm, ledger), ledger)
             rules |= {v.rule for v in check_ledger(ledger, pipeline)}
+        proof = ledger_proof(ledger, pipeline)
     vocabulary, kind = _vocabulary(dm, ledger, validators)
     return RunFacts.of(
         world_size=int(getattr(trainer, "world_size", 1) or 1),
@@ -65,6 +72,10 @@ def gather_facts(trainer: Any, label_check_rows: int = 0) -> RunFacts:
         vocabulary=vocabulary,
         vocab_kind=kind,
         label_encoded=encoded,
+        fitted_on_train=proof.fitted_on_train,
+        split_by_key=proof.split_by_key,
+        overlap_check=overlap,
+        label_checked=label_checked,
     )
 
 

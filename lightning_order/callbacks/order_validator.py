@@ -13,6 +13,9 @@ The callback only gathers and acts; every judgement is a pure function in
   loaded: a changed vocabulary surfaces as ``resume-data-changed``, not as a raw size mismatch.
   When ``trainer.ckpt_path`` is already known in ``setup`` (set by the user), it checks there.
 - ``on_fit_start`` (after ``configure_model`` and the restore): the model's dims against the data's.
+- ``on_train_start`` of a resumed fit (the train loader restored, no batch drawn yet): the data
+  position the checkpoint saved against where the loader and Lightning's loop will continue
+  (``resume-position``, with the samples it would replay or skip); the ``train`` record notes it.
 
 Nothing runs per training step: the callback implements no batch hook.
 """
@@ -22,6 +25,7 @@ from __future__ import annotations
 import logging
 import os
 import warnings
+import weakref
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, Literal
@@ -40,10 +44,11 @@ from lightning_order.callbacks.evidence import (
     ledger_pipeline,
 )
 from lightning_order.callbacks.gather import agree, all_gather, rank_summary
-from lightning_order.callbacks.labels import label_encoding_violations
+from lightning_order.callbacks.labels import label_encoding_verdict
 from lightning_order.callbacks.lm import lm_violations
 from lightning_order.callbacks.model_dims import model_dims
-from lightning_order.callbacks.overlap import overlap_violations
+from lightning_order.callbacks.overlap import overlap_check
+from lightning_order.callbacks.position import resume_point, resumed_at, saved_position
 from lightning_order.checkpoint import load_checkpoint
 from lightning_order.checks.datasets import check_rank_datasets
 from lightning_order.checks.ledger import check_ledger, judged_pipeline
@@ -53,8 +58,10 @@ from lightning_order.checks.report import format_report, merge_violations
 from lightning_order.checks.resume import (
     check_restore_shapes,
     check_resume,
+    check_resume_position,
     check_resume_proof,
     stored_fingerprints,
+    stored_position,
 )
 from lightning_order.compat import Callback
 from lightning_order.errors import CheckpointError, OrderError, OrderWarning
@@ -146,6 +153,12 @@ class OrderValidator(Callback):
         # State (saved in checkpoints, restored as saved): the data the weights were trained on.
         self.fingerprints: dict[str, str] = {}
         self.dims: dict[str, Any] = {}
+        #: The data position (epoch, global samples of it consumed, seed, global batch, ...): the one
+        #: a restored checkpoint held, then this run's as of its latest save.
+        self.position: dict[str, Any] | None = None
+        self._stored_position: dict[str, Any] | None = None  # the checkpoint's, as the restore saw it
+        self._resuming = False
+        self._trainer: Any = None  # a weak reference while fitting: state_dict saves the live position
         # This run's data as setup found it (what every check compares against), and whether a
         # checkpoint's state was loaded into the attributes above.
         self._current: dict[str, Any] = {"fingerprints": {}, "dims": {}}
@@ -154,6 +167,7 @@ class OrderValidator(Callback):
         self._model_checked = False
         self._evaluated = False
         self._observed: dict[str, Any] = {}
+        self._evidence: dict[str, Any] = {}
         self._guarded: Any = None
         self._state_key: str | None = None
 
@@ -162,6 +176,13 @@ class OrderValidator(Callback):
         """What sampled batches showed about the data's dims, for a datamodule without ``dims``
         (``max_token_id``, ``num_features``, ``max_label``; lower bounds), read-only; empty otherwise."""
         return MappingProxyType(self._observed)
+
+    @property
+    def evidence(self) -> Mapping[str, Any]:
+        """What the latest checks had to go on, read-only: ``overlap`` (what the overlap check compared,
+        :func:`~lightning_order.callbacks.overlap.overlap_check`) and ``label_encoding`` (whether
+        the label-encoding check gave a verdict). ``SymptomMonitor`` reads it to rule causes out."""
+        return MappingProxyType(self._evidence)
 
     # -- identity and state ----------------------------------------------------------------
     @property
@@ -177,7 +198,13 @@ class OrderValidator(Callback):
     @override
     def state_dict(self) -> dict[str, Any]:
         # Plain strings and ints only: the checkpoint loads with weights_only=True.
-        return {"fingerprints": dict(self.fingerprints), "dims": dict(self.dims)}
+        trainer = self._trainer() if self._trainer is not None else None
+        live = saved_position(trainer) if trainer is not None else None
+        self.position = live or self.position  # the latest position saved (outside a fit: kept)
+        state: dict[str, Any] = {"fingerprints": dict(self.fingerprints), "dims": dict(self.dims)}
+        if self.position is not None:
+            state["position"] = dict(self.position)
+        return state
 
     @override
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
@@ -193,6 +220,7 @@ class OrderValidator(Callback):
             )
         self.fingerprints = {str(k): str(v) for k, v in (state_dict.get("fingerprints") or {}).items()}
         self.dims = dict(state_dict.get("dims") or {})
+        self.position = dict(state_dict["position"]) if state_dict.get("position") else None
         self._restored = True
 
     @override
@@ -203,6 +231,7 @@ class OrderValidator(Callback):
         # without knowing this callback's state key.
         saved = checkpoint.setdefault(CHECKPOINT_KEY, {})
         saved["fingerprints"] = dict(self.fingerprints)
+        saved["position"] = saved_position(trainer)
         ledger = datamodule_ledger(trainer.datamodule)
         if ledger is not None:
             saved["ledger"] = ledger.state_dict()
@@ -213,6 +242,7 @@ class OrderValidator(Callback):
         self._resume_checked = self._model_checked = self._evaluated = False
         self.violations = []
         self._restored = False  # a checkpoint of this run is restored after setup, never before
+        self._stored_position, self._resuming, self._trainer = None, False, weakref.ref(trainer)
         dm = trainer.datamodule
         ledger = datamodule_ledger(dm)
         self.fingerprints = data_fingerprints(dm)
@@ -245,7 +275,7 @@ class OrderValidator(Callback):
             )
         else:
             rank_zero_info("OrderValidator: no datamodule; only the model and resume checks run")
-        local += overlap_violations(
+        overlap, found = overlap_check(
             dm,
             train_sample,
             content,
@@ -253,10 +283,12 @@ class OrderValidator(Callback):
             threshold=self.overlap_threshold,
             sample_rows=self.sample_rows,
         )
+        local += found
         # Collective (every rank reads its splits, all-gathers them): identical verdicts everywhere.
-        labels = (
-            label_encoding_violations(trainer, dm, self.label_check_rows) if self.label_check_rows else []
-        )
+        checked, labels = False, []
+        if self.label_check_rows:
+            checked, labels = label_encoding_verdict(trainer, dm, self.label_check_rows)
+        self._evidence = {"overlap": overlap, "label_encoding": checked}
         # The content summary compares every float key; the sampled `features` only where it is missing.
         summary = rank_summary(
             trainer, dm, ledger, self.fingerprints, None if content.get("train") else train_sample[0]
@@ -315,15 +347,23 @@ class OrderValidator(Callback):
 
     @override
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        resumed = resume_point(trainer) if self._resuming or self._restored else None
+        if resumed is not None:  # the loader is restored and no batch is drawn: the last moment to check
+            stored = self._stored_position or self.position
+            local = check_resume_position(stored, resumed)
+            violations = agree(all_gather(trainer, [v.to_dict() for v in local]))
+            self._act(trainer, violations, "OrderValidator (resume, before the first resumed step)")
         ledger = datamodule_ledger(trainer.datamodule)
         if self.record and ledger is not None:
             shard, optim = ledger.latest("shard"), ledger.latest("configure_optimizers")
+            at = resumed_at(resumed, int(trainer.global_step)) if resumed else None
             ledger.record(
                 "train",
                 inputs={
                     "shard": shard.output if shard else None,
                     "configure_optimizers": optim.output if optim else None,
                 },
+                stats={"resumed_at": at} if at is not None else None,
             )
 
     @override
@@ -389,7 +429,8 @@ class OrderValidator(Callback):
         stored = stored_fingerprints(checkpoint, self.state_key, owner=OrderValidator.__qualname__)
         current = self._current["fingerprints"]
         local = check_resume(stored, current) + check_resume_proof(stored, current)
-        self._resume_checked = True
+        self._resume_checked = self._resuming = True
+        self._stored_position = stored_position(checkpoint, self.state_key, owner=OrderValidator.__qualname__)
         violations = agree(all_gather(trainer, [v.to_dict() for v in local]))
         self._act(trainer, violations, "OrderValidator (resume, before the weights are restored)")
 

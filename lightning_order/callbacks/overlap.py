@@ -17,7 +17,7 @@ from lightning_order.checks.datasets import check_twin_rate
 from lightning_order.checks.leakage import check_key_overlap, check_row_overlap, row_hashes
 from lightning_order.rules import Violation
 
-__all__ = ["overlap_violations"]
+__all__ = ["overlap_check", "overlap_violations"]
 
 
 def overlap_violations(
@@ -29,7 +29,22 @@ def overlap_violations(
     threshold: float,
     sample_rows: int,
 ) -> list[Violation]:
-    """``train-val-overlap`` from the strongest evidence ``dm`` offers (see the module docstring).
+    """``train-val-overlap`` from the strongest evidence ``dm`` offers (see :func:`overlap_check`)."""
+    return overlap_check(
+        dm, train_sample, content, max_rows=max_rows, threshold=threshold, sample_rows=sample_rows
+    )[1]
+
+
+def overlap_check(
+    dm: Any,
+    train_sample: tuple[Any, int | None],
+    content: Mapping[str, Any] | None,
+    *,
+    max_rows: int,
+    threshold: float,
+    sample_rows: int,
+) -> tuple[str | None, list[Violation]]:
+    """``train-val-overlap`` from the strongest evidence ``dm`` offers, and which evidence that was.
 
     Args:
         dm: the datamodule (``None``: nothing to compare).
@@ -38,16 +53,23 @@ def overlap_violations(
         max_rows: key hashes compared per split at most.
         threshold: the share of validation rows with a train twin that passes (content hashes).
         sample_rows: validation rows sampled when only sampled rows are left.
+
+    Returns:
+        ``(evidence, violations)``: ``"key-hash"`` (both splits' key hashes), ``"content"``
+        (every train item's content hash), ``"content-sample"`` (the same items sampled on every
+        rank), ``"rows-sample"`` (sampled rows' inputs) or ``None`` (nothing to compare).
     """
     if dm is None:
-        return []
+        return None, []
     train, val = split_key_hashes(dm, "train"), split_key_hashes(dm, "val")
     if train is not None and val is not None:
-        return check_key_overlap(train, val, max_rows=max_rows)
+        # Subsampled above max_rows by hash value, which keeps a shared key on both sides or neither.
+        return "key-hash", check_key_overlap(train, val, max_rows=max_rows)
     train_part, val_part = (content or {}).get("train"), (content or {}).get("val")
     if train_part and val_part and not train_part.get("random") and not val_part.get("random"):
         # Hashes of every item's inputs (or of the same sample on every rank): the twin rate.
-        return check_twin_rate(
+        evidence = "content" if train_part["whole"] else "content-sample"
+        return evidence, check_twin_rate(
             train_part["inputs"],
             val_part["inputs"],
             threshold=threshold,
@@ -55,10 +77,11 @@ def overlap_violations(
         )
     train_batch, train_rows = train_sample
     if train_batch is None:
-        return []
+        return None, []
     # No key hashes: hash the inputs of sampled rows.
     val_batch, _ = sample_batch(dm, "val_dataloader", sample_rows)
     train_inputs, val_inputs = batch_inputs(train_batch), batch_inputs(val_batch)
     if not train_inputs or not val_inputs or len(train_inputs) != len(val_inputs):
-        return []
-    return check_row_overlap(row_hashes(*train_inputs), row_hashes(*val_inputs), train_rows=train_rows)
+        return None, []
+    found = check_row_overlap(row_hashes(*train_inputs), row_hashes(*val_inputs), train_rows=train_rows)
+    return "rows-sample", found

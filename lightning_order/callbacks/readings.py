@@ -16,9 +16,12 @@ from typing import Any
 
 import torch
 
+from lightning_order.checks.symptoms import current_train_loss
+
 __all__ = ["InputStats", "RankLosses", "TrainReadings", "UnknownCounter", "to_host"]
 
 _MAX_COLUMNS = 64
+_LEAST_STEPS = 8  # train losses a validation's train estimate uses at least (when there are)
 
 
 class TrainReadings:
@@ -29,8 +32,9 @@ class TrainReadings:
     windows: :attr:`early` (the first ``warmup_steps + window`` losses, the early-oscillation
     detector's), :attr:`start` (the first ``warmup_steps``, the plateau detector's baseline) and
     :attr:`recent` (the latest ``window``). At each validation :meth:`add_validation` keeps the
-    train and validation losses compared by the train/validation gap detector. A view for
-    inspection: only the monitor writes it.
+    train loss *at* the validation (the trend of the steps since the epoch started or the last
+    validation, carried to the validation's step, with its spread) and the validation loss, which
+    the train/validation gap detector compares. A view for inspection: only the monitor writes it.
 
     Args:
         thresholds: the monitor's resolved detector options (``early-oscillation``, ``plateau``).
@@ -47,9 +51,14 @@ class TrainReadings:
         self.unknown = UnknownCounter()
         #: the share of unknown tokens in the counted batches so far (``None``: none counted).
         self.unk_rate: float | None = None
-        #: per validation: the mean of the train losses just before it, and the validation loss.
+        #: per validation: the train loss at its step (:func:`~lightning_order.checks.symptoms.current_train_loss`),
+        #: the standard error of that estimate's logarithm, and the validation loss.
         self.epoch_train: list[float] = []
+        self.train_spread: list[float | None] = []
         self.epoch_val: list[float] = []
+        #: losses read so far, and where the current stretch (since an epoch start or a validation) began.
+        self.seen = 0
+        self._stretch = 0
         self._early_taken = False
 
     def flush(self) -> list[float]:
@@ -61,6 +70,7 @@ class TrainReadings:
         self.early.extend(values[: max(self.early_len - len(self.early), 0)])
         self.start.extend(values[: max(self.start_len - len(self.start), 0)])
         self.recent.extend(values)
+        self.seen += len(values)
         self.unk_rate = self.unknown.update(counts, self.unk_rate)
         return values
 
@@ -79,14 +89,24 @@ class TrainReadings:
             return None
         return self.start + (list(self.recent) if batches >= self.start_len + len(self.recent) else [])
 
-    def add_validation(self, val_loss: Any, near: int) -> bool:
-        """Keeps a validation's losses: the mean of the last ``near`` train losses (a fast learner
-        moves on) and ``val_loss``; ``False`` (nothing kept) when either is missing."""
+    def new_stretch(self) -> None:
+        """The losses from here on are a new stretch (an epoch starts: rows come round again, and the
+        loss jumps); no host-device sync, the pending losses count as read."""
+        self._stretch = self.seen + len(self.pending)
+
+    def add_validation(self, val_loss: Any, near: int, least: int = _LEAST_STEPS) -> bool:
+        """Keeps a validation's losses: the train loss at this step and its spread, from the losses
+        of the current stretch (at most ``near`` of them, at least ``least`` when there are: a
+        stretch of a few steps borrows from the one before), and ``val_loss``; ``False`` (nothing
+        kept) when either is missing. The next stretch starts here."""
         self.flush()
-        recent = list(self.recent)[-near:]
-        if val_loss is None or not recent:
+        count = min(max(self.seen - self._stretch, least), near, len(self.recent))
+        self._stretch = self.seen
+        estimate = current_train_loss(list(self.recent)[-count:]) if count else None
+        if val_loss is None or estimate is None:
             return False
-        self.epoch_train.append(sum(recent) / len(recent))
+        self.epoch_train.append(estimate[0])
+        self.train_spread.append(estimate[1])  # inf: too few losses to know (no leakage verdict)
         self.epoch_val.append(float(val_loss))
         return True
 

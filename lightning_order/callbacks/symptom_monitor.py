@@ -14,6 +14,7 @@ Trainer found, the datamodule's ledger, whether the data keeps a vocabulary and 
 
 from __future__ import annotations
 
+import math
 import time
 import warnings
 from collections import deque
@@ -45,7 +46,7 @@ __all__ = ["SymptomMonitor"]
 
 _CODES = tuple(SYMPTOMS)
 _INPUT_COLUMNS = 64  # input columns compared across ranks (a fixed width: one all-gather shape)
-_NEAR_VALIDATION = 10  # train steps whose mean is "the train loss" at a validation (a fast learner moves on)
+_TRAIN_WINDOW = 50  # train steps at most whose trend gives "the train loss" at a validation
 _UNKNOWN_SAMPLES = 50  # the first train batches, whose unknown tokens are counted
 
 
@@ -195,6 +196,7 @@ class SymptomMonitor(Callback):
     @override
     def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._clock.pause()  # the first batch of an epoch pays for starting the loader
+        self._readings.new_stretch()  # rows come round again: the train loss steps down here
 
     @override
     def on_validation_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -333,7 +335,7 @@ class SymptomMonitor(Callback):
 
     def _train_val_gap(self, trainer: pl.Trainer) -> list[Diagnosis]:
         readings = self._readings
-        if not readings.add_validation(trainer.callback_metrics.get(self.val_metric), _NEAR_VALIDATION):
+        if not readings.add_validation(trainer.callback_metrics.get(self.val_metric), _TRAIN_WINDOW):
             return []
         found = None
         if self._want("train-val-gap"):
@@ -385,6 +387,7 @@ class SymptomMonitor(Callback):
         return {
             "diagnoses": [d.to_dict() for d in self.diagnoses],
             "epoch_train": list(self._readings.epoch_train),
+            "train_spread": list(self._readings.train_spread),
             "epoch_val": list(self._readings.epoch_val),
             "start_losses": list(self._readings.start),
             "elapsed_s": self.elapsed_s,
@@ -395,6 +398,9 @@ class SymptomMonitor(Callback):
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self.diagnoses = [Diagnosis.from_dict(d) for d in state_dict.get("diagnoses", [])]
         self._readings.epoch_train = list(state_dict.get("epoch_train", []))
+        # Older states kept a mean of the last steps and no spread: never judged as leakage (inf).
+        spread = state_dict.get("train_spread", [math.inf] * len(self._readings.epoch_train))
+        self._readings.train_spread = list(spread)
         self._readings.epoch_val = list(state_dict.get("epoch_val", []))
         self._readings.start = list(state_dict.get("start_losses", []))
         self._elapsed_before = float(state_dict.get("elapsed_s", 0.0))

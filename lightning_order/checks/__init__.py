@@ -17,8 +17,10 @@ from lightning_order.checks.report import estimate_waste, format_diagnoses, form
 from lightning_order.checks.resume import (
     check_restore_shapes,
     check_resume,
+    check_resume_position,
     check_resume_proof,
     stored_fingerprints,
+    stored_position,
 )
 
 __all__ = [
@@ -31,6 +33,7 @@ __all__ = [
     "check_ranks",
     "check_restore_shapes",
     "check_resume",
+    "check_resume_position",
     "check_resume_proof",
     "check_row_overlap",
     "check_twin_rate",
@@ -42,4 +45,5 @@ __all__ = [
     "project_pipeline",
     "row_hashes",
     "stored_fingerprints",
+    "stored_position",
 ]

@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from lightning_order.callbacks.position import saved_position
 from lightning_order.checkpoint import plain
 from lightning_order.checks.symptoms import Diagnosis
 from lightning_order.cost import waste_report
@@ -37,7 +38,10 @@ def pause(
     entry under :data:`~lightning_order.ledger.CHECKPOINT_KEY`, all plain data (it loads with
     ``weights_only=True``): the format, the reasons (diagnoses or violations), the datamodule's
     ledger, class name and hyper-parameters, its vocabulary (token -> id), the model's class
-    name, and the :func:`~lightning_order.cost.waste_report`.
+    name, the :func:`~lightning_order.cost.waste_report`, and the data position (``position``:
+    the epoch, the global samples of it consumed, the seed, the global batch and world size; see
+    :func:`~lightning_order.callbacks.position.saved_position`). The train loader's own state is in
+    Lightning's loop state as in any checkpoint, so resuming the pause continues at that sample.
 
     Args:
         trainer: the running trainer.
@@ -89,6 +93,7 @@ def _payload(
             "reason": reasons,
             "step": trainer.global_step,
             "epoch": trainer.current_epoch,
+            "position": saved_position(trainer),
             "ledger": ledger.state_dict() if hasattr(ledger, "state_dict") else None,
             "vocab": dict(vocab) if vocab is not None else None,
             "datamodule": {

@@ -18,6 +18,7 @@ import torch
 from torch import nn
 
 from lightning_order.checkpoint import load_checkpoint
+from lightning_order.checks.resume import stored_position
 from lightning_order.errors import CheckpointError
 from lightning_order.ledger import CHECKPOINT_KEY
 from lightning_order.recovery.decisions import Advice, Path, advise, choose_path, kept_share
@@ -46,6 +47,11 @@ class RecoveryPlan:
         remapped: per embedding parameter, ``{"common": n, "new": m}`` token counts.
         waste: the waste report of the paused run.
         reasons: the diagnoses or violations that caused the pause (plain data).
+        position: where the paused run stood in its epoch (``epoch``, ``samples``: global samples
+            of it consumed, ``seed``, ``global_batch``, ...; empty when the checkpoint holds none).
+            On the resume path ``trainer.fit(ckpt_path=...)`` continues exactly there (the train
+            loader's state is in the checkpoint, and ``OrderValidator`` proves it before the first
+            step); the data and init paths start a fresh fit at epoch 0.
     """
 
     path: Path
@@ -59,6 +65,7 @@ class RecoveryPlan:
     remapped: dict[str, dict[str, int]] = field(default_factory=dict)
     waste: dict[str, Any] = field(default_factory=dict)
     reasons: list[dict[str, Any]] = field(default_factory=list)
+    position: dict[str, Any] = field(default_factory=dict)
 
     def fit_kwargs(self) -> dict[str, Any]:
         """``trainer.fit(**plan.fit_kwargs())``: model, datamodule and ``ckpt_path``.
@@ -139,6 +146,7 @@ def recover(
     checkpoint = load_checkpoint(checkpoint_path, map_location=map_location)
     payload = checkpoint.get(CHECKPOINT_KEY) or {}
     reasons = list(payload.get("reason", []))
+    position = dict(stored_position(checkpoint, "", owner="OrderValidator") or {})
     waste = dict(payload.get("waste") or {})
     chosen = path or choose_path(reasons)
     hparams = dict(checkpoint.get("hyper_parameters") or {})
@@ -150,7 +158,15 @@ def recover(
         model.load_state_dict(old_state)
         advice, why = advise(chosen, waste, 1.0, restart_below, min_kept)
         return RecoveryPlan(
-            chosen, advice, why, model, datamodule, str(checkpoint_path), waste=waste, reasons=reasons
+            chosen,
+            advice,
+            why,
+            model,
+            datamodule,
+            str(checkpoint_path),
+            waste=waste,
+            reasons=reasons,
+            position=position,
         )
 
     if datamodule is None:
@@ -178,6 +194,7 @@ def recover(
         remapped=remapped,
         waste=waste,
         reasons=reasons,
+        position=position,
     )
 
 

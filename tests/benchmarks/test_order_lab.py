@@ -15,6 +15,7 @@ import pytest
 from helpers import load_benchmark
 
 lab = load_benchmark("order_lab")
+study = load_benchmark("lab_false_alarms")
 
 
 @pytest.fixture(scope="module")
@@ -135,6 +136,28 @@ def test_controls_name_no_order_error(tiny_results):
 
 
 @pytest.mark.slow
+def test_the_target_encoding_leak_is_named_though_its_ledger_is_clean(tiny_results):
+    # The lab's faulty case: the encoding is fitted on train + validation before the datamodule, so
+    # the ledger proves every fitted step of the pipeline on the train split; the data check does not
+    # rule fit-before-split out, it finds it, and the monitor names it (single process and DDP).
+    runs = {r["case"]: r for r in tiny_results["runs"]}
+    for name in ("target-encoding", "target-encoding-ddp"):
+        run = runs[name]
+        assert run["ledger_rules"] == [] and "fit-before-split" in run["validator_rules"]
+        facts = run["monitor_facts"]
+        assert facts["fitted_on_train"] and facts["split_by_key"] and facts["label_checked"]
+        (diagnosis,) = run["monitor_diagnoses"]
+        assert diagnosis["symptom"] == "train-val-gap" and diagnosis["suspected_rule"] == "fit-before-split"
+        assert diagnosis["evidence"]["trigger"] == "label-encoded-feature"
+        assert diagnosis["step"] == tiny_results["config"]["val_every"]  # at the first validation
+    # Its correct twin, the same encoding fitted on the train rows: the same proof, nothing named.
+    assert (
+        runs["correct-te"]["monitor_facts"]["fitted_on_train"]
+        and runs["correct-te"]["monitor_diagnoses"] == []
+    )
+
+
+@pytest.mark.slow
 def test_target_encoding_fits_on_the_datamodules_train_split(tiny_results):
     te = next(r for r in tiny_results["runs"] if r["case"] == "correct-te")
     assert {"te_0", "te_3"} <= set(te["feature_names"])
@@ -152,3 +175,37 @@ def test_lab_writes_table_and_plots(tiny_results):
     assert ddp["devices"] == 2 and len(ddp["rank_losses"]) == 2
     # Each rank fitted its own statistics: they differ, which is the error being measured.
     assert ddp["rank_statistics"][0]["mean"] != ddp["rank_statistics"][1]["mean"]
+
+
+# -- the false-alarm study's summaries (pure; the study itself is the docs' command) --------------------
+def test_the_previous_statistic_is_recomputed_from_the_recorded_losses():
+    # A run still learning fast: its last-10 mean lags above the validation loss at every validation.
+    losses = [1.4 * 0.985**i for i in range(129)]
+    at_validation = [43, 86, 129]
+    val = [f * 1.4 * 0.985**n for f, n in zip((0.99, 0.97, 0.95), at_validation)]
+    assert study.old_statistic(losses, at_validation, val)
+    assert not study.old_statistic(losses, at_validation, [1.05 * 1.4 * 0.985**n for n in at_validation])
+
+
+def test_the_study_counts_symptoms_and_order_errors_per_shape():
+    shape = study.SHAPES["issue-27"]
+    named = {"symptom": "train-val-gap", "suspected_rule": "fit-before-split", "kind": "leakage"}
+    symptom = {"symptom": "train-val-gap", "suspected_rule": None, "kind": "leakage"}
+    runs = [
+        {"diagnoses": [], "error": None, "old_leakage": True, "readings": {"val": [1, 2, 3]}},
+        {"diagnoses": [symptom], "error": None, "old_leakage": True, "readings": {"val": [1, 2, 3]}},
+        {"diagnoses": [named], "error": None, "old_leakage": False, "readings": {"val": [1, 2, 3]}},
+    ]
+    summary = study.summarise_study(shape, runs)
+    assert (summary["runs"], summary["any_symptom"], summary["order_error_named"]) == (3, 2, 1)
+    assert (summary["leakage_new"], summary["leakage_old"], summary["validations"]) == (2, 2, 9)
+    results = {
+        "runs_per_shape": 3,
+        "first_seed": 1000,
+        "shapes": {
+            "issue-27": {"shape": vars(shape), "summary": summary},
+            "copies": {"shape": vars(study.SHAPES["copies"]), "summary": summary},
+        },
+    }
+    table = study.render_study(results, "python benchmarks/order_lab.py --false-alarms 3")
+    assert "| issue-27 |" in table and "| copies |" in table and "--false-alarms 3" in table

@@ -1,7 +1,8 @@
-"""Two DDP ranks on CPU (gloo): equal block counts, disjoint blocks, one tokenizer; a per-rank tokenizer is stopped."""
+"""Two DDP ranks on CPU (gloo): equal block counts, disjoint parts of the blocks, one tokenizer; a per-rank tokenizer is stopped."""
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,9 @@ def test_two_ranks_hold_equal_disjoint_blocks_and_one_tokenizer(tmp_path: Path) 
     counts = [r["shard_info"]["length"] for r in ranks]
     assert counts[0] == counts[1] == len(ranks[0]["block_hashes"]) == len(ranks[1]["block_hashes"]) > 0
     assert ranks[0]["batches"] == ranks[1]["batches"]
-    assert not set(ranks[0]["block_hashes"]) & set(ranks[1]["block_hashes"])
+    # Disjoint parts of one block file (blocks may repeat in content): no block more often than the split.
+    together = Counter(ranks[0]["block_hashes"]) + Counter(ranks[1]["block_hashes"])
+    assert not together - Counter(ranks[0]["split_block_hashes"])
     fps = [r["fingerprints"] for r in ranks]
     assert fps[0] == fps[1] and fps[0]["tokenizer"] == fps[0]["vocab"]
 

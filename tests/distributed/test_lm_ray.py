@@ -24,8 +24,9 @@ pytestmark = pytest.mark.slow
 SMALL = {"max_documents": 500, "vocab_size": 400, "block_size": 32, "num_partitions": 4}
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def local_ray():
+    """One local Ray for this module's tests (started after the two-node test, which needs none running)."""
     temp = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # short: Ray's socket paths must fit in 107 bytes
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, _temp_dir=temp)
     yield
@@ -47,15 +48,8 @@ def local_reference(tmp_path_factory) -> OrderedLMDataModule:
     return dm
 
 
-def test_ray_prepares_the_same_data_as_local(tmp_path, local_ray, local_reference):
-    dm = OrderedLMDataModule(cache_dir=str(tmp_path), engine="ray", **SMALL)
-    dm.prepare_data()
-    assert dm.ledger.latest("load").stats["engine"] == "ray"
-    _same(dm, local_reference)
-    assert ray.is_initialized()  # the test's Ray is left running
-
-
 def test_a_simulated_two_node_cluster_prepares_the_same_data(tmp_path, local_reference):
+    assert not ray.is_initialized()  # first in the module: the engine must join this cluster
     from ray.cluster_utils import Cluster
 
     temp = tempfile.mkdtemp(prefix="ray", dir="/tmp")
@@ -71,6 +65,14 @@ def test_a_simulated_two_node_cluster_prepares_the_same_data(tmp_path, local_ref
     finally:
         ray.shutdown()
         cluster.shutdown()
+
+
+def test_ray_prepares_the_same_data_as_local(tmp_path, local_ray, local_reference):
+    dm = OrderedLMDataModule(cache_dir=str(tmp_path), engine="ray", **SMALL)
+    dm.prepare_data()
+    assert dm.ledger.latest("load").stats["engine"] == "ray"
+    _same(dm, local_reference)
+    assert ray.is_initialized()  # the test's Ray is left running
 
 
 def _kill_merge(marker: str, always: bool):
@@ -126,3 +128,70 @@ def test_an_error_inside_a_task_is_raised_as_itself(tmp_path, local_ray):
     with pytest.raises(DataError, match="no document is left after cleaning") as info:
         dm.prepare_data()
     assert info.value.step == "clean"
+
+
+_CASES = {
+    "correct": ({}, False, []),
+    "vocab-before-clean": (
+        {"order": ["load", "build_vocab", "clean", "dedup", "split", "encode", "pack", "shard"]},
+        False,
+        ["vocab-before-clean"],
+    ),
+    "dedup-after-split": (
+        {"order": ["load", "clean", "split", "dedup", "build_vocab", "encode", "pack", "shard"]},
+        False,
+        ["dedup-after-split"],
+    ),
+    "pack-without-eos": ({"eos": False}, False, ["pack-without-eos"]),
+    "vocab-changed-after-init": ({}, True, ["vocab-changed-after-init"]),
+}
+
+
+@pytest.mark.parametrize("case", list(_CASES))
+def test_the_validator_on_ray_prepared_data(tmp_path, local_ray, case):
+    from helpers import quiet_trainer
+
+    from lightning_order import OrderedCausalLM, OrderError, OrderValidator
+
+    kwargs, pad_after_init, rules = _CASES[case]
+    dm = OrderedLMDataModule(
+        cache_dir=str(tmp_path / "cache"), engine="ray", enforce=False, batch_size=8, **SMALL, **kwargs
+    )
+    model = OrderedCausalLM(**dm.dims, n_layer=1, n_head=2, n_embd=32)
+    if pad_after_init:
+        dm.tokenizer.add_special_tokens(["<pad>"])  # after the model was built: the classic mistake
+    validator = OrderValidator()
+    trainer = quiet_trainer(tmp_path, [validator], max_steps=2, limit_val_batches=0)
+    if not rules:
+        trainer.fit(model, dm)
+        assert validator.violations == [] and trainer.global_step == 2
+        assert dm.ledger.latest("load").stats["engine"] == "ray"
+        return
+    with pytest.raises(OrderError) as info:
+        trainer.fit(model, dm)
+    assert set(rules) <= set(info.value.rules) and trainer.global_step == 0
+
+
+def test_the_lm_main_job_runs_end_to_end_on_ray(tmp_path, local_ray, capsys):
+    """``lightning-order fit --config configs/lm-demo.yaml --data.engine ray``, on a small corpus."""
+    from helpers import ROOT
+
+    from lightning_order.cli import main
+
+    config = str(ROOT / "configs" / "lm-demo.yaml")
+    args = [
+        "--data.engine",
+        "ray",
+        "--data.max_documents=200",
+        "--data.vocab_size=300",
+        "--data.block_size=16",
+    ]
+    args += ["--data.cache_dir", str(tmp_path / "cache"), "--trainer.default_root_dir", str(tmp_path)]
+    args += ["--trainer.max_epochs=1", "--trainer.check_val_every_n_epoch=1"]
+    assert main(["fit", "--config", config, *args]) == 0
+    out = capsys.readouterr().out
+    assert "✓ the order is correct" in out and "validation perplexity:" in out
+    ledger = OrderedLMDataModule(
+        cache_dir=str(tmp_path / "cache"), max_documents=200, vocab_size=300, block_size=16, engine="ray"
+    ).ledger
+    assert ledger.latest("load").stats["engine"] == "ray"

@@ -9,6 +9,7 @@ import pytest
 import pytorch_lightning as pl
 import torch
 from helpers import quiet_trainer
+from pytorch_lightning.callbacks import ModelCheckpoint
 
 from lightning_order import OrderedCausalLM, OrderedLMDataModule, OrderError, OrderValidator, SymptomMonitor
 from lightning_order.data.lm.artefacts import read_blocks
@@ -141,12 +142,13 @@ def test_hand_written_lm_datamodule_gets_the_checks(tmp_path: Path) -> None:
 
 
 def _fit_and_checkpoint(tmp_path: Path, dm: OrderedLMDataModule) -> Path:
+    # A periodic checkpoint, written during the fit: one saved after fit() returned at max_steps
+    # counts the unfinished epoch as ended (resume-position, tests/integration/test_resume.py).
     model = OrderedCausalLM(**dm.dims, **MODEL)
-    trainer = quiet_trainer(tmp_path, [OrderValidator()], max_steps=2, enable_checkpointing=True)
+    checkpoint = ModelCheckpoint(dirpath=tmp_path / "ckpt", every_n_train_steps=2, filename="first")
+    trainer = quiet_trainer(tmp_path, [OrderValidator(), checkpoint], max_steps=2, enable_checkpointing=True)
     trainer.fit(model, dm)
-    path = tmp_path / "first.ckpt"
-    trainer.save_checkpoint(path)
-    return path
+    return tmp_path / "ckpt" / "first.ckpt"
 
 
 @pytest.mark.parametrize(

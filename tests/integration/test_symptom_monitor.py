@@ -20,7 +20,7 @@ from orders import WRONG_ORDERS
 from pytorch_lightning.loggers import CSVLogger
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 from torch import nn
-from torch.utils.data import DataLoader, Dataset, Subset, TensorDataset
+from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 from lightning_order.callbacks.symptom_monitor import SymptomMonitor
 from lightning_order.errors import OrderWarning
@@ -229,43 +229,49 @@ def test_vocab_built_before_cleaning_shows_unknown_tokens(tmp_path: Path, cache_
 
 
 class LeakyData(pl.LightningDataModule):
-    """A leaky split: the validation rows are copies of train rows."""
+    """A leaky split: the validation rows are ``rows`` train rows, trained on ``1 + repeats`` times per
+    epoch (duplicates on both sides of a split); held in memory, no ledger."""
 
-    def __init__(self, dm, rows: int = 200) -> None:
+    def __init__(self, dm, rows: int = 200, repeats: int = 3) -> None:
         super().__init__()
-        self.dm, self.rows = dm, rows
+        self.dm, self.rows, self.repeats = dm, rows, repeats
         self.tokenizer = dm.tokenizer
 
     def setup(self, stage: str) -> None:
         self.dm.trainer = self.trainer
         self.dm.setup(stage)
+        train = self.dm.train_dataloader()
+        self.items = [train.dataset[i] for i in range(len(train.dataset))]
+        self.collate, self.batch_size = train.collate_fn, train.batch_size
 
     def train_dataloader(self) -> DataLoader:
-        return self.dm.train_dataloader()
+        items = self.items + self.items[: self.rows] * self.repeats
+        return DataLoader(items, batch_size=self.batch_size, shuffle=True, collate_fn=self.collate)
 
     def val_dataloader(self) -> DataLoader:
-        train = self.dm.train_dataloader()
-        return DataLoader(Subset(train.dataset, range(self.rows)), batch_size=64, collate_fn=train.collate_fn)
+        return DataLoader(self.items[: self.rows], batch_size=64, collate_fn=self.collate)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("leaky", [True, False])
 def test_leaky_split_shows_train_val_gap(tmp_path: Path, cache_dir: str, leaky: bool) -> None:
+    # Compared like with like (the train loss at each validation's step), validation rows that were
+    # also trained on, and more often than the average train row, are easier than the train rows;
+    # rows trained on once score like them, which the curves cannot tell from a model that
+    # generalises (the lab's false-alarm study measures both).
     pl.seed_everything(0)
     dm = _datamodule(cache_dir, demo_size=1200)
     data = LeakyData(dm) if leaky else dm
     monitor = SymptomMonitor(symptoms=["train-val-gap"])
     _trainer(tmp_path, [monitor], max_epochs=3).fit(_model(dm), data)
-    print(
-        f"\n[train-val-gap leaky={leaky}] train {monitor.readings.epoch_train} val {monitor.readings.epoch_val}"
-    )
+    readings = monitor.readings
+    print(f"\n[train-val-gap leaky={leaky}] train {readings.epoch_train} val {readings.epoch_val}")
     codes = [d.symptom for d in monitor.diagnoses]
-    assert codes == (["train-val-gap"] if leaky else []), (
-        monitor.readings.epoch_train + monitor.readings.epoch_val
-    )
+    assert codes == (["train-val-gap"] if leaky else []), readings.epoch_train + readings.epoch_val
     if leaky:
-        assert monitor.diagnoses[0].evidence["kind"] == "leakage"
-        assert monitor.diagnoses[0].suspected_rule == "train-val-overlap"
+        (diagnosis,) = monitor.diagnoses
+        assert diagnosis.evidence["kind"] == "leakage" and diagnosis.evidence["z"] > 2
+        assert diagnosis.suspected_rule == "train-val-overlap"  # no validator, no ledger: the listed rule
 
 
 @pytest.mark.slow

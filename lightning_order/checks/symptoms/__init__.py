@@ -15,12 +15,18 @@ user's trust more than a late one); every threshold is an argument (calibration 
 Modules, one per detector family: :mod:`.table` (the diagnosis table and the record),
 :mod:`.loss` (one rank's curve), :mod:`.ranks` (ranks against each other),
 :mod:`.generalisation` (train against validation), :mod:`.resources` (loader and memory),
-:mod:`.attribution` (from symptom to cause), :mod:`.guards` (what every detector does to its
+:mod:`.attribution` (from symptom to cause, never to a cause the evidence excludes),
+:mod:`.evidence` (what a ledger proves about the leakage rules), :mod:`.guards` (what every detector does to its
 inputs first). Nothing here touches a Trainer, a GPU or a process group.
 """
 
-from lightning_order.checks.symptoms.attribution import RunFacts, attribute
-from lightning_order.checks.symptoms.generalisation import detect_label_leak, detect_train_val_gap
+from lightning_order.checks.symptoms.attribution import RunFacts, attribute, ruled_out
+from lightning_order.checks.symptoms.evidence import LedgerProof, ledger_proof
+from lightning_order.checks.symptoms.generalisation import (
+    current_train_loss,
+    detect_label_leak,
+    detect_train_val_gap,
+)
 from lightning_order.checks.symptoms.loss import detect_early_oscillation, detect_plateau
 from lightning_order.checks.symptoms.ranks import detect_input_shift, detect_rank_divergence, rank_input_shift
 from lightning_order.checks.symptoms.resources import detect_data_starvation, detect_memory_swing
@@ -29,9 +35,11 @@ from lightning_order.checks.symptoms.table import SYMPTOMS, Diagnosis, SymptomIn
 __all__ = [
     "SYMPTOMS",
     "Diagnosis",
+    "LedgerProof",
     "RunFacts",
     "SymptomInfo",
     "attribute",
+    "current_train_loss",
     "detect_data_starvation",
     "detect_early_oscillation",
     "detect_input_shift",
@@ -40,5 +48,7 @@ __all__ = [
     "detect_plateau",
     "detect_rank_divergence",
     "detect_train_val_gap",
+    "ledger_proof",
     "rank_input_shift",
+    "ruled_out",
 ]

@@ -139,14 +139,21 @@ class Diagnosis:
     def describe(self) -> str:
         """The diagnosis as a few readable lines."""
         info = SYMPTOMS[self.symptom]
-        if self.suspected_rule is None:
+        excluded = self.evidence.get("ruled_out") or {}
+        why = f"     why: {info.explanation}\n"
+        if self.suspected_rule is None and excluded:
+            # The symptom as a symptom: its usual order causes are what the evidence excludes.
+            reasons = "; ".join(f"{rule}: {reason}" for rule, reason in excluded.items())
+            cause = f"likely order error: none (the run's evidence rules out {reasons})"
+            why = ""
+        elif self.suspected_rule is None:
             cause = "likely order error: none (the evidence does not point to one)"
         else:
             cause = f"likely order error: {self.suspected_rule} ({RULES[self.suspected_rule].title})"
         return (
             f"[{self.symptom}] at step {self.step}: {self.message}\n"
             f"     {cause}\n"
-            f"     why: {info.explanation}\n"
+            f"{why}"
             f"     {'fix' if self.suspected_rule else 'check'}: {info.fix}"
         )
 

@@ -10,10 +10,20 @@ per-rank steps (:meth:`~OrderedDataModuleBase._assign`), and its batches.
 Rank discipline (Lightning's DataModule contract): ``prepare_data`` runs on one process, under a
 file lock, writes the cache folder and assigns no state; ``setup`` runs on every rank, reads the
 verified cache, runs the per-rank steps (``shard``) and assigns the rank's data.
+
+The train loader is resumable and reads the global order (DESIGN.md §1e,
+:mod:`lightning_order.data.engine.loaders`): the ``shard`` step decides this rank's part of every
+global batch, the loader's position (epoch, global samples consumed, seed, global batch, world
+size) travels in Lightning's checkpoints, and a resumed run continues at the same sample. The
+position travels twice: as the loader's own state (Lightning's stateful-loader support) and as the
+DataModule's ``state_dict``, which Lightning restores before any loader exists; the second makes
+the resume exact also where Lightning drops the first (a ``configure_optimizers`` that reads
+``trainer.estimated_stepping_batches`` builds the loader before the restore, Lightning #20550).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -23,11 +33,12 @@ from torch.utils.data import DataLoader
 from lightning_order import compat as pl
 from lightning_order.data.engine import cache as _cache
 from lightning_order.data.engine.config import BaseDataConfig
-from lightning_order.data.engine.loaders import make_loader
+from lightning_order.data.engine.loaders import ResumableLoader, make_loader, make_train_loader
 from lightning_order.data.engine.runner import DataState, StepContext, run_steps, split_phases
 from lightning_order.ledger import StepLedger
 from lightning_order.order import Pipeline
 from lightning_order.pipelines import PIPELINES, PipelineDescriptor, resolve
+from lightning_order.positions import GlobalOrder
 
 __all__ = ["OrderedDataModuleBase"]
 
@@ -39,7 +50,8 @@ class OrderedDataModuleBase(pl.LightningDataModule):
         config: the validated arguments (the pipeline's config class).
         order: the data steps that run, in order.
         cache_key: the pipeline fingerprint naming the cache folder.
-        shard_info: this rank's ``rank``, ``world_size``, ``length`` and ``dropped`` after ``setup``.
+        shard_info: this rank's ``rank``, ``world_size``, ``length`` (samples it reads per epoch)
+            and ``dropped`` (samples per epoch that do not fill a global batch) after ``setup``.
     """
 
     #: The descriptor this DataModule belongs to (a key of :data:`lightning_order.pipelines.PIPELINES`).
@@ -84,8 +96,13 @@ class OrderedDataModuleBase(pl.LightningDataModule):
         self._tokenizer: Tokenizer | None = None
         self._verified: str | None = None  # the cache key whose files this instance verified
         self._setup_key: tuple[Any, ...] | None = None
-        self._train: Any = None  # this rank's train part, after setup
+        self._train: Any = None  # this rank's train part (its rows of the first epoch), after setup
+        self._served: Any = None  # the whole train split the train loader reads by index
+        self._global_order: GlobalOrder | None = None  # this rank's global order rule (the shard step's)
         self._val: Any = None
+        self._resume_position: dict[str, Any] | None = (
+            None  # restored from a checkpoint, for the train loader
+        )
         self.shard_info: dict[str, int] = {}
 
     def _preparation(self) -> Any:
@@ -154,6 +171,7 @@ class OrderedDataModuleBase(pl.LightningDataModule):
     # -- setup: the same template for every pipeline ---------------------------------------
     def setup(self, stage: str | None = None) -> None:
         """Loads the verified cache on this rank and runs the per-rank steps (``shard``)."""
+        self._resume_position = None  # a fit restores its checkpoint after setup, never before
         trainer = getattr(self, "trainer", None)
         world, rank = (int(trainer.world_size), int(trainer.global_rank)) if trainer else (1, 0)
         key = (self.cache_key, world, rank)
@@ -167,6 +185,10 @@ class OrderedDataModuleBase(pl.LightningDataModule):
         per_rank = split_phases(self.order, registry)[1]
         state = run_steps(per_rank, registry, self._context(None, world, rank), state, ledger)
         self._assign(state, ledger)
+        self._served = self._serve(state.extra.get("served", state.parts["train"]))
+        self._global_order = state.extra.get("global_order") or GlobalOrder(
+            len(self._served), int(self.batch_size), 1, 0, int(self.seed), bool(self.shuffle)
+        )
         self._ledger = ledger
         shard = ledger.latest("shard")
         stats = shard.stats if shard is not None else {"length": len(self._train), "dropped": 0}
@@ -183,8 +205,12 @@ class OrderedDataModuleBase(pl.LightningDataModule):
         raise NotImplementedError
 
     def _assign(self, state: DataState, ledger: StepLedger) -> None:  # pragma: no cover - abstract
-        """Keeps what this rank serves (``self._train``, ``self._val``) from the final state."""
+        """Keeps this rank's parts (``self._train``, ``self._val``) from the final state."""
         raise NotImplementedError
+
+    def _serve(self, train: Any) -> Any:
+        """The whole train split as the train loader reads it (the split itself by default)."""
+        return train
 
     # -- loaders ---------------------------------------------------------------------------
     def _collate(self) -> Any:  # pragma: no cover - abstract
@@ -198,9 +224,44 @@ class OrderedDataModuleBase(pl.LightningDataModule):
         dataset = None if data is None else self._dataset(data)
         return make_loader(dataset, self.batch_size, shuffle, self.seed, self.num_workers, self._collate())
 
-    def train_dataloader(self) -> DataLoader:
-        """Batches of this rank's train part (seeded shuffling when ``shuffle``)."""
-        return self._loader(self._train, self.shuffle)
+    def train_dataloader(self) -> ResumableLoader:
+        """This rank's part of every global batch of the global train order; resumable.
+
+        The order of an epoch is a function of ``seed`` and the epoch (shuffled when ``shuffle``);
+        the loader's position travels in Lightning checkpoints (``state_dict``/``load_state_dict``).
+        ``batch_size``, ``seed`` and ``shuffle`` are read now, so a batch-size finder that sets
+        ``dm.batch_size`` is honoured.
+        """
+        order = self._global_order
+        if order is not None:
+            order = replace(
+                order, batch_size=int(self.batch_size), seed=int(self.seed), shuffle=bool(self.shuffle)
+            )
+            order.require_one_batch("samples")
+        data = None if self._served is None or order is None else self._dataset(self._served)
+        loader = make_train_loader(data, order, self.num_workers, self._collate())  # type: ignore[arg-type]
+        if self._resume_position is not None:
+            loader.load_state_dict(self._resume_position)
+        return loader
+
+    # -- the data position (Lightning saves a DataModule's state in every checkpoint) --------
+    def _fit_train_loader(self) -> ResumableLoader | None:
+        loader = getattr(getattr(self, "trainer", None), "train_dataloader", None)
+        return loader if isinstance(loader, ResumableLoader) else None
+
+    def state_dict(self) -> dict[str, Any]:
+        """The fit's train loader position (plain data: epoch, global samples consumed, seed, global batch, ...)."""
+        loader = self._fit_train_loader()
+        position = loader.position() if loader is not None else None
+        return {"position": position.to_dict()} if position is not None else {}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Continues the train loader at the saved position (the fit's loader, or the next one made)."""
+        position = state_dict.get("position")
+        self._resume_position = dict(position) if position else None
+        loader = self._fit_train_loader()
+        if loader is not None and self._resume_position is not None:
+            loader.load_state_dict(self._resume_position)
 
     def val_dataloader(self) -> DataLoader:
         """Batches of the whole validation split (the same on every rank)."""

@@ -1,20 +1,189 @@
-"""The dataloaders: one seeded sampler per rank over data that is already this rank's part.
+"""The dataloaders: a resumable train loader in the global order, and plain ones for evaluation.
 
-The prepared splits are already sharded per rank, so every loader uses a one-replica
-:class:`~torch.utils.data.DistributedSampler` (seeded shuffling that Lightning sets the epoch of,
-and that Lightning leaves alone instead of sharding the shard again).
-Each pipeline brings its own collate function (:mod:`lightning_order.data.text.batches`,
-:mod:`lightning_order.data.lm.datamodule`).
+**Train** (:func:`make_train_loader`): a :class:`ResumableLoader` over the *whole* train split,
+with a :class:`GlobalOrderSampler` that yields this rank's part of every global batch of the
+epoch's global order (:mod:`lightning_order.positions`). The loader counts the batches its
+iterator handed to the training loop (not what workers prefetched) and offers the position as
+``state_dict``/``load_state_dict``, which is Lightning's stateful-loader protocol: Lightning saves
+the state in every checkpoint (``loops.fit_loop.state_dict.combined_loader``) and restores it
+before the first resumed batch, so a resumed run continues at the sample it stopped at, with any
+``num_workers``, on any number of ranks with the same global batch.
+
+Why not torchdata's ``StatefulDataLoader``: it works here, but its state is an opaque snapshot of
+every worker (which the validator would have to parse to prove a position), it snapshots worker
+state every step by default, and it warns on current torch. The position of a global order is two
+integers, so counting the batches the loop received is all a loader has to do.
+
+The sampler is a :class:`~torch.utils.data.DistributedSampler` so that Lightning, seeing one,
+leaves it alone instead of wrapping it in a sampler of its own; ``set_epoch`` (called by
+Lightning before every epoch) selects the epoch's order. The underlying iterator starts at the
+first batch asked for, after ``set_epoch``, so workers never prefetch from a stale position.
+
+**Evaluation** (:func:`make_loader`): a one-replica seeded sampler over data that every rank
+holds whole (the validation split is the same on every rank). Each pipeline brings its own
+collate function (:mod:`lightning_order.data.text.batches`, :mod:`lightning_order.data.lm.datamodule`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
-__all__ = ["make_loader"]
+from lightning_order.positions import GlobalOrder, TrainPosition
+
+__all__ = ["GlobalOrderSampler", "ResumableLoader", "make_loader", "make_train_loader"]
+
+
+class GlobalOrderSampler(DistributedSampler):
+    """This rank's samples of every global batch of an epoch's global order, from a position on.
+
+    Args:
+        dataset: the whole train split (its length is ``order.size``).
+        order: the global order rule for this rank.
+
+    Attributes:
+        epoch: the epoch whose order the next iteration reads (set by Lightning's ``set_epoch``).
+        start: the global position of ``epoch`` the next iteration starts at (0 unless restored).
+        began: ``(epoch, start)`` of the latest iteration.
+    """
+
+    def __init__(self, dataset: Dataset, order: GlobalOrder) -> None:
+        super().__init__(
+            dataset,
+            num_replicas=order.world_size,
+            rank=order.rank,
+            shuffle=order.shuffle,
+            seed=order.seed,
+            drop_last=True,
+        )
+        self.order = order
+        self.start = 0
+        self.began = (0, 0)
+        self._digest: tuple[int, str] | None = None
+
+    def set_epoch(self, epoch: int) -> None:
+        """Reads ``epoch``'s order next; a restored position of the same epoch is kept."""
+        if int(epoch) != self.epoch:
+            self.epoch, self.start = int(epoch), 0
+
+    def seek(self, epoch: int, start: int) -> None:
+        """Starts the next iteration at global position ``start`` of ``epoch``."""
+        self.epoch, self.start = int(epoch), int(start)
+
+    def digest(self, epoch: int) -> str:
+        """:meth:`GlobalOrder.digest` of ``epoch`` (computed once per epoch)."""
+        if self._digest is None or self._digest[0] != epoch:
+            self._digest = (epoch, self.order.digest(epoch))
+        return self._digest[1]
+
+    def __iter__(self) -> Iterator[int]:
+        epoch, start = self.epoch, self.start
+        self.began, self.start = (epoch, start), 0  # a second pass over the epoch starts at its head
+        return iter(self.order.rank_indices(epoch, start).tolist())
+
+    def __len__(self) -> int:
+        # The whole epoch's, also when resumed mid-epoch: Lightning counts the restored batches.
+        return self.order.length
+
+
+class ResumableLoader(DataLoader):
+    """A :class:`~torch.utils.data.DataLoader` whose position Lightning saves and restores.
+
+    Takes :class:`~torch.utils.data.DataLoader`'s arguments; with a :class:`GlobalOrderSampler` it
+    counts the batches its iterator handed out and reports the position through
+    :meth:`state_dict` (any other sampler: no position, an empty state).
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._began: tuple[int, int] | None = None  # (epoch, start) of the running iteration
+        self._yielded = 0
+
+    def __iter__(self) -> Iterator[Any]:
+        self._began, self._yielded = None, 0
+        return _CountingIterator(self)
+
+    def _iterate(self) -> Iterator[Any]:
+        return super().__iter__()
+
+    def _count(self) -> None:
+        if self._began is None:
+            self._began = getattr(self.sampler, "began", (0, 0))
+        self._yielded += 1
+
+    def position(self) -> TrainPosition | None:
+        """Where the loop stands: the epoch and the global samples of it already handed out."""
+        sampler = self.sampler
+        if not isinstance(sampler, GlobalOrderSampler):
+            return None
+        if self._began is None:  # no batch yet: the next iteration's start
+            epoch, samples = sampler.epoch, sampler.start
+        else:
+            epoch, samples = self._began[0], self._began[1] + self._yielded * sampler.order.global_batch
+        return TrainPosition.of(sampler.order, epoch, samples, sampler.digest(epoch))
+
+    def state_dict(self) -> dict[str, Any]:
+        """The position as plain data (Lightning stores it in the checkpoint)."""
+        position = self.position()
+        return position.to_dict() if position is not None else {}
+
+    def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
+        """Continues at the saved global position (the next epoch's start when that epoch was done).
+
+        Positions are global samples, so a state saved on another number of ranks or with another
+        batch size continues at the same sample. A state this loader cannot read is ignored (the
+        run starts the epoch afresh; ``OrderValidator`` reports what that replays).
+        """
+        position = TrainPosition.from_dict(state_dict)
+        sampler = self.sampler
+        if position is None or not isinstance(sampler, GlobalOrderSampler):
+            return
+        epoch, start = position.next_sample()
+        sampler.seek(epoch, start if start < sampler.order.size else 0)
+        self._began, self._yielded = None, 0
+
+
+class _CountingIterator(Iterator[Any]):
+    """The loader's iterator, started at the first batch asked for; counts what it hands out."""
+
+    def __init__(self, loader: ResumableLoader) -> None:
+        self._loader = loader
+        self._inner: Iterator[Any] | None = None
+
+    def __next__(self) -> Any:
+        if self._inner is None:
+            self._inner = self._loader._iterate()
+        batch = next(self._inner)
+        self._loader._count()
+        return batch
+
+    def __len__(self) -> int:
+        return len(self._loader)
+
+
+def make_train_loader(
+    data: Dataset | None,
+    order: GlobalOrder,
+    num_workers: int,
+    collate: Callable[[Any], Any],
+) -> ResumableLoader:
+    """A resumable loader over the whole train split ``data``, reading this rank's part of ``order``.
+
+    Raises:
+        RuntimeError: ``data`` is ``None`` (``setup`` has not run).
+    """
+    if data is None:
+        raise RuntimeError("call setup() before asking for a dataloader (Lightning does it for you)")
+    return ResumableLoader(
+        data,
+        batch_size=order.batch_size,
+        sampler=GlobalOrderSampler(data, order),
+        num_workers=num_workers,
+        collate_fn=collate,
+        persistent_workers=num_workers > 0,
+    )
 
 
 def make_loader(
@@ -25,7 +194,7 @@ def make_loader(
     num_workers: int,
     collate: Callable[[Any], Any],
 ) -> DataLoader:
-    """A loader over ``data`` (already this rank's part) with a seeded one-replica sampler.
+    """A loader over ``data`` (whole on every rank) with a seeded one-replica sampler.
 
     Raises:
         RuntimeError: ``data`` is ``None`` (``setup`` has not run).

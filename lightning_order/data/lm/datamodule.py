@@ -196,7 +196,7 @@ class OrderedLMDataModule(OrderedDataModuleBase):
         return BlockDataset(data)
 
     def blocks(self, split: str) -> np.ndarray:
-        """The packed blocks served (``n × (block_size + 1)`` int32): this rank's for ``"train"``, all for ``"val"``.
+        """The packed blocks (``n × (block_size + 1)`` int32): this rank's for ``"train"`` (those it reads in the first epoch), all for ``"val"``.
 
         Raises:
             ValueError: an unknown split, or ``setup`` has not run.

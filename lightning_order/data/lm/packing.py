@@ -4,7 +4,8 @@
 ``.npy``; ``pack`` cuts each partition's stream into blocks of ``block_size + 1`` written straight
 into their rows of one shared block file, then joins the partitions' tails in partition order
 into the last blocks and drops what is left of them (recorded); ``shard`` (in ``setup``) gives
-every rank the same number of blocks, strided over the global block index.
+every rank its part of every global batch of the global block order (equal counts on every rank,
+:mod:`lightning_order.data.engine.sharding`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from lightning_order.data.engine.runner import ROWS, DataState, StepContext, StepResult
+from lightning_order.data.engine.sharding import plan_shard
 from lightning_order.data.lm import tasks
 from lightning_order.data.lm.blocks import stride_shard
 from lightning_order.data.lm.config import LM_CODE_VERSION, LMConfig
@@ -196,12 +198,21 @@ class BlockView:
     per_rank=True,
 )
 def shard(ctx: StepContext, state: DataState) -> StepResult:
-    """(In ``setup``, on every rank) this rank's blocks: every ``world_size``-th, equal counts on all ranks."""
+    """(In ``setup``, on every rank) this rank's part of every global batch of the global block order.
+
+    The loader reads the whole block file by index (``extra["served"]``); the rank's ``train``
+    part is the blocks it reads in the first epoch (equal counts on every rank).
+    """
     train = state.parts["train"]
-    index, dropped = stride_shard(len(train), ctx.world_size, ctx.rank)
+    if len(train) < ctx.world_size:  # the message of earlier versions, which users match on
+        stride_shard(len(train), ctx.world_size, ctx.rank)
+    plan = plan_shard(ctx, len(train), ctx.inputs["pack"], name="lm-shard", what="blocks")
+    extra = {**state.extra, "served": train, "global_order": plan.order}
     return StepResult(
-        replace(state, parts={**state.parts, "train": BlockView(train, index)}),
-        fingerprint("lm-shard", ctx.inputs["pack"], ctx.rank, ctx.world_size),
-        params={"layout": "strided"},
-        stats={"length": len(index), "world_size": ctx.world_size, "dropped": dropped, "start": ctx.rank},
+        replace(
+            state, parts={**state.parts, "train": BlockView(train, plan.order.rank_indices(0))}, extra=extra
+        ),
+        plan.output,
+        params=plan.params,
+        stats=plan.stats,
     )

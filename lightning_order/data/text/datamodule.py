@@ -163,7 +163,7 @@ class OrderedDataModule(OrderedDataModuleBase):
         return {k: str(v) for k, v in fps.items()}
 
     def key_hashes(self, split: str) -> np.ndarray | None:
-        """The ``key_hash`` column (int64) of this rank's train shard or of the validation split.
+        """The ``key_hash`` column (int64) of this rank's train shard (its rows of the first epoch) or of the validation split.
 
         Read from Arrow without per-row Python; ``None`` before ``setup`` or for an unknown split.
         """
@@ -183,6 +183,9 @@ class OrderedDataModule(OrderedDataModuleBase):
         self._statistics = dict(stats) if stats is not None else None
         self._train = state.parts["train"].with_format("torch", columns=list(BATCH_KEYS))
         self._val = state.parts["val"].with_format("torch", columns=list(BATCH_KEYS))
+
+    def _serve(self, train: Any) -> Any:
+        return train.with_format("torch", columns=list(BATCH_KEYS))
 
     def _collate(self) -> Collate:
         return self._collate_rows

@@ -1,11 +1,20 @@
-"""Step 8, ``shard``: one equal-length, contiguous shard of the train split per rank.
+"""Step 8, ``shard``: this rank's part of every global batch of the global train order.
 
-Every rank gets exactly ``len(train) // world_size`` rows, rank ``r`` the rows
-``[r * n, (r + 1) * n)``; the last ``len(train) % world_size`` rows are dropped (the same rows on
-every run, recorded in the ledger). Equal lengths mean equal batch counts, so DDP never waits on a
-rank that ran out of batches. Contiguous shards keep reads sequential on memory-mapped Arrow
-files; a contiguous shard also shows any drift along the file (e.g. data from several sources),
-which is exactly what per-rank statistics would get wrong.
+The train order of an epoch is defined over the *whole* train split (a permutation that is a
+function of the seed and the epoch, :mod:`lightning_order.positions`), cut into global batches of
+``world_size × batch_size`` rows; rank ``r`` reads rows ``[r·B, (r+1)·B)`` of each. Every rank
+therefore reads the same number of rows (what does not fill a global batch is dropped each epoch,
+recorded), so DDP never waits on a rank that ran out of batches, and the order is the same
+whatever the number of ranks: a run resumed on another number of ranks with the same global batch
+continues at the same row.
+
+The step keeps the whole split for the loader (which reads each epoch's part by index from the
+memory-mapped Arrow file) and leaves, as the rank's ``train`` part, the rows it reads in the first
+epoch: what a per-rank step after it (a wrong order, e.g. statistics fitted per shard) learns
+from, and what ``key_hashes("train")`` shows.
+
+:func:`shard_bounds` and :func:`shard_dataset` give the contiguous per-rank shards of earlier
+versions (kept for callers of those functions; the step no longer uses them).
 """
 
 from __future__ import annotations
@@ -14,14 +23,14 @@ from dataclasses import replace
 from typing import Any
 
 from lightning_order.data.engine.runner import DataState, StepContext, StepResult
+from lightning_order.data.engine.sharding import plan_shard
 from lightning_order.data.text.registry import STEPS
-from lightning_order.ledger import fingerprint
 
 __all__ = ["shard", "shard_bounds", "shard_dataset"]
 
 
 def shard_bounds(length: int, world_size: int, rank: int) -> tuple[int, int, int]:
-    """The ``(start, stop, dropped)`` of ``rank``'s shard.
+    """The ``(start, stop, dropped)`` of ``rank``'s contiguous shard (the layout of earlier versions).
 
     Raises:
         ValueError: ``rank`` is outside ``[0, world_size)`` or a rank would get no row.
@@ -31,14 +40,14 @@ def shard_bounds(length: int, world_size: int, rank: int) -> tuple[int, int, int
     per_rank = length // world_size
     if per_rank == 0:
         raise ValueError(
-            f"the train split has {length} rows, fewer than the {world_size} ranks: every rank needs "
-            "at least one row; use more data or fewer devices"
+            f"the train split has {length} rows, fewer than the {world_size} ranks: every rank needs at "
+            "least one row; use more data or fewer devices"
         )
     return rank * per_rank, (rank + 1) * per_rank, length - per_rank * world_size
 
 
 def shard_dataset(dataset: Any, world_size: int, rank: int) -> tuple[Any, dict[str, int]]:
-    """``rank``'s shard of ``dataset`` and its info (``rank``, ``world_size``, ``start``, ``length``, ``dropped``)."""
+    """``rank``'s contiguous shard of ``dataset`` and its info (``rank``, ``world_size``, ``start``, ``length``, ``dropped``)."""
     start, stop, dropped = shard_bounds(len(dataset), world_size, rank)
     shard = dataset.select(range(start, stop))
     info = {
@@ -62,11 +71,14 @@ def shard_dataset(dataset: Any, world_size: int, rank: int) -> tuple[Any, dict[s
     per_rank=True,
 )
 def shard(ctx: StepContext, state: DataState) -> StepResult:
-    """Step 8 (in ``setup``, on every rank): this rank's shard of the encoded train split."""
-    part, info = shard_dataset(state.parts["train"], ctx.world_size, ctx.rank)
+    """Step 8 (in ``setup``, on every rank): this rank's part of every global batch of the train split."""
+    train = state.parts["train"]
+    plan = plan_shard(ctx, len(train), ctx.inputs["encode"])
+    first_epoch = train.select(plan.order.rank_indices(0))
+    extra = {**state.extra, "served": train, "global_order": plan.order}
     return StepResult(
-        replace(state, parts={**state.parts, "train": part}),
-        fingerprint("shard", ctx.inputs["encode"], ctx.rank, ctx.world_size),
-        params={"layout": "contiguous"},
-        stats={k: info[k] for k in ("length", "world_size", "dropped", "start")},
+        replace(state, parts={**state.parts, "train": first_epoch}, extra=extra),
+        plan.output,
+        params=plan.params,
+        stats=plan.stats,
     )

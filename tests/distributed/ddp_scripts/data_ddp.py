@@ -82,6 +82,7 @@ def main() -> None:
         "fingerprints": dm.data_fingerprints(),
         "key_hashes": dm.key_hashes("train").tolist(),
         "train_rows": len(datasets.load_from_disk(str(dm.cache_path / "train"))),
+        "train_keys": list(datasets.load_from_disk(str(dm.cache_path / "train"))["key_hash"]),
         "train_batches": model.train_batches,
         "pipeline_runs": len(PREPARATIONS),
         "rules": sorted({v.rule for v in STANDARD_PIPELINE.check(dm.ledger)}),

@@ -18,6 +18,7 @@ import pytorch_lightning as pl
 import xxhash
 
 from lightning_order import OrderedCausalLM, OrderedLMDataModule, OrderError, OrderValidator
+from lightning_order.data.lm.artefacts import read_blocks
 from lightning_order.distributed import release_process_group
 
 
@@ -68,6 +69,9 @@ def main() -> None:
         shard_info=dm.shard_info,
         fingerprints=dm.data_fingerprints(),
         block_hashes=[xxhash.xxh3_64_hexdigest(row.tobytes()) for row in blocks],
+        split_block_hashes=[
+            xxhash.xxh3_64_hexdigest(row.tobytes()) for row in read_blocks(dm.cache_path)["train"]
+        ],
         batches=counter.batches,
         global_step=trainer.global_step,
         violations=[v.rule for v in validator.violations],

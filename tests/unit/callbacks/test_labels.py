@@ -60,3 +60,42 @@ def test_data_that_cannot_hold_an_encoding_is_left_after_a_probe() -> None:
     )
     read = split_columns(Data(encoded), "train", 100_000)
     assert read["x"].shape == (5000, 1) and encoded.reads == 5000
+
+
+def test_the_verdict_says_whether_the_check_could_judge() -> None:
+    from types import SimpleNamespace
+
+    from lightning_order.callbacks.labels import label_encoding_verdict, read_split_columns
+
+    class Data:
+        def __init__(self, train, val) -> None:
+            self.train, self.val = train, val
+
+        def train_dataloader(self) -> DataLoader:
+            return DataLoader(self.train, batch_size=64)
+
+        def val_dataloader(self) -> DataLoader:
+            return DataLoader(self.val, batch_size=64)
+
+    g = torch.Generator().manual_seed(0)
+    trainer = SimpleNamespace(world_size=1)
+
+    def rows(n: int, x: torch.Tensor, labelled: bool = True):
+        y = torch.randint(0, 2, (n,), generator=g)
+        return torch.utils.data.TensorDataset(x, y) if labelled else torch.utils.data.TensorDataset(x)
+
+    continuous = Data(
+        rows(600, torch.randn(600, 3, generator=g)), rows(200, torch.randn(200, 3, generator=g))
+    )
+    assert read_split_columns(continuous, "train", 1000)[0] == "no-candidate"
+    assert label_encoding_verdict(trainer, continuous, 1000) == (True, [])  # nothing could be an encoding
+    unlabelled = Data(rows(600, torch.randn(600, 3), False), rows(200, torch.randn(200, 3), False))
+    assert read_split_columns(unlabelled, "train", 1000)[0] == "unreadable"
+    assert label_encoding_verdict(trainer, unlabelled, 1000) == (False, [])  # no verdict
+    # A column of 9 values that has nothing to do with the label: read, judged, clean.
+    categories = Data(
+        rows(600, torch.randint(0, 9, (600, 1), generator=g).float()),
+        rows(200, torch.randint(0, 9, (200, 1), generator=g).float()),
+    )
+    assert read_split_columns(categories, "train", 1000)[0] == "read"
+    assert label_encoding_verdict(trainer, categories, 1000) == (True, [])

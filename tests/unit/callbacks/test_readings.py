@@ -68,3 +68,28 @@ def test_the_step_clock_turns_marks_into_waits_and_steps() -> None:
     clock.read()
     assert list(clock.waits)[-2:] == [0.5, -1.0]
     assert clock.known() == ([0.5, 0.5, 0.5], [0.25, 0.5, 0.5])
+
+
+def test_the_train_loss_at_a_validation_comes_from_the_stretch_before_it() -> None:
+    from lightning_order.callbacks.detection import resolve_thresholds
+    from lightning_order.callbacks.readings import TrainReadings
+
+    readings = TrainReadings(resolve_thresholds(None, None))
+
+    def steps(values: list[float]) -> None:
+        readings.pending.extend(torch.tensor(v) for v in values)
+
+    # Epoch 1 falls geometrically from 2.0; epoch 2 starts lower (rows come round again).
+    steps([2.0 * 0.97**i for i in range(40)])
+    assert readings.add_validation(1.0, near=50)
+    assert readings.epoch_train[-1] == pytest.approx(2.0 * 0.97**40, rel=1e-4)  # carried to the step
+    assert readings.train_spread[-1] == pytest.approx(0.0, abs=1e-6)
+    readings.new_stretch()
+    steps([0.2 * 0.99**i for i in range(30)])
+    assert readings.add_validation(0.25, near=50)
+    # Only the new epoch's losses: the jump at its start does not bend the trend.
+    assert readings.epoch_train[-1] == pytest.approx(0.2 * 0.99**30, rel=1e-4)
+    steps([0.1, 0.12])  # a validation two steps later borrows from the stretch before (8 at least)
+    assert readings.add_validation(0.2, near=50) and readings.train_spread[-1] > 0
+    assert readings.epoch_val == [1.0, 0.25, 0.2] and len(readings.train_spread) == 3
+    assert not readings.add_validation(None, near=50)  # no validation loss logged: nothing kept

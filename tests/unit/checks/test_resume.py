@@ -1,10 +1,19 @@
-"""Resume: stored vs current data fingerprints."""
+"""Resume: stored vs current data fingerprints, and the data position (``resume-position``)."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
-from lightning_order.checks import check_restore_shapes, check_resume, check_resume_proof
+from lightning_order.checks import (
+    check_restore_shapes,
+    check_resume,
+    check_resume_position,
+    check_resume_proof,
+    stored_position,
+)
+from lightning_order.ledger import CHECKPOINT_KEY
+from lightning_order.positions import GlobalOrder, TrainPosition, epoch_order
 
 FPS = {"manifest": "m" * 32, "split": "s" * 32, "statistics": "t" * 32, "vocab": "v" * 32}
 
@@ -58,3 +67,122 @@ def test_a_shape_mismatch_is_named_by_its_order_error_with_both_shapes(fits, rul
     assert "head.weight" not in violation.message
     assert violation.details["shapes"] == {"embedding.weight": {"checkpoint": [300, 8], "model": [200, 8]}}
     assert check_restore_shapes(model, dict(model), model_fits_data=fits) == []
+
+
+# -- resume-position: the data position the checkpoint saved against where the resumed run reads -------
+def _ours(epoch: int, samples: int, batch: int = 10, size: int = 100, **order: object) -> dict:
+    """A position of our loader (global batch ``batch`` on one rank), with Lightning's counts."""
+    rule = GlobalOrder(size, batch, 1, 0, **order)
+    facts = {"batches": samples // batch, "epoch_batches": size // batch}
+    return {**facts, **TrainPosition.of(rule, epoch, samples, rule.digest(epoch)).to_dict()}
+
+
+def _resumed(
+    epoch: int, batches: int, batch: int = 10, size: int = 100, nxt: dict | None = None, **kw
+) -> dict:
+    """Where the resumed run reads: Lightning's epoch and count, and the loader's restored position."""
+    facts = {"epoch": epoch, "batches": batches, "epoch_batches": size // batch, "global_batch": batch}
+    facts.update(world_size=1, batch_size=batch, loader="ResumableLoader", resumable=True, next=nxt)
+    return {**facts, **kw}
+
+
+def _plain(epoch: int, batches: int) -> dict:
+    return {
+        "epoch": epoch,
+        "batches": batches,
+        "epoch_batches": 10,
+        "global_batch": 10,
+        "samples": batches * 10,
+    }
+
+
+def _one(stored, resumed):
+    (violation,) = check_resume_position(stored, resumed)
+    assert violation.rule == "resume-position" and violation.steps == ("train",)
+    return violation
+
+
+def test_a_resumable_loader_restored_where_the_checkpoint_stopped_passes():
+    assert check_resume_position(_ours(0, 30), _resumed(0, 3, nxt=_ours(0, 30))) == []
+    # The checkpoint ended its epoch (the last step): the next epoch starts at its head.
+    assert check_resume_position(_ours(0, 100), _resumed(1, 0, nxt=_ours(1, 0))) == []
+    # A stateful loader of another kind keeps its own position; an epoch of unknown length, nothing.
+    assert check_resume_position(_plain(0, 4), _resumed(0, 4, nxt=None)) == []
+    assert check_resume_position(_ours(0, 30), _resumed(0, 3, nxt=_ours(0, 30), epoch_batches=None)) == []
+    assert check_resume_position(_ours(0, 30), None) == []
+
+
+@pytest.mark.parametrize("stored", [_plain(0, 4), None], ids=["position-saved", "no-position"])
+def test_a_plain_loader_resumed_mid_epoch_restarts_it(stored):
+    violation = _one(stored, _resumed(0, 4, nxt=None, resumable=False, loader="DataLoader"))
+    # Batches 0-5 served again: 0-3 were trained on (40 replayed), 6-9 never come (40 skipped).
+    assert (violation.details["replayed"], violation.details["skipped"]) == (40, 40)
+    assert "replay 40 samples already trained on and skip 40 samples never seen" in violation.message
+    assert "(DataLoader) is not resumable" in violation.message and "4 of its 10 batches" in violation.message
+    assert "make the train loader resumable" in violation.fix
+
+
+def test_a_plain_loader_resumed_at_an_epoch_boundary_passes():
+    plain = {"resumable": False, "loader": "DataLoader"}
+    assert check_resume_position(_plain(0, 10), _resumed(1, 0, nxt=None, **plain)) == []
+    assert check_resume_position(None, _resumed(2, 0, nxt=None, **plain)) == []
+
+
+@pytest.mark.parametrize(
+    ("change", "phrase", "fix"),
+    [
+        ({"shuffle": False}, "shuffle True -> False", "shuffle=True"),
+        ({"seed": 1}, "seed 0 -> 1", "seed=0"),
+    ],
+)
+def test_a_changed_shuffle_counts_the_samples_read_twice_and_never(change, phrase, fix):
+    old, new = epoch_order(100, 0, 0), epoch_order(100, change.get("seed", 0), 0, change.get("shuffle", True))
+    violation = _one(_ours(0, 30), _resumed(0, 3, nxt=_ours(0, 30, **change)))
+    replayed = int(np.isin(new[30:], old[:30]).sum())
+    assert violation.details["replayed"] == replayed == violation.details["skipped"] > 0
+    assert phrase in violation.message and f"resume with {fix}" in violation.fix
+
+
+def test_another_shuffle_algorithm_is_counted_about():
+    stored = {**_ours(0, 30), "order": "0" * 16}  # an order this numpy does not make again
+    violation = _one(stored, _resumed(0, 3, nxt=_ours(0, 30)))
+    assert violation.details["exact"] is False and "replay about" in violation.message
+    assert "another shuffle algorithm" in violation.message
+
+
+def test_a_larger_global_batch_mid_epoch_skips_what_lightning_no_longer_counts():
+    # 3 of 10 batches of 10 done; with batches of 20 Lightning runs 5 - 3 = 2 more: 40 of the 70 left.
+    violation = _one(_ours(0, 30), _resumed(0, 3, batch=20, nxt=_ours(0, 30, batch=20)))
+    assert (violation.details["replayed"], violation.details["skipped"]) == (0, 30)
+    assert "the global batch changed from 10 to 20" in violation.message
+    assert "global batch of 10" in violation.fix
+
+
+def test_a_smaller_global_batch_or_a_new_epoch_loses_nothing():
+    # Batches of 5 from sample 30: the loader runs out (14 batches) before Lightning's count (17).
+    assert check_resume_position(_ours(0, 30), _resumed(0, 3, batch=5, nxt=_ours(0, 30, batch=5))) == []
+    # At an epoch boundary any global batch starts the new epoch cleanly.
+    assert check_resume_position(_ours(0, 100), _resumed(1, 0, batch=20, nxt=_ours(1, 0, batch=20))) == []
+
+
+def test_a_checkpoint_whose_epoch_lightning_counts_as_ended_skips_its_rest():
+    # Saved after fit() returned at max_steps: the loop state says epoch 0 is over, the data does not.
+    violation = _one(_ours(0, 20), _resumed(1, 0, nxt=_ours(0, 20)))
+    assert (violation.details["replayed"], violation.details["skipped"]) == (0, 80)
+    assert "counts epoch 0 as ended" in violation.message and "during the fit" in violation.fix
+
+
+def test_other_data_is_left_to_resume_data_changed():
+    assert check_resume_position(_ours(0, 30), _resumed(0, 3, nxt=_ours(0, 30, size=120))) == []
+
+
+def test_the_stored_position_is_found_wherever_the_checkpoint_keeps_it():
+    position = _ours(0, 30)
+    loops = {"loops": {"fit_loop": {"state_dict": {"combined_loader": [{"x": 1}, position]}}}}
+    assert (
+        stored_position({"callbacks": {"OrderValidator{}": {"position": position}}}, "k", "OrderValidator")
+        == position
+    )
+    assert stored_position({CHECKPOINT_KEY: {"position": position}}, "k", "OrderValidator") == position
+    assert stored_position(loops, "k", "OrderValidator") == position
+    assert stored_position({"callbacks": {"OrderValidator{}": {}}}, "k", "OrderValidator") is None

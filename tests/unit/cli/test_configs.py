@@ -34,7 +34,7 @@ def test_every_config_is_covered() -> None:
     names = [p.name for p in CONFIGS]
     assert set(names) >= {"demo.yaml", "ddp.yaml", "csv.yaml"}
     assert [n for n in names if n.startswith("lm-")] == ["lm-ddp.yaml", "lm-demo.yaml"]
-    assert [p.name for p in K8S_CONFIGS] == ["train-job.yaml"]
+    assert [p.name for p in K8S_CONFIGS] == ["lm-ray-prepare.yaml", "train-job.yaml"]
 
 
 @pytest.mark.parametrize("config", [*CONFIGS, *K8S_CONFIGS], ids=_name)
@@ -137,3 +137,29 @@ def test_k8s_job_commands_name_real_subcommands_and_configs(tmp_path: Path) -> N
     service = next(doc for doc in _k8s_docs() if doc["kind"] == "Service")
     assert env["MASTER_ADDR"]["value"] == f"{job['metadata']['name']}-0.{service['metadata']['name']}"
     assert spec["subdomain"] == service["metadata"]["name"]
+
+
+def test_the_ray_prepare_job_runs_the_ray_engine_into_the_training_volume() -> None:
+    import shlex
+
+    rayjob = next(doc for doc in _k8s_docs() if doc["kind"] == "RayJob")
+    command = shlex.split(rayjob["spec"]["entrypoint"])
+    assert command[:2] == ["lightning-order", "prepare"]
+
+    def option(name: str) -> str:
+        return command[command.index(name) + 1]
+
+    assert option("--data.engine") == "ray" and option("--data.ray_address") == "auto"
+    with pytest.raises(SystemExit) as exit_info:  # parses with this checkout's CLI
+        main([*_local(command[1:]), "--print_config"])
+    assert exit_info.value.code in (0, None)
+    # Head and every worker mount the training Job's volume where the cache is written.
+    cluster = rayjob["spec"]["rayClusterSpec"]
+    pods = [cluster["headGroupSpec"]["template"]["spec"]] + [
+        group["template"]["spec"] for group in cluster["workerGroupSpecs"]
+    ]
+    claim = next(doc for doc in _k8s_docs() if doc["kind"] == "PersistentVolumeClaim")["metadata"]["name"]
+    for pod in pods:
+        volumes = {v["name"]: v["persistentVolumeClaim"]["claimName"] for v in pod["volumes"]}
+        mounts = {m["mountPath"]: m["name"] for c in pod["containers"] for m in c["volumeMounts"]}
+        assert volumes[mounts[option("--data.cache_dir")]] == claim

@@ -30,6 +30,7 @@ STABLE_CODES = [
     "train-val-overlap",
     "rank-mismatch",
     "resume-data-changed",
+    "resume-position",
     "cycle",
 ]
 

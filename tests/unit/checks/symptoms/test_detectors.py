@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 
 import pytest
@@ -9,6 +10,7 @@ import pytest
 from lightning_order.checks.symptoms import (
     SYMPTOMS,
     Diagnosis,
+    current_train_loss,
     detect_data_starvation,
     detect_early_oscillation,
     detect_input_shift,
@@ -314,3 +316,71 @@ def test_plateau_calls_a_diverging_loss_not_learning_whatever_its_last_trend() -
     assert diagnosis.evidence["trigger"] == "stall" and diagnosis.evidence["diverging"]
     assert "300x its start (diverging)" in diagnosis.message and diagnosis.suspected_rule is None
     assert detect_plateau(start + older + recent, max_growth=1000.0) is None
+
+
+# -- like with like: the train loss at the validation's step (issue 27) ---------------------
+# Recorded at the three validations of a correct run of the issue's reproduction (demo_size 3000,
+# batch 64, a mean-of-embeddings classifier, Adam 3e-3, init seed 1000): the mean of the last 10
+# train losses, the train loss carried to the validation by the trend of the epoch's steps, the
+# standard error of that estimate's logarithm, and the validation loss.
+ISSUE_LAST10 = [1.2062, 0.857, 0.5286]
+ISSUE_TRAIN = [1.1661, 0.8306, 0.4933]
+ISSUE_SPREAD = [0.0051, 0.01, 0.0157]
+ISSUE_VAL = [1.15, 0.7928, 0.4679]
+# The last epoch's 43 losses of that run (falling fast: their mean lags 7 % behind the model).
+ISSUE_EPOCH = [
+    0.807, 0.787, 0.804, 0.754, 0.824, 0.735, 0.723, 0.752, 0.743, 0.679, 0.756, 0.754, 0.683, 0.652,
+    0.674, 0.744, 0.669, 0.645, 0.659, 0.658, 0.632, 0.627, 0.64, 0.605, 0.62, 0.63, 0.532, 0.63,
+    0.594, 0.601, 0.52, 0.542, 0.564, 0.589, 0.518, 0.532, 0.515, 0.563, 0.467, 0.516, 0.557, 0.499,
+    0.53,
+]  # fmt: skip
+# Recorded the same way on a leak: 200 validation rows trained on four times per epoch
+# (duplicates on both sides of the split), OrderedTextClassifier, 3 epochs.
+REPEATED_TRAIN = [0.4353, 0.0886, 0.0312]
+REPEATED_SPREAD = [0.0475, 0.0899, 0.1836]
+REPEATED_VAL = [0.3683, 0.0591, 0.0141]
+
+
+def test_the_train_loss_at_a_validation_is_the_trend_carried_to_its_step() -> None:
+    loss, spread = current_train_loss(ISSUE_EPOCH)
+    assert loss == pytest.approx(ISSUE_TRAIN[-1], abs=1e-3) and spread == pytest.approx(0.0157, abs=1e-3)
+    assert loss < sum(ISSUE_EPOCH[-10:]) / 10  # the mean of the last steps lags behind
+    geometric = [2.0 * 0.9**i for i in range(20)]
+    assert current_train_loss(geometric)[0] == pytest.approx(2.0 * 0.9**20)
+    assert current_train_loss(geometric)[1] == pytest.approx(0.0, abs=1e-9)
+    assert current_train_loss([0.5, 0.4])[1] == math.inf  # too few to know its spread
+    assert current_train_loss([float("nan")]) is None
+    assert current_train_loss([0.2, -0.1, 0.0, -0.2])[0] == pytest.approx(-0.3)  # not all positive
+
+
+def test_a_correct_run_still_learning_fast_is_no_leak() -> None:
+    # The issue's reproduction: against the lagging mean its validation loss sat below "train"
+    # at every validation, the ratio falling: the old statistic called it leakage.
+    assert detect_train_val_gap(ISSUE_LAST10, ISSUE_VAL, leak_margin=0.0) is not None
+    assert detect_train_val_gap(ISSUE_TRAIN, ISSUE_VAL, train_spread=ISSUE_SPREAD) is None
+
+
+def test_validation_rows_trained_on_more_than_train_rows_read_as_leakage() -> None:
+    diagnosis = detect_train_val_gap(REPEATED_TRAIN, REPEATED_VAL, train_spread=REPEATED_SPREAD)
+    assert diagnosis.evidence["kind"] == "leakage" and diagnosis.evidence["z"] > 2
+    assert diagnosis.evidence["ratios"] == pytest.approx([0.846, 0.667, 0.452], abs=1e-3)
+    # The run's own spread: the same numbers from a noisier run are no verdict.
+    noisy = [4 * s for s in REPEATED_SPREAD]
+    assert detect_train_val_gap(REPEATED_TRAIN, REPEATED_VAL, train_spread=noisy) is None
+    # Too few steps to know the spread (inf): no verdict either.
+    assert detect_train_val_gap(REPEATED_TRAIN, REPEATED_VAL, train_spread=[math.inf] * 3) is None
+
+
+def test_leak_margin_is_checked() -> None:
+    with pytest.raises(ValueError, match="leak_margin"):
+        detect_train_val_gap([1.0], [1.0], leak_margin=-1.0)
+
+
+def test_the_ratio_may_rise_back_within_the_noise_of_a_loss_near_zero() -> None:
+    # Recorded (tests/integration/test_symptom_monitor.py, leaky, seed 0): validation half of train
+    # at every validation; near convergence the third ratio rises, within its estimate's noise.
+    train, val, spread = [0.24601, 0.041665, 0.0096248], [0.1279, 0.01462, 0.005684], [0.057, 0.153, 0.238]
+    assert detect_train_val_gap(train, val, train_spread=spread) is not None
+    assert detect_train_val_gap(train, val, train_spread=[0.057, 0.05, 0.05]) is None  # a real rise
+    # A constant offset (dropout's) never pulls ahead: no verdict however far below train.
+    assert detect_train_val_gap([1.0, 0.5, 0.25], [0.7, 0.35, 0.175], train_spread=[0.01] * 3) is None

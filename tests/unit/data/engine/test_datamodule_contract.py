@@ -265,8 +265,17 @@ def test_a_second_instance_reuses_the_cache(flavour: Flavour, tmp_path: Path) ->
     assert manifest.stat().st_mtime_ns == written and sorted(p.name for p in tmp_path.iterdir()) == listing
     assert second.dims == first.dims
     assert second.data_fingerprints() == first.data_fingerprints()
-    assert second.ledger.fingerprint == first.ledger.fingerprint
-    assert np.array_equal(second.key_hashes("train"), first.key_hashes("train"))
+
+    def prepared(dm: Any) -> list[str]:
+        return [record.output for record in dm.ledger.records if record.step != "shard"]
+
+    assert prepared(second) == prepared(first)
+    # What a rank reads is its part of every global batch: the shard records the batch size.
+    assert second.ledger.latest("shard").params["batch_size"] == 3
+    assert np.array_equal(second.key_hashes("val"), first.key_hashes("val"))
+    # One rank's first epoch is the head of the same global order, cut at another whole batch.
+    a, b = first.key_hashes("train"), second.key_hashes("train")
+    assert np.array_equal(a[: min(len(a), len(b))], b[: min(len(a), len(b))])
     assert len(next(iter(second.train_dataloader()))["labels"]) == 3
 
 
@@ -309,12 +318,10 @@ def test_setup_serves_this_ranks_data(ready: Any) -> None:
     assert not set(train.tolist()) & set(val.tolist())  # no example on both sides of the split
     assert ready.key_hashes("test") is None
     info = ready.shard_info
-    assert {k: info[k] for k in ("rank", "world_size", "dropped")} == {
-        "rank": 0,
-        "world_size": 1,
-        "dropped": 0,
-    }
-    assert info["length"] == len(ready.train_dataloader().dataset)
+    assert {k: info[k] for k in ("rank", "world_size")} == {"rank": 0, "world_size": 1}
+    # The loader reads the whole split by index: every whole batch, the rest dropped (and recorded).
+    whole = len(ready.train_dataloader().dataset)
+    assert (info["length"], info["dropped"]) == (whole - whole % BATCH_SIZE, whole % BATCH_SIZE)
 
 
 def test_the_loaders_serve_the_batch_contract(ready: Any, flavour: Flavour) -> None:
@@ -346,8 +353,10 @@ def test_the_train_order_is_seeded(flavour: Flavour, ready: Any) -> None:
 def test_every_rank_gets_an_equal_shard_of_one_prepared_cache(
     ready: Any, flavour: Flavour, world: int
 ) -> None:
-    total = ready.shard_info["length"]
-    lengths = set()
+    total = ready.shard_info["length"] + ready.shard_info["dropped"]  # the whole train split
+    lengths, parts = set(), []
+    whole = _make(flavour, ready.cache_root, batch_size=world * BATCH_SIZE)  # one rank, the same global batch
+    whole.setup("fit")
     for rank in range(world):
         dm = _make(flavour, ready.cache_root)
         dm.trainer = SimpleNamespace(world_size=world, global_rank=rank)  # what a DDP rank sees
@@ -359,8 +368,15 @@ def test_every_rank_gets_an_equal_shard_of_one_prepared_cache(
         assert dm.ledger.latest("shard").rank == rank
         assert _rows(dm.val_dataloader()) == _rows(ready.val_dataloader())  # the whole split on every rank
         assert dm.data_fingerprints() == ready.data_fingerprints()
+        parts.append([batch["input_ids"] for batch in dm.train_dataloader()])
+    # Every rank reads BATCH_SIZE samples of each global batch of world × BATCH_SIZE: the ranks'
+    # batches side by side are the batches one rank reads with the whole global batch.
     (length,) = lengths
-    assert length == total // world and info["dropped"] == total % world
+    served = total // (world * BATCH_SIZE) * world * BATCH_SIZE
+    assert length == served // world and info["dropped"] == total - served
+    together = [torch.cat(step) for step in zip(*parts)]
+    alone = [batch["input_ids"] for batch in whole.train_dataloader()]
+    assert len(together) == len(alone) and all(torch.equal(a, b) for a, b in zip(together, alone))
 
 
 # -- every config under configs/ -------------------------------------------------------------------

@@ -1,12 +1,16 @@
-"""``lightning_order.data.engine.loaders``: the batch contract's collation and the per-rank loader."""
+"""``lightning_order.data.engine.loaders``: the batch contract's collation, the evaluation loader, and
+the resumable train loader in the global order (its position counted as the loop receives batches)."""
 
 from __future__ import annotations
 
 import pytest
 import torch
+from torch.utils.data import DistributedSampler
+from torch.utils.data.dataloader import default_collate
 
-from lightning_order.data.engine.loaders import make_loader
+from lightning_order.data.engine.loaders import make_loader, make_train_loader
 from lightning_order.data.text.batches import BATCH_KEYS, Collate
+from lightning_order.positions import GlobalOrder
 
 
 def _rows(n):
@@ -34,3 +38,65 @@ def test_loader_needs_setup_and_is_seeded():
     first = [b["labels"].tolist() for b in make_loader(_rows(8), 2, True, 7, 0, Collate())]
     again = [b["labels"].tolist() for b in make_loader(_rows(8), 2, True, 7, 0, Collate())]
     assert first == again and len(first) == 4
+
+
+# -- the resumable train loader in the global order --------------------------------------------------
+def _train_loader(batch: int = 4, world: int = 1, rank: int = 0, workers: int = 0, size: int = 50):
+    order = GlobalOrder(size, batch, world, rank, seed=5)
+    return make_train_loader(list(range(size)), order, workers, default_collate)
+
+
+def _take(iterator, count: int) -> list[list[int]]:
+    return [next(iterator).tolist() for _ in range(count)]
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_the_state_counts_the_batches_the_loop_received_and_a_new_loader_continues_there(workers):
+    loader = _train_loader(workers=workers)
+    assert isinstance(loader.sampler, DistributedSampler)  # Lightning leaves the sampler alone
+    assert len(loader) == 12 and loader.state_dict()["samples"] == 0
+    iterator = iter(loader)
+    head = _take(iterator, 5)  # workers have prefetched further; the state counts what was handed out
+    state = loader.state_dict()
+    assert (state["epoch"], state["samples"], state["epoch_samples"], state["dataset_size"]) == (
+        0,
+        20,
+        48,
+        50,
+    )
+    tail = [b.tolist() for b in iterator]
+    assert loader.state_dict()["samples"] == 48
+    again = _train_loader(workers=workers)
+    again.load_state_dict(state)
+    assert [b.tolist() for b in again] == tail
+    assert head + tail == [b.tolist() for b in _train_loader()]  # the uninterrupted epoch
+    # On two ranks with the same global batch: the same samples, rank by rank.
+    halves = []
+    for rank in range(2):
+        half = _train_loader(batch=2, world=2, rank=rank)
+        half.load_state_dict(state)
+        halves.append([b.tolist() for b in half])
+    assert [a + b for a, b in zip(*halves)] == tail
+
+
+def test_an_epoch_done_continues_with_the_next_and_set_epoch_keeps_a_restored_position():
+    loader = _train_loader()
+    done = dict(loader.state_dict(), samples=48)
+    loader.load_state_dict(done)
+    assert (loader.state_dict()["epoch"], loader.state_dict()["samples"]) == (1, 0)
+    fresh = _train_loader()
+    fresh.sampler.set_epoch(1)
+    assert [b.tolist() for b in loader] == [b.tolist() for b in fresh]
+    loader.load_state_dict(dict(done, samples=8))
+    loader.sampler.set_epoch(0)  # Lightning sets the epoch after the restore: the same epoch keeps it
+    assert len([b.tolist() for b in loader]) == 10
+    loader.load_state_dict(dict(done, samples=8))
+    loader.sampler.set_epoch(1)  # another epoch starts at its head
+    assert [b.tolist() for b in loader] == [b.tolist() for b in fresh]
+    loader.load_state_dict({"_snapshot": {}})  # another loader's state: ignored
+    assert len(list(loader)) == 12
+
+
+def test_the_train_loader_needs_setup():
+    with pytest.raises(RuntimeError, match="setup"):
+        make_train_loader(None, GlobalOrder(4, 2), 0, default_collate)

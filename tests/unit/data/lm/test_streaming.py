@@ -144,3 +144,19 @@ def test_a_corpus_that_leaves_nothing_gets_one_line(tmp_path, texts, step, words
         dm.prepare_data()
     assert info.value.step == step and "\n" not in str(info.value)
     assert not (tmp_path / "c" / dm.cache_key).exists()
+
+
+def test_the_package_and_the_local_engine_never_import_ray():
+    from helpers import in_fresh_process
+
+    code = """
+import json, sys
+import lightning_order
+from lightning_order.data.lm import prepare, tasks, partitioning, packing
+from lightning_order.data.engine.engines import make_engine
+engine = make_engine("local", 2)
+assert engine.map(abs, [-1, -2, -3], weight=1 << 40) == [1, 2, 3]  # in worker processes
+engine.close()
+print(json.dumps([m for m in sys.modules if m == "ray" or m.startswith("ray.")]))
+"""
+    assert in_fresh_process(code) == []

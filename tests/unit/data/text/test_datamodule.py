@@ -26,6 +26,7 @@ from lightning_order.data.text import load as load_module
 from lightning_order.data.text.demo import DEMO_NUMERIC_COLUMNS, demo_rows
 from lightning_order.data.text.normalise import clean_text
 from lightning_order.data.text.steps import STEPS
+from lightning_order.positions import GlobalOrder, epoch_order
 
 SMALL = {"demo_size": 2000, "vocab_size": 400, "max_length": 32}
 
@@ -70,11 +71,12 @@ def test_dims_and_batches(prepared):
     assert ((batch["input_ids"] == 0) == (batch["attention_mask"] == 0)).all()  # [PAD] is id 0
     val = next(iter(prepared.val_dataloader()))
     assert val["input_ids"].shape[1] == 32
+    total = len(_encoded(prepared, "train"))  # one rank: every whole batch of 16, the rest dropped
     assert prepared.shard_info == {
         "rank": 0,
         "world_size": 1,
-        "length": len(_encoded(prepared, "train")),
-        "dropped": 0,
+        "length": total // 16 * 16,
+        "dropped": total % 16,
     }
 
 
@@ -83,7 +85,7 @@ def test_shards_per_rank_without_a_trainer_process(prepared):
 
     keys, lengths = [], set()
     for rank in range(3):
-        dm = OrderedDataModule(cache_dir=str(prepared.cache_root), **SMALL)
+        dm = OrderedDataModule(cache_dir=str(prepared.cache_root), batch_size=16, **SMALL)
         dm.trainer = SimpleNamespace(world_size=3, global_rank=rank)
         dm.setup("fit")
         info = dm.shard_info
@@ -95,9 +97,14 @@ def test_shards_per_rank_without_a_trainer_process(prepared):
         assert len(dm.val_dataloader().dataset) == len(_encoded(prepared, "val"))  # whole on every rank
         assert dm.data_fingerprints() == prepared.data_fingerprints()
     total = len(_encoded(prepared, "train"))
-    assert lengths == {total // 3} and info["dropped"] == total % 3
-    # Contiguous, disjoint and in order: the shards laid end to end are the split minus its tail.
-    assert keys[0] + keys[1] + keys[2] == _encoded(prepared, "train")["key_hash"][: total - total % 3]
+    batches = total // 48  # global batches of 3 ranks × 16
+    assert lengths == {batches * 16} and info["dropped"] == total - batches * 48
+    # The global order: rank r reads rows [16r, 16r + 16) of every global batch of the epoch's
+    # order, so the ranks' parts laid side by side, batch by batch, are the epoch's global batches.
+    order = epoch_order(total, seed=0, epoch=0)[: batches * 48].reshape(batches, 3, 16)
+    split = np.asarray(_encoded(prepared, "train")["key_hash"])
+    for rank in range(3):
+        assert keys[rank] == split[order[:, rank].ravel()].tolist()
 
 
 def test_data_fingerprints(prepared):
@@ -511,7 +518,8 @@ def test_shard_before_normalize_fits_on_the_shard(tmp_path):
     assert fit.fitted_on == dm.ledger.latest("shard").output
     assert dm.data_fingerprints()["statistics"] == fit.output
     raw = np.asarray(_encoded(dm, "train")["features"])
-    np.testing.assert_allclose(dm.statistics["mean"], raw.mean(axis=0), rtol=1e-5)
+    shard = GlobalOrder(len(raw), batch_size=32).rank_indices(0)  # the rows this rank reads in epoch 0
+    np.testing.assert_allclose(dm.statistics["mean"], raw[shard].mean(axis=0), rtol=1e-5)
 
 
 class _Custom(OrderedDataModule):

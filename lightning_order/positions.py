@@ -1,0 +1,202 @@
+"""The data position: the global order of train samples, and where a run stands in it (DESIGN.md §1e).
+
+One rule, shared by the ``shard`` steps, the resumable loader, the resume check and recovery:
+
+* the order of an epoch is a permutation of the *whole* train split, a function of the seed and
+  the epoch only (the identity without shuffling), the same whatever the number of ranks;
+* the epoch is cut into *global batches* of ``world_size × batch_size`` samples; rank ``r`` reads
+  samples ``[r·B, (r+1)·B)`` of each, so the ranks' batches laid side by side in rank order are the
+  global batch, and every rank reads the same count;
+* what does not fill a global batch at the end of the epoch is not served that epoch (with
+  shuffling, other samples each epoch), and is recorded as ``dropped``;
+* the position is ``(epoch, samples)``: global samples of the epoch consumed. It does not name the
+  world size, so a run resumed on another number of ranks with the same global batch continues at
+  the same sample; with another global batch it continues there too, cut into batches of the new
+  size (see :func:`remaining_positions`).
+
+Plain numpy and plain data: no torch, no Lightning, so the pure checks use it too. The trade-off:
+a permutation of the whole split per epoch (8 bytes a sample, made once an epoch), instead of a
+per-rank shard fixed once; that is what makes the order independent of the world size.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+import numpy as np
+import xxhash
+
+from lightning_order.errors import DataError
+
+__all__ = ["POSITION_FORMAT", "GlobalOrder", "TrainPosition", "epoch_order", "remaining_positions"]
+
+#: The ``format`` of a position's plain-data form (what checkpoints hold).
+POSITION_FORMAT = "lightning_order.position"
+
+
+def epoch_order(size: int, seed: int, epoch: int, shuffle: bool = True) -> np.ndarray:
+    """The global order of epoch ``epoch``: a permutation of ``range(size)`` (int64), a function of ``(seed, epoch)``.
+
+    numpy's PCG64 seeded by ``(seed, epoch)``; the identity when ``shuffle`` is off.
+    """
+    if not shuffle:
+        return np.arange(size, dtype=np.int64)
+    rng = np.random.Generator(np.random.PCG64([int(seed) & ((1 << 64) - 1), int(epoch)]))
+    return rng.permutation(size).astype(np.int64, copy=False)
+
+
+def remaining_positions(size: int, global_batch: int, start: int) -> int:
+    """How many global samples an epoch serves from position ``start`` on: whole global batches only."""
+    return max(0, (size - start) // global_batch) * global_batch
+
+
+@dataclass(frozen=True)
+class GlobalOrder:
+    """The global order rule of one train split for one rank (see the module docstring).
+
+    Attributes:
+        size: samples in the train split.
+        batch_size: samples per rank and batch.
+        world_size: ranks.
+        rank: this rank.
+        seed: the shuffle's seed.
+        shuffle: shuffle every epoch (else the split's own order, every epoch).
+    """
+
+    size: int
+    batch_size: int
+    world_size: int = 1
+    rank: int = 0
+    seed: int = 0
+    shuffle: bool = True
+
+    def __post_init__(self) -> None:
+        if self.world_size < 1 or not 0 <= self.rank < self.world_size:
+            raise ValueError(f"rank must be in [0, {self.world_size}), got rank={self.rank}")
+        if self.batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, got {self.batch_size}")
+
+    @property
+    def global_batch(self) -> int:
+        """Samples per optimizer step over all ranks: ``world_size × batch_size``."""
+        return self.world_size * self.batch_size
+
+    @property
+    def epoch_batches(self) -> int:
+        """Global batches per epoch (the same count on every rank)."""
+        return self.size // self.global_batch
+
+    @property
+    def epoch_samples(self) -> int:
+        """Global samples served per epoch: whole global batches only."""
+        return self.epoch_batches * self.global_batch
+
+    @property
+    def dropped(self) -> int:
+        """Samples per epoch that do not fill a global batch (not served that epoch)."""
+        return self.size - self.epoch_samples
+
+    @property
+    def length(self) -> int:
+        """Samples this rank reads per epoch."""
+        return self.epoch_batches * self.batch_size
+
+    def require_one_batch(self, what: str, step: str = "shard") -> None:
+        """Raises :class:`DataError` when the split cannot fill one global batch (``what``: e.g. "rows").
+
+        Raises:
+            DataError: fewer samples than ``world_size × batch_size``.
+        """
+        if self.epoch_batches == 0:
+            raise DataError(
+                f"the train split has {self.size} {what}, fewer than one global batch of {self.global_batch} "
+                f"({self.world_size} ranks × batch_size {self.batch_size}): every rank needs a batch each step; "
+                "lower batch_size, use more data, or fewer devices",
+                step=step,
+            )
+
+    def rank_indices(self, epoch: int, start: int = 0) -> np.ndarray:
+        """The samples this rank reads in ``epoch`` from global position ``start`` on, in reading order."""
+        batches = remaining_positions(self.size, self.global_batch, start) // self.global_batch
+        first = start + self.rank * self.batch_size
+        positions = first + (
+            np.arange(batches, dtype=np.int64)[:, None] * self.global_batch
+            + np.arange(self.batch_size, dtype=np.int64)[None, :]
+        )
+        return epoch_order(self.size, self.seed, epoch, self.shuffle)[positions.ravel()]
+
+    def digest(self, epoch: int) -> str:
+        """A short hash of the epoch's whole order: a changed seed, shuffle or algorithm shows in it."""
+        order = epoch_order(self.size, self.seed, epoch, self.shuffle)
+        return xxhash.xxh3_64_hexdigest(order.tobytes())
+
+
+@dataclass(frozen=True)
+class TrainPosition:
+    """Where a run stands in the global order, as plain data (what a checkpoint holds).
+
+    Attributes:
+        epoch: the epoch.
+        samples: global samples of ``epoch`` consumed (``epoch_samples`` once the epoch is done).
+        epoch_samples: global samples the epoch serves at ``global_batch``.
+        global_batch: ``world_size × batch_size`` when the position was taken.
+        batch_size: samples per rank and batch.
+        world_size: ranks.
+        dataset_size: samples in the train split.
+        seed: the shuffle's seed.
+        shuffle: whether the order is shuffled.
+        order: :meth:`GlobalOrder.digest` of the epoch's order.
+    """
+
+    epoch: int
+    samples: int
+    epoch_samples: int
+    global_batch: int
+    batch_size: int
+    world_size: int
+    dataset_size: int
+    seed: int
+    shuffle: bool
+    order: str = ""
+
+    @classmethod
+    def of(cls, order: GlobalOrder, epoch: int, samples: int, digest: str = "") -> TrainPosition:
+        """The position ``(epoch, samples)`` in ``order``."""
+        return cls(
+            int(epoch),
+            int(samples),
+            order.epoch_samples,
+            order.global_batch,
+            order.batch_size,
+            order.world_size,
+            order.size,
+            order.seed,
+            order.shuffle,
+            digest,
+        )
+
+    @property
+    def done(self) -> bool:
+        """Whether the epoch has no whole global batch left at this global batch."""
+        return remaining_positions(self.dataset_size, self.global_batch, self.samples) == 0
+
+    def next_sample(self) -> tuple[int, int]:
+        """``(epoch, samples)`` of the next sample served: the next epoch's start once this one is done."""
+        return (self.epoch + 1, 0) if self.done else (self.epoch, self.samples)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data (ints, strings, a bool), loadable with ``weights_only=True``."""
+        return {"format": POSITION_FORMAT, "version": 1, **asdict(self)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> TrainPosition | None:
+        """The position :meth:`to_dict` wrote; ``None`` for anything else (another loader's state)."""
+        if not isinstance(data, Mapping) or data.get("format") != POSITION_FORMAT:
+            return None
+        names = [f.name for f in fields(cls)]
+        try:
+            return cls(**{name: data[name] for name in names if name in data})
+        except TypeError:  # a field missing: not a position this version can read
+            return None

@@ -1,0 +1,69 @@
+"""``lightning_order.positions``: the global train order and the position in it (DESIGN.md §1e)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lightning_order import DataError
+from lightning_order.positions import GlobalOrder, TrainPosition, epoch_order, remaining_positions
+
+
+def test_the_order_of_an_epoch_is_a_function_of_the_seed_and_the_epoch() -> None:
+    first = epoch_order(100, seed=3, epoch=0)
+    assert np.array_equal(first, epoch_order(100, seed=3, epoch=0))
+    assert sorted(first.tolist()) == list(range(100))
+    assert not np.array_equal(first, epoch_order(100, seed=3, epoch=1))
+    assert not np.array_equal(first, epoch_order(100, seed=4, epoch=0))
+    assert epoch_order(5, seed=3, epoch=7, shuffle=False).tolist() == [0, 1, 2, 3, 4]
+    assert len(epoch_order(10, seed=-1, epoch=0)) == 10  # any int seeds it
+
+
+@pytest.mark.parametrize(("size", "batch", "world"), [(100, 4, 1), (100, 4, 2), (101, 3, 3), (64, 8, 4)])
+def test_ranks_read_equal_disjoint_parts_of_every_global_batch(size: int, batch: int, world: int) -> None:
+    ranks = [GlobalOrder(size, batch, world, rank, seed=1) for rank in range(world)]
+    parts = [order.rank_indices(epoch=2).reshape(-1, batch) for order in ranks]
+    global_batch = batch * world
+    assert {len(p) for p in parts} == {size // global_batch}
+    assert ranks[0].length == size // global_batch * batch and ranks[0].dropped == size % global_batch
+    # Side by side in rank order, the ranks' batches are the epoch's global batches.
+    together = np.concatenate(parts, axis=1)
+    alone = GlobalOrder(size, global_batch, 1, 0, seed=1).rank_indices(epoch=2).reshape(-1, global_batch)
+    assert np.array_equal(together, alone)
+    assert len(np.unique(together)) == together.size
+
+
+def test_a_position_continues_the_same_order_whatever_the_global_batch() -> None:
+    order = GlobalOrder(50, 5, 2, 0, seed=0)  # global batch 10
+    whole = epoch_order(50, 0, 0)
+    assert np.array_equal(order.rank_indices(0, start=20), whole[20:50].reshape(-1, 10)[:, :5].ravel())
+    assert remaining_positions(50, 10, 20) == 30 and remaining_positions(50, 8, 20) == 24
+    other = GlobalOrder(50, 4, 2, 1, seed=0)  # global batch 8, from sample 20: rank 1 reads [24, 28), ...
+    assert np.array_equal(
+        other.rank_indices(0, start=20), whole[[24, 25, 26, 27, 32, 33, 34, 35, 40, 41, 42, 43]]
+    )
+
+
+def test_a_split_that_cannot_fill_one_global_batch_is_refused() -> None:
+    with pytest.raises(
+        DataError, match=r"fewer than one global batch of 8 \(2 ranks × batch_size 4\)"
+    ) as err:
+        GlobalOrder(7, 4, 2, 0).require_one_batch("rows")
+    assert err.value.step == "shard" and "lower batch_size" in str(err.value)
+    GlobalOrder(8, 4, 2, 1).require_one_batch("rows")
+    with pytest.raises(ValueError, match="rank must be"):
+        GlobalOrder(8, 4, 2, 2)
+
+
+def test_a_position_round_trips_as_plain_data_and_knows_the_next_sample() -> None:
+    order = GlobalOrder(50, 5, 2, 1, seed=9, shuffle=True)
+    position = TrainPosition.of(order, epoch=3, samples=20, digest=order.digest(3))
+    data = position.to_dict()
+    assert data["format"] == "lightning_order.position" and data["global_batch"] == 10
+    assert all(isinstance(v, (int, str, bool)) for v in data.values())  # loads with weights_only=True
+    assert TrainPosition.from_dict(data) == position
+    assert TrainPosition.from_dict({"epoch": 1}) is None and TrainPosition.from_dict({}) is None
+    assert TrainPosition.from_dict({"format": "lightning_order.position", "epoch": 1}) is None
+    assert position.next_sample() == (3, 20)
+    assert TrainPosition.of(order, 3, 50).next_sample() == (4, 0)  # the epoch is done
+    assert order.digest(3) == GlobalOrder(50, 25, 2, 0, seed=9).digest(3) != order.digest(4)
