@@ -16,6 +16,7 @@ __all__ = [
     "CacheWarning",
     "CheckpointError",
     "DataError",
+    "FingerprintError",
     "LightningOrderError",
     "ManifestError",
     "OrderError",
@@ -108,6 +109,11 @@ class ManifestError(LightningOrderError, ValueError):
 class CheckpointError(LightningOrderError, ValueError):
     """A checkpoint cannot be used safely or as asked: it holds more than plain data (and is
     therefore not unpickled), or it names a class that must be passed explicitly."""
+
+
+class FingerprintError(LightningOrderError, TypeError):
+    """A value cannot be fingerprinted by its content (only by a ``repr`` that hides it): the message
+    names its type and how to pass a fingerprint instead."""
 
 
 class StepNameError(LightningOrderError, ValueError):

@@ -20,6 +20,7 @@ import datetime
 import decimal
 import enum
 import fractions
+import json
 import pathlib
 import sys
 import uuid
@@ -29,6 +30,7 @@ from typing import Any
 import numpy as np
 import xxhash
 
+from lightning_order.errors import FingerprintError
 from lightning_order.ledger import fingerprint
 
 __all__ = ["data_fingerprint", "is_tokenizer", "tokenizer_fingerprint"]
@@ -64,17 +66,29 @@ def is_tokenizer(value: Any) -> bool:
 
 
 def _serialised(backend: Any) -> str:
-    """A ``tokenizers.Tokenizer``'s JSON without its run-time truncation and padding settings.
+    """A ``tokenizers.Tokenizer``'s JSON without what changes no token id of a text.
 
-    ``transformers`` switches those on and leaves them set when it encodes with
-    ``padding=``/``truncation=``; they change no token id, so they are no part of the vocabulary.
+    ``transformers`` switches truncation and padding on and leaves them set when it encodes with
+    ``padding=``/``truncation=``, and wraps a tokenizer with a post-processor template that adds
+    no token (``$A`` alone); the same tokenizer loaded with ``tokenizers`` or with ``transformers``
+    then gets one fingerprint. A template that adds tokens (a BOS, a separator) is kept.
     """
-    if getattr(backend, "truncation", None) is None and getattr(backend, "padding", None) is None:
-        return str(backend.to_str())
-    copy = type(backend).from_str(backend.to_str())
-    copy.no_truncation()
-    copy.no_padding()
-    return str(copy.to_str())
+    state = json.loads(str(backend.to_str()))
+    state.pop("truncation", None)
+    state.pop("padding", None)
+    if _adds_nothing(state.get("post_processor")):
+        state["post_processor"] = None
+    return json.dumps(state, sort_keys=True, separators=(",", ":"))
+
+
+def _adds_nothing(processor: Any) -> bool:
+    """Whether a post-processor is ``transformers``' template that leaves every sequence as it is."""
+    if not isinstance(processor, Mapping) or processor.get("type") != "TemplateProcessing":
+        return False
+    if processor.get("special_tokens"):
+        return False
+    pieces = [*processor.get("single", []), *processor.get("pair", [])]
+    return all(isinstance(p, Mapping) and set(p) == {"Sequence"} for p in pieces)
 
 
 def tokenizer_fingerprint(tokenizer: Any) -> str:
@@ -90,7 +104,7 @@ def tokenizer_fingerprint(tokenizer: Any) -> str:
         tokenizer: the tokenizer.
 
     Raises:
-        TypeError: ``tokenizer`` is none of the kinds above.
+        FingerprintError: (a ``TypeError``) ``tokenizer`` is none of the kinds above.
     """
     backend = getattr(tokenizer, "backend_tokenizer", tokenizer)
     if callable(getattr(backend, "to_str", None)):
@@ -98,7 +112,7 @@ def tokenizer_fingerprint(tokenizer: Any) -> str:
     vocab = getattr(tokenizer, "get_vocab", None)
     if callable(vocab):
         return fingerprint("vocab", type(tokenizer).__name__, sorted(vocab().items()))
-    raise TypeError(
+    raise FingerprintError(
         f"tokenizer_fingerprint cannot read a {type(tokenizer).__name__}: pass a tokenizers.Tokenizer or a "
         "transformers tokenizer"
     )
@@ -117,7 +131,7 @@ def data_fingerprint(value: Any) -> str:
         value: what a step read or produced.
 
     Raises:
-        TypeError: ``value`` holds an object that can only be hashed by its ``repr`` (which shows
+        FingerprintError: (a ``TypeError``) ``value`` holds an object that can only be hashed by its ``repr`` (which shows
             a summary or a memory address, not the content); the message names its type. Pass its
             content instead, or a string that identifies it (e.g. a hash of its saved file).
     """
@@ -175,7 +189,7 @@ def _update(hasher: Any, value: Any, depth: int) -> None:
     elif torch is not None and isinstance(value, (torch.dtype, torch.device)):
         hasher.update(f"torch:{value}".encode())
     else:
-        raise TypeError(_refusal(value))
+        raise FingerprintError(_refusal(value))
 
 
 def _refusal(value: Any) -> str:
