@@ -246,8 +246,8 @@ class _Documents(Dataset):
 
 
 class PadUsedData(LatePadData):
-    """The same late pad token, then used: each document cut into rows of ``block_size + 1`` tokens, its
-    last row padded."""
+    """The same late pad token, then used: one row per document, its first ``block_size + 1`` tokens,
+    padded when shorter (the fine-tuning layout)."""
 
     def documents(self, name: str) -> _Documents:
         data = np.asarray(np.memmap(self.folder / f"{name}.bin", dtype=self.dtype, mode="r"), dtype=np.int64)
@@ -259,8 +259,8 @@ class PadUsedData(LatePadData):
         ends = np.flatnonzero(data == eos)
         rows = []
         for start, end in zip(np.r_[0, ends[:-1] + 1], ends + 1):
-            for piece in np.split(data[start:end], range(width, end - start, width)):
-                rows.append(torch.from_numpy(np.pad(piece, (0, width - len(piece)), constant_values=pad)))
+            piece = data[start:end][:width]
+            rows.append(torch.from_numpy(np.pad(piece, (0, width - len(piece)), constant_values=pad)))
         return _Documents(rows)
 
     def setup(self, stage: str) -> None:

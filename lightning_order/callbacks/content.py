@@ -19,9 +19,11 @@ import numpy as np
 import torch
 import xxhash
 
+from lightning_order.callbacks.batches import observed_dims, sample_batch
+from lightning_order.callbacks.gather import all_gather
 from lightning_order.callbacks.items import SPLIT_LOADERS, is_label, leaf_array, leaves, split_dataset
 
-__all__ = ["dataset_lengths", "hash_items", "item_hashes", "summarize_splits"]
+__all__ = ["dataset_lengths", "hash_items", "item_hashes", "sampled_evidence", "summarize_splits"]
 
 log = logging.getLogger(__name__)
 
@@ -220,3 +222,28 @@ def summarize_splits(
             log.debug("OrderValidator: could not summarise %s (%s)", split, err)
             out[split] = None
     return out
+
+
+def sampled_evidence(
+    trainer: Any, dm: Any, *, plain: bool, dims: Mapping[str, Any], sample_rows: int, whole_rows: int
+) -> tuple[tuple[Any, int | None], dict[str, Any], dict[str, Any]]:
+    """What the validator reads off a datamodule's data when it has no fingerprints and dims (``plain``).
+
+    Collective when ``plain`` (every rank gathers its dataset lengths, so all read the same indices).
+
+    Returns:
+        ``(train_sample, observed, content)``: up to ``4 * sample_rows`` train rows and the train
+        size (:func:`~lightning_order.callbacks.batches.sample_batch`), the dims they show
+        (empty when ``dims`` is known) and :func:`summarize_splits` of both splits.
+    """
+    if not plain:
+        return (None, None), {}, {}
+    train_sample = sample_batch(dm, "train_dataloader", 4 * sample_rows)
+    observed = {} if dims else observed_dims(train_sample[0])
+    lengths = all_gather(trainer, dataset_lengths(dm))
+    common = {s: min((n[s] or 0) for n in lengths) or None for s in ("train", "val")}
+    content = summarize_splits(dm, common, sample_rows=sample_rows, whole_rows=whole_rows)
+    seen = [c["max_token_id"] for c in content.values() if c and c.get("max_token_id") is not None]
+    if seen and not dims:
+        observed["max_token_id"] = max([*seen, observed.get("max_token_id", -1)])
+    return train_sample, observed, content
