@@ -9,11 +9,13 @@ tests/distributed/test_lm_zero_glue_ddp.py (correct, pad-added, no-eos).
 
 from __future__ import annotations
 
+import re
+import shutil
 from pathlib import Path
 
 import pytest
-from helpers import quiet_trainer
-from nanogpt import BinData, LatePadData, PadUsedData, TinyGPT, prepare
+from helpers import ROOT, quiet_trainer
+from nanogpt import BinData, LatePadData, PadUsedData, TinyGPT, corpus, prepare
 
 from lightning_order import OrderError, OrderValidator
 
@@ -85,3 +87,52 @@ def test_validation_documents_with_a_train_twin_are_caught(folders):
     assert error is not None and error.rules == ["train-val-overlap"] and steps == 0
     estimate = error.violations[0].details["estimate"]
     assert estimate["hits"] >= estimate["min_hits"] and estimate["interval"][0] > 0.01
+
+
+# -- docs/lm.md "Your own LM pipeline", run as written ---------------------------------------------
+@pytest.fixture(scope="module")
+def example() -> dict:
+    """The python block of docs/lm.md's "Your own LM pipeline" section, executed as a module."""
+    text = (ROOT / "docs" / "lm.md").read_text()
+    section = text.split("## Your own LM pipeline", 1)[1].split("\n## ", 1)[0]
+    (block,) = re.findall(r"```python\n(.*?)```", section, flags=re.S)
+    namespace: dict = {"__name__": "lm_docs_example"}
+    exec(compile(block, "docs/lm.md", "exec"), namespace)
+    return namespace
+
+
+def test_the_docs_example_is_silent_cold_and_warm_and_keeps_its_ledger(example, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the example's Trainer logs to ./lightning_logs
+    texts = corpus(300)
+    for _ in ("cold", "warm"):
+        dm, trainer = example["train"](tmp_path / "data", texts)
+        (validator,) = [c for c in trainer.callbacks if isinstance(c, OrderValidator)]
+        assert validator.violations == [] and trainer.global_step == 1
+        assert dm.ledger.info["pipeline"] == "lm"
+        assert dm.ledger.steps()[:6] == ["load", "clean", "dedup", "split", "build_vocab", "encode"]
+        assert set(validator.fingerprints) == {"split", "vocab"}  # kept in checkpoints for resume
+
+
+def test_the_docs_example_catches_a_token_added_after_the_model(example, tmp_path):
+    class LatePad(example["BinData"]):
+        def setup(self, stage):
+            super().setup(stage)
+            self.tokenizer.add_special_tokens({"pad_token": "<pad>"})  # after build_vocab recorded it
+
+    example["Prepare"](tmp_path / "data", corpus(300)).run()
+    dm = LatePad(tmp_path / "data")
+    dm.setup("fit")
+    model = example["TinyGPT"](dm.tokenizer.vocab_size)  # added tokens left out: 512 rows, 513 tokens
+    _, error, steps = _fit(dm, model)
+    assert error is not None and error.rules == ["vocab-changed-after-init"] and steps == 0
+    assert "resize_token_embeddings" in error.violations[0].fix
+
+
+def test_the_docs_example_ledger_sees_a_tokenizer_retrained_at_the_same_size(example, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    example["Prepare"](tmp_path / "data", corpus(300)).run()
+    example["Prepare"](tmp_path / "other", corpus(300, seed=1)).run()
+    shutil.copy(tmp_path / "other" / "tokenizer.json", tmp_path / "data" / "tokenizer.json")
+    with pytest.raises(OrderError) as caught:
+        example["train"](tmp_path / "data", [])  # a warm cache: nothing is prepared again
+    assert "vocab-changed-after-init" in caught.value.rules
