@@ -111,6 +111,21 @@ def test_the_docs_example_is_silent_cold_and_warm_and_keeps_its_ledger(example, 
         assert dm.ledger.info["pipeline"] == "lm"
         assert dm.ledger.steps()[:6] == ["load", "clean", "dedup", "split", "build_vocab", "encode"]
         assert set(validator.fingerprints) == {"split", "vocab"}  # kept in checkpoints for resume
+        assert validator.evidence["overlap"] == "key-hash"  # document-level, exact
+
+
+def test_the_docs_example_refuses_a_resume_on_files_prepared_again(example, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    dm, trainer = example["train"](tmp_path / "data", corpus(300))
+    trainer.save_checkpoint(tmp_path / "step1.ckpt")
+    (tmp_path / "data" / "manifest.json").unlink()
+    example["Prepare"](tmp_path / "data", corpus(300, seed=1)).run()  # same sizes, other corpus
+    dm = example["BinData"](tmp_path / "data")
+    dm.setup("fit")
+    trainer = quiet_trainer(tmp_path, [OrderValidator()], max_steps=2, limit_val_batches=0)
+    with pytest.raises(OrderError) as caught:
+        trainer.fit(example["TinyGPT"](len(dm.tokenizer)), dm, ckpt_path=tmp_path / "step1.ckpt")
+    assert caught.value.rules == ["resume-data-changed"]  # before the weights are restored
 
 
 def test_the_docs_example_catches_a_token_added_after_the_model(example, tmp_path):
