@@ -39,6 +39,8 @@ log = logging.getLogger(__name__)
 
 #: End-of-text tokens a tokenizer may declare, in the order they are looked for.
 _EOS_NAMES = ("<|endoftext|>", "</s>", "<|end_of_text|>", "<eos>", "[EOS]")
+#: The label of positions left out of the loss (``transformers``' and ``cross_entropy``'s default).
+_IGNORE_INDEX = -100
 
 
 def _tokenizer(dm: Any) -> Any:
@@ -55,12 +57,18 @@ def tokenizer_in_use(dm: Any) -> str | None:
     return tokenizer_fingerprint(tokenizer) if tokenizer is not None and is_tokenizer(tokenizer) else None
 
 
+def _same_where_kept(ids: np.ndarray, labels: np.ndarray) -> bool:
+    kept = labels != _IGNORE_INDEX  # transformers masks padding out of the loss with -100
+    return bool(kept.any() and np.array_equal(ids[kept], labels[kept]))
+
+
 def _next_token_pairs(batch: Any) -> bool:
-    """Whether a batch's labels are its inputs shifted by one (or equal to them: the model shifts)."""
+    """Whether a batch's labels are its inputs shifted by one (or equal to them: the model shifts),
+    positions masked with ``-100`` left out."""
     ids, labels = as_numpy(batch_field(batch, "input_ids")), as_numpy(batch_field(batch, "labels"))
     if ids is None or labels is None or ids.ndim != 2 or ids.shape != labels.shape or ids.shape[1] < 2:
         return False
-    return bool(np.array_equal(ids, labels) or np.array_equal(ids[:, 1:], labels[:, :-1]))
+    return _same_where_kept(ids, labels) or _same_where_kept(ids[:, 1:], labels[:, :-1])
 
 
 def is_lm(dm: Any, batch: Any = None) -> bool:
@@ -202,8 +210,9 @@ def lm_violations(dm: Any, module: Any, sample_rows: int, setup_fp: str | None =
         sample_rows: train rows sampled.
         setup_fp: :func:`tokenizer_in_use` at the validator's ``setup``.
     """
-    if dm is None or _tokenizer(dm) is None:
-        return []
+    tokenizer = _tokenizer(dm) if dm is not None else None
+    if tokenizer is None or not (is_lm(dm) or is_tokenizer(tokenizer)):
+        return []  # no tokenizer the zero-glue check could read: no batch is drawn for nothing
     batch, _ = sample_batch(dm, "train_dataloader", sample_rows)
     if not is_lm(dm, batch):
         return []
