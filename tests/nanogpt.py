@@ -17,6 +17,7 @@ changes. Used by tests/integration/test_lm_zero_glue.py and tests/distributed/dd
 from __future__ import annotations
 
 import importlib
+import os
 from functools import cache
 from pathlib import Path
 from types import ModuleType
@@ -232,6 +233,17 @@ class LatePadData(BinData):
         tokenizer = super().load_tokenizer()
         tokenizer.add_special_tokens({"pad_token": "<pad>"})
         return tokenizer
+
+
+class PerRankTokenizerData(BinData):
+    """Each process trains its own tokenizer in ``setup`` (on text of its own): same size, different
+    vocabularies (under DDP the rank is ``LOCAL_RANK``, set by Lightning's launcher)."""
+
+    def load_tokenizer(self) -> Any:
+        from transformers import PreTrainedTokenizerFast
+
+        rank = int(os.environ.get("LOCAL_RANK", "0"))
+        return PreTrainedTokenizerFast(tokenizer_object=train_tokenizer(list(corpus(DOCUMENTS, seed=rank))))
 
 
 class _Documents(Dataset):

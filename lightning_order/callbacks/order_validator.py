@@ -247,13 +247,13 @@ class OrderValidator(Callback):
         self.fingerprints = data_fingerprints(dm)
         self.dims = data_dims(dm)
         self._current = {"fingerprints": dict(self.fingerprints), "dims": dict(self.dims)}
-        # OrderedDataModule (fingerprints and dims) is checked on its ledger, key hashes and dims;
-        # any other datamodule on what its datasets hold, at the same indices per rank.
+        # Any datamodule without fingerprints and dims: what its datasets hold, same indices per rank.
         plain = dm is not None and not (self.fingerprints and self.dims)
         train_sample, self._observed, content = sampled_evidence(
             trainer, dm, plain=plain, dims=self.dims, sample_rows=self.sample_rows, whole_rows=self.whole_rows
         )
-        self._tokenizer_fp = tokenizer_in_use(dm)  # a token added from here to the model check is a change
+        # Compared across ranks, and with the model check's: a token added from here on is a change.
+        content["tokenizer"] = self._tokenizer_fp = tokenizer_in_use(dm)
         local: list[Violation] = []
         if ledger is not None:
             # A hand-written datamodule (lightning_order.recording) is judged on the steps it declares.

@@ -56,10 +56,13 @@ def check_rank_datasets(summaries: Sequence[Mapping[str, Any]]) -> list[Violatio
 
     Args:
         summaries: one dict per rank, in rank order: ``rank``, ``train`` and ``val`` (split
-            summaries, see the module docstring, or ``None``), and ``model`` (the model's dims on
-            that rank, e.g. ``embedding_rows``).
+            summaries, see the module docstring, or ``None``), ``model`` (the model's dims on
+            that rank, e.g. ``embedding_rows``) and ``tokenizer`` (the fingerprint of the
+            tokenizer in use, or ``None``).
 
     Returns:
+        - ``rank-mismatch`` when ranks use different tokenizers (alone: what else differs follows
+          from it, and its fix is the tokenizer's);
         - ``rank-mismatch`` when ranks hold different validation sets (Lightning's sampler shards
           validation, so every rank should hold all of it), or train sets that differ but share
           items (each rank split the data on its own: ``random_split`` without a generator), or
@@ -71,6 +74,9 @@ def check_rank_datasets(summaries: Sequence[Mapping[str, Any]]) -> list[Violatio
     if len(summaries) < 2:
         return []
     ranks = [int(s.get("rank", i)) for i, s in enumerate(summaries)]
+    tokenizers = _tokenizers(summaries, ranks)
+    if tokenizers:  # every other difference (ids, model sizes) follows from it: one finding, its fix
+        return tokenizers
     violations = _model_sizes(summaries, ranks)
     for split in ("val", "train"):
         parts = [s.get(split) for s in summaries]
@@ -80,6 +86,27 @@ def check_rank_datasets(summaries: Sequence[Mapping[str, Any]]) -> list[Violatio
         # One finding per rule: the validation split's evidence, when it has some, is enough.
         violations += [v for v in found if (v.rule, v.steps) not in {(w.rule, w.steps) for w in violations}]
     return violations
+
+
+def _tokenizers(summaries: Sequence[Mapping[str, Any]], ranks: list[int]) -> list[Violation]:
+    found = {r: s.get("tokenizer") for r, s in zip(ranks, summaries) if s.get("tokenizer")}
+    if len(set(found.values())) < 2:
+        return []
+    groups: dict[str, list[int]] = {}
+    for rank, fp in found.items():
+        groups.setdefault(fp, []).append(rank)
+    shown = "; ".join(f"ranks {', '.join(map(str, r))}: {fp[:12]}" for fp, r in groups.items())
+    return [
+        Violation(
+            "rank-mismatch",
+            ("build_vocab", "shard"),
+            f"the ranks use different tokenizers (fingerprints {shown}): each rank trained or changed its own, "
+            "so one token id means different text on different ranks",
+            fix="train the tokenizer once (offline, or in prepare_data on rank 0), save tokenizer.json, and load "
+            "that file on every rank in setup; add special tokens before saving it",
+            details={"item": "tokenizer", "values": found},
+        )
+    ]
 
 
 def _model_sizes(summaries: Sequence[Mapping[str, Any]], ranks: list[int]) -> list[Violation]:

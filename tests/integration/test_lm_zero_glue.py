@@ -4,7 +4,7 @@ The datamodule and model are tests/nanogpt.py's: ``train.bin`` / ``val.bin`` mem
 random windows, ``dm.tokenizer`` a ``transformers`` ``PreTrainedTokenizerFast``, a tiny
 ``GPT2LMHeadModel`` built from a config. Each classic bug is caught before step 1 with its
 rule code; the correct pipeline is silent. The same under 2-rank DDP:
-tests/distributed/test_lm_zero_glue_ddp.py (correct, pad-added, no-eos).
+tests/distributed/test_lm_zero_glue_ddp.py (correct, pad-added, per-rank tokenizer).
 """
 
 from __future__ import annotations

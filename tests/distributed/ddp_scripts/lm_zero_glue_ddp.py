@@ -10,10 +10,10 @@ trained into ``rank<r>.json``:
 
 - ``correct``: the correct pipeline;
 - ``pad-added``: a pad token added to the tokenizer, the model sized from ``tokenizer.vocab_size``;
-- ``no-eos``: documents packed without end-of-text tokens (block_size 32).
+- ``per-rank-tokenizer``: each rank trains its own tokenizer in ``setup``.
 
-Validation twins are left to the single-process test (each case costs seconds of DDP set-up;
-the overlap check gathers the same way as the cases here).
+Blocks without end-of-text and validation twins are left to the single-process test (each case
+costs a second or more of DDP set-up; those checks gather the same way as the cases here).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests/, for nanogpt.py
 
 from helpers import quiet_trainer
-from nanogpt import BinData, LatePadData, TinyGPT, prepare
+from nanogpt import BinData, LatePadData, PerRankTokenizerData, TinyGPT, prepare
 
 from lightning_order import OrderValidator
 from lightning_order.distributed import release_process_group
@@ -35,7 +35,7 @@ from lightning_order.distributed import release_process_group
 CASES = {
     "correct": (BinData, {}),
     "pad-added": (LatePadData, {}),
-    "no-eos": (BinData, {"eos": False}),
+    "per-rank-tokenizer": (PerRankTokenizerData, {}),
 }
 
 
@@ -48,7 +48,8 @@ def run_case(folder: Path, data_cls: type) -> dict:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         trainer.fit(model, dm)
-    return {"rules": [v.rule for v in validator.violations], "rank": trainer.global_rank}
+    fixes = "\n".join(v.fix for v in validator.violations)
+    return {"rules": [v.rule for v in validator.violations], "fix": fixes, "rank": trainer.global_rank}
 
 
 def main(out: Path) -> None:

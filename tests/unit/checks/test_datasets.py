@@ -147,3 +147,16 @@ def test_stacked_items_hash_by_row_like_single_items():
     assert r2 != r0 and i2 == i0  # relabelled: another row, the same input
     ragged = hash_items([{"input_ids": [1, 2]}, {"input_ids": [1, 2, 3]}])  # the item-by-item path
     assert len(ragged) == 2 and ragged[0][1] != ragged[1][1]
+
+
+def test_ranks_with_different_tokenizers_get_the_tokenizers_fix_alone():
+    a, b = _split(range(10)), _split(range(10, 20))  # ids differ too: encoded with another vocabulary
+    summaries = [
+        {"rank": 0, "val": a, "tokenizer": "f" * 32, "model": {"embedding_rows": 512}},
+        {"rank": 1, "val": b, "tokenizer": "e" * 32, "model": {"embedding_rows": 513}},
+    ]
+    (v,) = check_rank_datasets(summaries)
+    assert v.rule == "rank-mismatch" and "different tokenizers" in v.message
+    assert "tokenizer.json" in v.fix and "random_split" not in v.fix
+    same = [{**s, "tokenizer": "f" * 32} for s in summaries]
+    assert "random_split" in check_rank_datasets(same)[-1].fix  # the split's own finding, as before
