@@ -49,3 +49,25 @@ def test_the_eos_id_comes_from_the_tokenizers_declared_special_token(tokenizer):
         evidence = lm_evidence(_Data(tok), torch.nn.Embedding(300, 4), (x, x))
         assert evidence["eos_id"] == tokenizer.token_to_id(EOS) and evidence["tokenizer_size"] == 300
         assert evidence["rows_with_eos"] == 0 and evidence["block_tokens"] == 9
+
+
+class _Windows(_Data):
+    """Windows of ``width`` tokens over a stream that holds no end-of-text id."""
+
+    def __init__(self, tokenizer, width: int):
+        super().__init__(tokenizer)
+        stream = torch.arange(5000) % 250 + 1  # id 0 (<|endoftext|>) never occurs
+        self.rows = [(stream[i : i + width], stream[i + 1 : i + width + 1]) for i in range(0, 4900, 7)]
+
+    def train_dataloader(self):
+        return torch.utils.data.DataLoader(self.rows, batch_size=8)
+
+
+@pytest.mark.parametrize(("width", "rules"), [(32, ["pack-without-eos"]), (8, [])])
+def test_no_end_of_text_is_a_violation_or_said_to_be_too_little_evidence(tokenizer, width, rules, caplog):
+    from lightning_order.callbacks.lm import lm_violations
+
+    with caplog.at_level("INFO", logger="lightning_order.callbacks.lm"):
+        found = lm_violations(_Windows(tokenizer, width), torch.nn.Embedding(300, 4), sample_rows=512)
+    assert [v.rule for v in found] == rules
+    assert ("not enough evidence" in caplog.text) is (not rules)
