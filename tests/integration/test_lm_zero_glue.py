@@ -71,6 +71,24 @@ def test_a_token_added_after_the_model_was_built_is_caught(folders):
     assert error is not None and error.rules == ["vocab-changed-after-init"] and steps == 0
 
 
+def test_a_token_added_after_the_validators_setup_is_caught_by_fingerprint(folders):
+    import pytorch_lightning as pl
+
+    class AddsToken(pl.Callback):  # runs before the validator's on_fit_start: after its setup
+        def on_fit_start(self, trainer, pl_module):
+            trainer.datamodule.tokenizer.add_tokens(["<late>"])
+
+    dm = BinData(folders["correct"])
+    dm.setup("fit")
+    model = TinyGPT(len(dm.tokenizer) + 8)  # rows to spare: only the fingerprint can tell
+    validator = OrderValidator()
+    trainer = quiet_trainer(None, [AddsToken(), validator], max_steps=1, limit_val_batches=0)
+    with pytest.raises(OrderError) as caught:
+        trainer.fit(model, dm)
+    assert caught.value.rules == ["vocab-changed-after-init"] and trainer.global_step == 0
+    assert "between the validator's setup and the model check" in str(caught.value)
+
+
 def test_blocks_without_end_of_text_are_caught_at_block_size_32(folders):
     dm = BinData(folders["no-eos"])
     dm.setup("fit")
