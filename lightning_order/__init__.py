@@ -29,6 +29,7 @@ _LAZY: dict[str, str] = {
     "CacheWarning": "lightning_order.errors",
     "CheckpointError": "lightning_order.errors",
     "DataError": "lightning_order.errors",
+    "FingerprintError": "lightning_order.errors",
     "LightningOrderError": "lightning_order.errors",
     "ManifestError": "lightning_order.errors",
     "OrderError": "lightning_order.errors",

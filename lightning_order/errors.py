@@ -7,7 +7,8 @@ a caller would expect (``OrderError`` is a ``RuntimeError``, ``DataError`` a ``V
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import difflib
+from collections.abc import Iterable, Sequence
 
 from lightning_order.rules import Violation
 
@@ -15,11 +16,13 @@ __all__ = [
     "CacheWarning",
     "CheckpointError",
     "DataError",
+    "FingerprintError",
     "LightningOrderError",
     "ManifestError",
     "OrderError",
     "OrderWarning",
     "StepNameError",
+    "unknown_step_names",
 ]
 
 
@@ -108,6 +111,39 @@ class CheckpointError(LightningOrderError, ValueError):
     therefore not unpickled), or it names a class that must be passed explicitly."""
 
 
+class FingerprintError(LightningOrderError, TypeError):
+    """A value cannot be fingerprinted by its content (only by a ``repr`` that hides it): the message
+    names its type and how to pass a fingerprint instead."""
+
+
 class StepNameError(LightningOrderError, ValueError):
     """A step name that the pipeline in use does not have (raised where the name is written, e.g. at
     decoration time), listing the valid names: a misspelled step can never switch a check off."""
+
+
+def unknown_step_names(
+    unknown: Sequence[str],
+    steps: Sequence[str],
+    *,
+    where: str = "",
+    pipeline: str = "",
+    theirs: Sequence[str] = (),
+) -> StepNameError:
+    """The error for step names that a pipeline does not have, listing its steps and the closest one.
+
+    Args:
+        unknown: the names that are no step.
+        steps: the pipeline's steps, in order.
+        where: what is being declared, for the message.
+        pipeline: the name of our other pipeline that has the names in ``theirs`` (``"LM_PIPELINE"``):
+            the advice is then to pass it, not to extend this one.
+        theirs: the names of ``unknown`` that are steps of ``pipeline``.
+    """
+    close = {n: difflib.get_close_matches(n, list(steps), n=1) for n in unknown if n not in theirs}
+    hints = "".join(f" ('{n}': did you mean '{c[0]}'?)" for n, c in close.items() if c)
+    hints += "".join(f" ('{n}' is a step of {pipeline})" for n in theirs)
+    advice = f"pass pipeline={pipeline}" if theirs else "add your own with Pipeline.extend"
+    return StepNameError(
+        f"{where + ': ' if where else ''}unknown step name{'s' if len(unknown) > 1 else ''} "
+        f"{', '.join(repr(n) for n in unknown)}{hints}; the pipeline's steps are {', '.join(steps)} ({advice})"
+    )

@@ -12,13 +12,12 @@ and a step re-run upstream makes what consumed its old output ``stale-input``.
 
 from __future__ import annotations
 
-import difflib
 import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, get_args
 
-from lightning_order.errors import OrderError, OrderWarning, StepNameError
+from lightning_order.errors import OrderError, OrderWarning, unknown_step_names
 from lightning_order.judge import judge
 from lightning_order.ledger import StepLedger, StepRecord
 from lightning_order.rules import RULES, Violation  # RULES: older imports from here keep working
@@ -254,13 +253,11 @@ class Pipeline:
             where: what is being declared, for the message.
         """
         unknown = [n for n in names if n not in self._steps]
-        if unknown:
-            close = {n: difflib.get_close_matches(n, list(self._steps), n=1) for n in unknown}
-            hints = "".join(f" ('{n}': did you mean '{c[0]}'?)" for n, c in close.items() if c)
-            raise StepNameError(
-                f"{where + ': ' if where else ''}unknown step name{'s' if len(unknown) > 1 else ''} "
-                f"{', '.join(repr(n) for n in unknown)}{hints}; the pipeline's steps are "
-                f"{', '.join(self._order)} (add your own with Pipeline.extend)"
+        if unknown:  # a step of our other pipeline names that pipeline, not Pipeline.extend
+            other = "STANDARD_PIPELINE" if self is LM_PIPELINE else "LM_PIPELINE"
+            theirs = [n for n in unknown if n in globals()[other]]
+            raise unknown_step_names(
+                unknown, self._order, where=where, pipeline=other if theirs else "", theirs=theirs
             )
 
     def order(self) -> list[str]:
@@ -367,6 +364,8 @@ LM_PIPELINE = Pipeline(  # causal language modelling, DESIGN.md §1b (OrderedLMD
         ("init_model", "build_vocab"): "vocab-changed-after-init",
     },
 )
+
+
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 

@@ -17,7 +17,11 @@ are the :class:`~lightning_order.order.Pipeline`'s (the standard one unless ``pi
 otherwise): an unknown name raises :class:`~lightning_order.errors.StepNameError` when the
 decorator is written, never silently records nothing. The ledger lists the steps the datamodule
 declares (``info["declared_steps"]``), so the validator judges only those: a step you never
-declared is unknown, not missing.
+declared is unknown, not missing. A step recorded under one of our pipelines other than the
+standard one (``pipeline=LM_PIPELINE``) names it in ``info["pipeline"]``, so the validator judges
+the ledger against it without being told. ``params=`` and ``stats=`` record what a rule reads
+besides the order (e.g. ``encode``'s ``eos`` parameter, ``pack``'s ``eos_rate``; see
+``docs/lm.md``).
 
 Trade-off: fingerprints hash content (tensors, arrays, strings, numbers, containers, map-style
 datasets item by item), which costs one pass over what each step reads and returns; derived
@@ -48,6 +52,10 @@ __all__ = [
 ]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
+#: ``params=`` of :func:`record_step`: a mapping, or a function of ``self`` returning one.
+Params = Mapping[str, Any] | Callable[[Any], Mapping[str, Any]] | None
+#: ``stats=`` of :func:`record_step`: a mapping, or a function of ``(self, result)`` returning one.
+Stats = Mapping[str, Any] | Callable[[Any, Any], Mapping[str, Any]] | None
 _MARK = "__lightning_order_step__"
 _PARTS = ("train", "val", "test")
 
@@ -131,7 +139,14 @@ def _inputs(ledger: StepLedger, pipeline: Pipeline, step: str, fps: Sequence[str
 
 
 def _write(
-    owner: Any, pipeline: Pipeline, step: str, fps: Sequence[str], result: Any, has_result: bool
+    owner: Any,
+    pipeline: Pipeline,
+    step: str,
+    fps: Sequence[str],
+    result: Any,
+    has_result: bool,
+    params: Mapping[str, Any] | None = None,
+    stats: Mapping[str, Any] | None = None,
 ) -> StepRecord:
     ledger = _ledger(owner, pipeline, step)
     inputs = _inputs(ledger, pipeline, step, fps)
@@ -149,11 +164,26 @@ def _write(
     fitted_on = None
     if kind == "fitted" and fps and _producer(ledger, fps[0]) is not None:
         fitted_on = fps[0]  # what it learned from; unknown data is left unjudged, never guessed
-    return ledger.record(step, inputs=inputs, output=output, fitted_on=fitted_on, parts=parts)
+    return ledger.record(
+        step, inputs=inputs, output=output, fitted_on=fitted_on, parts=parts, params=params, stats=stats
+    )
+
+
+def _mapping(value: Any, what: str, step: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise TypeError(f"record_step('{step}'): {what} must give a mapping, got {type(value).__name__}")
+    return {str(k): v for k, v in value.items()}
 
 
 def record_step(
-    step: str, *, pipeline: Pipeline = STANDARD_PIPELINE, reads: Sequence[str] | str | None = None
+    step: str,
+    *,
+    pipeline: Pipeline = STANDARD_PIPELINE,
+    reads: Sequence[str] | str | None = None,
+    params: Params = None,
+    stats: Stats = None,
 ) -> Callable[[_F], _F]:
     """A method decorator: each call records ``step`` in ``self.ledger`` (see the module docstring).
 
@@ -175,9 +205,16 @@ def record_step(
         pipeline: the pipeline whose names are valid (pass the same one to ``OrderValidator``).
         reads: names of attributes of ``self`` the method reads besides its arguments (e.g.
             ``"train_rows"``); their content is fingerprinted like arguments, first.
+        params: the parameters that shaped the step, recorded in ``params`` (part of the record's
+            identity): a mapping, or a function of ``self`` called before the method runs (e.g.
+            ``lambda self: {"eos": self.eos}``).
+        stats: summary statistics recorded in ``stats`` (not hashed): a mapping, or a function of
+            ``(self, result)`` called after the method returned (e.g. ``lambda self, blocks:
+            {"eos_rate": float((blocks == 0).mean())}``).
 
     Raises:
-        StepNameError: at decoration time, when ``step`` is no step of ``pipeline``.
+        StepNameError: at decoration time, when ``step`` is no step of ``pipeline`` (an LM step
+            name under the standard pipeline says to pass ``pipeline=LM_PIPELINE``).
     """
     pipeline.check_names([step], where="record_step")
     attributes = (reads,) if isinstance(reads, str) else tuple(reads or ())
@@ -188,8 +225,10 @@ def record_step(
             # What it read, fingerprinted before it runs (a step may change its input in place).
             read = [getattr(self, a) for a in attributes] + list(args) + [kwargs[k] for k in sorted(kwargs)]
             fps = [data_fingerprint(value) for value in read]
+            shaped = _mapping(params(self) if callable(params) else params, "params", step)
             result = method(self, *args, **kwargs)
-            _write(self, pipeline, step, fps, result, has_result=True)
+            summary = _mapping(stats(self, result) if callable(stats) else stats, "stats", step)
+            _write(self, pipeline, step, fps, result, has_result=True, params=shaped, stats=summary)
             return result
 
         setattr(wrapper, _MARK, step)
@@ -199,16 +238,30 @@ def record_step(
 
 
 class StepRecording:
-    """What a :func:`recording` block read and produced; set :attr:`output` before the block ends."""
+    """What a :func:`recording` block read and produced; set :attr:`output` before the block ends.
 
-    def __init__(self) -> None:
+    Attributes:
+        output: what the block produced (fingerprinted when the block ends).
+        params: the parameters that shaped the step (fill it in the block).
+        stats: summary statistics (fill it in the block).
+        record: the :class:`~lightning_order.ledger.StepRecord` written, once the block ended.
+    """
+
+    def __init__(self, params: Mapping[str, Any] | None = None) -> None:
         self.output: Any = None
+        self.params: dict[str, Any] = dict(params or {})
+        self.stats: dict[str, Any] = {}
         self.record: StepRecord | None = None
 
 
 @contextlib.contextmanager
 def recording(
-    owner: Any, step: str, *, reads: Sequence[Any] = (), pipeline: Pipeline = STANDARD_PIPELINE
+    owner: Any,
+    step: str,
+    *,
+    reads: Sequence[Any] = (),
+    pipeline: Pipeline = STANDARD_PIPELINE,
+    params: Mapping[str, Any] | None = None,
 ) -> Iterator[StepRecording]:
     """A block that records ``step`` in ``owner.ledger`` when it ends without an error.
 
@@ -225,12 +278,23 @@ def recording(
         step: the pipeline step the block performs.
         reads: what the block read (the first is what a fitted step learned from).
         pipeline: the pipeline whose names are valid.
+        params: the parameters that shaped the step (``step.params`` in the block adds to them);
+            fill ``step.stats`` in the block for its summary statistics.
 
     Raises:
         StepNameError: when ``step`` is no step of ``pipeline`` (before the block runs).
     """
     pipeline.check_names([step], where="recording")
     fps = [data_fingerprint(value) for value in reads]
-    entry = StepRecording()
+    entry = StepRecording(params)
     yield entry
-    entry.record = _write(owner, pipeline, step, fps, entry.output, has_result=entry.output is not None)
+    entry.record = _write(
+        owner,
+        pipeline,
+        step,
+        fps,
+        entry.output,
+        has_result=entry.output is not None,
+        params=_mapping(entry.params, "params", step),
+        stats=_mapping(entry.stats, "stats", step),
+    )

@@ -4,7 +4,8 @@ The tests mirror the package (``unit/<package folder>/``), with ``integration/``
 and the command end to end), ``distributed/`` (real DDP and multi-process runs, their scripts in
 ``distributed/ddp_scripts/``) and ``benchmarks/`` (the tests of ``benchmarks/*.py``) beside it.
 Shared support lives here, in ``tests/``, on the import path (``pythonpath`` in pyproject.toml):
-``helpers``, ``ddp_utils``, ``orders``, ``handwritten``, ``label_data``, ``resumes`` and ``golden/``.
+``helpers``, ``ddp_utils``, ``orders``, ``handwritten``, ``nanogpt``, ``label_data``, ``resumes`` and
+``golden/``.
 """
 
 from __future__ import annotations

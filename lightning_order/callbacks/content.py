@@ -23,7 +23,7 @@ from lightning_order.callbacks.batches import observed_dims, sample_batch
 from lightning_order.callbacks.gather import all_gather
 from lightning_order.callbacks.items import SPLIT_LOADERS, is_label, leaf_array, leaves, split_dataset
 
-__all__ = ["dataset_lengths", "hash_items", "item_hashes", "summarize_splits"]
+__all__ = ["dataset_lengths", "hash_items", "item_hashes", "sampled_evidence", "summarize_splits"]
 
 log = logging.getLogger(__name__)
 
@@ -224,18 +224,20 @@ def summarize_splits(
     return out
 
 
-def plain_evidence(
-    trainer: Any, dm: Any, dims: Mapping[str, Any], sample_rows: int, whole_rows: int
+def sampled_evidence(
+    trainer: Any, dm: Any, *, plain: bool, dims: Mapping[str, Any], sample_rows: int, whole_rows: int
 ) -> tuple[tuple[Any, int | None], dict[str, Any], dict[str, Any]]:
-    """What a datamodule without fingerprints and dims shows: ``(train_sample, observed, content)``.
+    """What the validator reads off a datamodule's data when it has no fingerprints and dims (``plain``).
 
-    A sampled train batch (and its row count), the dims it shows (where the datamodule declares
-    none: ``observed_dims`` and the largest token id its datasets hold), and what its datasets
-    hold at the same indices on every rank (:func:`summarize_splits`). Collective under DDP (the
-    splits' lengths are all-gathered): every rank calls it at the same point. ``dm=None``: nothing.
+    Collective when ``plain`` (every rank gathers its dataset lengths, so all read the same indices).
+
+    Returns:
+        ``(train_sample, observed, content)``: up to ``4 * sample_rows`` train rows and the train
+        size (:func:`~lightning_order.callbacks.batches.sample_batch`), the dims they show
+        (empty when ``dims`` is known) and :func:`summarize_splits` of both splits.
     """
-    if dm is None:
-        return (None, None), ({} if dims else observed_dims(None)), {}
+    if not plain:
+        return (None, None), {}, {}
     train_sample = sample_batch(dm, "train_dataloader", 4 * sample_rows)
     observed = {} if dims else observed_dims(train_sample[0])
     lengths = all_gather(trainer, dataset_lengths(dm))

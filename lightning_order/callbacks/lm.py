@@ -1,15 +1,21 @@
 """What the validator gathers on a language-modelling run (the judgement is :func:`~lightning_order.checks.lm.check_lm`).
 
 A datamodule counts as an LM one when it exposes a ``tokenizer`` and either ``eos_token_id``,
-a ``block_size`` among its ``dims``, or a ledger with a ``pack`` record. That covers
-:class:`~lightning_order.OrderedLMDataModule` and a hand-written datamodule exposing:
+a ``block_size`` among its ``dims``, a ledger with a ``pack`` record, or, with no glue at all,
+a ``tokenizers.Tokenizer`` or ``transformers`` tokenizer and train batches that are next-token
+pairs (labels the inputs shifted by one, or equal to them when the model shifts). That covers
+:class:`~lightning_order.OrderedLMDataModule` and a hand-written (nanoGPT-style) datamodule:
 
-- ``tokenizer``: a ``tokenizers.Tokenizer`` or a Hugging Face tokenizer, the object in use;
-- ``eos_token_id`` (or the tokenizer's ``<|endoftext|>`` / ``eos_token_id``);
-- batches with ``input_ids`` and ``labels`` from ``train_dataloader()``.
+- ``tokenizer``: the object in use; its size counts added tokens, its end-of-text id is its
+  ``eos_token_id`` or a declared end-of-text special token (``<|endoftext|>``, ``</s>``, ...);
+- ``eos_token_id`` on the datamodule, when set, wins;
+- batches as dicts (``input_ids``, ``labels``) or tuples (``(x, y)``) from ``train_dataloader()``.
 
-Gathering only, over duck-typed objects; what the ledger recorded is read by the pure
-:func:`~lightning_order.checks.lm.lm_ledger_evidence`, as on the command line.
+The model's rows come from ``get_input_embeddings()`` / ``get_output_embeddings()`` of the
+module or of its first submodule that has them (a ``transformers`` model inside a
+LightningModule), else from its embedding modules. Gathering only, over duck-typed objects; what
+the ledger recorded is read by the pure :func:`~lightning_order.checks.lm.lm_ledger_evidence`,
+as on the command line.
 """
 
 from __future__ import annotations
@@ -23,15 +29,18 @@ import numpy as np
 from lightning_order.callbacks.batches import as_numpy, batch_field, sample_batch
 from lightning_order.callbacks.evidence import datamodule_ledger
 from lightning_order.callbacks.model_dims import model_dims
-from lightning_order.checks.lm import check_lm, lm_ledger_evidence
-from lightning_order.fingerprints import tokenizer_fingerprint
+from lightning_order.checks.lm import check_lm, eos_evidence, lm_ledger_evidence
+from lightning_order.fingerprints import is_tokenizer, tokenizer_fingerprint
 from lightning_order.rules import Violation
 
-__all__ = ["is_lm", "lm_evidence", "lm_violations"]
+__all__ = ["is_hf_model", "is_lm", "lm_evidence", "lm_violations", "tokenizer_in_use"]
 
 log = logging.getLogger(__name__)
 
-_EOS = "<|endoftext|>"
+#: End-of-text tokens a tokenizer may declare, in the order they are looked for.
+_EOS_NAMES = ("<|endoftext|>", "</s>", "<|end_of_text|>", "<eos>", "[EOS]")
+#: The label of positions left out of the loss (``transformers``' and ``cross_entropy``'s default).
+_IGNORE_INDEX = -100
 
 
 def _tokenizer(dm: Any) -> Any:
@@ -42,8 +51,29 @@ def _tokenizer(dm: Any) -> Any:
         return None
 
 
-def is_lm(dm: Any) -> bool:
-    """Whether ``dm`` looks like an LM datamodule (see the module docstring)."""
+def tokenizer_in_use(dm: Any) -> str | None:
+    """The fingerprint of ``dm.tokenizer`` when it is a tokenizer the validator reads, else ``None``."""
+    tokenizer = _tokenizer(dm) if dm is not None else None
+    return tokenizer_fingerprint(tokenizer) if tokenizer is not None and is_tokenizer(tokenizer) else None
+
+
+def _same_where_kept(ids: np.ndarray, labels: np.ndarray) -> bool:
+    kept = labels != _IGNORE_INDEX  # transformers masks padding out of the loss with -100
+    return bool(kept.any() and np.array_equal(ids[kept], labels[kept]))
+
+
+def _next_token_pairs(batch: Any) -> bool:
+    """Whether a batch's labels are its inputs shifted by one (or equal to them: the model shifts),
+    positions masked with ``-100`` left out."""
+    ids, labels = as_numpy(batch_field(batch, "input_ids")), as_numpy(batch_field(batch, "labels"))
+    if ids is None or labels is None or ids.ndim != 2 or ids.shape != labels.shape or ids.shape[1] < 2:
+        return False
+    return _same_where_kept(ids, labels) or _same_where_kept(ids[:, 1:], labels[:, :-1])
+
+
+def is_lm(dm: Any, batch: Any = None) -> bool:
+    """Whether ``dm`` looks like an LM datamodule (see the module docstring); ``batch``: a sampled
+    train batch, for the zero-glue case."""
     if dm is None:
         return False
     dims = getattr(dm, "dims", None)
@@ -53,46 +83,84 @@ def is_lm(dm: Any) -> bool:
         or (isinstance(dims, Mapping) and "block_size" in dims)
         or (ledger is not None and ledger.latest("pack") is not None)
     )
-    return looks_lm and _tokenizer(dm) is not None
+    tokenizer = _tokenizer(dm)
+    if tokenizer is None:
+        return False
+    return looks_lm or (is_tokenizer(tokenizer) and batch is not None and _next_token_pairs(batch))
 
 
 def _tokenizer_facts(tokenizer: Any) -> dict[str, Any]:
     facts: dict[str, Any] = {}
-    backend = getattr(tokenizer, "backend_tokenizer", tokenizer)
     if hasattr(tokenizer, "get_vocab_size"):
         facts["tokenizer_size"] = int(tokenizer.get_vocab_size(with_added_tokens=True))
     elif hasattr(tokenizer, "__len__"):
-        facts["tokenizer_size"] = len(tokenizer)
-    if hasattr(backend, "to_str"):
+        facts["tokenizer_size"] = len(tokenizer)  # transformers: added tokens included
+    if is_tokenizer(tokenizer):
         facts["tokenizer_fp"] = tokenizer_fingerprint(tokenizer)
     return facts
 
 
+def _declared_eos(tokenizer: Any) -> int | None:
+    """The id of an end-of-text token the tokenizer declares as special."""
+    backend = getattr(tokenizer, "backend_tokenizer", tokenizer)
+    added = getattr(backend, "get_added_tokens_decoder", None)
+    special = {t.content: int(i) for i, t in added().items() if t.special} if callable(added) else {}
+    lookup = getattr(backend, "token_to_id", None)
+    for name in _EOS_NAMES:
+        if name in special:
+            return special[name]
+        found = lookup(name) if callable(lookup) and not callable(added) else None
+        if isinstance(found, int):
+            return found
+    return None
+
+
 def _eos_id(dm: Any, tokenizer: Any, info: Mapping[str, Any]) -> int | None:
-    for value in (info.get("eos_id"), getattr(dm, "eos_token_id", None)):
+    for value in (
+        info.get("eos_id"),
+        getattr(dm, "eos_token_id", None),
+        getattr(tokenizer, "eos_token_id", None),
+    ):
         if isinstance(value, int):
             return value
-    lookup = getattr(tokenizer, "token_to_id", None)
-    found = lookup(_EOS) if callable(lookup) else getattr(tokenizer, "eos_token_id", None)
-    return int(found) if isinstance(found, int) else None
+    return _declared_eos(tokenizer)
+
+
+def _with(module: Any, method: str) -> Any:
+    """``module``'s ``method``, or that of its first submodule that has it (a model in a wrapper)."""
+    if callable(getattr(module, method, None)):
+        return getattr(module, method)
+    for sub in module.modules() if callable(getattr(module, "modules", None)) else ():
+        if callable(getattr(sub, method, None)):
+            return getattr(sub, method)
+    return None
+
+
+def is_hf_model(module: Any) -> bool:
+    """Whether ``module`` is or holds a ``transformers`` model (one with ``resize_token_embeddings``)."""
+    return _with(module, "resize_token_embeddings") is not None
+
+
+def _rows(method: Any) -> int | None:
+    try:
+        weight = getattr(method(), "weight", None) if method is not None else None
+    except (NotImplementedError, AttributeError):  # a model without one
+        return None
+    return int(weight.shape[0]) if weight is not None else None
 
 
 def _model_facts(module: Any) -> dict[str, Any]:
-    facts: dict[str, Any] = {}
-    embed = getattr(module, "get_input_embeddings", None)
-    head = getattr(module, "get_output_embeddings", None)
-    weight = getattr(embed(), "weight", None) if callable(embed) else None
-    facts["embedding_rows"] = (
-        int(weight.shape[0]) if weight is not None else model_dims(module).get("embedding_rows")
-    )
-    head_weight = getattr(head(), "weight", None) if callable(head) else None
-    if head_weight is not None:
-        facts["head_rows"] = int(head_weight.shape[0])
+    facts: dict[str, Any] = {
+        "embedding_rows": _rows(_with(module, "get_input_embeddings")),
+        "head_rows": _rows(_with(module, "get_output_embeddings")),
+        "hf_model": is_hf_model(module) or None,
+    }
+    if facts["embedding_rows"] is None:
+        facts["embedding_rows"] = model_dims(module).get("embedding_rows")
     return {k: v for k, v in facts.items() if v is not None}
 
 
-def _sample_facts(dm: Any, rows: int, eos_id: int | None) -> dict[str, Any]:
-    batch, _ = sample_batch(dm, "train_dataloader", rows)
+def _sample_facts(batch: Any, eos_id: int | None) -> dict[str, Any]:
     ids, labels = as_numpy(batch_field(batch, "input_ids")), as_numpy(batch_field(batch, "labels"))
     if ids is None or ids.ndim != 2 or not ids.size:
         return {}
@@ -106,27 +174,55 @@ def _sample_facts(dm: Any, rows: int, eos_id: int | None) -> dict[str, Any]:
     if tail is not None:
         facts["max_token_id"] = max(facts["max_token_id"], int(labels.max()))
     if eos_id is not None:
-        eos = int(np.count_nonzero(ids == eos_id))
-        eos += int(np.count_nonzero(tail == eos_id)) if tail is not None else 0
-        facts["eos_id"] = eos_id
-        facts["sampled_eos"] = eos
-        facts["sampled_tokens"] = int(ids.size + (tail.size if tail is not None else 0))
+        block = ids if tail is None else np.concatenate([ids, tail], axis=1)
+        hits = block == eos_id
+        facts.update(
+            eos_id=eos_id,
+            sampled_eos=int(hits.sum()),
+            sampled_tokens=int(block.size),
+            sampled_rows=int(block.shape[0]),
+            rows_with_eos=int(hits.any(axis=1).sum()),
+            block_tokens=int(block.shape[1]),
+        )
     return facts
 
 
-def lm_evidence(dm: Any, module: Any, sample_rows: int) -> dict[str, Any]:
-    """Everything :func:`~lightning_order.checks.lm.check_lm` reads, from ``dm``, its ledger, ``module`` and batches."""
+def lm_evidence(dm: Any, module: Any, batch: Any, setup_fp: str | None = None) -> dict[str, Any]:
+    """Everything :func:`~lightning_order.checks.lm.check_lm` reads, from ``dm``, its ledger, ``module``
+    and a sampled train ``batch``; ``setup_fp``: the tokenizer's fingerprint at the validator's setup."""
     tokenizer = _tokenizer(dm)
     ledger = datamodule_ledger(dm)
     info = ledger.info if ledger is not None else {}
     recorded = lm_ledger_evidence(ledger) if ledger is not None else {}
     evidence = {**_tokenizer_facts(tokenizer), **recorded, **_model_facts(module)}
-    evidence.update(_sample_facts(dm, sample_rows, _eos_id(dm, tokenizer, info)))
+    if setup_fp is not None:
+        evidence["setup_tokenizer_fp"] = setup_fp
+    evidence.update(_sample_facts(batch, _eos_id(dm, tokenizer, info)))
     return evidence
 
 
-def lm_violations(dm: Any, module: Any, sample_rows: int) -> list[Violation]:
-    """The LM checks of an LM run (nothing for another datamodule)."""
-    if not is_lm(dm):
+def lm_violations(dm: Any, module: Any, sample_rows: int, setup_fp: str | None = None) -> list[Violation]:
+    """The LM checks of an LM run (nothing for another datamodule).
+
+    Args:
+        dm: the datamodule.
+        module: the LightningModule (or model).
+        sample_rows: train rows sampled.
+        setup_fp: :func:`tokenizer_in_use` at the validator's ``setup``.
+    """
+    tokenizer = _tokenizer(dm) if dm is not None else None
+    if tokenizer is None or not (is_lm(dm) or is_tokenizer(tokenizer)):
+        return []  # no tokenizer the zero-glue check could read: no batch is drawn for nothing
+    batch, _ = sample_batch(dm, "train_dataloader", sample_rows)
+    if not is_lm(dm, batch):
         return []
-    return check_lm(lm_evidence(dm, module, sample_rows))
+    evidence = lm_evidence(dm, module, batch, setup_fp)
+    found = check_lm(evidence)
+    eos = eos_evidence(evidence)
+    if eos is not None and not eos[0].hits and not any(v.rule == "pack-without-eos" for v in found):
+        log.info(
+            "OrderValidator: not enough evidence on end-of-text ids: %s hold none, too few to tell packing "
+            "without boundaries (record pack's eos_rate, or sample more rows with sample_rows=)",
+            eos[0].describe("blocks" if evidence.get("sampled_rows") else "tokens"),
+        )
+    return found

@@ -10,11 +10,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import torch
 from torch import nn
 
+from lightning_order.checks.model import check_model_dims
+from lightning_order.checks.resume import check_restore_shapes
 from lightning_order.pipelines import all_dims
+from lightning_order.rules import Violation
 
-__all__ = ["model_dims"]
+__all__ = ["model_dims", "restore_violations"]
 
 
 def model_dims(module: nn.Module) -> dict[str, Any]:
@@ -35,3 +39,19 @@ def model_dims(module: nn.Module) -> dict[str, Any]:
             if not isinstance(layer, nn.LazyLinear) or layer.in_features:
                 dims["feature_in"] = int(layer.in_features)
     return dims
+
+
+def restore_violations(
+    module: nn.Module, checkpoint: Mapping[str, Any], dims: Mapping[str, Any], observed: Mapping[str, Any]
+) -> list[Violation]:
+    """Weights of ``checkpoint`` that cannot load into ``module``, named by the order error behind
+    them (:func:`~lightning_order.checks.resume.check_restore_shapes`); ``dims``: the data's dims,
+    ``observed``: what sampled batches showed."""
+    stored = {
+        k: tuple(v.shape) for k, v in (checkpoint.get("state_dict") or {}).items() if torch.is_tensor(v)
+    }
+    if not stored:
+        return []
+    model = {k: tuple(v.shape) for k, v in module.state_dict().items()}
+    fits = not check_model_dims(model_dims(module), dict(dims), observed=dict(observed))
+    return check_restore_shapes(stored, model, model_fits_data=fits)

@@ -30,11 +30,10 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 import pytorch_lightning as pl
-import torch
 from pytorch_lightning.utilities.rank_zero import rank_zero_info
 from typing_extensions import override
 
-from lightning_order.callbacks.content import plain_evidence
+from lightning_order.callbacks.content import sampled_evidence
 from lightning_order.callbacks.evidence import (
     data_dims,
     data_fingerprints,
@@ -43,18 +42,18 @@ from lightning_order.callbacks.evidence import (
 )
 from lightning_order.callbacks.gather import agree, all_gather, rank_summary
 from lightning_order.callbacks.labels import label_encoding_verdict
-from lightning_order.callbacks.lm import lm_violations
-from lightning_order.callbacks.model_dims import model_dims
+from lightning_order.callbacks.lm import is_hf_model, lm_violations, tokenizer_in_use
+from lightning_order.callbacks.model_dims import model_dims, restore_violations
 from lightning_order.callbacks.overlap import overlap_check
 from lightning_order.callbacks.position import resume_point, resumed_at, saved_position
 from lightning_order.checkpoint import early_checkpoint
 from lightning_order.checks.datasets import check_rank_datasets, same_rows_compared
 from lightning_order.checks.ledger import check_ledger, judged_pipeline
+from lightning_order.checks.lm import fit_fixes_to_model
 from lightning_order.checks.model import check_model_dims
 from lightning_order.checks.ranks import check_ranks
 from lightning_order.checks.report import format_report, merge_violations
 from lightning_order.checks.resume import (
-    check_restore_shapes,
     check_resume,
     check_resume_position,
     check_resume_proof,
@@ -159,6 +158,7 @@ class OrderValidator(Callback):
         self._observed: dict[str, Any] = {}
         self._evidence: dict[str, Any] = {}
         self._guarded: Any = None
+        self._tokenizer_fp: str | None = None
         self._state_key: str | None = None
 
     @property
@@ -240,11 +240,13 @@ class OrderValidator(Callback):
         self.fingerprints = data_fingerprints(dm)
         self.dims = data_dims(dm)
         self._current = {"fingerprints": dict(self.fingerprints), "dims": dict(self.dims)}
-        # A plain datamodule (no fingerprints and dims): sampled rows and its datasets are the evidence.
+        # Any datamodule without fingerprints and dims: what its datasets hold, same indices per rank.
         plain = dm is not None and not (self.fingerprints and self.dims)
-        train_sample, self._observed, content = plain_evidence(
-            trainer, dm if plain else None, self.dims, self.sample_rows, self.whole_rows
+        train_sample, self._observed, content = sampled_evidence(
+            trainer, dm, plain=plain, dims=self.dims, sample_rows=self.sample_rows, whole_rows=self.whole_rows
         )
+        # Compared across ranks, and with the model check's: a token added from here on is a change.
+        content["tokenizer"] = self._tokenizer_fp = tokenizer_in_use(dm)
         local: list[Violation] = []
         if ledger is not None:
             # A hand-written datamodule (lightning_order.recording) is judged on the steps it declares.
@@ -274,11 +276,7 @@ class OrderValidator(Callback):
         summary = rank_summary(
             trainer, dm, ledger, self.fingerprints, None if content.get("train") else train_sample[0]
         )
-        summary["content"] = {
-            "rank": int(trainer.global_rank),
-            **content,
-            "model": model_dims(pl_module),
-        }
+        summary["content"] = {"rank": int(trainer.global_rank), **content, "model": model_dims(pl_module)}
         gathered = all_gather(trainer, {"summary": summary, "violations": [v.to_dict() for v in local]})
         violations = agree([g["violations"] for g in gathered])
         contents = [g["summary"]["content"] for g in gathered]
@@ -375,10 +373,10 @@ class OrderValidator(Callback):
         """
         if self._model_checked:
             return
-        self._model_checked = True
-        current = self._current
+        self._model_checked, current = True, self._current
         local = check_model_dims(model_dims(pl_module), current["dims"], observed=self._observed)
-        local += lm_violations(trainer.datamodule, pl_module, self.sample_rows)  # LM tables and blocks
+        local += lm_violations(trainer.datamodule, pl_module, self.sample_rows, self._tokenizer_fp)
+        local = fit_fixes_to_model(local, is_hf_model(pl_module))  # resize_token_embeddings for HF models
         if not self._resume_checked and self._restored:
             local += check_resume(self.fingerprints, current["fingerprints"])
             local += check_resume_proof(self.fingerprints, current["fingerprints"])
@@ -431,15 +429,10 @@ class OrderValidator(Callback):
 
     def _check_shapes(self, trainer: pl.Trainer, checkpoint: Mapping[str, Any]) -> None:
         """Weights that cannot load are named by the order error behind them, before torch fails."""
-        module = trainer.lightning_module
-        stored = {
-            k: tuple(v.shape) for k, v in (checkpoint.get("state_dict") or {}).items() if torch.is_tensor(v)
-        }
-        if module is None or not stored:
-            return
-        model = {k: tuple(v.shape) for k, v in module.state_dict().items()}
-        fits = not check_model_dims(model_dims(module), self._current["dims"], observed=self._observed)
-        violations = check_restore_shapes(stored, model, model_fits_data=fits)
+        module, current = trainer.lightning_module, self._current["dims"]
+        violations = (
+            restore_violations(module, checkpoint, current, self._observed) if module is not None else []
+        )
         self._act(trainer, violations, "OrderValidator (resume, the weights cannot be restored)", fatal=True)
 
     def _unguard(self) -> None:

@@ -3,7 +3,14 @@
 Gathering only (the judgements are :mod:`lightning_order.checks.leakage` and
 :mod:`lightning_order.checks.datasets`). In order of strength: the key hashes of both splits
 (``OrderedDataModule`` keeps one per row: exact), else the content summary's hashes of every
-item's inputs (or of the same sample on every rank), else the inputs of sampled rows.
+item's inputs (or of the same sample on every rank), else the inputs of sampled rows. A rate
+extrapolated from samples carries its sample size and confidence interval
+(:mod:`lightning_order.checks.estimates`); one too weak to raise is logged as such.
+
+For packed LM data (windows of token ids) the content hashes are of each window's inputs: a
+validation document with an exact twin in train gives windows identical to train windows, so
+the rate is of windows, not documents. Document-level overlap is exact when the datamodule
+keeps one ``key_hash`` per document (``OrderedLMDataModule`` does; see docs/lm.md).
 """
 
 from __future__ import annotations
@@ -11,9 +18,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from pytorch_lightning.utilities.rank_zero import rank_zero_info
+
 from lightning_order.callbacks.batches import batch_inputs, sample_batch
 from lightning_order.callbacks.evidence import split_key_hashes
-from lightning_order.checks.datasets import check_twin_rate
+from lightning_order.checks.datasets import check_twin_rate, twin_estimate
+from lightning_order.checks.estimates import MIN_HITS, RateEstimate
 from lightning_order.checks.leakage import check_key_overlap, check_row_overlap, row_hashes
 from lightning_order.rules import Violation
 
@@ -69,12 +79,13 @@ def overlap_check(
     if train_part and val_part and not train_part.get("random") and not val_part.get("random"):
         # Hashes of every item's inputs (or of the same sample on every rank): the twin rate.
         evidence = "content" if train_part["whole"] else "content-sample"
-        return evidence, check_twin_rate(
-            train_part["inputs"],
-            val_part["inputs"],
-            threshold=threshold,
-            train_rows=None if train_part["whole"] else train_part["length"],
-        )
+        sizes = {
+            "train_rows": None if train_part["whole"] else train_part["length"],
+            "val_rows": None if val_part["whole"] else val_part["length"],
+        }
+        found = check_twin_rate(train_part["inputs"], val_part["inputs"], threshold=threshold, **sizes)
+        _say(twin_estimate(train_part["inputs"], val_part["inputs"], **sizes), found)
+        return evidence, found
     train_batch, train_rows = train_sample
     if train_batch is None:
         return None, []
@@ -83,5 +94,16 @@ def overlap_check(
     train_inputs, val_inputs = batch_inputs(train_batch), batch_inputs(val_batch)
     if not train_inputs or not val_inputs or len(train_inputs) != len(val_inputs):
         return None, []
-    found = check_row_overlap(row_hashes(*train_inputs), row_hashes(*val_inputs), train_rows=train_rows)
+    found = check_row_overlap(
+        row_hashes(*train_inputs), row_hashes(*val_inputs), train_rows=train_rows, threshold=threshold
+    )
     return "rows-sample", found
+
+
+def _say(estimate: RateEstimate | None, found: list[Violation]) -> None:
+    """A twin rate too weakly supported to raise is still said, with its sample and interval."""
+    if estimate is not None and estimate.hits and not found:
+        rank_zero_info(
+            f"OrderValidator: validation rows with a train twin: {estimate.describe('validation rows')}; "
+            f"no violation (a sampled rate needs at least {MIN_HITS} twins with its interval above the threshold)"
+        )

@@ -25,10 +25,11 @@ from typing import Any
 
 import numpy as np
 
+from lightning_order.checks.estimates import RateEstimate
 from lightning_order.checks.ranks import differing_features
 from lightning_order.rules import Violation
 
-__all__ = ["check_rank_datasets", "check_twin_rate"]
+__all__ = ["check_rank_datasets", "check_twin_rate", "twin_estimate"]
 
 _NAMES = {"train": "train", "val": "validation"}
 #: Share of items two ranks may have in common and still count as disjoint shards.
@@ -55,10 +56,13 @@ def check_rank_datasets(summaries: Sequence[Mapping[str, Any]]) -> list[Violatio
 
     Args:
         summaries: one dict per rank, in rank order: ``rank``, ``train`` and ``val`` (split
-            summaries, see the module docstring, or ``None``), and ``model`` (the model's dims on
-            that rank, e.g. ``embedding_rows``).
+            summaries, see the module docstring, or ``None``), ``model`` (the model's dims on
+            that rank, e.g. ``embedding_rows``) and ``tokenizer`` (the fingerprint of the
+            tokenizer in use, or ``None``).
 
     Returns:
+        - ``rank-mismatch`` when ranks use different tokenizers (alone: what else differs follows
+          from it, and its fix is the tokenizer's);
         - ``rank-mismatch`` when ranks hold different validation sets (Lightning's sampler shards
           validation, so every rank should hold all of it), or train sets that differ but share
           items (each rank split the data on its own: ``random_split`` without a generator), or
@@ -70,6 +74,9 @@ def check_rank_datasets(summaries: Sequence[Mapping[str, Any]]) -> list[Violatio
     if len(summaries) < 2:
         return []
     ranks = [int(s.get("rank", i)) for i, s in enumerate(summaries)]
+    tokenizers = _tokenizers(summaries, ranks)
+    if tokenizers:  # every other difference (ids, model sizes) follows from it: one finding, its fix
+        return tokenizers
     violations = _model_sizes(summaries, ranks)
     for split in ("val", "train"):
         parts = [s.get(split) for s in summaries]
@@ -104,6 +111,27 @@ def same_rows_compared(summaries: Sequence[Mapping[str, Any]]) -> bool:
         if len(lengths) == 1 and all(np.array_equal(hashes[0], h) for h in hashes[1:]):
             return True
     return False
+
+
+def _tokenizers(summaries: Sequence[Mapping[str, Any]], ranks: list[int]) -> list[Violation]:
+    found = {r: s.get("tokenizer") for r, s in zip(ranks, summaries) if s.get("tokenizer")}
+    if len(set(found.values())) < 2:
+        return []
+    groups: dict[str, list[int]] = {}
+    for rank, fp in found.items():
+        groups.setdefault(fp, []).append(rank)
+    shown = "; ".join(f"ranks {', '.join(map(str, r))}: {fp[:12]}" for fp, r in groups.items())
+    return [
+        Violation(
+            "rank-mismatch",
+            ("build_vocab", "shard"),
+            f"the ranks use different tokenizers (fingerprints {shown}): each rank trained or changed its own, "
+            "so one token id means different text on different ranks",
+            fix="train the tokenizer once (offline, or in prepare_data on rank 0), save tokenizer.json, and load "
+            "that file on every rank in setup; add special tokens before saving it",
+            details={"item": "tokenizer", "values": found},
+        )
+    ]
 
 
 def _model_sizes(summaries: Sequence[Mapping[str, Any]], ranks: list[int]) -> list[Violation]:
@@ -227,49 +255,87 @@ def _disjoint_floats(split: str, parts: list[Mapping[str, Any]], ranks: list[int
     ]
 
 
+def twin_estimate(
+    train_inputs: Sequence[int] | np.ndarray,
+    val_inputs: Sequence[int] | np.ndarray,
+    *,
+    train_rows: int | None = None,
+    val_rows: int | None = None,
+) -> RateEstimate | None:
+    """The share of validation rows whose inputs have an identical train twin, with its sample and interval.
+
+    Exact (``RateEstimate.exact``) when every train and validation row was hashed; otherwise
+    extrapolated: the observed share divided by the share of train rows hashed (``coverage``).
+
+    Args:
+        train_inputs: input hashes of (a sample of) the train rows.
+        val_inputs: input hashes of (a sample of) the validation rows.
+        train_rows: the train split's size, when ``train_inputs`` is a sample.
+        val_rows: the validation split's size, when ``val_inputs`` is a sample.
+
+    Returns:
+        The estimate, or ``None`` when either side is empty.
+    """
+    train = np.unique(np.asarray(train_inputs, dtype=np.int64))
+    val = np.asarray(val_inputs, dtype=np.int64).ravel()
+    if not train.size or not val.size:
+        return None
+    covered = min(1.0, len(train_inputs) / train_rows) if train_rows else 1.0
+    exact = covered >= 1.0 and (val_rows is None or val.size >= val_rows)
+    return RateEstimate(int(np.isin(val, train).sum()), int(val.size), coverage=covered, exact=exact)
+
+
 def check_twin_rate(
     train_inputs: Sequence[int] | np.ndarray,
     val_inputs: Sequence[int] | np.ndarray,
     *,
     threshold: float = 0.01,
     train_rows: int | None = None,
+    val_rows: int | None = None,
 ) -> list[Violation]:
     """``train-val-overlap``: the share of validation rows whose inputs have an identical train twin.
 
     Reported whatever the train split's own repeat rate: duplicates that straddle the split score
-    the model on rows it trained on, whether or not the data repeats by nature. The rate is
-    estimated when only a sample of the train rows was hashed (observed rate / share covered).
+    the model on rows it trained on, whether or not the data repeats by nature. A rate from whole
+    splits is a fact and decides by itself; a rate extrapolated from samples
+    (:func:`twin_estimate`) raises only on at least
+    :data:`~lightning_order.checks.estimates.MIN_HITS` twins with its whole confidence interval
+    above ``threshold`` (one coincidental twin in 512 sampled windows is no evidence of a leak).
 
     Args:
         train_inputs: input hashes of (a sample of) the train rows.
         val_inputs: input hashes of (a sample of) the validation rows.
         threshold: the largest rate that passes (``0.01``: one validation row in 100; a capped vocabulary maps some distinct short texts to identical inputs, so 0 would cry wolf).
         train_rows: the train split's size, when ``train_inputs`` is a sample.
+        val_rows: the validation split's size, when ``val_inputs`` is a sample.
 
     Returns:
-        One violation with the rate, the counts and the threshold, or nothing.
+        One violation with the rate, the sample, its interval and the threshold, or nothing.
     """
+    estimate = twin_estimate(train_inputs, val_inputs, train_rows=train_rows, val_rows=val_rows)
+    if estimate is None or not estimate.above(threshold):
+        return []
     train = np.unique(np.asarray(train_inputs, dtype=np.int64))
-    val = np.asarray(val_inputs, dtype=np.int64).ravel()
-    if not train.size or not val.size:
-        return []
-    twins = int(np.isin(val, train).sum())
-    covered = min(1.0, len(train_inputs) / train_rows) if train_rows else 1.0
-    rate = min(1.0, twins / val.size / covered)
-    if twins == 0 or rate <= threshold:
-        return []
     repeat = 1.0 - train.size / max(len(train_inputs), 1)
-    estimated = "" if covered >= 1.0 else f", estimated from {covered:.0%} of the train rows"
+    estimated = (
+        "" if estimate.coverage >= 1.0 else f", estimated from {estimate.coverage:.0%} of the train rows"
+    )
     return [
         Violation(
             "train-val-overlap",
             ("split",),
-            f"{twins} of {val.size} validation rows checked ({rate:.1%}{estimated}) have an identical "
-            f"twin in the train split, above the threshold of {threshold:.1%} (train itself repeats "
-            f"{repeat:.1%} of its rows): exact duplicates straddle the split",
+            f"{estimate.hits} of {estimate.n} validation rows checked ({estimate.rate:.1%}{estimated}) have an "
+            f"identical twin in the train split: {estimate.describe('validation rows')}, above the threshold of "
+            f"{threshold:.1%} (train itself repeats {repeat:.1%} of its rows): exact duplicates straddle the split",
             fix="deduplicate before the split, or split by a hash of the cleaned input (or a group "
             "column) so duplicates land on the same side; state the rate you accept with "
             "OrderValidator(overlap_threshold=...) (lightning-order: --order.overlap_threshold)",
-            details={"twins": twins, "checked": int(val.size), "rate": rate, "threshold": threshold},
+            details={
+                "twins": estimate.hits,
+                "checked": estimate.n,
+                "rate": estimate.rate,
+                "threshold": threshold,
+                "estimate": estimate.to_dict(),
+            },
         )
     ]

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import xxhash
 
+from lightning_order.checks.estimates import RateEstimate
 from lightning_order.ledger import StepLedger, StepRecord
 from lightning_order.order import STANDARD_PIPELINE, Pipeline
 from lightning_order.rules import Violation
@@ -143,14 +144,20 @@ def row_hashes(*columns: np.ndarray) -> np.ndarray:
 
 
 def check_row_overlap(
-    train_hashes: np.ndarray, val_hashes: np.ndarray, *, train_rows: int | None = None
+    train_hashes: np.ndarray, val_hashes: np.ndarray, *, train_rows: int | None = None, threshold: float = 0.0
 ) -> list[Violation]:
     """``train-val-overlap`` from hashes of sampled rows' inputs (for datamodules without key hashes).
+
+    When ``train_hashes`` are a sample of a larger split, the share of validation rows with a twin
+    is extrapolated (:class:`~lightning_order.checks.estimates.RateEstimate`) and raises only on
+    at least :data:`~lightning_order.checks.estimates.MIN_HITS` twins with its whole interval
+    above ``threshold``: a coincidental hit in a small sample is not multiplied into a leak.
 
     Args:
         train_hashes: :func:`row_hashes` of (a sample of) the train rows.
         val_hashes: the same for the validation rows.
         train_rows: the train split's full size, to say how much of it the sample covered.
+        threshold: the largest extrapolated share that passes.
 
     Returns:
         One violation, or nothing; nothing as well when the train rows repeat among themselves
@@ -165,5 +172,11 @@ def check_row_overlap(
     if not found or train_rows is None or train_rows <= train.size:
         return found
     v = found[0]
-    note = f" (the check saw {train.size} of {train_rows} train rows)"
-    return [Violation(v.rule, v.steps, v.message + note, details=v.details)]
+    estimate = RateEstimate(
+        int(v.details["val_rows"]), int(np.size(val_hashes)), coverage=train.size / train_rows
+    )
+    if not estimate.above(threshold):
+        return []
+    note = f" (the check saw {train.size} of {train_rows} train rows: {estimate.describe('validation rows')})"
+    details = {**v.details, "estimate": estimate.to_dict()}
+    return [Violation(v.rule, v.steps, v.message + note, details=details)]

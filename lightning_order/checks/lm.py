@@ -12,30 +12,58 @@ datamodule that only exposes its tokenizer gets the checks its evidence allows. 
 - ``embedding_rows``, ``head_rows``: rows of the model's token embedding and output head;
 - ``max_token_id``: the largest id in the sampled batches;
 - ``eos_id``, ``sampled_eos``, ``sampled_tokens``: end-of-text ids counted in the sampled
-  blocks; ``recorded_eos_rate``: the rate ``pack`` recorded for the train blocks;
+  blocks; ``sampled_rows``, ``rows_with_eos``, ``block_tokens``: the sampled blocks, those
+  holding at least one end-of-text id, and the tokens of one block (inputs and the label's last);
+  ``recorded_eos_rate``: the rate ``pack`` recorded for the train blocks;
   ``encode_eos`` (``encode``'s ``eos`` parameter), ``documents``, ``eos_tokens`` (its stats);
 - ``straddling``: near-duplicate pairs across the split that ``dedup`` counted (it runs there
-  only when it ran after the split).
+  only when it ran after the split);
+- ``hf_model``: the model is a ``transformers`` one (the fix is ``resize_token_embeddings``);
+- ``setup_tokenizer_fp``: the tokenizer's fingerprint when the validator's ``setup`` ran (a
+  token added between then and the model check is a change, with no ledger needed).
+
+Without a recorded end-of-text rate, "no boundaries" is decided from what was sampled: the share
+of sampled blocks that hold an end-of-text id, with its Wilson interval
+(:class:`~lightning_order.checks.estimates.RateEstimate`), against the least share that documents
+averaging :data:`MAX_MEAN_DOCUMENT_TOKENS` tokens would give blocks of that length. A sample too
+small to tell is "not enough evidence" (:func:`eos_evidence`), never a violation.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from lightning_order.checks.estimates import RateEstimate
 from lightning_order.rules import Violation
 
 if TYPE_CHECKING:  # pragma: no cover
     from lightning_order.ledger import StepLedger
 
-__all__ = ["EOS_RATE_BAND", "check_lm", "check_lm_ledger", "check_lm_records", "lm_ledger_evidence"]
+__all__ = [
+    "EOS_RATE_BAND",
+    "MAX_MEAN_DOCUMENT_TOKENS",
+    "check_lm",
+    "check_lm_ledger",
+    "check_lm_records",
+    "eos_evidence",
+    "fit_fixes_to_model",
+    "lm_ledger_evidence",
+]
 
 #: Sampled blocks may hold end-of-text ids at this factor of the recorded rate either way (documents
 #: differ in length by orders of magnitude, so a sample's rate is far noisier than a count of coin flips).
 EOS_RATE_BAND = 3.0
-#: A sample this large without any end-of-text id, with no recorded rate, means no boundaries.
-UNRECORDED_MIN_TOKENS = 32_768
+#: With no recorded end-of-text rate, the longest mean document (in tokens) the check assumes: a
+#: block of ``b`` tokens then holds an end-of-text id with probability at least ``b / 4096``. A
+#: corpus of longer documents (books) records ``pack``'s ``eos_rate`` so the recorded rate decides.
+MAX_MEAN_DOCUMENT_TOKENS = 4096
+_HF_FIX = (
+    "call model.resize_token_embeddings(len(tokenizer)) after the last token is added to the tokenizer and "
+    "before the optimizer is built (or add every special token before building the model)"
+)
 
 
 def lm_ledger_evidence(ledger: StepLedger) -> dict[str, Any]:
@@ -98,11 +126,24 @@ def _tokenizer_violations(ev: Mapping[str, Any]) -> list[Violation]:
     found = []
     size = ev.get("tokenizer_size")
     rows = {k: ev[k] for k in ("embedding_rows", "head_rows") if ev.get(k) is not None}
+    fix = _HF_FIX if ev.get("hf_model") else ""
     changed = (
         ev.get("tokenizer_fp")
         and ev.get("recorded_vocab_fp")
         and ev["tokenizer_fp"] != ev["recorded_vocab_fp"]
     )
+    since_setup = ev.get("tokenizer_fp") and ev.get("setup_tokenizer_fp") not in (None, ev["tokenizer_fp"])
+    if since_setup and not changed:
+        found.append(
+            Violation(
+                "vocab-changed-after-init",
+                ("init_model", "build_vocab"),
+                f"the tokenizer changed between the validator's setup and the model check (now {size} tokens): "
+                "a token was added after the data was prepared, so the model and the data may disagree on ids",
+                fix=fix,
+                details={"setup": ev["setup_tokenizer_fp"], "now": ev["tokenizer_fp"]},
+            )
+        )
     if changed:
         was = ev.get("recorded_vocab_size")
         grew = f" (size {was} -> {size})" if was is not None and size is not None else ""
@@ -112,6 +153,7 @@ def _tokenizer_violations(ev: Mapping[str, Any]) -> list[Violation]:
                 ("init_model", "build_vocab"),
                 f"the tokenizer in use is not the one build_vocab recorded{grew}: tokens were added or changed "
                 "after the vocabulary was built and the model was sized from it",
+                fix=fix,
                 details={"recorded": ev["recorded_vocab_fp"], "now": ev["tokenizer_fp"]},
             )
         )
@@ -124,6 +166,7 @@ def _tokenizer_violations(ev: Mapping[str, Any]) -> list[Violation]:
                 ("init_model", "build_vocab"),
                 f"the tokenizer holds {size} tokens but the model has {text}: ids from {min(short.values())} on "
                 "raise 'index out of range in self' (a device-side assert on GPU)",
+                fix=fix,
                 details={"tokenizer_size": size, **short},
             )
         )
@@ -136,6 +179,7 @@ def _tokenizer_violations(ev: Mapping[str, Any]) -> list[Violation]:
                 ("init_model", "encode"),
                 f"the batches hold token id {top}, but the model's table has {table} rows: the data was encoded "
                 "with a larger tokenizer than the model was built for",
+                fix=fix,
                 details={"max_token_id": top, "rows": table},
             )
         )
@@ -164,16 +208,64 @@ def _tokenizer_violations(ev: Mapping[str, Any]) -> list[Violation]:
     return found
 
 
+def fit_fixes_to_model(violations: list[Violation], hf_model: bool) -> list[Violation]:
+    """The violations, with a ``transformers`` fix (``resize_token_embeddings``) where the model is one and
+    its token table is what disagrees (``Model(**dm.dims)`` does not fit an HF model)."""
+    if not hf_model:
+        return violations
+    table = [
+        v.rule == "vocab-changed-after-init"
+        or (v.rule == "init-before-data" and "embedding_rows" in (v.details.get("differing") or {}))
+        for v in violations
+    ]
+    return [dataclasses.replace(v, fix=_HF_FIX) if hit else v for v, hit in zip(violations, table)]
+
+
+def eos_evidence(ev: Mapping[str, Any]) -> tuple[RateEstimate, float] | None:
+    """With no recorded rate: the share of sampled blocks holding an end-of-text id, and the least
+    share documents of at most :data:`MAX_MEAN_DOCUMENT_TOKENS` tokens on average would give.
+
+    Falls back to tokens as the unit when the blocks were not counted. ``None`` when there is no
+    sample or a recorded rate decides.
+    """
+    if ev.get("eos_id") is None or ev.get("recorded_eos_rate") is not None:
+        return None
+    rows, with_eos, width = ev.get("sampled_rows"), ev.get("rows_with_eos"), ev.get("block_tokens")
+    if rows and with_eos is not None and width:
+        return RateEstimate(int(with_eos), int(rows)), min(1.0, int(width) / MAX_MEAN_DOCUMENT_TOKENS)
+    seen, tokens = ev.get("sampled_eos"), ev.get("sampled_tokens")
+    if seen is None or not tokens:
+        return None
+    return RateEstimate(min(int(seen), int(tokens)), int(tokens)), 1.0 / MAX_MEAN_DOCUMENT_TOKENS
+
+
+def _unrecorded_eos(ev: Mapping[str, Any]) -> list[Violation]:
+    found = eos_evidence(ev)
+    if found is None:
+        return []
+    estimate, floor = found
+    if estimate.hits or not estimate.below(floor):
+        return []  # boundaries seen, or too small a sample to tell (eos_evidence says which)
+    units = "sampled blocks" if ev.get("sampled_rows") else "sampled tokens"
+    return [
+        Violation(
+            "pack-without-eos",
+            ("pack", "encode"),
+            f"no end-of-text id ({ev['eos_id']}) in {estimate.n} {units} (95% interval of the share holding one: "
+            f"0-{estimate.interval[1]:.2%}); documents averaging up to {MAX_MEAN_DOCUMENT_TOKENS} tokens would "
+            f"put one in at least {floor:.2%} of them: documents are packed without boundaries",
+            details={"estimate": estimate.to_dict(), "least_expected": floor},
+        )
+    ]
+
+
 def _eos_violations(ev: Mapping[str, Any]) -> list[Violation]:
     eos_id, seen, tokens = ev.get("eos_id"), ev.get("sampled_eos"), ev.get("sampled_tokens")
     if eos_id is None or seen is None or not tokens:
         return []
     rate = ev.get("recorded_eos_rate")
     if rate is None:
-        if seen == 0 and tokens >= UNRECORDED_MIN_TOKENS:
-            message = f"{tokens} sampled tokens hold no end-of-text id ({eos_id}): documents are packed without boundaries"
-            return [Violation("pack-without-eos", ("pack", "encode"), message)]
-        return []
+        return _unrecorded_eos(ev)
     expected = float(rate) * tokens
     if rate == 0:
         return []  # the ledger check reports a pipeline that recorded no boundaries

@@ -159,3 +159,16 @@ def test_the_same_rows_compared_across_ranks_is_known() -> None:
     no_floats = [{"rank": r, "train": train[r], "val": _split(range(50))} for r in range(2)]
     assert not same_rows_compared(no_floats)  # disjoint train shards alone prove nothing alike
     assert not same_rows_compared(summaries[:1])
+
+
+def test_ranks_with_different_tokenizers_get_the_tokenizers_fix_alone():
+    a, b = _split(range(10)), _split(range(10, 20))  # ids differ too: encoded with another vocabulary
+    summaries = [
+        {"rank": 0, "val": a, "tokenizer": "f" * 32, "model": {"embedding_rows": 512}},
+        {"rank": 1, "val": b, "tokenizer": "e" * 32, "model": {"embedding_rows": 513}},
+    ]
+    (v,) = check_rank_datasets(summaries)
+    assert v.rule == "rank-mismatch" and "different tokenizers" in v.message
+    assert "tokenizer.json" in v.fix and "random_split" not in v.fix
+    same = [{**s, "tokenizer": "f" * 32} for s in summaries]
+    assert "random_split" in check_rank_datasets(same)[-1].fix  # the split's own finding, as before

@@ -60,8 +60,13 @@ def test_row_overlap_finds_a_copied_row_and_ignores_naturally_repeating_inputs()
     rng = np.random.default_rng(0)
     train, val = rng.normal(size=(300, 4)), rng.normal(size=(50, 4))
     val[10] = train[123]
+    assert check_row_overlap(row_hashes(train), row_hashes(val)) != []  # the whole train split: a fact
+    # A sample of 300 of 1000 train rows: one twin is not extrapolated into a leak (#26) ...
+    assert check_row_overlap(row_hashes(train), row_hashes(val), train_rows=1000) == []
+    val[20:26] = train[200:206]  # ... seven are
     (violation,) = check_row_overlap(row_hashes(train), row_hashes(val), train_rows=1000)
     assert violation.rule == "train-val-overlap" and "300 of 1000 train rows" in violation.message
+    assert violation.details["estimate"]["hits"] == 7 and "95% interval" in violation.message
     assert check_row_overlap(row_hashes(train), row_hashes(rng.normal(size=(50, 4)))) == []
     binary = rng.integers(0, 2, size=(300, 3))  # 8 possible rows: repeats are the data, not a leak
     assert check_row_overlap(row_hashes(binary), row_hashes(binary[:20])) == []

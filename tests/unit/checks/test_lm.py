@@ -134,3 +134,12 @@ def test_the_ledger_evidence_is_read_once_for_validator_and_command_line() -> No
     assert [v.rule for v in check_lm_records(bad)] == ["pack-without-eos", "dedup-after-split"]
     assert check_lm_records(bad) == check_lm_ledger(evidence)
     assert {"pack-without-eos", "dedup-after-split"} <= {v.rule for v in PIPELINES["lm"].check(bad)}
+
+
+def test_a_tokenizer_changed_since_the_validators_setup_is_a_vocab_change() -> None:
+    zero_glue = {"tokenizer_size": 513, "tokenizer_fp": "b" * 32, "embedding_rows": 600}
+    (v,) = check_lm({**zero_glue, "setup_tokenizer_fp": "a" * 32})
+    assert v.rule == "vocab-changed-after-init" and "between the validator's setup" in v.message
+    assert check_lm({**zero_glue, "setup_tokenizer_fp": "b" * 32}) == []
+    (hf,) = check_lm({**zero_glue, "setup_tokenizer_fp": "a" * 32, "hf_model": True})
+    assert "resize_token_embeddings" in hf.fix

@@ -8,6 +8,7 @@ from handwritten import DocsData
 from torch.utils.data import Subset
 
 from lightning_order import (
+    LM_PIPELINE,
     STANDARD_PIPELINE,
     Step,
     StepNameError,
@@ -167,3 +168,121 @@ def test_a_misspelled_step_raises_at_decoration_with_the_valid_names():
     assert "'train_tokenizer'" in str(caught.value) and "build_vocab" in str(caught.value)
     with pytest.raises(StepNameError, match="did you mean 'build_vocab'"):
         require_steps("clean", step="biuld_vocab")
+
+
+# -- #26: the recording API for hand-written LM pipelines ------------------------------------------
+class HandLM:
+    """A hand-written LM preparation recorded under the standard pipeline's names, as users write it."""
+
+    def __init__(self, wrap: bool) -> None:
+        self.wrap = wrap
+
+    @record_step("load")
+    def load(self):
+        from nanogpt import corpus
+
+        return list(corpus(120))
+
+    @record_step("clean")
+    def clean(self, docs):
+        return [d.strip() for d in docs]
+
+    @record_step("split")
+    def split(self, docs):
+        from nanogpt import split
+
+        return split(tuple(docs))
+
+    @record_step("build_vocab")
+    def build_vocab(self, train):
+        from nanogpt import EOS, train_tokenizer
+
+        tokenizer = train_tokenizer(train, 400)
+        self.eos_token_id = tokenizer.token_to_id(EOS)  # the one glue line of the issue
+        if self.wrap:  # the object in use is transformers' wrapper of the tokenizer it trained
+            from transformers import PreTrainedTokenizerFast
+
+            self.tokenizer = PreTrainedTokenizerFast(tokenizer_object=tokenizer)
+        else:
+            self.tokenizer = tokenizer
+        return tokenizer
+
+
+class _TinyLM(torch.nn.Module):
+    def __init__(self, rows: int) -> None:
+        super().__init__()
+        self.embed = torch.nn.Embedding(rows, 8)
+
+    def get_input_embeddings(self) -> torch.nn.Module:
+        return self.embed
+
+
+@pytest.mark.parametrize("wrap", [False, True], ids=["tokenizers", "transformers"])
+def test_a_correct_hand_written_run_that_records_build_vocab_is_no_vocab_change(wrap):
+    from lightning_order.callbacks.lm import is_lm, lm_violations
+
+    dm = HandLM(wrap)
+    train, _ = dm.split(dm.clean(dm.load()))
+    dm.build_vocab(train)
+    assert is_lm(dm)
+    assert check_ledger(dm.ledger, judged_pipeline(STANDARD_PIPELINE, dm.ledger)) == []
+    assert lm_violations(dm, _TinyLM(400), sample_rows=16) == []
+    dm.tokenizer.add_special_tokens({"pad_token": "<pad>"}) if wrap else dm.tokenizer.add_tokens(["<pad>"])
+    assert {v.rule for v in lm_violations(dm, _TinyLM(401), sample_rows=16)} == {"vocab-changed-after-init"}
+
+
+def test_an_lm_step_under_the_standard_pipeline_says_to_pass_lm_pipeline():
+    with pytest.raises(StepNameError) as caught:
+        record_step("dedup")
+    text = str(caught.value)
+    assert "'dedup' is a step of LM_PIPELINE" in text and "pass pipeline=LM_PIPELINE" in text
+    assert "Pipeline.extend" not in text
+    assert callable(record_step("dedup", pipeline=LM_PIPELINE))
+
+
+class PackNoEos:
+    """``encode`` with its ``eos`` parameter recorded (``params=``), ``pack`` with its rate (``stats=``)."""
+
+    eos = False
+
+    @record_step("encode", pipeline=LM_PIPELINE, params=lambda self: {"eos": self.eos})
+    def encode(self, docs):
+        return [[ord(c) for c in d] + ([0] if self.eos else []) for d in docs]
+
+    @record_step(
+        "pack",
+        pipeline=LM_PIPELINE,
+        params={"block_size": 4},
+        stats=lambda self, blocks: {"eos_rate": sum(b.count(0) for b in blocks) / (5 * len(blocks))},
+    )
+    def pack(self, ids):
+        flat = [t for d in ids for t in d]
+        return [flat[i : i + 5] for i in range(0, len(flat) - 4, 5)]
+
+
+@pytest.mark.parametrize("eos", [False, True])
+def test_record_step_records_params_and_stats_that_rules_read(eos):
+    from lightning_order.checks.lm import check_lm_records
+
+    prep = PackNoEos()
+    prep.eos = eos
+    prep.pack(prep.encode(["one document", "another one"]))
+    encode, pack = prep.ledger.latest("encode"), prep.ledger.latest("pack")
+    assert encode.params == {"eos": eos} and pack.params == {"block_size": 4}
+    assert (pack.stats["eos_rate"] > 0) is eos
+    assert prep.ledger.info["pipeline"] == "lm"
+    rules = [v.rule for v in check_lm_records(prep.ledger)]
+    assert rules == ([] if eos else ["pack-without-eos"])
+    with recording(prep, "encode", pipeline=LM_PIPELINE, params={"eos": False}) as step:
+        step.output, step.stats = [[1, 2]], {"documents": 1, "eos_tokens": 0}
+    assert step.record.params == {"eos": False} and step.record.stats["eos_tokens"] == 0
+
+
+def test_params_and_stats_must_be_mappings():
+    class Bad:
+        @record_step("load", params=lambda self: ["not", "a", "mapping"])
+        def load(self):
+            return [1]
+
+    with pytest.raises(TypeError, match="params must give a mapping, got list"):
+        Bad().load()

@@ -1,0 +1,22 @@
+"""The nanoGPT-style LM pipeline with zero glue under real DDP (2 CPU ranks, gloo), in one launch of
+tests/distributed/ddp_scripts/lm_zero_glue_ddp.py. The same cases in one process:
+tests/integration/test_lm_zero_glue.py.
+"""
+
+from __future__ import annotations
+
+import pytest
+from ddp_utils import read_json, run_script
+
+
+@pytest.mark.slow
+def test_lm_bugs_and_the_correct_pipeline_under_ddp_in_one_launch(tmp_path):
+    """2 CPU ranks: the correct pipeline silent; a pad token beyond the model's table and a tokenizer
+    trained per rank each caught on both ranks, with no glue."""
+    run_script("lm_zero_glue_ddp.py", tmp_path, timeout=300)
+    for rank in range(2):
+        result = read_json(tmp_path / f"rank{rank}.json")
+        assert result["correct"]["rules"] == [], result
+        assert result["pad-added"]["rules"] == ["vocab-changed-after-init"], result
+        assert result["per-rank-tokenizer"]["rules"] == ["rank-mismatch"], result
+        assert "tokenizer.json" in result["per-rank-tokenizer"]["fix"], result

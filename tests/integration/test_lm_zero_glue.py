@@ -1,0 +1,171 @@
+"""Zero glue on a hand-written nanoGPT-style LM pipeline (#26): ``OrderValidator()`` and nothing else.
+
+The datamodule and model are tests/nanogpt.py's: ``train.bin`` / ``val.bin`` memmaps read as
+random windows, ``dm.tokenizer`` a ``transformers`` ``PreTrainedTokenizerFast``, a tiny
+``GPT2LMHeadModel`` built from a config. Each classic bug is caught before step 1 with its
+rule code; the correct pipeline is silent. The same under 2-rank DDP:
+tests/distributed/test_lm_zero_glue_ddp.py (correct, pad-added, per-rank tokenizer).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from helpers import ROOT, quiet_trainer
+from nanogpt import BinData, LatePadData, PadUsedData, TinyGPT, corpus, prepare
+
+from lightning_order import OrderError, OrderValidator
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """One offline preparation per kind of data: correct, without end-of-text, with 19 % twins."""
+    root = tmp_path_factory.mktemp("nanogpt")
+    variants = {"correct": {}, "no-eos": {"eos": False}, "twins": {"twins": 0.19}}
+    for name, options in variants.items():
+        prepare(root / name, **options)
+    return {name: root / name for name in variants}
+
+
+def _fit(dm: BinData, model: TinyGPT) -> tuple[OrderValidator, OrderError | None, int]:
+    validator = OrderValidator()
+    trainer = quiet_trainer(None, [validator], max_steps=1, limit_val_batches=1)
+    try:
+        trainer.fit(model, dm)
+    except OrderError as err:
+        return validator, err, trainer.global_step
+    return validator, None, trainer.global_step
+
+
+def test_the_correct_pipeline_is_silent_and_trains(folders):
+    dm = BinData(folders["correct"])
+    dm.setup("fit")
+    validator, error, steps = _fit(dm, TinyGPT(len(dm.tokenizer)))
+    assert error is None and validator.violations == [] and steps == 1
+
+
+@pytest.mark.parametrize("data_cls", [LatePadData, PadUsedData], ids=["pad-added", "pad-used"])
+def test_a_pad_token_added_after_the_model_was_sized_is_caught_with_the_hf_fix(folders, data_cls):
+    dm = data_cls(folders["correct"])
+    dm.setup("fit")
+    model = TinyGPT(dm.tokenizer.vocab_size)  # vocab_size leaves added tokens out: 512 rows, 513 tokens
+    _, error, steps = _fit(dm, model)
+    assert error is not None and steps == 0
+    # The pad id in the batches (pad-used) is also beyond the table: init-before-data, as before #26.
+    assert error.rules == ["vocab-changed-after-init"] or error.rules == [
+        "init-before-data",
+        "vocab-changed-after-init",
+    ]
+    assert "513" in str(error) and all("resize_token_embeddings" in v.fix for v in error.violations)
+
+
+def test_a_token_added_after_the_model_was_built_is_caught(folders):
+    dm = BinData(folders["correct"])
+    dm.setup("fit")
+    model = TinyGPT(len(dm.tokenizer))
+    dm.tokenizer.add_special_tokens({"pad_token": "<pad>"})  # after the model: no resize
+    _, error, steps = _fit(dm, model)
+    assert error is not None and error.rules == ["vocab-changed-after-init"] and steps == 0
+
+
+def test_a_token_added_after_the_validators_setup_is_caught_by_fingerprint(folders):
+    import pytorch_lightning as pl
+
+    class AddsToken(pl.Callback):  # runs before the validator's on_fit_start: after its setup
+        def on_fit_start(self, trainer, pl_module):
+            trainer.datamodule.tokenizer.add_tokens(["<late>"])
+
+    dm = BinData(folders["correct"])
+    dm.setup("fit")
+    model = TinyGPT(len(dm.tokenizer) + 8)  # rows to spare: only the fingerprint can tell
+    validator = OrderValidator()
+    trainer = quiet_trainer(None, [AddsToken(), validator], max_steps=1, limit_val_batches=0)
+    with pytest.raises(OrderError) as caught:
+        trainer.fit(model, dm)
+    assert caught.value.rules == ["vocab-changed-after-init"] and trainer.global_step == 0
+    assert "between the validator's setup and the model check" in str(caught.value)
+
+
+def test_blocks_without_end_of_text_are_caught_at_block_size_32(folders):
+    dm = BinData(folders["no-eos"])
+    dm.setup("fit")
+    assert dm.tokenizer.eos_token_id is None  # the id comes from the tokenizer's declared special token
+    _, error, steps = _fit(dm, TinyGPT(len(dm.tokenizer)))
+    assert error is not None and error.rules == ["pack-without-eos"] and steps == 0
+    assert "512 sampled blocks" in str(error) and "interval" in str(error)
+
+
+def test_validation_documents_with_a_train_twin_are_caught(folders):
+    dm = BinData(folders["twins"])
+    dm.setup("fit")
+    _, error, steps = _fit(dm, TinyGPT(len(dm.tokenizer)))
+    assert error is not None and error.rules == ["train-val-overlap"] and steps == 0
+    estimate = error.violations[0].details["estimate"]
+    assert estimate["hits"] >= estimate["min_hits"] and estimate["interval"][0] > 0.01
+
+
+# -- docs/lm.md "Your own LM pipeline", run as written ---------------------------------------------
+@pytest.fixture(scope="module")
+def example() -> dict:
+    """The python block of docs/lm.md's "Your own LM pipeline" section, executed as a module."""
+    text = (ROOT / "docs" / "lm.md").read_text()
+    section = text.split("## Your own LM pipeline", 1)[1].split("\n## ", 1)[0]
+    (block,) = re.findall(r"```python\n(.*?)```", section, flags=re.S)
+    namespace: dict = {"__name__": "lm_docs_example"}
+    exec(compile(block, "docs/lm.md", "exec"), namespace)
+    return namespace
+
+
+def test_the_docs_example_is_silent_cold_and_warm_and_keeps_its_ledger(example, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the example's Trainer logs to ./lightning_logs
+    texts = corpus(300)
+    for _ in ("cold", "warm"):
+        dm, trainer = example["train"](tmp_path / "data", texts)
+        (validator,) = [c for c in trainer.callbacks if isinstance(c, OrderValidator)]
+        assert validator.violations == [] and trainer.global_step == 1
+        assert dm.ledger.info["pipeline"] == "lm"
+        assert dm.ledger.steps()[:6] == ["load", "clean", "dedup", "split", "build_vocab", "encode"]
+        assert set(validator.fingerprints) == {"split", "vocab"}  # kept in checkpoints for resume
+        assert validator.evidence["overlap"] == "key-hash"  # document-level, exact
+
+
+def test_the_docs_example_refuses_a_resume_on_files_prepared_again(example, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    dm, trainer = example["train"](tmp_path / "data", corpus(300))
+    trainer.save_checkpoint(tmp_path / "step1.ckpt")
+    (tmp_path / "data" / "manifest.json").unlink()
+    example["Prepare"](tmp_path / "data", corpus(300, seed=1)).run()  # same sizes, other corpus
+    dm = example["BinData"](tmp_path / "data")
+    dm.setup("fit")
+    trainer = quiet_trainer(tmp_path, [OrderValidator()], max_steps=2, limit_val_batches=0)
+    with pytest.raises(OrderError) as caught:
+        trainer.fit(example["TinyGPT"](len(dm.tokenizer)), dm, ckpt_path=tmp_path / "step1.ckpt")
+    assert caught.value.rules == ["resume-data-changed"]  # before the weights are restored
+
+
+def test_the_docs_example_catches_a_token_added_after_the_model(example, tmp_path):
+    class LatePad(example["BinData"]):
+        def setup(self, stage):
+            super().setup(stage)
+            self.tokenizer.add_special_tokens({"pad_token": "<pad>"})  # after build_vocab recorded it
+
+    example["Prepare"](tmp_path / "data", corpus(300)).run()
+    dm = LatePad(tmp_path / "data")
+    dm.setup("fit")
+    model = example["TinyGPT"](dm.tokenizer.vocab_size)  # added tokens left out: 512 rows, 513 tokens
+    _, error, steps = _fit(dm, model)
+    assert error is not None and error.rules == ["vocab-changed-after-init"] and steps == 0
+    assert "resize_token_embeddings" in error.violations[0].fix
+
+
+def test_the_docs_example_ledger_sees_a_tokenizer_retrained_at_the_same_size(example, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    example["Prepare"](tmp_path / "data", corpus(300)).run()
+    example["Prepare"](tmp_path / "other", corpus(300, seed=1)).run()
+    shutil.copy(tmp_path / "other" / "tokenizer.json", tmp_path / "data" / "tokenizer.json")
+    with pytest.raises(OrderError) as caught:
+        example["train"](tmp_path / "data", [])  # a warm cache: nothing is prepared again
+    assert "vocab-changed-after-init" in caught.value.rules
