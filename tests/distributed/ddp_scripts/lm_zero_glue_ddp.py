@@ -10,10 +10,9 @@ trained into ``rank<r>.json``:
 
 - ``correct``: the correct pipeline;
 - ``pad-added``: a pad token added to the tokenizer, the model sized from ``tokenizer.vocab_size``;
-- ``per-rank-tokenizer``: each rank trains its own tokenizer in ``setup``.
-
-Blocks without end-of-text and validation twins are left to the single-process test (each case
-costs a second or more of DDP set-up; those checks gather the same way as the cases here).
+- ``per-rank-tokenizer``: each rank trains its own tokenizer in ``setup``;
+- ``no-eos``: documents concatenated with no end-of-text token (block size 32);
+- ``twins``: 19 % of the validation documents with an exact twin in train.
 """
 
 from __future__ import annotations
@@ -36,6 +35,8 @@ CASES = {
     "correct": (BinData, {}),
     "pad-added": (LatePadData, {}),
     "per-rank-tokenizer": (PerRankTokenizerData, {}),
+    "no-eos": (BinData, {"eos": False}),
+    "twins": (BinData, {"twins": 0.19}),
 }
 
 
