@@ -41,6 +41,7 @@ import math
 import os
 import random
 import re
+import socket
 import statistics
 import subprocess
 import sys
@@ -522,7 +523,7 @@ class PerRankTokenizerLM(OrderedLMDataModule):
 
 
 def _ddp_worker(args: argparse.Namespace) -> None:
-    """One rank of the real DDP detection run (Lightning re-launches this command for rank 1)."""
+    """One rank of the real DDP detection run (both ranks started by :func:`detect_per_rank_ddp`)."""
     cfg = LabConfig(**json.loads(args.cfg))
     cfg = replace(cfg, max_steps=2, seeds=tuple(cfg.seeds))
     dm = PerRankTokenizerLM(
@@ -569,11 +570,32 @@ def detect_per_rank_ddp(cfg: LabConfig, corpus: dict[str, Any], cache: str) -> d
         "--cfg",
         json.dumps(asdict(cfg)),
     ]
-    proc = subprocess.run(
-        cmd, capture_output=True, text=True, env=launch_env(), cwd=cache, timeout=600, check=False
-    )
-    if proc.returncode or not out.exists():
-        return {"error": proc.stderr[-1500:], "validator_rules": [], "validator_before_step_1": False}
+    # Both ranks at once, as torchrun starts them (Lightning then launches nothing itself): the two
+    # imports of torch and Lightning run side by side instead of one after the other.
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = str(sock.getsockname()[1])
+    ranks = {"NODE_RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port}
+    procs = [
+        subprocess.Popen(
+            cmd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=launch_env(LOCAL_RANK=str(rank), **ranks),
+            cwd=cache,
+        )
+        for rank in range(2)
+    ]
+    try:
+        finished = [(proc.communicate(timeout=600), proc.returncode) for proc in procs]
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+    failed = next((err for (_, err), code in finished if code), None)
+    if failed is not None or not out.exists():
+        return {"error": (failed or "")[-1500:], "validator_rules": [], "validator_before_step_1": False}
     return json.loads(out.read_text())
 
 

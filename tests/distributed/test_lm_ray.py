@@ -17,6 +17,7 @@ import pytest
 ray = pytest.importorskip("ray")
 
 from lightning_order import DataError, OrderedLMDataModule  # noqa: E402
+from lightning_order.data.engine import ray_engine  # noqa: E402
 from lightning_order.data.engine.ray_engine import RayEngine  # noqa: E402
 from lightning_order.data.lm import prepare, tasks  # noqa: E402
 
@@ -106,6 +107,8 @@ def test_a_killed_worker_never_leaves_a_cache_that_is_trusted(
     monkeypatch.setattr(
         prepare, "make_engine", lambda name, num_proc, address=None: KillingEngine(marker, always)
     )
+    # One retry is enough to show a retry; every worker death costs a worker's start-up.
+    monkeypatch.setattr(ray_engine, "MAX_RETRIES", 1)
     dm = OrderedLMDataModule(cache_dir=str(tmp_path / "cache"), engine="ray", **SMALL)
     if always:
         with pytest.raises(DataError, match="was lost") as info:

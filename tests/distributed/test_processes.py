@@ -70,7 +70,7 @@ def test_prepare_killed_mid_way_then_rerun_matches_uninterrupted(tmp_path):
     # and SIGKILL themselves. It then runs the uninterrupted reference. The half-written folders
     # the children leave are then gathered into one cache, where a rerun, in a fresh process,
     # must ignore them all.
-    run_script("data_prepare.py", tmp_path, "--kill-points", *KILL_POINTS)
+    run_script("data_prepare.py", tmp_path, "--kill-points", *KILL_POINTS, ranks=1)
     killed = read_json(tmp_path / "killed.json")
     reference = read_json(tmp_path / "ref" / "result.json")
     key = reference["cache_key"]
@@ -87,7 +87,7 @@ def test_prepare_killed_mid_way_then_rerun_matches_uninterrupted(tmp_path):
         for left in [*temporary, *own.glob("*.lock")]:
             left.replace(root / left.name)
     assert len(list(root.glob(f".tmp-{key}-*"))) >= len(KILL_POINTS)
-    run_script("data_prepare.py", tmp_path / "again", str(root))
+    run_script("data_prepare.py", tmp_path / "again", str(root), ranks=1)
     again = read_json(tmp_path / "again" / "result.json")
     assert again.pop("prepared") and reference.pop("prepared")
     assert again == reference
