@@ -41,9 +41,7 @@ import math
 import os
 import random
 import re
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -72,7 +70,7 @@ from lightning_order.data.lm.config import EOS_TOKEN
 from lightning_order.data.lm.corpus import stdlib_corpus
 from lightning_order.data.lm.steps import clean_document
 from lightning_order.data.lm.tokenizer import train_byte_bpe
-from lightning_order.distributed import launch_env, release_process_group
+from lightning_order.distributed import release_process_group, run_ranks
 
 for _name in ("pytorch_lightning", "lightning.pytorch", "lightning_fabric"):
     logging.getLogger(_name).setLevel(logging.WARNING)
@@ -570,30 +568,9 @@ def detect_per_rank_ddp(cfg: LabConfig, corpus: dict[str, Any], cache: str) -> d
         "--cfg",
         json.dumps(asdict(cfg)),
     ]
-    # Both ranks at once, as torchrun starts them (Lightning then launches nothing itself): the two
-    # imports of torch and Lightning run side by side instead of one after the other.
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = str(sock.getsockname()[1])
-    ranks = {"NODE_RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port}
-    procs = [
-        subprocess.Popen(
-            cmd,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=launch_env(LOCAL_RANK=str(rank), **ranks),
-            cwd=cache,
-        )
-        for rank in range(2)
-    ]
-    try:
-        finished = [(proc.communicate(timeout=600), proc.returncode) for proc in procs]
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-    failed = next((err for (_, err), code in finished if code), None)
+    # Both ranks at once, as torchrun starts them: the two imports run side by side.
+    finished = run_ranks(cmd, 2, cwd=cache, timeout=600)
+    failed = next((proc.stderr for proc in finished if proc.returncode), None)
     if failed is not None or not out.exists():
         return {"error": (failed or "")[-1500:], "validator_rules": [], "validator_before_step_1": False}
     return json.loads(out.read_text())

@@ -39,7 +39,6 @@ import os
 import re
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -71,7 +70,7 @@ from lightning_order.data.text.datamodule import DATA_STEPS
 from lightning_order.data.text.demo import DEMO_NUM_CLASSES, DEMO_NUMERIC_COLUMNS, demo_rows
 from lightning_order.data.text.encode import Encoder
 from lightning_order.data.text.normalise import clean_text
-from lightning_order.distributed import launch_env, release_process_group
+from lightning_order.distributed import release_process_group, run_ranks
 from lightning_order.models import OrderedTextClassifier
 
 __all__ = [
@@ -719,8 +718,8 @@ def _data_measurements(
 def _worker(spec_path: Path) -> None:
     """Runs the DDP runs listed in ``spec_path`` one after the other, in the same two processes.
 
-    Lightning re-launches this same command for rank 1 at the first ``fit``; later fits reuse
-    both processes and the process group. Each rank writes ``<run>-rank<r>.json``.
+    Both ranks are started by :func:`_run_ddp`; later fits reuse both processes and the process
+    group. Each rank writes ``<run>-rank<r>.json``.
     """
     torch.set_num_threads(1)
     batch = json.loads(spec_path.read_text())
@@ -735,15 +734,12 @@ def _run_ddp(specs: list[dict[str, Any]], folder: Path, timeout: float = 1800) -
     folder.mkdir(parents=True, exist_ok=True)
     spec_path = folder / "specs.json"
     spec_path.write_text(json.dumps({"out": str(folder), "specs": specs}))
-    env = launch_env(PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH", "")])))
-    proc = subprocess.run(
-        [sys.executable, str(Path(__file__).resolve()), "--worker", str(spec_path)],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env,
-        cwd=str(folder),
-    )
+    path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH", "")]))
+    devices = max(int(spec["devices"]) for spec in specs)
+    command = [sys.executable, str(Path(__file__).resolve()), "--worker", str(spec_path)]
+    # Both ranks at once, as torchrun starts them: the two imports run side by side.
+    finished = run_ranks(command, devices, cwd=str(folder), timeout=timeout, PYTHONPATH=path)
+    proc = next((p for p in finished if p.returncode), finished[0])
     merged = []
     for spec in specs:
         ranks = [folder / f"{spec['run']}-rank{r}.json" for r in range(int(spec["devices"]))]

@@ -6,8 +6,11 @@ Internal (not part of the public API): the CLI, the lab and the DDP test scripts
 from __future__ import annotations
 
 import os
+import socket
+import subprocess
+from collections.abc import Sequence
 
-__all__ = ["RANK_VARIABLES", "launch_env", "release_process_group"]
+__all__ = ["RANK_VARIABLES", "launch_env", "release_process_group", "run_ranks"]
 
 #: What Lightning's launcher sets for the ranks it starts; a fresh job must not inherit them.
 RANK_VARIABLES = ("LOCAL_RANK", "NODE_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "GLOBAL_RANK")
@@ -40,3 +43,55 @@ def release_process_group() -> None:
 
     if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()
+
+
+def run_ranks(
+    command: Sequence[str], ranks: int = 2, *, cwd: str, timeout: float, **extra: str
+) -> list[subprocess.CompletedProcess]:
+    """Runs ``command`` once per rank, all at once, as ``torchrun`` starts a job on one machine.
+
+    Each process gets ``LOCAL_RANK``, ``NODE_RANK=0``, ``WORLD_SIZE`` and one shared
+    ``MASTER_ADDR``/``MASTER_PORT``: Lightning's environment then sees processes created
+    externally and re-launches nothing, so the ranks import torch and Lightning side by side
+    instead of one after the other. ``ranks=1`` runs a single process with no rank variables.
+
+    Args:
+        command: the command line (e.g. ``[sys.executable, script, ...]``).
+        ranks: how many processes.
+        cwd: the working folder.
+        timeout: seconds each rank may take; on expiry every rank is killed and it raises.
+        **extra: more environment variables (on top of :func:`launch_env`).
+
+    Returns:
+        One finished process per rank, in rank order (their ``stdout`` and ``stderr`` captured).
+    """
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = str(sock.getsockname()[1])
+    procs = []
+    for rank in range(ranks):
+        variables = (
+            {} if ranks == 1 else {"LOCAL_RANK": str(rank), "NODE_RANK": "0", "WORLD_SIZE": str(ranks)}
+        )
+        if ranks > 1:
+            variables.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=port)
+        procs.append(
+            subprocess.Popen(
+                list(command),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=launch_env(**extra, **variables),
+                cwd=cwd,
+            )
+        )
+    finished = []
+    try:
+        for proc in procs:
+            out, err = proc.communicate(timeout=timeout)
+            finished.append(subprocess.CompletedProcess(proc.args, proc.returncode, out, err))
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+    return finished
