@@ -39,10 +39,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from array import array
 from pathlib import Path
@@ -50,7 +48,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import bench_lm_prepare as lm  # build_corpus, _run (ours in a fresh process), _tree_rss
+import bench_lm_prepare as lm  # build_corpus, _run (ours in a fresh process), run_sampled
 
 EOS_TOKEN = "<|endoftext|>"
 N_GRAMS, BUCKETS, HASHES_PER_BUCKET = 5, 32, 8
@@ -101,26 +99,6 @@ def write_shards(corpus: Path, folder: Path, count: int) -> int:
     return table.num_rows
 
 
-def run_sampled(command: list[str], env: dict[str, str]) -> dict[str, Any]:
-    """Runs ``command``; its ``RESULT`` line with the peak resident memory of its process tree."""
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    peak = [0]
-
-    def sample() -> None:
-        while proc.poll() is None:
-            peak[0] = max(peak[0], lm._tree_rss(proc.pid)[0])
-            time.sleep(0.05)
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    out, err = proc.communicate()
-    sampler.join()
-    line = next((x for x in out.splitlines() if x.startswith("RESULT ")), None)
-    if proc.returncode or line is None:
-        raise RuntimeError(f"{command[1:3]} failed (rc {proc.returncode}):\n{out[-2000:]}\n{err[-4000:]}")
-    return {**json.loads(line[len("RESULT ") :]), "peak_rss_mb": peak[0] / 1e6}
-
-
 def run_datatrove(
     python: str, shards: Path, work: Path, tokenizer: Path, workers: int, fused: bool
 ) -> dict[str, Any]:
@@ -128,7 +106,7 @@ def run_datatrove(
     command = [python, __file__, "--worker", "datatrove", "--shards", str(shards), "--work", str(work)]
     command += ["--tokenizer", str(tokenizer), "--workers", str(workers)] + (["--fused"] if fused else [])
     env = {**os.environ, "TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1"}
-    return run_sampled(command, env)
+    return lm.run_sampled(command, env)
 
 
 # -- datatrove: inside its own interpreter ------------------------------------------------------

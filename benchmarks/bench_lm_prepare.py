@@ -144,9 +144,13 @@ def _tree_pss(root: int) -> int:
 
 def _run(args: list[str]) -> dict:
     """Runs this script as a worker; its result, wall time and peak memory (tree, main process)."""
-    proc = subprocess.Popen(
-        [sys.executable, __file__, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
+    return run_sampled([sys.executable, __file__, *args])
+
+
+def run_sampled(command: list[str], env: dict[str, str] | None = None) -> dict:
+    """Runs ``command``; its ``RESULT`` line with the peak memory of its process tree (RSS of the
+    tree and of the main process, PSS of the tree), sampled every 50 ms."""
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     peak = {"tree": 0, "main": 0, "pss": 0}
 
     def sample() -> None:
@@ -162,7 +166,7 @@ def _run(args: list[str]) -> dict:
     sampler.join()
     line = next((x for x in out.splitlines() if x.startswith("RESULT ")), None)
     if proc.returncode or line is None:
-        raise RuntimeError(f"{args[:2]} failed:\n{out[-2000:]}\n{err[-4000:]}")
+        raise RuntimeError(f"{command[1:4]} failed (rc {proc.returncode}):\n{out[-2000:]}\n{err[-4000:]}")
     result = json.loads(line[len("RESULT ") :])
     result.update(
         peak_rss_mb=peak["tree"] / 1e6, peak_rss_main_mb=peak["main"] / 1e6, peak_pss_mb=peak["pss"] / 1e6

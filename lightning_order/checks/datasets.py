@@ -104,13 +104,16 @@ def same_rows_compared(summaries: Sequence[Mapping[str, Any]]) -> bool:
         parts = [s.get(split) for s in summaries]
         if any(p is None or p.get("random") or not p.get("floats") for p in parts):
             continue
-        hashes = [_hashes(p) for p in parts]
-        if any(h is None for h in hashes):
-            continue
-        lengths = {int(p.get("length", 0)) for p in parts}
-        if len(lengths) == 1 and all(np.array_equal(hashes[0], h) for h in hashes[1:]):
+        if _same_items(parts, [_hashes(p) for p in parts]):
             return True
     return False
+
+
+def _same_items(parts: Sequence[Mapping[str, Any]], hashes: Sequence[np.ndarray | None]) -> bool:
+    """Every rank's split holds the very same items (same length, same item hashes in order)."""
+    if any(h is None for h in hashes) or len({int(p.get("length", 0)) for p in parts}) != 1:
+        return False
+    return all(np.array_equal(hashes[0], h) for h in hashes[1:])
 
 
 def _tokenizers(summaries: Sequence[Mapping[str, Any]], ranks: list[int]) -> list[Violation]:
@@ -159,8 +162,7 @@ def _compare_split(split: str, parts: list[Mapping[str, Any]], ranks: list[int])
     if any(h is None for h in hashes):
         return []
     lengths = [int(p.get("length", 0)) for p in parts]
-    same_rows = len({*lengths}) == 1 and all(np.array_equal(hashes[0], h) for h in hashes[1:])
-    if same_rows:
+    if _same_items(parts, hashes):
         return _same_rows_floats(split, parts, ranks)
     for (i, a), (j, b) in combinations(enumerate(hashes), 2):
         shared = _shared(a, b)
