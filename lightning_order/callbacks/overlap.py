@@ -27,22 +27,7 @@ from lightning_order.checks.estimates import MIN_HITS, RateEstimate
 from lightning_order.checks.leakage import check_key_overlap, check_row_overlap, row_hashes
 from lightning_order.rules import Violation
 
-__all__ = ["overlap_check", "overlap_violations"]
-
-
-def overlap_violations(
-    dm: Any,
-    train_sample: tuple[Any, int | None],
-    content: Mapping[str, Any] | None,
-    *,
-    max_rows: int,
-    threshold: float,
-    sample_rows: int,
-) -> list[Violation]:
-    """``train-val-overlap`` from the strongest evidence ``dm`` offers (see :func:`overlap_check`)."""
-    return overlap_check(
-        dm, train_sample, content, max_rows=max_rows, threshold=threshold, sample_rows=sample_rows
-    )[1]
+__all__ = ["overlap_check"]
 
 
 def overlap_check(
