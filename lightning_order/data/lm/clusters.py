@@ -58,6 +58,9 @@ __all__ = [
 MAX_GROUP = 256
 _NEIGHBOURS = 16
 _PART_BITS, _PARTITION_BITS, _ROW_BITS = 2, 21, 40
+#: Characters of text shingled and signed at once (the word lists and n-gram arrays of a batch
+#: are what a worker holds, whatever the partition's size).
+SIGNATURE_BATCH_CHARS = 1 << 22
 
 
 def doc_ids(part: int, partition: int, rows: np.ndarray) -> np.ndarray:
@@ -119,19 +122,29 @@ def _signatures(texts: list[str], ngram: int, num_perm: int, seed: int) -> np.nd
 
     out = np.empty((len(texts), num_perm), dtype=np.uint64)
     long = np.fromiter((len(t) > LONG_TEXT_CHARS for t in texts), dtype=bool, count=len(texts))
-    normal = np.flatnonzero(~long)
-    if len(normal):
-        shingles = Shingles([words(texts[i]) for i in normal], ngram)
+    for batch in _signature_batches(texts, np.flatnonzero(~long)):
+        shingles = Shingles([words(texts[i]) for i in batch], ngram)
         matrix = rensa.RMinHash.digest_matrix_from_flat_token_hashes(
             shingles.hashes, shingles.offsets, num_perm, seed
         )
-        out[normal] = np.asarray(matrix.to_rows(), dtype=np.uint64).reshape(len(normal), num_perm)
+        out[batch] = np.asarray(matrix.to_rows(), dtype=np.uint64).reshape(len(batch), num_perm)
     for i in np.flatnonzero(long).tolist():
         hashes = ngram_hashes(word_hashes(texts[i]), ngram)
         offsets = np.array([0, len(hashes)], dtype=np.uint64)
         matrix = rensa.RMinHash.digest_matrix_from_flat_token_hashes(hashes, offsets, num_perm, seed)
         out[i] = np.asarray(matrix.to_rows(), dtype=np.uint64).reshape(num_perm)
     return out
+
+
+def _signature_batches(texts: Sequence[str], rows: np.ndarray) -> Iterable[np.ndarray]:
+    """``rows`` in consecutive batches of at most :data:`SIGNATURE_BATCH_CHARS` characters (a signature
+    depends on its own text only, so batching changes nothing but the memory a partition costs)."""
+    if not len(rows):
+        return
+    sizes = np.fromiter((len(texts[i]) for i in rows), dtype=np.int64, count=len(rows))
+    batch = np.cumsum(sizes) // SIGNATURE_BATCH_CHARS
+    cuts = np.flatnonzero(np.diff(batch)) + 1
+    yield from np.split(rows, cuts)
 
 
 def pairs_of_groups(keys: np.ndarray, docs: np.ndarray) -> np.ndarray:

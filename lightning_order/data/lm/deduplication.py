@@ -33,7 +33,10 @@ from lightning_order.data.lm.registry import (
 from lightning_order.errors import DataError
 from lightning_order.ledger import fingerprint
 
-__all__ = ["dedup"]
+__all__ = ["PAIRS_PER_TASK", "dedup"]
+
+#: Candidate pairs confirmed by one work item at most (its documents' n-grams are what it holds).
+PAIRS_PER_TASK = 20_000
 
 
 @LM_STEPS.register("dedup", takes=ROWS, reads="data", writes_data=True)
@@ -125,7 +128,8 @@ def dedup(ctx: StepContext, state: DataState) -> StepResult:
 def _confirm(engine: Any, candidates: np.ndarray, parts: dict[int, DocumentSet], threshold: float) -> tuple:
     if not len(candidates):
         return np.zeros(0, dtype=bool), np.zeros((0, 2, 2), dtype=np.uint64)
-    chunks = np.array_split(candidates, max(1, min(len(candidates) // 2000 + 1, 4 * engine.workers)))
+    count = max(min(len(candidates) // 2000 + 1, 4 * engine.workers), -(-len(candidates) // PAIRS_PER_TASK))
+    chunks = np.array_split(candidates, count)
     items = [{"pairs": c, "parts": parts, "threshold": threshold, "ngram": NGRAM} for c in chunks if len(c)]
     results = engine.map(tasks.confirm_pairs, items, desc="dedup pairs")
     return (

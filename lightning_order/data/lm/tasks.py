@@ -202,6 +202,9 @@ def confirm_pairs(item: dict[str, Any]) -> dict[str, Any]:
     Item keys: ``pairs`` (``(n, 2)`` doc ids), ``parts`` (part index -> DocumentSet, as before
     deduplication), ``threshold``, ``ngram``.
 
+    The documents are read one partition at a time (only their rows, copied out of the memory map,
+    which is released before the next partition), each shingled as it is read.
+
     Returns:
         ``confirmed`` (bool per pair) and ``keys`` (per pair and side, the document's 128-bit key
         as ``(hi, lo)``: the cluster keeps its smallest).
@@ -211,33 +214,26 @@ def confirm_pairs(item: dict[str, Any]) -> dict[str, Any]:
 
     pairs = np.asarray(item["pairs"], dtype=np.int64).reshape(-1, 2)
     parts: dict[int, DocumentSet] = item["parts"]
-    tables: dict[tuple[int, int], pa.Table] = {}
-    shingles: dict[int, np.ndarray] = {}
-
-    def row(doc: int) -> tuple[pa.Table, int]:
-        part, p, r = split_doc_ids(np.array([doc]))
-        where = (int(part[0]), int(p[0]))
-        if where not in tables:
-            tables[where] = read_table(parts[where[0]].path(where[1]), ["text", "key_hi", "key_lo"])
-        return tables[where], int(r[0])
-
-    def shingled(doc: int) -> np.ndarray:
-        if doc not in shingles:
-            table, r = row(doc)
-            shingles[doc] = shingle_set(table.column("text")[r].as_py(), item["ngram"])
-        return shingles[doc]
-
+    docs = np.unique(pairs)  # sorted: the documents of one partition are neighbours
+    part, partition, rows = split_doc_ids(docs)
+    shingles: list[np.ndarray] = []
+    doc_keys = np.zeros((len(docs), 2), dtype=np.uint64)
+    starts = np.flatnonzero(np.r_[True, (part[1:] != part[:-1]) | (partition[1:] != partition[:-1])])
+    for start, stop in zip(starts.tolist(), [*starts[1:].tolist(), len(docs)]):
+        path = parts[int(part[start])].path(int(partition[start]))
+        table = read_table(path, ["text", "key_hi", "key_lo"]).take(pa.array(rows[start:stop]))
+        doc_keys[start:stop, 0] = table.column("key_hi").to_numpy()
+        doc_keys[start:stop, 1] = table.column("key_lo").to_numpy()
+        shingles.extend(shingle_set(text, item["ngram"]) for text in table.column("text").to_pylist())
+        del table
+    index = np.searchsorted(docs, pairs)
     confirmed = np.zeros(len(pairs), dtype=bool)
-    keys = np.zeros((len(pairs), 2, 2), dtype=np.uint64)
-    for i, (a, b) in enumerate(pairs.tolist()):
-        sa, sb = shingled(a), shingled(b)
+    for i, (a, b) in enumerate(index.tolist()):
+        sa, sb = shingles[a], shingles[b]
         inter = len(np.intersect1d(sa, sb, assume_unique=True))
         union = len(sa) + len(sb) - inter
         confirmed[i] = union > 0 and inter / union >= item["threshold"]
-        for side, doc in enumerate((a, b)):
-            table, r = row(doc)
-            keys[i, side] = (table.column("key_hi")[r].as_py(), table.column("key_lo")[r].as_py())
-    return {"confirmed": confirmed, "keys": keys}
+    return {"confirmed": confirmed, "keys": doc_keys[index]}
 
 
 # -- split, sample, encode, pack ---------------------------------------------------------------------
