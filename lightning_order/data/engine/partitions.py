@@ -16,6 +16,7 @@ the document's split key, which the leakage checks compare).
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
@@ -159,6 +160,16 @@ class TextColumn(Sequence[str]):
         for chunk in self._column.chunks:
             for i in range(len(chunk)):
                 yield chunk[i].as_py()
+
+    def utf8_views(self) -> Iterator[memoryview]:
+        """Each text's UTF-8 bytes, zero-copy views of the column's buffers (never decoded whole)."""
+        for chunk in self._column.chunks:
+            _, offsets, data = chunk.buffers()
+            kind = np.int64 if pa.types.is_large_string(chunk.type) else np.int32
+            bounds = np.frombuffer(offsets, dtype=kind)[chunk.offset : chunk.offset + len(chunk) + 1].tolist()
+            view = memoryview(data) if data is not None else memoryview(b"")
+            for start, end in itertools.pairwise(bounds):
+                yield view[start:end]
 
 
 class PartitionedTexts(Sequence[str]):

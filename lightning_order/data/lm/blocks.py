@@ -17,7 +17,15 @@ from tokenizers import Tokenizer
 
 from lightning_order.errors import DataError
 
-__all__ = ["MAX_PIECE_CHARS", "TokenStream", "encode_documents", "pack_stream", "pieces", "stride_shard"]
+__all__ = [
+    "MAX_PIECE_CHARS",
+    "TokenStream",
+    "encode_documents",
+    "pack_stream",
+    "pieces",
+    "stride_shard",
+    "utf8_pieces",
+]
 
 #: Characters per encode call at most (a long document is encoded in pieces of about this size).
 MAX_PIECE_CHARS = 1 << 17
@@ -40,27 +48,64 @@ class TokenStream:
         return len(self.ends)
 
 
-def pieces(text: str, size: int = MAX_PIECE_CHARS) -> list[str]:
+def pieces(text: str, size: int = MAX_PIECE_CHARS) -> Iterator[str]:
     """``text`` cut into pieces of about ``size`` characters, each cut just before a whitespace run.
 
     A cut there is a boundary of the pre-tokenizer's own splits (a run of non-space characters
     ends at the whitespace), so the pieces encode to exactly the ids of the whole text. Only a
     run of more than ``size`` non-space characters is cut inside (at ``size``), where the ids
-    near the cut may differ from the whole text's.
+    near the cut may differ from the whole text's. Made one at a time.
     """
-    if len(text) <= size:
-        return [text]
-    out, start = [], 0
+    start = 0
     while len(text) - start > size:
         cut = start + size
         back = cut
         while back > start and not (text[back].isspace() and not text[back - 1].isspace()):
             back -= 1
         cut = back if back > start else cut
-        out.append(text[start:cut])
+        yield text[start:cut]
         start = cut
-    out.append(text[start:])
-    return out
+    yield text[start:]
+
+
+_ASCII_SPACE = b" \t\n\r\x0b\x0c"
+
+
+def utf8_pieces(data: memoryview, size: int = MAX_PIECE_CHARS) -> Iterator[str]:
+    """The text whose UTF-8 bytes are ``data``, decoded in pieces of at most ``size`` bytes.
+
+    The same rule as :func:`pieces`, on bytes: each cut is just before a run of ASCII whitespace
+    (whitespace for every pre-tokenizer, and never inside a multi-byte character), or, inside a
+    longer run of other characters, at a character boundary. The whole text is never decoded
+    (a Python string of it may take four bytes a character): one piece is.
+    """
+    start, end = 0, len(data)
+    while end - start > size:
+        window = bytes(data[start : start + size + 1])
+        cut = max(window.rfind(c) for c in _ASCII_SPACE)  # the last whitespace byte up to start + size
+        while cut > 0 and window[cut - 1] in _ASCII_SPACE:
+            cut -= 1  # to the start of its run
+        if cut <= 0:  # no whitespace after a word: a hard cut, at a character boundary
+            cut = size
+            while cut > 0 and window[cut] & 0xC0 == 0x80:
+                cut -= 1
+        yield window[:cut].decode("utf-8")
+        start += cut
+    yield bytes(data[start:end]).decode("utf-8")
+
+
+def _document_pieces(docs: Sequence[str]) -> Iterator[tuple[int, str]]:
+    """``(document index, piece)`` of every document, a long one in pieces (from its UTF-8 bytes where
+    ``docs`` can give them, e.g. a :class:`~lightning_order.data.engine.partitions.TextColumn`)."""
+    views = getattr(docs, "utf8_views", None)
+    if views is None:
+        for index, doc in enumerate(docs):
+            for piece in pieces(doc):
+                yield index, piece
+        return
+    for index, data in enumerate(views()):
+        for piece in utf8_pieces(data):
+            yield index, piece
 
 
 def _batches(docs: Sequence[str]) -> Iterator[tuple[list[int], list[str]]]:
@@ -71,14 +116,13 @@ def _batches(docs: Sequence[str]) -> Iterator[tuple[list[int], list[str]]]:
     owners: list[int] = []
     texts: list[str] = []
     chars = 0
-    for index, doc in enumerate(docs):
-        for piece in pieces(doc):
-            if texts and chars + len(piece) > MAX_PIECE_CHARS:
-                yield owners, texts
-                owners, texts, chars = [], [], 0
-            owners.append(index)
-            texts.append(piece)
-            chars += len(piece)
+    for index, piece in _document_pieces(docs):
+        if texts and chars + len(piece) > MAX_PIECE_CHARS:
+            yield owners, texts
+            owners, texts, chars = [], [], 0
+        owners.append(index)
+        texts.append(piece)
+        chars += len(piece)
     if texts:
         yield owners, texts
 

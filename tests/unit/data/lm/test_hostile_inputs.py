@@ -232,6 +232,35 @@ def test_one_long_document_is_encoded_in_pieces_to_the_same_ids(docs):
     assert stream.ids[:-1].tolist() == tokenizer.encode(huge, add_special_tokens=False).ids
 
 
+def test_a_long_document_read_from_arrow_is_encoded_from_its_bytes_to_the_same_ids(docs):
+    """From a partition file, a long document is cut and decoded piece by piece from its UTF-8 bytes
+    (never decoded whole, which may take four bytes a character), to the ids of the whole text."""
+    import pyarrow as pa
+
+    from lightning_order.data.engine.partitions import TextColumn
+    from lightning_order.data.lm.blocks import MAX_PIECE_CHARS, encode_documents, utf8_pieces
+
+    tokenizer = train_byte_bpe(docs, 300)
+    huge = "\n\n".join(docs) * 3 + " é—→𝔘 " + "x" * (2 * MAX_PIECE_CHARS) + "é" * MAX_PIECE_CHARS + " end \n"
+    texts = ["ab c", "", "  é  ", huge, docs[5]]
+    pieces = list(utf8_pieces(memoryview(huge.encode())))
+    assert "".join(pieces) == huge and len(pieces) > 5
+    assert max(len(p.encode()) for p in pieces) <= MAX_PIECE_CHARS
+    column = pa.chunked_array(
+        [pa.array(texts[:2], pa.large_string()), pa.array(texts[2:], pa.large_string())]
+    )
+    from_strings, from_bytes = (
+        encode_documents(tokenizer, texts, 0),
+        encode_documents(tokenizer, TextColumn(column), 0),
+    )
+    assert from_bytes.ids.tolist() == from_strings.ids.tolist()
+    assert from_bytes.ends.tolist() == from_strings.ends.tolist()
+    prose = "\n\n".join(docs) * 3
+    assert len(prose.encode()) > 3 * MAX_PIECE_CHARS
+    alone = encode_documents(tokenizer, TextColumn(pa.chunked_array([pa.array([prose]).slice(0)])), 0)
+    assert alone.ids[:-1].tolist() == tokenizer.encode(prose, add_special_tokens=False).ids
+
+
 # -- locks that speak -----------------------------------------------------------------------------
 def test_a_lock_held_by_a_stuck_process_is_named_and_given_up_on(tmp_path, caplog, monkeypatch):
     dm = OrderedLMDataModule(cache_dir=str(tmp_path), max_documents=100, lock_timeout=1.5, **SMALL)
