@@ -1,7 +1,7 @@
 """The streaming LM prepare: canonical partitions make the data independent of who did the work.
 
 Issue #23: one corpus prepared with ``num_proc=1`` and ``num_proc=2`` (real worker processes), and
-by an engine that runs the partitions in reverse order, gives identical ``data_fingerprints()``
+by an engine that runs the partitions in reverse order with its work cut finer, gives identical ``data_fingerprints()``
 and identical blocks; no kept validation document has a near-duplicate in train across
 partitions; the tokenizer's sample is capped, deterministic and recorded; bad input still gets
 one clear line.
@@ -18,6 +18,7 @@ import pytest
 
 from lightning_order import DataError, OrderedLMDataModule
 from lightning_order.data.engine import engines
+from lightning_order.data.lm import clusters, deduplication
 from lightning_order.data.lm.clusters import straddling_pairs
 from lightning_order.data.lm.corpus import stdlib_corpus
 from lightning_order.data.lm.vocab import sample_threshold
@@ -72,7 +73,12 @@ def test_one_and_two_processes_and_another_assignment_prepare_identical_data(tmp
     from lightning_order.data.lm import prepare
 
     monkeypatch.setattr(prepare, "make_engine", lambda name, num_proc, address=None: ReversedEngine(1))
+    # Work cut finer (what bounds a worker's memory) changes nothing either: signatures 2 kB of text
+    # at a time, candidate pairs confirmed 7 to a work item.
+    monkeypatch.setattr(clusters, "SIGNATURE_BATCH_CHARS", 2000)
+    monkeypatch.setattr(deduplication, "PAIRS_PER_TASK", 7)
     other = _prepared(tmp_path, "reversed", corpus, num_proc=1)
+    assert other.ledger.latest("dedup").stats["candidate_pairs"] > 7 * 4
     assert other.ledger.latest("load").stats["engine"] == "reversed"
     assert one.ledger.latest("load").stats["workers"] == 1 and two.ledger.latest("load").stats["workers"] == 2
     assert one.data_fingerprints() == two.data_fingerprints() == other.data_fingerprints()
