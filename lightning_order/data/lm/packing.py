@@ -144,22 +144,29 @@ def pack(ctx: StepContext, state: DataState) -> StepResult:
         np.lib.format.open_memmap(path, mode="w+", dtype=np.int32, shape=(rows, width)).flush()
         offsets = np.concatenate([[0], np.cumsum(whole)]).tolist()
         items = [
-            {"tokens": stream.paths[i], "blocks": str(path), "offset": offsets[i], "width": width}
+            {
+                "tokens": stream.paths[i],
+                "blocks": str(path),
+                "offset": offsets[i],
+                "width": width,
+                "eos_id": eos_id,
+            }
             for i in range(len(stream.paths))
         ]
-        leftovers = engine_of(ctx).map(tasks.pack_partition, items, desc=f"pack {name}")
-        tail = np.concatenate([np.empty(0, dtype=np.int32), *leftovers])
+        packed = engine_of(ctx).map(tasks.pack_partition, items, desc=f"pack {name}")
+        tail = np.concatenate([np.empty(0, dtype=np.int32), *(p["tail"] for p in packed)])
         count = len(tail) // width
+        eos = sum(p["eos"] for p in packed)
         if count:
             out = np.load(path, mmap_mode="r+")
             out[offsets[-1] : offsets[-1] + count] = tail[: count * width].reshape(count, width)
             out.flush()
             del out
+            eos += int(np.count_nonzero(tail[: count * width] == eos_id)) if eos_id is not None else 0
         blocks[name] = BlockFile(str(path), rows, width)
-        array = blocks[name].array()
         stats[f"{name}_blocks"] = rows
         stats[f"{name}_dropped_tokens"] = int(len(tail) - count * width)
-        stats[f"{name}_eos_tokens"] = int((array == eos_id).sum()) if eos_id is not None else 0
+        stats[f"{name}_eos_tokens"] = eos if eos_id is not None else 0
     train_tokens = blocks["train"].rows * width if "train" in blocks else 0
     stats["eos_rate"] = stats.get("train_eos_tokens", 0) / train_tokens if train_tokens else 0.0
     part_fps = {name: fingerprint(fp, name) for name in blocks}

@@ -298,20 +298,26 @@ def encode_partition(item: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def pack_partition(item: dict[str, Any]) -> np.ndarray:
+def pack_partition(item: dict[str, Any]) -> dict[str, Any]:
     """Writes one file's whole blocks into its rows of the shared block file; returns its tail tokens.
 
     Item keys: ``tokens`` (the ``.npy``), ``blocks`` (the shared ``.npy``), ``offset`` (its
-    first row there), ``width`` (``block_size + 1``).
+    first row there), ``width`` (``block_size + 1``), ``eos_id`` (``None``: none counted).
+
+    Returns:
+        ``tail`` (the tokens after its last whole block, int32) and ``eos`` (the end-of-text ids
+        in the blocks it wrote: counted here, so no process reads the whole block file again).
     """
     ids = np.load(item["tokens"], mmap_mode="r")
     width = int(item["width"])
     count = len(ids) // width
+    eos = 0
     if count:
+        whole = np.asarray(ids[: count * width])
+        if item.get("eos_id") is not None:
+            eos = int(np.count_nonzero(whole == item["eos_id"]))
         blocks = np.load(item["blocks"], mmap_mode="r+")
-        blocks[int(item["offset"]) : int(item["offset"]) + count] = np.asarray(ids[: count * width]).reshape(
-            count, width
-        )
+        blocks[int(item["offset"]) : int(item["offset"]) + count] = whole.reshape(count, width)
         blocks.flush()
-        del blocks
-    return np.array(ids[count * width :], dtype=np.int32)
+        del blocks, whole
+    return {"tail": np.array(ids[count * width :], dtype=np.int32), "eos": eos}

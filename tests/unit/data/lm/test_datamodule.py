@@ -121,6 +121,8 @@ def test_every_block_holds_one_eos_per_document_boundary(dm: OrderedLMDataModule
     blocks = np.asarray(read_blocks(dm.cache_path)["train"])
     assert len(blocks) == len(eos_per_block)
     assert ((blocks == dm.eos_token_id).sum(axis=1) == np.asarray(eos_per_block)).all()
+    # The recorded count (summed from the workers that packed each partition) is the blocks' own.
+    assert dm.ledger.latest("pack").stats["train_eos_tokens"] == sum(eos_per_block)
 
 
 def test_no_near_duplicate_straddles_the_split_exactly_on_a_sample(tmp_path: Path) -> None:
