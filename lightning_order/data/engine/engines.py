@@ -77,10 +77,10 @@ class LocalEngine:
     def _executor(self) -> ProcessPoolExecutor:
         if self._pool is None:
             method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
-            # One process per core already uses every core: no Rust thread pool per worker.
-            os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
             self._pool = ProcessPoolExecutor(
-                max_workers=self.workers, mp_context=multiprocessing.get_context(method)
+                max_workers=self.workers,
+                mp_context=multiprocessing.get_context(method),
+                initializer=_worker_start,
             )
         return self._pool
 
@@ -118,6 +118,14 @@ class LocalEngine:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _worker_start() -> None:
+    """In each worker: one process per core already uses every core, so no Rust thread pool in it.
+
+    Set in the worker only: the calling process trains the tokenizer with tokenizers' own threads.
+    """
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
 def _released(call: tuple[Callable[[Any], Any], Any]) -> Any:
