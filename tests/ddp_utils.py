@@ -6,17 +6,33 @@ small script from ``tests/distributed/ddp_scripts/``, one process per rank start
 (as ``torchrun`` does, so Lightning launches nothing itself); the script writes what it observed as
 JSON (rank 0 writes ``result.json``; scripts may also write one file per rank) into an output
 folder given as its first argument, and the test asserts on that.
+
+The rank processes are forked from one server process that imported torch, Lightning, ``datasets``
+and ``lightning_order`` once (:mod:`multiprocessing`'s ``forkserver`` with those modules
+preloaded): a fresh interpreter's imports are most of a small DDP job, and every launch would pay
+them twice. Each rank is still a new process, with no state from pytest or an earlier launch, the
+environment a subprocess would get (:func:`lightning_order.distributed.launch_env` plus the rank
+variables of :func:`~lightning_order.distributed.run_ranks`), its own working folder and its
+output captured to files.
 """
 
 from __future__ import annotations
 
 import json
+import multiprocessing
+import os
+import runpy
+import socket
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
-from lightning_order.distributed import run_ranks
+from lightning_order.distributed import launch_env
+
+#: What the rank processes' server imports once (what every DDP script imports).
+PRELOAD = ["torch", "pytorch_lightning", "lightning.pytorch", "datasets", "lightning_order"]
+_SERVER: list[Any] = []
 
 SCRIPTS = Path(__file__).resolve().parent / "distributed" / "ddp_scripts"
 
@@ -26,14 +42,12 @@ def run_script(
 ) -> subprocess.CompletedProcess:
     """Runs ``tests/distributed/ddp_scripts/<name>`` with ``out_dir`` as first argument, one process per rank.
 
-    Both ranks start at once, as ``torchrun`` starts them
-    (:func:`lightning_order.distributed.run_ranks`): Lightning re-launches nothing, so the two
-    ranks import torch and Lightning side by side. ``ranks=1`` runs a script that is no DDP job.
+    Both ranks start at once, as ``torchrun`` starts them (:func:`run_ranks_forked`): Lightning
+    re-launches nothing. ``ranks=1`` runs a script that is no DDP job.
     Rank 0's result is returned; any rank's failure fails the run.
     """
     out_dir.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, str(SCRIPTS / name), str(out_dir), *args]
-    finished = run_ranks(command, ranks, cwd=str(out_dir), timeout=timeout)
+    finished = run_ranks_forked(SCRIPTS / name, [str(out_dir), *args], ranks, cwd=out_dir, timeout=timeout)
     for rank, proc in enumerate(finished):
         if check and proc.returncode != 0:
             raise AssertionError(
@@ -46,3 +60,80 @@ def run_script(
 def read_json(path: Path) -> Any:
     """Reads a JSON file a script wrote."""
     return json.loads(Path(path).read_text())
+
+
+def _context() -> multiprocessing.context.BaseContext:
+    """The forkserver context whose server preloads :data:`PRELOAD` (started on first use)."""
+    if not _SERVER:
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(PRELOAD)
+        _SERVER.append(context)
+    return _SERVER[0]
+
+
+def _rank_main(script: str, argv: list[str], env: dict[str, str], cwd: str, out: str, err: str) -> None:
+    """One rank: the environment, folder and output files a subprocess would have, then the script as ``__main__``."""
+    os.environ.clear()
+    os.environ.update(env)
+    # A forkserver's child inherits it as its default way to start processes; a fresh interpreter
+    # has the platform's default (its DataLoader workers, its engines).
+    multiprocessing.set_start_method(multiprocessing.get_all_start_methods()[0], force=True)
+    os.chdir(cwd)
+    for fd, path in ((1, out), (2, err)):
+        handle = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.dup2(handle, fd)
+        os.close(handle)
+    sys.stdout = open(1, "w", buffering=1, closefd=False)
+    sys.stderr = open(2, "w", buffering=1, closefd=False)
+    sys.argv = [script, *argv]
+    sys.path.insert(0, str(Path(script).parent))  # as ``python script.py`` puts it first
+    runpy.run_path(script, run_name="__main__")
+
+
+def run_ranks_forked(
+    script: Path, argv: list[str], ranks: int, *, cwd: Path, timeout: float
+) -> list[subprocess.CompletedProcess]:
+    """``python script *argv`` once per rank, all at once, forked from the preloaded server.
+
+    The ranks get what :func:`lightning_order.distributed.run_ranks` gives its subprocesses:
+    ``LOCAL_RANK``, ``NODE_RANK``, ``WORLD_SIZE`` and one ``MASTER_ADDR``/``MASTER_PORT``
+    (``ranks=1``: none). On expiry every rank is killed and it raises.
+    """
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = str(sock.getsockname()[1])
+    context = _context()
+    procs, outputs = [], []
+    for rank in range(ranks):
+        variables = (
+            {} if ranks == 1 else {"LOCAL_RANK": str(rank), "NODE_RANK": "0", "WORLD_SIZE": str(ranks)}
+        )
+        if ranks > 1:
+            variables.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=port)
+        out, err = cwd / f".rank{rank}.stdout", cwd / f".rank{rank}.stderr"
+        outputs.append((out, err))
+        proc = context.Process(
+            target=_rank_main,
+            args=(str(script), argv, launch_env(**variables), str(cwd), str(out), str(err)),
+        )
+        proc.start()
+        procs.append(proc)
+    try:
+        for proc in procs:
+            proc.join(timeout)
+            if proc.exitcode is None:
+                raise subprocess.TimeoutExpired(str(script), timeout)
+    finally:
+        for proc in procs:
+            if proc.exitcode is None:
+                proc.kill()
+                proc.join()
+    return [
+        subprocess.CompletedProcess(
+            [sys.executable, str(script), *argv],
+            proc.exitcode,
+            out.read_text(errors="replace"),
+            err.read_text(errors="replace"),
+        )
+        for proc, (out, err) in zip(procs, outputs)
+    ]
