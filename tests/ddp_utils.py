@@ -102,38 +102,53 @@ def run_ranks_forked(
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = str(sock.getsockname()[1])
-    context = _context()
-    procs, outputs = [], []
+    jobs = []
     for rank in range(ranks):
         variables = (
             {} if ranks == 1 else {"LOCAL_RANK": str(rank), "NODE_RANK": "0", "WORLD_SIZE": str(ranks)}
         )
         if ranks > 1:
             variables.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=port)
-        out, err = cwd / f".rank{rank}.stdout", cwd / f".rank{rank}.stderr"
-        outputs.append((out, err))
-        proc = context.Process(
-            target=_rank_main,
-            args=(str(script), argv, launch_env(**variables), str(cwd), str(out), str(err)),
-        )
-        proc.start()
-        procs.append(proc)
+        jobs.append(_start(script, argv, cwd, variables, f"rank{rank}"))
+    return _finish(jobs, timeout)
+
+
+def run_side_by_side(
+    name: str, runs: list[tuple[Path, list[str]]], timeout: float = 300
+) -> list[subprocess.CompletedProcess]:
+    """Independent processes of ``tests/distributed/ddp_scripts/<name>``, all at once: one per
+    ``(out_dir, args)``, each run as ``python <name> out_dir *args`` in ``out_dir`` (no DDP job)."""
+    jobs = []
+    for out_dir, args in runs:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        jobs.append(_start(SCRIPTS / name, [str(out_dir), *args], out_dir, {}, "run"))
+    return _finish(jobs, timeout)
+
+
+def _start(script: Path, argv: list[str], cwd: Path, variables: dict[str, str], tag: str) -> tuple:
+    out, err = cwd / f".{tag}.stdout", cwd / f".{tag}.stderr"
+    proc = _context().Process(
+        target=_rank_main, args=(str(script), argv, launch_env(**variables), str(cwd), str(out), str(err))
+    )
+    proc.start()
+    return proc, [sys.executable, str(script), *argv], out, err
+
+
+def _finish(jobs: list[tuple], timeout: float) -> list[subprocess.CompletedProcess]:
+    """Waits for every job (killing them all on expiry, then raising); their exit codes and output."""
     try:
-        for proc in procs:
+        for proc, command, _, _ in jobs:
             proc.join(timeout)
             if proc.exitcode is None:
-                raise subprocess.TimeoutExpired(str(script), timeout)
+                raise subprocess.TimeoutExpired(command, timeout)
     finally:
-        for proc in procs:
+        for proc, *_ in jobs:
             if proc.exitcode is None:
                 proc.kill()
                 proc.join()
     return [
         subprocess.CompletedProcess(
-            [sys.executable, str(script), *argv],
-            proc.exitcode,
-            out.read_text(errors="replace"),
-            err.read_text(errors="replace"),
+            command, proc.exitcode, out.read_text(errors="replace"), err.read_text(errors="replace")
         )
-        for proc, (out, err) in zip(procs, outputs)
+        for proc, command, out, err in jobs
     ]

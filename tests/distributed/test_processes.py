@@ -3,14 +3,10 @@
 from __future__ import annotations
 
 import signal
-import subprocess
-import sys
 from collections import Counter
 
 import pytest
-from ddp_utils import SCRIPTS, read_json, run_script
-
-from lightning_order.distributed import launch_env
+from ddp_utils import read_json, run_script, run_side_by_side
 
 pytestmark = pytest.mark.slow
 
@@ -58,12 +54,6 @@ def test_two_ddp_ranks_shard_before_normalize(data_ddp):
 KILL_POINTS = ["load", "clean", "split", "build_vocab", "encode", "save", "publish"]
 
 
-def _start_prepare(out, root, *args):
-    out.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, str(SCRIPTS / "data_prepare.py"), str(out), str(root), *args]
-    return subprocess.Popen(cmd, env=launch_env(), cwd=str(out), stderr=subprocess.PIPE, text=True)
-
-
 def test_prepare_killed_mid_way_then_rerun_matches_uninterrupted(tmp_path):
     # One process imports once and forks a child per kill point; the children run side by side,
     # each in its own cache (they are independent, and most of a fresh process is importing),
@@ -96,12 +86,9 @@ def test_prepare_killed_mid_way_then_rerun_matches_uninterrupted(tmp_path):
 
 def test_three_processes_preparing_one_cache_prepare_once_and_agree(tmp_path):
     root = tmp_path / "cache"
-    procs = []
-    for i in range(3):
-        procs.append(_start_prepare(tmp_path / f"p{i}", root))
-    for proc in procs:
-        _, stderr = proc.communicate(timeout=300)
-        assert proc.returncode == 0, stderr[-2000:]
+    runs = [(tmp_path / f"p{i}", [str(root)]) for i in range(3)]
+    for proc in run_side_by_side("data_prepare.py", runs):
+        assert proc.returncode == 0, proc.stderr[-2000:]
     results = [read_json(tmp_path / f"p{i}" / "result.json") for i in range(3)]
     assert sum(r.pop("prepared") for r in results) == 1  # one prepared under the lock, the others reused
     assert results[0] == results[1] == results[2]
