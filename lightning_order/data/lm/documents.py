@@ -43,8 +43,9 @@ __all__ = [
 
 #: Documents per work item of the first pass (a few MB of text: one process's share at a time).
 CHUNK_ROWS = 8192
-#: The control characters cleaning drops (every C0 one but tab and newline, and DEL), for ``str.translate``.
-_CONTROL = dict.fromkeys([*range(0x00, 0x09), 0x0B, 0x0C, *range(0x0E, 0x20), 0x7F])
+#: The control characters cleaning drops (every C0 one but tab and newline, and DEL). Searched
+#: first: most documents hold none, and a regex scan is several times faster than ``str.translate``.
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _TRAILING = re.compile(r"[ \t]+\n")
 _BLANK_LINES = re.compile(r"\n{3,}")
 _SNIFF_ROWS = 1000
@@ -75,7 +76,8 @@ def _clean(text: str, eos_token: str, first: bool, last: bool) -> str:
     text = unicodedata.normalize("NFKC", text)
     if "\r" in text:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
-    text = text.translate(_CONTROL)
+    if _CONTROL.search(text):
+        text = _CONTROL.sub("", text)
     if eos_token and eos_token in text:
         text = text.replace(eos_token, " ")
     if last:
