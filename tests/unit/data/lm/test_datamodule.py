@@ -185,6 +185,11 @@ def test_pack_without_eos_refused_then_recorded(tmp_path: Path) -> None:
 
 def test_clean_keeps_lines_and_removes_the_eos_marker() -> None:
     assert clean_document("a  \r\nb<|endoftext|>c\n\n\n\nd\x00") == "a\nb c\n\nd"
+    # Every C0 control character but tab, newline (and carriage return, a line end) is dropped, and
+    # DEL; nothing else is (C1 controls and Unicode line separators are text).
+    dropped = "".join(chr(c) for c in [*range(0x00, 0x09), 0x0B, 0x0C, *range(0x0E, 0x20), 0x7F])
+    kept = "\t\x80\x85\u2028é"
+    assert clean_document("x" + dropped + kept + "y") == "x" + kept + "y"
     assert clean_document(" \n\t ") == ""
 
 
