@@ -10,7 +10,7 @@ import socket
 import subprocess
 from collections.abc import Sequence
 
-__all__ = ["RANK_VARIABLES", "launch_env", "release_process_group", "run_ranks"]
+__all__ = ["RANK_VARIABLES", "launch_env", "rank_variables", "release_process_group", "run_ranks"]
 
 #: What Lightning's launcher sets for the ranks it starts; a fresh job must not inherit them.
 RANK_VARIABLES = ("LOCAL_RANK", "NODE_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "GLOBAL_RANK")
@@ -45,13 +45,27 @@ def release_process_group() -> None:
         dist.destroy_process_group()
 
 
+def rank_variables(ranks: int) -> list[dict[str, str]]:
+    """The environment of each rank of a ``ranks``-process job on this machine, as ``torchrun`` sets it.
+
+    ``LOCAL_RANK``, ``NODE_RANK=0``, ``WORLD_SIZE`` and one ``MASTER_ADDR``/``MASTER_PORT`` (a free
+    port) shared by all; ``ranks=1``: one process with none (no DDP job).
+    """
+    if ranks == 1:
+        return [{}]
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = str(sock.getsockname()[1])
+    shared = {"NODE_RANK": "0", "WORLD_SIZE": str(ranks), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port}
+    return [{"LOCAL_RANK": str(rank), **shared} for rank in range(ranks)]
+
+
 def run_ranks(
     command: Sequence[str], ranks: int = 2, *, cwd: str, timeout: float, **extra: str
 ) -> list[subprocess.CompletedProcess]:
     """Runs ``command`` once per rank, all at once, as ``torchrun`` starts a job on one machine.
 
-    Each process gets ``LOCAL_RANK``, ``NODE_RANK=0``, ``WORLD_SIZE`` and one shared
-    ``MASTER_ADDR``/``MASTER_PORT``: Lightning's environment then sees processes created
+    Each process gets its :func:`rank_variables`: Lightning's environment then sees processes created
     externally and re-launches nothing, so the ranks import torch and Lightning side by side
     instead of one after the other. ``ranks=1`` runs a single process with no rank variables.
 
@@ -65,16 +79,8 @@ def run_ranks(
     Returns:
         One finished process per rank, in rank order (their ``stdout`` and ``stderr`` captured).
     """
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = str(sock.getsockname()[1])
     procs = []
-    for rank in range(ranks):
-        variables = (
-            {} if ranks == 1 else {"LOCAL_RANK": str(rank), "NODE_RANK": "0", "WORLD_SIZE": str(ranks)}
-        )
-        if ranks > 1:
-            variables.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=port)
+    for variables in rank_variables(ranks):
         procs.append(
             subprocess.Popen(
                 list(command),

@@ -12,7 +12,7 @@ and ``lightning_order`` once (:mod:`multiprocessing`'s ``forkserver`` with those
 preloaded): a fresh interpreter's imports are most of a small DDP job, and every launch would pay
 them twice. Each rank is still a new process, with no state from pytest or an earlier launch, the
 environment a subprocess would get (:func:`lightning_order.distributed.launch_env` plus the rank
-variables of :func:`~lightning_order.distributed.run_ranks`), its own working folder and its
+variables of :func:`~lightning_order.distributed.rank_variables`), its own working folder and its
 output captured to files.
 """
 
@@ -22,13 +22,12 @@ import json
 import multiprocessing
 import os
 import runpy
-import socket
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
-from lightning_order.distributed import launch_env
+from lightning_order.distributed import launch_env, rank_variables
 
 #: What the rank processes' server imports once (what every DDP script imports).
 PRELOAD = ["torch", "pytorch_lightning", "lightning.pytorch", "datasets", "lightning_order"]
@@ -95,21 +94,13 @@ def run_ranks_forked(
 ) -> list[subprocess.CompletedProcess]:
     """``python script *argv`` once per rank, all at once, forked from the preloaded server.
 
-    The ranks get what :func:`lightning_order.distributed.run_ranks` gives its subprocesses:
-    ``LOCAL_RANK``, ``NODE_RANK``, ``WORLD_SIZE`` and one ``MASTER_ADDR``/``MASTER_PORT``
-    (``ranks=1``: none). On expiry every rank is killed and it raises.
+    The ranks get what :func:`lightning_order.distributed.run_ranks` gives its subprocesses
+    (:func:`~lightning_order.distributed.rank_variables`). On expiry every rank is killed and it raises.
     """
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = str(sock.getsockname()[1])
-    jobs = []
-    for rank in range(ranks):
-        variables = (
-            {} if ranks == 1 else {"LOCAL_RANK": str(rank), "NODE_RANK": "0", "WORLD_SIZE": str(ranks)}
-        )
-        if ranks > 1:
-            variables.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=port)
-        jobs.append(_start(script, argv, cwd, variables, f"rank{rank}"))
+    jobs = [
+        _start(script, argv, cwd, variables, f"rank{rank}")
+        for rank, variables in enumerate(rank_variables(ranks))
+    ]
     return _finish(jobs, timeout)
 
 
