@@ -166,7 +166,7 @@ def pack(ctx: StepContext, state: DataState) -> StepResult:
         blocks[name] = BlockFile(str(path), rows, width)
         stats[f"{name}_blocks"] = rows
         stats[f"{name}_dropped_tokens"] = int(len(tail) - count * width)
-        stats[f"{name}_eos_tokens"] = eos if eos_id is not None else 0
+        stats[f"{name}_eos_tokens"] = eos  # 0 without end-of-text: the workers counted none
     train_tokens = blocks["train"].rows * width if "train" in blocks else 0
     stats["eos_rate"] = stats.get("train_eos_tokens", 0) / train_tokens if train_tokens else 0.0
     part_fps = {name: fingerprint(fp, name) for name in blocks}
