@@ -13,8 +13,12 @@ about 1.1 MB) repeated with varied words until the size asked for (each extra co
 the vocabulary for other words of it, so no copy is a near-duplicate of another and dedup cannot
 make the work smaller), written once as Parquet under ``--data-dir`` and reused.
 
-Each side runs in its own process; its peak memory is the largest sum of the resident sets of the
-process and its children, sampled every 50 ms (ours runs ``num_proc`` worker processes).
+Each side runs in its own process, timed alone: nothing else runs on the machine meanwhile. Its
+peak memory is what the kernel recorded (``getrusage``: the main process, and the largest of its
+workers). ``--memory-only`` runs ours alone and samples its whole process tree every 50 ms (the
+sum of the resident sets, and the PSS); that sampler reads ``/proc`` and every process's
+``smaps_rollup`` and takes CPU and the processes' memory-map locks, so its runs are not the timed
+ones.
 
 Usage::
 
@@ -143,8 +147,22 @@ def _tree_pss(root: int) -> int:
 
 
 def _run(args: list[str]) -> dict:
-    """Runs this script as a worker; its result, wall time and peak memory (tree, main process)."""
+    """Runs this script as a worker, its process tree sampled for memory; its result and peak memory."""
     return run_sampled([sys.executable, __file__, *args])
+
+
+def _run_timed(args: list[str]) -> dict:
+    """Runs this script as a worker, alone and unsampled (a timed run); its result."""
+    command = [sys.executable, __file__, *args]
+    proc = subprocess.run(command, capture_output=True, text=True)
+    return _result(command, proc.returncode, proc.stdout, proc.stderr)
+
+
+def _result(command: list[str], returncode: int, out: str, err: str) -> dict:
+    line = next((x for x in out.splitlines() if x.startswith("RESULT ")), None)
+    if returncode or line is None:
+        raise RuntimeError(f"{command[1:4]} failed (rc {returncode}):\n{out[-2000:]}\n{err[-4000:]}")
+    return json.loads(line[len("RESULT ") :])
 
 
 def run_sampled(command: list[str], env: dict[str, str] | None = None) -> dict:
@@ -164,14 +182,17 @@ def run_sampled(command: list[str], env: dict[str, str] | None = None) -> dict:
     sampler.start()
     out, err = proc.communicate()
     sampler.join()
-    line = next((x for x in out.splitlines() if x.startswith("RESULT ")), None)
-    if proc.returncode or line is None:
-        raise RuntimeError(f"{command[1:4]} failed (rc {proc.returncode}):\n{out[-2000:]}\n{err[-4000:]}")
-    result = json.loads(line[len("RESULT ") :])
+    result = _result(command, proc.returncode, out, err)
     result.update(
         peak_rss_mb=peak["tree"] / 1e6, peak_rss_main_mb=peak["main"] / 1e6, peak_pss_mb=peak["pss"] / 1e6
     )
     return result
+
+
+def _own_peaks() -> dict:
+    """This process's peak RSS and its largest finished child's (the kernel's record), in MB."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return {"peak_rss_main_mb": own.ru_maxrss / 1024, "peak_rss_largest_worker_mb": children.ru_maxrss / 1024}
 
 
 def _cpu() -> float:
@@ -216,6 +237,7 @@ def _ours(data: str, cache: str, num_proc: int, engine: str) -> dict:
         "partitions": dm.ledger.latest("load").params["partitions"],
         "fingerprints": dm.data_fingerprints(),
         "ray_startup_seconds": ray_startup if engine == "ray" else None,
+        **_own_peaks(),
     }
 
 
@@ -242,6 +264,7 @@ def _floor(data: str, sample: str, documents: str) -> dict:
         "train_seconds": trained,
         "tokens": tokens,
         "tokenizer": tokenizer.to_str(),
+        **_own_peaks(),
     }
 
 
@@ -290,7 +313,7 @@ def measure(megabytes: float, data_dir: Path, num_proc: int, engines: tuple[str,
     with tempfile.TemporaryDirectory(dir=data_dir) as tmp:
         for engine in engines:
             cache = str(Path(tmp) / engine)
-            runs[engine] = _run(
+            runs[engine] = _run_timed(
                 [
                     "--worker",
                     "ours",
@@ -307,7 +330,7 @@ def measure(megabytes: float, data_dir: Path, num_proc: int, engines: tuple[str,
             print(f"  ours ({engine}): {runs[engine]['seconds']:.1f} s", file=sys.stderr, flush=True)
         ours = runs[engines[0]]
         sample, docs = _floor_inputs(Path(ours["cache"]), Path(tmp))
-        floor = _run(
+        floor = _run_timed(
             ["--worker", "floor", "--data", str(corpus), "--sample", str(sample), "--docs", str(docs)]
         )
         print(f"  floor: {floor['seconds']:.1f} s", file=sys.stderr, flush=True)
@@ -414,12 +437,12 @@ def main() -> None:
         results.append(result)
         print(json.dumps(result), flush=True)
     print(
-        f"\n{'MB':>7} {'ours s':>8} {'floor s':>8} {'ratio':>6} {'peak MB':>8} {'main MB':>8} {'MB/s/core':>10}"
+        f"\n{'MB':>7} {'ours s':>8} {'floor s':>8} {'ratio':>6} {'main MB':>8} {'worker MB':>9} {'MB/s/core':>10}"
     )
     for r in results:
         print(
             f"{r['megabytes']:>7.0f} {r['ours']['seconds']:>8.1f} {r['floor']['seconds']:>8.1f} "
-            f"{r['ours_over_floor']:>6.2f} {r['ours']['peak_rss_mb']:>8.0f} {r['ours']['peak_rss_main_mb']:>8.0f} "
+            f"{r['ours_over_floor']:>6.2f} {r['ours']['peak_rss_main_mb']:>8.0f} {r['ours']['peak_rss_largest_worker_mb']:>9.0f} "
             f"{r['ours_mb_s_per_core']:>10.2f}"
         )
         for engine, run in r["by_engine"].items():
