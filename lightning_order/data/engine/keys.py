@@ -110,13 +110,50 @@ def text_keys(array: pa.Array) -> pa.Array:
     """:func:`text_key` of every text: its lower-cased ``\\w+`` runs joined by one space."""
     if isinstance(array, pa.ChunkedArray):
         array = array.combine_chunks()
-    keys = pc.utf8_trim(
-        pc.replace_substring_regex(pc.ascii_lower(array), r"[^a-z0-9_]+", " "), characters=" "
-    )
+    if array.null_count == 0 and (pa.types.is_string(array.type) or pa.types.is_large_string(array.type)):
+        keys = _ascii_text_keys(array)
+    else:
+        keys = pc.utf8_trim(
+            pc.replace_substring_regex(pc.ascii_lower(array), r"[^a-z0-9_]+", " "), characters=" "
+        )
     wide = not_ascii(array)
     if wide.any():
         keys = replace_rows(keys, wide, python_rows(array, wide, text_key))
     return keys
+
+
+def _ascii_text_keys(array: pa.Array) -> pa.Array:
+    """:func:`text_key` of texts without nulls, from their bytes: exact for ASCII texts (a byte of
+    another character counts as a separator here; :func:`text_keys` replaces those rows).
+
+    The word bytes (``[A-Za-z0-9_]``, lower-cased) are kept, and one separator byte, made a
+    space, before every run of them but a text's first.
+    """
+    wide = pa.types.is_large_string(array.type)
+    offsets = np.frombuffer(array.buffers()[1], dtype=np.int64 if wide else np.int32)
+    offsets = offsets[array.offset : array.offset + len(array) + 1].astype(np.int64)
+    buffer = array.buffers()[2]
+    data = np.frombuffer(buffer, dtype=np.uint8)[offsets[0] : offsets[-1]] if buffer else np.empty(0, np.uint8)
+    offsets -= offsets[0]
+    folded = data | np.uint8(0x20)  # an ASCII letter in lower case (other bytes: only compared)
+    letter = (folded - np.uint8(ord("a"))) < 26
+    word = letter | ((data - np.uint8(ord("0"))) < 10) | (data == ord("_"))
+    out = np.where(letter, folded, np.where(word, data, np.uint8(ord(" "))))
+    follows_word = np.zeros(len(data), dtype=bool)
+    follows_word[1:] = word[:-1]
+    follows_word[offsets[:-1][offsets[:-1] < len(data)]] = False  # a text's first byte follows nothing
+    starts = np.flatnonzero(word & ~follows_word)  # where each run of word bytes begins
+    first = np.zeros(len(starts) + 1, dtype=bool)
+    first[np.searchsorted(starts, offsets[:-1])] = True  # each text's first run (or a later text's)
+    keep = word  # the word bytes, and the separator before every run but a text's first
+    keep[starts[~first[:-1]] - 1] = True
+    out = np.compress(keep, out)
+    counts = np.add.reduceat(np.append(keep, False).view(np.uint8), offsets[:-1], dtype=np.int64)
+    counts[offsets[1:] == offsets[:-1]] = 0  # an empty text (reduceat gives the byte at its start)
+    ends = np.concatenate([[0], np.cumsum(counts)])
+    return pa.Array.from_buffers(
+        array.type, len(array), [None, pa.py_buffer(ends.astype(np.int64 if wide else np.int32)), pa.py_buffer(out)]
+    )
 
 
 def key_bytes(array: pa.Array, text: bool) -> list[bytes]:

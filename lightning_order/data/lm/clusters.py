@@ -25,6 +25,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 import xxhash
 
 from lightning_order.data.engine.long_texts import LONG_TEXT_CHARS
@@ -78,25 +80,30 @@ def split_doc_ids(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def band_keys(
-    texts: list[str], threshold: float, ngram: int, num_perm: int, seed: int
+    texts: Sequence[str] | pa.Array | pa.ChunkedArray, threshold: float, ngram: int, num_perm: int, seed: int
 ) -> tuple[np.ndarray, np.ndarray, int]:
     """One uint64 key per LSH band of each text with n-grams, one key per shorter text.
+
+    Args:
+        texts: the documents: strings, or an Arrow string column (split into words by Arrow, the
+            same keys).
+        threshold, ngram, num_perm, seed: as :func:`deduplicate`'s.
 
     Returns:
         ``(keys, rows, short)``: the keys, the index in ``texts`` of the text each came from, and
         how many texts were too short for n-grams.
     """
-    few = np.fromiter((few_words(t, ngram) for t in texts), dtype=bool, count=len(texts))
+    signatures, few = _signatures(texts, ngram, num_perm, seed)
     short_rows = np.flatnonzero(few)
     short_keys = np.fromiter(
-        (normalised_digest(texts[i], xxhash.xxh3_64(seed=seed)) for i in short_rows),
+        (normalised_digest(_text(texts, i), xxhash.xxh3_64(seed=seed)) for i in short_rows.tolist()),
         dtype=np.uint64,
         count=len(short_rows),
     )
     rows = np.flatnonzero(~few)
     if not len(rows):
         return short_keys, short_rows, len(short_rows)
-    signatures = _signatures([texts[i] for i in rows], ngram, num_perm, seed)
+    signatures = signatures[rows]
     bands = lsh_bands(threshold, num_perm)
     width = num_perm // bands
     keys = np.empty((len(rows), bands), dtype=np.uint64)
@@ -112,37 +119,58 @@ def few_words(text: str, ngram: int) -> bool:
     return len(text.split(maxsplit=ngram - 1)) < ngram
 
 
-def _signatures(texts: list[str], ngram: int, num_perm: int, seed: int) -> np.ndarray:
-    """``(len(texts), num_perm)`` uint64 MinHash signatures of texts of at least ``ngram`` words.
+def _text(texts: Sequence[str] | pa.Array | pa.ChunkedArray, index: int) -> str:
+    return texts[index].as_py() if isinstance(texts, (pa.Array, pa.ChunkedArray)) else texts[index]
 
-    Texts up to :data:`~.long_texts.LONG_TEXT_CHARS` share one :class:`Shingles` buffer; a longer
-    one is shingled alone from its word hashes (read in pieces, never as one list of words).
+
+def _signatures(
+    texts: Sequence[str] | pa.Array | pa.ChunkedArray, ngram: int, num_perm: int, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(signatures, few)``: a ``(len(texts), num_perm)`` uint64 MinHash signature per text, and
+    whether each has fewer than ``ngram`` words (its signature row is then meaningless).
+
+    Texts up to :data:`~.long_texts.LONG_TEXT_CHARS` are shingled together, in batches of
+    :data:`SIGNATURE_BATCH_CHARS` (from Arrow: by Arrow); a longer one is shingled alone from its
+    word hashes (read in pieces, never as one list of words).
     """
     import rensa
 
+    arrow = isinstance(texts, (pa.Array, pa.ChunkedArray))
+    if arrow:  # sizes in bytes: the batches only bound memory, the signatures do not depend on them
+        sizes = pc.binary_length(texts).to_numpy(zero_copy_only=False).astype(np.int64)
+    else:
+        sizes = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
     out = np.empty((len(texts), num_perm), dtype=np.uint64)
-    long = np.fromiter((len(t) > LONG_TEXT_CHARS for t in texts), dtype=bool, count=len(texts))
-    for batch in _signature_batches(texts, np.flatnonzero(~long)):
-        shingles = Shingles([words(texts[i]) for i in batch], ngram)
+    few = np.zeros(len(texts), dtype=bool)
+    long = sizes > LONG_TEXT_CHARS
+    for batch in _signature_batches(sizes, np.flatnonzero(~long)):
+        if arrow:
+            shingles = Shingles.of_texts(texts.take(pa.array(batch)), ngram)
+        else:
+            shingles = Shingles([words(texts[i]) for i in batch], ngram)
+        few[batch] = shingles.lengths < ngram
         matrix = rensa.RMinHash.digest_matrix_from_flat_token_hashes(
             shingles.hashes, shingles.offsets, num_perm, seed
         )
         out[batch] = np.asarray(matrix.to_rows(), dtype=np.uint64).reshape(len(batch), num_perm)
     for i in np.flatnonzero(long).tolist():
-        hashes = ngram_hashes(word_hashes(texts[i]), ngram)
+        text = _text(texts, i)
+        few[i] = few_words(text, ngram)
+        if few[i]:
+            continue
+        hashes = ngram_hashes(word_hashes(text), ngram)
         offsets = np.array([0, len(hashes)], dtype=np.uint64)
         matrix = rensa.RMinHash.digest_matrix_from_flat_token_hashes(hashes, offsets, num_perm, seed)
         out[i] = np.asarray(matrix.to_rows(), dtype=np.uint64).reshape(num_perm)
-    return out
+    return out, few
 
 
-def _signature_batches(texts: Sequence[str], rows: np.ndarray) -> Iterable[np.ndarray]:
+def _signature_batches(sizes: np.ndarray, rows: np.ndarray) -> Iterable[np.ndarray]:
     """``rows`` in consecutive batches of at most :data:`SIGNATURE_BATCH_CHARS` characters (a signature
     depends on its own text only, so batching changes nothing but the memory a partition costs)."""
     if not len(rows):
         return
-    sizes = np.fromiter((len(texts[i]) for i in rows), dtype=np.int64, count=len(rows))
-    batch = np.cumsum(sizes) // SIGNATURE_BATCH_CHARS
+    batch = np.cumsum(sizes[rows]) // SIGNATURE_BATCH_CHARS
     cuts = np.flatnonzero(np.diff(batch)) + 1
     yield from np.split(rows, cuts)
 

@@ -19,7 +19,9 @@ Definitions (one place, used by every function here and by :mod:`.clusters`):
 - Documents with fewer than ``ngram`` words have no n-grams: they are deduplicated exactly only.
 
 The n-gram hashes of many documents are computed in one numpy pass (:class:`Shingles`: Arrow
-dictionary-encodes the words, each distinct word is hashed once). The LSH band count
+dictionary-encodes the words, each distinct word is hashed once). Texts held in Arrow are split
+into words by Arrow itself (:func:`arrow_words`: the same words, without a Python string per
+document). The LSH band count
 (:func:`lsh_bands`) is the largest number of rows per band (dividing ``num_perm``) that still
 finds a pair at exactly the threshold with probability ≥ 0.99, so misses are rare and extra
 candidates cost only an exact comparison.
@@ -32,13 +34,16 @@ from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import xxhash
 
+from lightning_order.data.engine.keys import not_ascii, replace_rows
 from lightning_order.data.engine.long_texts import LONG_TEXT_CHARS, word_pieces
 from lightning_order.errors import DataError
 
 __all__ = [
     "Shingles",
+    "arrow_words",
     "check_params",
     "jaccard",
     "lsh_bands",
@@ -58,6 +63,29 @@ _MIX = np.uint64(0x9E3779B97F4A7C15)  # odd 64-bit multiplier (golden ratio) for
 def words(text: str) -> list[str]:
     """A document's words: the whitespace-separated tokens of its lower-cased text."""
     return text.lower().split()
+
+
+def arrow_words(texts: pa.Array | pa.ChunkedArray) -> tuple[pa.Array, np.ndarray]:
+    """Every text's :func:`words`, computed by Arrow: all of them flat, in order, and each text's count.
+
+    Arrow splits at exactly the whitespace ``str.split`` does (the same set, every code point), and
+    lower-cases an ASCII word itself; a word with another character is lower-cased by
+    ``str.lower`` (Python's full case mapping). Lower-casing word by word gives the whole text's
+    lower case split: no character's lower case gains or loses whitespace, and the one rule that
+    looks at neighbours (a final sigma) stops at whitespace. A null text has no words.
+    """
+    if isinstance(texts, pa.ChunkedArray):
+        texts = texts.combine_chunks()
+    lists = pc.utf8_split_whitespace(texts)
+    flat, parents = lists.flatten(), pc.list_parent_indices(lists)
+    found = pc.greater(pc.binary_length(flat), 0)  # a text's leading and trailing whitespace split off ""
+    flat, parents = flat.filter(found), parents.filter(found)
+    counts = np.bincount(parents.to_numpy(zero_copy_only=False), minlength=len(texts)).astype(np.int64)
+    lowered = pc.ascii_lower(flat)
+    wide = not_ascii(flat)
+    if wide.any():
+        lowered = replace_rows(lowered, wide, [w.lower() for w in flat.filter(pa.array(wide)).to_pylist()])
+    return lowered, counts
 
 
 def normalised_digest(text: str, hasher: xxhash.xxh3_64 | xxhash.xxh3_128) -> int:
@@ -171,7 +199,26 @@ class Shingles:
             dtype=np.uint64,
             count=len(distinct),
         )
-        words = table[indices] if len(distinct) else np.empty(0, np.uint64)
+        self._build(table[indices] if len(distinct) else np.empty(0, np.uint64), lengths, ngram)
+
+    @classmethod
+    def of_texts(cls, texts: pa.Array | pa.ChunkedArray, ngram: int) -> Shingles:
+        """The shingles of texts held in Arrow (:func:`arrow_words`: the same as of their word lists)."""
+        flat, lengths = arrow_words(texts)
+        encoded = flat.dictionary_encode()
+        table = np.fromiter(
+            map(xxhash.xxh3_64_intdigest, encoded.dictionary.cast(pa.large_binary()).to_pylist()),
+            dtype=np.uint64,
+            count=len(encoded.dictionary),
+        )
+        indices = encoded.indices.to_numpy(zero_copy_only=False)
+        shingles = cls.__new__(cls)
+        shingles._build(table[indices] if len(table) else np.empty(0, np.uint64), lengths, ngram)
+        return shingles
+
+    def _build(self, words: np.ndarray, lengths: np.ndarray, ngram: int) -> None:
+        """The n-gram hashes of the documents whose word hashes, flat, are ``words`` (``lengths`` each)."""
+        self.lengths = lengths
         counts = np.maximum(lengths - ngram + 1, 0)
         if len(words) - ngram + 1 > 0 and counts.sum() > 0:
             hashes = ngram_hashes(words, ngram)

@@ -169,10 +169,8 @@ def dedup_bands(item: dict[str, Any]) -> dict[str, Any]:
     mask_path.parent.mkdir(parents=True, exist_ok=True)
     np.save(mask_path, keep)
     rows = np.flatnonzero(keep)
-    texts = table.column("text").to_pylist()
-    keys, docs, short = band_keys(
-        [texts[i] for i in rows], item["threshold"], item["ngram"], item["num_perm"], item["seed"]
-    )
+    texts = table.column("text") if len(rows) == table.num_rows else table.column("text").take(pa.array(rows))
+    keys, docs, short = band_keys(texts, item["threshold"], item["ngram"], item["num_perm"], item["seed"])
     docs = doc_ids(int(item["part"]), p, rows[docs])
     buckets = int(item["buckets"])
     route = (keys % np.uint64(buckets)).astype(np.int64)
