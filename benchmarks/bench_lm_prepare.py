@@ -22,7 +22,7 @@ ones.
 
 Usage::
 
-    python benchmarks/bench_lm_prepare.py [--sizes 250 1000] [--num-proc 2] [--json out.json]
+    python benchmarks/bench_lm_prepare.py [--sizes 250 1000] [--num-proc 2] [--repeats 3] [--json out.json]
 
 Prints one JSON line per size and a summary table.
 """
@@ -35,6 +35,7 @@ import os
 import random
 import re
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -306,50 +307,69 @@ def _floor_inputs(cache: Path, folder: Path) -> tuple[Path, Path]:
     return sample_path, docs_path
 
 
-def measure(megabytes: float, data_dir: Path, num_proc: int, engines: tuple[str, ...] = ("local",)) -> dict:
-    """Ours (on each engine) and the floor on the corpus of ``megabytes``, each in its own process."""
+def _ours_args(corpus: Path, cache: Path, num_proc: int, engine: str) -> list[str]:
+    options = {"--data": corpus, "--cache": cache, "--num-proc": num_proc, "--engine": engine}
+    return ["--worker", "ours", *(str(x) for pair in options.items() for x in pair)]
+
+
+def measure(
+    megabytes: float,
+    data_dir: Path,
+    num_proc: int,
+    engines: tuple[str, ...] = ("local",),
+    repeats: int = 1,
+) -> dict:
+    """Ours (on each engine) and the floor on the corpus of ``megabytes``, each in its own process.
+
+    With ``repeats`` > 1 the two sides alternate (ours, floor, ours, floor, ...), and each side's
+    fastest run is the one compared (the least disturbed by the machine's noise); every run's
+    seconds and each pair's ratio are reported too.
+    """
     corpus = build_corpus(data_dir, megabytes)
-    runs = {}
+    runs: dict[str, list[dict]] = {engine: [] for engine in engines}
+    floors: list[dict] = []
     with tempfile.TemporaryDirectory(dir=data_dir) as tmp:
-        for engine in engines:
-            cache = str(Path(tmp) / engine)
-            runs[engine] = _run_timed(
-                [
-                    "--worker",
-                    "ours",
-                    "--data",
-                    str(corpus),
-                    "--cache",
-                    cache,
-                    "--num-proc",
-                    str(num_proc),
-                    "--engine",
-                    engine,
-                ]
+        first: Path | None = None
+        for repeat in range(repeats):
+            for engine in engines:
+                cache = Path(tmp) / f"{engine}-{repeat}"
+                run = _run_timed(_ours_args(corpus, cache, num_proc, engine))
+                runs[engine].append(run)
+                print(f"  ours ({engine}): {run['seconds']:.1f} s", file=sys.stderr, flush=True)
+                if first is None:
+                    first = Path(run["cache"])
+                    sample, docs = _floor_inputs(first, Path(tmp))
+                else:
+                    shutil.rmtree(cache)
+            floors.append(
+                _run_timed(
+                    ["--worker", "floor", "--data", str(corpus), "--sample", str(sample), "--docs", str(docs)]
+                )
             )
-            print(f"  ours ({engine}): {runs[engine]['seconds']:.1f} s", file=sys.stderr, flush=True)
-        ours = runs[engines[0]]
-        sample, docs = _floor_inputs(Path(ours["cache"]), Path(tmp))
-        floor = _run_timed(
-            ["--worker", "floor", "--data", str(corpus), "--sample", str(sample), "--docs", str(docs)]
-        )
-        print(f"  floor: {floor['seconds']:.1f} s", file=sys.stderr, flush=True)
-        ours_tokenizer = json.loads((Path(ours["cache"]) / "tokenizer.json").read_text())
-        same = json.loads(floor.pop("tokenizer")) == ours_tokenizer
-        identical = len({json.dumps(r["fingerprints"], sort_keys=True) for r in runs.values()}) == 1
+            print(f"  floor: {floors[-1]['seconds']:.1f} s", file=sys.stderr, flush=True)
+        ours_tokenizer = json.loads((first / "tokenizer.json").read_text())
+        same = all(json.loads(f.pop("tokenizer")) == ours_tokenizer for f in floors)
+        prints = {json.dumps(r["fingerprints"], sort_keys=True) for found in runs.values() for r in found}
     import pyarrow.parquet as pq
 
     mb = (
         pq.read_metadata(corpus).num_rows
         and sum(len(t.encode()) for t in pq.read_table(corpus).column("text").to_pylist()) / 1e6
     )
+    fastest = {engine: min(found, key=lambda r: r["seconds"]) for engine, found in runs.items()}
+    ours, floor = fastest[engines[0]], min(floors, key=lambda r: r["seconds"])
+    pairs = [o["seconds"] / f["seconds"] for o, f in zip(runs[engines[0]], floors)]
     return {
         "megabytes": round(mb, 1),
         "num_proc": num_proc,
         "engines": list(engines),
+        "repeats": repeats,
         "ours": ours,
-        "by_engine": runs,
-        "engines_prepare_identical_data": identical,
+        "by_engine": fastest,
+        "ours_seconds": [round(r["seconds"], 1) for r in runs[engines[0]]],
+        "floor_seconds": [round(f["seconds"], 1) for f in floors],
+        "pair_ratios": [round(x, 3) for x in pairs],
+        "engines_prepare_identical_data": len(prints) == 1,
         "floor": floor,
         "same_tokenizer": same,
         "ours_over_floor": ours["seconds"] / floor["seconds"],
@@ -412,6 +432,12 @@ def main() -> None:
     )
     parser.add_argument("--json", type=Path)
     parser.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        help="runs of each side, alternating; each side's fastest is compared (the machine's noise)",
+    )
+    parser.add_argument(
         "--memory-only",
         action="store_true",
         help="ours alone at each size (no floor): peak memory and its growth against the first size",
@@ -433,7 +459,7 @@ def main() -> None:
         return
     results = []
     for size in args.sizes:
-        result = measure(size, args.data_dir, args.num_proc, tuple(args.engines))
+        result = measure(size, args.data_dir, args.num_proc, tuple(args.engines), args.repeats)
         results.append(result)
         print(json.dumps(result), flush=True)
     print(
@@ -452,6 +478,10 @@ def main() -> None:
                 else ""
             )
             print(f"        {engine}: {run['seconds']:.1f} s{startup}, steps {run['steps']}")
+        if r["repeats"] > 1:
+            print(
+                f"        ours {r['ours_seconds']} s, floor {r['floor_seconds']} s, each pair's ratio {r['pair_ratios']}"
+            )
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
 

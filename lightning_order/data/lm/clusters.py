@@ -177,15 +177,15 @@ def _signature_batches(sizes: np.ndarray, rows: np.ndarray) -> Iterable[np.ndarr
 
 def pairs_of_groups(keys: np.ndarray, docs: np.ndarray) -> np.ndarray:
     """Every pair of distinct documents that share a key (``(n, 2)`` int64, ``a < b``, unique, sorted)."""
-    order = np.lexsort((docs, keys))
+    order = np.argsort(keys, kind="stable")  # a group's members are sorted below, so their order is free
     keys, docs = keys[order], docs[order]
     starts = np.flatnonzero(np.concatenate([[True], keys[1:] != keys[:-1]]))
-    ends = np.concatenate([starts[1:], [len(keys)]])
-    pairs = []
-    for start, end in zip(starts.tolist(), ends.tolist()):
-        if end - start < 2:
-            continue
-        members = np.unique(docs[start:end])
+    sizes = np.diff(np.concatenate([starts, [len(keys)]]))
+    first, second = docs[starts[sizes == 2]], docs[starts[sizes == 2] + 1]  # most groups: one pair at most
+    distinct = first != second
+    pairs = [np.stack([np.minimum(first, second)[distinct], np.maximum(first, second)[distinct]], axis=1)]
+    for start, size in zip(starts[sizes > 2].tolist(), sizes[sizes > 2].tolist()):
+        members = np.unique(docs[start : start + size])
         if len(members) < 2:
             continue
         if len(members) <= MAX_GROUP:
@@ -195,9 +195,8 @@ def pairs_of_groups(keys: np.ndarray, docs: np.ndarray) -> np.ndarray:
             b = a + np.tile(np.arange(1, _NEIGHBOURS + 1), len(members))
             a, b = a[b < len(members)], b[b < len(members)]
         pairs.append(np.stack([members[a], members[b]], axis=1))
-    if not pairs:
-        return np.empty((0, 2), dtype=np.int64)
-    return np.unique(np.concatenate(pairs), axis=0)
+    found = np.concatenate(pairs).astype(np.int64, copy=False)
+    return np.unique(found, axis=0) if len(found) else np.empty((0, 2), dtype=np.int64)
 
 
 def clusters_removed(pairs: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, int]:
