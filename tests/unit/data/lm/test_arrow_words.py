@@ -71,7 +71,7 @@ def test_band_keys_of_an_arrow_column_are_those_of_its_strings(texts):
 
 @pytest.mark.parametrize("kind", [pa.string(), pa.large_string()])
 def test_text_keys_are_text_key_of_every_text(texts, kind):
-    column = pa.array(texts + ["!a!", "a!", "!a", "__", "A_B-c 9"], kind)
+    column = pa.array([*texts, "!a!", "a!", "!a", "__", "A_B-c 9"], kind)
     for array in (
         column,
         column.slice(3, 1000),
