@@ -133,7 +133,9 @@ def _ascii_text_keys(array: pa.Array) -> pa.Array:
     offsets = np.frombuffer(array.buffers()[1], dtype=np.int64 if wide else np.int32)
     offsets = offsets[array.offset : array.offset + len(array) + 1].astype(np.int64)
     buffer = array.buffers()[2]
-    data = np.frombuffer(buffer, dtype=np.uint8)[offsets[0] : offsets[-1]] if buffer else np.empty(0, np.uint8)
+    data = (
+        np.frombuffer(buffer, dtype=np.uint8)[offsets[0] : offsets[-1]] if buffer else np.empty(0, np.uint8)
+    )
     offsets -= offsets[0]
     folded = data | np.uint8(0x20)  # an ASCII letter in lower case (other bytes: only compared)
     letter = (folded - np.uint8(ord("a"))) < 26
@@ -152,7 +154,9 @@ def _ascii_text_keys(array: pa.Array) -> pa.Array:
     counts[offsets[1:] == offsets[:-1]] = 0  # an empty text (reduceat gives the byte at its start)
     ends = np.concatenate([[0], np.cumsum(counts)])
     return pa.Array.from_buffers(
-        array.type, len(array), [None, pa.py_buffer(ends.astype(np.int64 if wide else np.int32)), pa.py_buffer(out)]
+        array.type,
+        len(array),
+        [None, pa.py_buffer(ends.astype(np.int64 if wide else np.int32)), pa.py_buffer(out)],
     )
 
 
