@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import traceback
 from pathlib import Path
 
 import numpy as np
@@ -122,6 +123,19 @@ def test_a_killed_worker_never_leaves_a_cache_that_is_trusted(
         dm.prepare_data()
     assert os.path.exists(marker)  # a worker did die
     _same(dm, local_reference)
+
+
+def test_a_ray_task_runs_its_item_as_a_local_worker_does(local_ray):
+    """Each task goes through the workers' wrapper: the tokenizer on one thread (Ray gives a task
+    one CPU) and what the item freed handed back to the system after it."""
+    engine = RayEngine()
+    stacks = engine.map(traceback.format_stack, [None, None])  # the task's own call stack, in the worker
+    for stack in stacks:
+        assert any("in run_in_worker" in frame for frame in stack)
+        assert any("in _released" in frame for frame in stack)
+    assert engine.map(os.getenv, ["TOKENIZERS_PARALLELISM"]) == ["false"]
+    engine.close()
+    assert ray.is_initialized()  # the test's Ray is left running
 
 
 def test_an_error_inside_a_task_is_raised_as_itself(tmp_path, local_ray):

@@ -31,7 +31,7 @@ from typing import Any, Protocol
 
 from lightning_order.data.engine.progress import track
 
-__all__ = ["MIN_PARALLEL_BYTES", "Engine", "LocalEngine", "make_engine", "release_memory"]
+__all__ = ["MIN_PARALLEL_BYTES", "Engine", "LocalEngine", "make_engine", "release_memory", "run_in_worker"]
 
 #: Below this much work (bytes of text, summed over the items) a map runs in the calling process.
 MIN_PARALLEL_BYTES = 8 << 20
@@ -126,6 +126,12 @@ def _worker_start() -> None:
     Set in the worker only: the calling process trains the tokenizer with tokenizers' own threads.
     """
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def run_in_worker(call: tuple[Callable[[Any], Any], Any]) -> Any:
+    """``fn(item)`` as any engine's worker runs it (a Ray task too): one thread, memory handed back after."""
+    _worker_start()
+    return _released(call)
 
 
 def _released(call: tuple[Callable[[Any], Any], Any]) -> Any:

@@ -2,7 +2,9 @@
 
 ``OrderedLMDataModule(engine="ray")`` hands every work item to a Ray task (one CPU each) and
 gets the results back in item order, exactly as :class:`~.engines.LocalEngine` does with its
-processes, so the prepared data, its fingerprints and its blocks are the same. Nothing here
+processes, so the prepared data, its fingerprints and its blocks are the same. A task runs its
+item as a local worker does (:func:`~.engines.run_in_worker`): the tokenizer on its one CPU's
+thread, and what the item freed handed back to the system after it. Nothing here
 launches processes on other machines: with ``ray_address=None`` a local Ray is started with
 ``num_proc`` CPUs (and shut down after), with an address the driver joins that cluster (started
 by ``ray start``, KubeRay or a Slurm script) and leaves it running.
@@ -19,6 +21,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from lightning_order.data.engine.engines import run_in_worker
 from lightning_order.data.engine.progress import track
 from lightning_order.errors import DataError
 
@@ -65,7 +68,7 @@ class RayEngine:
                 ray.init(address=address, log_to_driver=False, configure_logging=False)
         self.startup_seconds = time.perf_counter() - start
         self.workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
-        self._remote: dict[Callable[..., Any], Any] = {}
+        self._remote: Any = None
 
     def map(
         self, fn: Callable[[Any], Any], items: Sequence[Any], weight: int | None = None, desc: str = ""
@@ -73,10 +76,9 @@ class RayEngine:
         """``[fn(item) for item in items]``, each item a Ray task, results in item order."""
         import ray
 
-        remote = self._remote.get(fn)
-        if remote is None:
-            remote = self._remote[fn] = ray.remote(num_cpus=1, max_retries=MAX_RETRIES)(fn)
-        refs = [remote.remote(item) for item in items]
+        if self._remote is None:  # every task as a local worker runs it: one thread, its memory handed back
+            self._remote = ray.remote(num_cpus=1, max_retries=MAX_RETRIES)(run_in_worker)
+        refs = [self._remote.remote((fn, item)) for item in items]
         # One result at a time, in item order (the bar moves as they arrive).
         results = (self._get(ref, fn, index) for index, ref in enumerate(refs))
         return list(track(results, desc=desc or fn.__name__, total=len(refs), text_bytes=weight))
@@ -114,6 +116,6 @@ class RayEngine:
         """Shuts down the local Ray this engine started, or leaves the cluster it joined (never another's Ray)."""
         import ray
 
-        self._remote.clear()
+        self._remote = None
         if self._connected and ray.is_initialized():
             ray.shutdown()
