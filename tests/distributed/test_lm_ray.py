@@ -132,7 +132,7 @@ def test_a_ray_task_runs_its_item_as_a_local_worker_does(local_ray):
     stacks = engine.map(traceback.format_stack, [None, None])  # the task's own call stack, in the worker
     for stack in stacks:
         assert any("in run_in_worker" in frame for frame in stack)
-        assert any("in _released" in frame for frame in stack)
+        assert any("in run_released" in frame for frame in stack)
     assert engine.map(os.getenv, ["TOKENIZERS_PARALLELISM"]) == ["false"]
     engine.close()
     assert ray.is_initialized()  # the test's Ray is left running

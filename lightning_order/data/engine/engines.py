@@ -21,17 +21,15 @@ No scheduler is written here: a pool's ``map`` (or Ray's tasks) is the whole of 
 
 from __future__ import annotations
 
-import ctypes
-import functools
 import multiprocessing
-import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any, Protocol
 
 from lightning_order.data.engine.progress import track
+from lightning_order.data.engine.workers import release_memory, run_released, worker_start
 
-__all__ = ["MIN_PARALLEL_BYTES", "Engine", "LocalEngine", "make_engine", "release_memory", "run_in_worker"]
+__all__ = ["MIN_PARALLEL_BYTES", "Engine", "LocalEngine", "make_engine", "release_memory"]
 
 #: Below this much work (bytes of text, summed over the items) a map runs in the calling process.
 MIN_PARALLEL_BYTES = 8 << 20
@@ -80,7 +78,7 @@ class LocalEngine:
             self._pool = ProcessPoolExecutor(
                 max_workers=self.workers,
                 mp_context=multiprocessing.get_context(method),
-                initializer=_worker_start,
+                initializer=worker_start,
             )
         return self._pool
 
@@ -104,7 +102,7 @@ class LocalEngine:
         if self.workers == 1 or len(items) <= 1 or small:
             results: Any = (fn(item) for item in items)
         else:
-            results = self._executor().map(_released, [(fn, item) for item in items], chunksize=1)
+            results = self._executor().map(run_released, [(fn, item) for item in items], chunksize=1)
         return list(track(results, desc=desc or fn.__name__, total=len(items), text_bytes=weight))
 
     def close(self) -> None:
@@ -118,52 +116,6 @@ class LocalEngine:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _worker_start() -> None:
-    """In each worker: one process per core already uses every core, so no Rust thread pool in it.
-
-    Set in the worker only: the calling process trains the tokenizer with tokenizers' own threads.
-    """
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-
-
-def run_in_worker(call: tuple[Callable[[Any], Any], Any]) -> Any:
-    """``fn(item)`` as any engine's worker runs it (a Ray task too): one thread, memory handed back after."""
-    _worker_start()
-    return _released(call)
-
-
-def _released(call: tuple[Callable[[Any], Any], Any]) -> Any:
-    """``fn(item)`` in a worker, then the memory it freed handed back to the system.
-
-    A worker lives through many items; without this, the peak of its largest item (Arrow's pool,
-    the C heap) stays resident while it idles or runs small ones, and the tree's memory grows with
-    the number of items it ever ran instead of the largest one.
-    """
-    fn, item = call
-    try:
-        return fn(item)
-    finally:
-        release_memory()
-
-
-def release_memory() -> None:
-    """Returns freed memory to the system: Arrow's pool, then glibc's heap (elsewhere only Arrow's)."""
-    import pyarrow as pa
-
-    pa.default_memory_pool().release_unused()
-    trim = _malloc_trim()
-    if trim is not None:
-        trim(0)
-
-
-@functools.cache
-def _malloc_trim() -> Callable[[int], int] | None:
-    try:
-        return ctypes.CDLL("libc.so.6").malloc_trim
-    except (OSError, AttributeError):
-        return None
 
 
 def make_engine(name: str, num_proc: int, address: str | None = None) -> Engine:

@@ -23,6 +23,7 @@ import xxhash
 from lightning_order.data.engine.long_texts import LONG_TEXT_CHARS, word_pieces
 
 __all__ = [
+    "KEY_BATCH_BYTES",
     "KEY_HASH_COLUMN",
     "hash_keys",
     "is_val",
@@ -39,6 +40,8 @@ __all__ = [
 #: The column of each encoded row's unseeded key hash (int64), read by the leakage checks.
 KEY_HASH_COLUMN = "key_hash"
 _BUCKETS = 1 << 20
+#: Bytes of text keyed at once by :func:`text_key_hashes` (what a worker holds, whatever the partition).
+KEY_BATCH_BYTES = 1 << 22
 _WORD = re.compile(r"\w+")
 
 
@@ -186,7 +189,7 @@ def hash_keys(values: list[bytes], seed: int | None = None) -> np.ndarray:
 def text_key_hashes(array: pa.Array, seeds: Sequence[int | None]) -> list[np.ndarray]:
     """The xxh3-64 hash (uint64) of every text's :func:`text_key`, once per seed in ``seeds``.
 
-    The keys are made once for all seeds. A text of more than
+    The keys are made once for all seeds, :data:`KEY_BATCH_BYTES` of text at a time. A text of more than
     :data:`~.long_texts.LONG_TEXT_CHARS` bytes is keyed in pieces cut before whitespace (the
     same words, so the same hash) and never held as one key or one list of words.
     """
@@ -196,10 +199,13 @@ def text_key_hashes(array: pa.Array, seeds: Sequence[int | None]) -> list[np.nda
     long = long.to_numpy(zero_copy_only=False)
     out = [np.empty(len(array), dtype=np.uint64) for _ in seeds]
     rows = np.flatnonzero(~long)
-    if len(rows):
-        keys = key_bytes(array.take(pa.array(rows)) if len(rows) < len(array) else array, text=True)
+    sizes = pc.fill_null(pc.binary_length(array), 0).to_numpy(zero_copy_only=False)[rows]
+    batch = np.cumsum(sizes) // KEY_BATCH_BYTES
+    for chosen in np.split(rows, np.flatnonzero(np.diff(batch)) + 1) if len(rows) else ():
+        keys = key_bytes(array.take(pa.array(chosen)), text=True)
         for hashes, seed in zip(out, seeds):
-            hashes[rows] = hash_keys(keys, seed)
+            hashes[chosen] = hash_keys(keys, seed)
+        del keys
     for row in np.flatnonzero(long).tolist():
         hashers = [xxhash.xxh3_64() if seed is None else xxhash.xxh3_64(seed=seed) for seed in seeds]
         separate = False

@@ -3,7 +3,7 @@
 ``OrderedLMDataModule(engine="ray")`` hands every work item to a Ray task (one CPU each) and
 gets the results back in item order, exactly as :class:`~.engines.LocalEngine` does with its
 processes, so the prepared data, its fingerprints and its blocks are the same. A task runs its
-item as a local worker does (:func:`~.engines.run_in_worker`): the tokenizer on its one CPU's
+item as a local worker does (:func:`~.workers.run_in_worker`): the tokenizer on its one CPU's
 thread, and what the item freed handed back to the system after it. Nothing here
 launches processes on other machines: with ``ray_address=None`` a local Ray is started with
 ``num_proc`` CPUs (and shut down after), with an address the driver joins that cluster (started
@@ -21,8 +21,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from lightning_order.data.engine.engines import run_in_worker
 from lightning_order.data.engine.progress import track
+from lightning_order.data.engine.workers import run_in_worker
 from lightning_order.errors import DataError
 
 __all__ = ["RayEngine"]

@@ -15,6 +15,7 @@ import sys
 import numpy as np
 import pyarrow as pa
 import pytest
+import xxhash
 
 from lightning_order.data.engine.keys import text_key, text_keys
 from lightning_order.data.lm import clusters
@@ -85,3 +86,17 @@ def test_text_keys_are_text_key_of_every_text(texts, kind):
 
 def test_text_keys_keep_a_null_null():
     assert text_keys(pa.array(["The, end!", None])).to_pylist() == ["the end", None]
+
+
+def test_split_key_hashes_are_the_same_in_any_batch_size(texts, monkeypatch):
+    from lightning_order.data.engine import keys
+
+    column = pa.array(texts, pa.large_string())
+    expected = [
+        np.array([xxhash.xxh3_64_intdigest(text_key(t).encode("utf-8"), seed=7) for t in texts], np.uint64),
+        np.array([xxhash.xxh3_64_intdigest(text_key(t).encode("utf-8")) for t in texts], np.uint64),
+    ]
+    for size in (keys.KEY_BATCH_BYTES, 300, 1):  # one batch, many, one text each
+        monkeypatch.setattr(keys, "KEY_BATCH_BYTES", size)
+        found = keys.text_key_hashes(column, (7, None))
+        assert all(np.array_equal(a, b) for a, b in zip(found, expected))
