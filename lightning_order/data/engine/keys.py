@@ -195,12 +195,11 @@ def text_key_hashes(array: pa.Array, seeds: Sequence[int | None]) -> list[np.nda
     """
     if isinstance(array, pa.ChunkedArray):
         array = array.combine_chunks()
-    long = pc.fill_null(pc.greater(pc.binary_length(array), LONG_TEXT_CHARS), False)
-    long = long.to_numpy(zero_copy_only=False)
+    sizes = pc.fill_null(pc.binary_length(array), 0).to_numpy(zero_copy_only=False)
+    long = sizes > LONG_TEXT_CHARS
     out = [np.empty(len(array), dtype=np.uint64) for _ in seeds]
     rows = np.flatnonzero(~long)
-    sizes = pc.fill_null(pc.binary_length(array), 0).to_numpy(zero_copy_only=False)[rows]
-    batch = np.cumsum(sizes) // KEY_BATCH_BYTES
+    batch = np.cumsum(sizes[rows]) // KEY_BATCH_BYTES
     for chosen in np.split(rows, np.flatnonzero(np.diff(batch)) + 1) if len(rows) else ():
         keys = key_bytes(array.take(pa.array(chosen)), text=True)
         for hashes, seed in zip(out, seeds):

@@ -103,12 +103,11 @@ def band_keys(
     rows = np.flatnonzero(~few)
     if not len(rows):
         return short_keys, short_rows, len(short_rows)
-    signatures = signatures[rows]
     bands = lsh_bands(threshold, num_perm)
     width = num_perm // bands
     keys = np.empty((len(rows), bands), dtype=np.uint64)
-    for band in range(bands):
-        keys[:, band] = mix_hashes(signatures[:, band * width : (band + 1) * width], salt=band + 1)
+    for band in range(bands):  # one band's columns of the kept rows at a time: no copy of the whole matrix
+        keys[:, band] = mix_hashes(signatures[rows, band * width : (band + 1) * width], salt=band + 1)
     long_keys = keys.ravel()
     long_rows = np.repeat(rows, bands)
     return np.concatenate([long_keys, short_keys]), np.concatenate([long_rows, short_rows]), len(short_rows)

@@ -199,7 +199,7 @@ class Shingles:
             dtype=np.uint64,
             count=len(distinct),
         )
-        self._build(table[indices] if len(distinct) else np.empty(0, np.uint64), lengths, ngram)
+        self._build(table, indices, lengths, ngram)
 
     @classmethod
     def of_texts(cls, texts: pa.Array | pa.ChunkedArray, ngram: int) -> Shingles:
@@ -211,13 +211,14 @@ class Shingles:
             dtype=np.uint64,
             count=len(encoded.dictionary),
         )
-        indices = encoded.indices.to_numpy(zero_copy_only=False)
         shingles = cls.__new__(cls)
-        shingles._build(table[indices] if len(table) else np.empty(0, np.uint64), lengths, ngram)
+        shingles._build(table, encoded.indices.to_numpy(zero_copy_only=False), lengths, ngram)
         return shingles
 
-    def _build(self, words: np.ndarray, lengths: np.ndarray, ngram: int) -> None:
-        """The n-gram hashes of the documents whose word hashes, flat, are ``words`` (``lengths`` each)."""
+    def _build(self, table: np.ndarray, indices: np.ndarray, lengths: np.ndarray, ngram: int) -> None:
+        """The n-gram hashes of the documents whose words, flat, are ``indices`` into the distinct
+        words' hashes ``table`` (``lengths`` words each)."""
+        words = table[indices] if len(table) else np.empty(0, np.uint64)
         self.lengths = lengths
         counts = np.maximum(lengths - ngram + 1, 0)
         if len(words) - ngram + 1 > 0 and counts.sum() > 0:
