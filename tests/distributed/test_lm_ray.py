@@ -55,6 +55,9 @@ def test_a_simulated_two_node_cluster_prepares_the_same_data(tmp_path, local_ref
     from ray.cluster_utils import Cluster
 
     temp = tempfile.mkdtemp(prefix="ray", dir="/tmp")
+    # Ray's Cluster writes its address to /tmp/ray/ray_current_cluster whatever the temp folder,
+    # without creating /tmp/ray: on a fresh machine that folder does not exist yet.
+    os.makedirs("/tmp/ray", exist_ok=True)
     cluster = Cluster(
         initialize_head=True, head_node_args={"num_cpus": 1, "temp_dir": temp, "include_dashboard": False}
     )
@@ -67,6 +70,8 @@ def test_a_simulated_two_node_cluster_prepares_the_same_data(tmp_path, local_ref
     finally:
         ray.shutdown()
         cluster.shutdown()
+        # A stale address file makes a later bare ray.init() try to join this dead cluster.
+        Path("/tmp/ray/ray_current_cluster").unlink(missing_ok=True)
 
 
 def test_ray_prepares_the_same_data_as_local(tmp_path, local_ray, local_reference):
