@@ -19,4 +19,4 @@ def test_an_eos_token_that_is_ordinary_text_is_refused_at_construction(tmp_path,
 
 @pytest.mark.parametrize("eos_token", ["<|endoftext|>", "</s>", "[SEP]", "<eos>", "<｜end▁of▁sentence｜>"])
 def test_control_markers_are_accepted_as_eos_token(tmp_path, eos_token):
-    assert OrderedLMDataModule(cache_dir=str(tmp_path), eos_token=eos_token).eos_token == eos_token
+    assert OrderedLMDataModule(cache_dir=str(tmp_path), eos_token=eos_token).config.eos_token == eos_token
