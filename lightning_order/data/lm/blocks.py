@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 from tokenizers import Tokenizer
 
+from lightning_order.data.lm.tokenizer import piece_loss, text_as_text, unknown_id
 from lightning_order.errors import DataError
 
 __all__ = [
@@ -39,10 +40,16 @@ class TokenStream:
         ids: int32, the concatenated documents (end-of-text ids included).
         ends: int64, the position in ``ids`` of each document's end-of-text id (or, without
             end-of-text, of its last token).
+        lost_characters, characters: the non-space characters no token covers (or that became
+            the unknown token), and all of them (``0, 0`` unless measured).
+        empty_documents: documents that encode to no token at all.
     """
 
     ids: np.ndarray
     ends: np.ndarray
+    lost_characters: int = 0
+    characters: int = 0
+    empty_documents: int = 0
 
     def __len__(self) -> int:
         return len(self.ends)
@@ -134,12 +141,15 @@ def encode_documents(
     *,
     where: str = "",
     vocab_size: int | None = None,
+    measure_loss: bool = False,
 ) -> TokenStream:
     """Encodes ``docs`` into one int32 stream, ``eos_id`` after each document, in bounded pieces.
 
     Documents are encoded (in Rust) in batches of at most about :data:`MAX_PIECE_CHARS`
     characters, a long document in pieces (:func:`pieces`, the same ids), so one huge document
-    costs a small multiple of its size, not the ``Encoding`` objects of the whole of it.
+    costs a small multiple of its size, not the ``Encoding`` objects of the whole of it. Special
+    tokens written in a document's text are encoded as ordinary text
+    (:func:`~.tokenizer.text_as_text`): the only special id a document gets is ``eos_id``.
 
     Args:
         tokenizer: the tokenizer (no padding, no truncation).
@@ -148,30 +158,51 @@ def encode_documents(
             for experiments).
         where: names the documents in an error (e.g. ``"train split, file 3"``).
         vocab_size: refuse an id at or above it (a tokenizer whose ids exceed its size).
+        measure_loss: count the characters no token covers (a supplied tokenizer may lose
+            some; a byte-level BPE never does, and is not measured).
 
     Raises:
         DataError: a document encodes to the end-of-text id itself (naming it), or an id is not
             below ``vocab_size``.
     """
+    with text_as_text(tokenizer):
+        return _encode(tokenizer, docs, eos_id, where, vocab_size, measure_loss)
+
+
+def _encode(
+    tokenizer: Tokenizer,
+    docs: Sequence[str],
+    eos_id: int | None,
+    where: str,
+    vocab_size: int | None,
+    measure_loss: bool,
+) -> TokenStream:
     encode = getattr(tokenizer, "encode_batch_fast", tokenizer.encode_batch)
+    if measure_loss:  # the fast path gives no offsets
+        encode = tokenizer.encode_batch
+    unk_id = unknown_id(tokenizer)
     lengths = np.zeros(len(docs), dtype=np.int64)
     chunks: list[np.ndarray] = []  # each document's pieces, then its end-of-text id
     eos = np.array([] if eos_id is None else [eos_id], dtype=np.int32)
     done = 0  # documents whose end-of-text id is in chunks
     highest = -1
+    lost = characters = 0
     for owners, texts in _batches(docs):
-        for owner, encoding in zip(owners, encode(texts, add_special_tokens=False)):
+        for owner, encoding, text in zip(owners, encode(texts, add_special_tokens=False), texts):
             while done < owner:
                 chunks.append(eos)
                 done += 1
             ids = np.asarray(encoding.ids, dtype=np.int32)
+            if measure_loss:
+                found = piece_loss(ids, encoding.offsets, text, unk_id)
+                lost, characters = lost + found[0], characters + found[1]
             if len(ids):
                 highest = max(highest, int(ids.max()))
                 if eos_id is not None and (ids == eos_id).any():
                     raise DataError(
                         f"document {owner} ({where or 'this split'}: {docs[owner][:60]!r}...) encodes to the "
-                        f"end-of-text id {eos_id} itself; its text holds the token in a form cleaning did not "
-                        "remove: clean it (override clean_document, or the clean step)",
+                        f"end-of-text id {eos_id} from its ordinary text (the tokenizer's vocabulary holds the "
+                        "token as a piece of text): use a tokenizer that declares it only as a special token",
                         step="encode",
                     )
             chunks.append(ids)
@@ -185,7 +216,7 @@ def encode_documents(
         )
     ends = np.cumsum(lengths + len(eos)) - 1
     ids = np.concatenate(chunks) if chunks else np.empty(0, dtype=np.int32)
-    return TokenStream(ids, ends)
+    return TokenStream(ids, ends, lost, characters, int((lengths == 0).sum()))
 
 
 def pack_stream(ids: np.ndarray, block_size: int) -> tuple[np.ndarray, int]:

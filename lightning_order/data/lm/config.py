@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -36,13 +37,16 @@ from lightning_order.errors import DataError
 __all__ = ["EOS_TOKEN", "LM_CODE_VERSION", "EngineName", "LMConfig", "SampleBy", "padded_size"]
 
 #: Bump when an LM step's output changes for the same config, so old caches are not reused.
-LM_CODE_VERSION = "2"
+LM_CODE_VERSION = "3"
 #: The end-of-text token ``build_vocab`` declares and ``encode`` puts after every document.
 EOS_TOKEN = "<|endoftext|>"
 #: How ``dataset="text"`` files are cut into documents (``datasets``' text builder's ``sample_by``).
 SampleBy = Literal["document", "paragraph", "line"]
 #: The engines the per-partition work can run on.
 EngineName = Literal["local", "ray"]
+#: What an end-of-text token looks like: a control marker (``<...>`` or ``[...]``, no space inside),
+#: never ordinary text, which cleaning would delete from every document.
+_MARKER = re.compile(r"<[^<>\s]+>|\[[^\[\]\s]+\]")
 #: The largest ``pad_vocab_multiple`` (a typo guard: a larger one would allocate absurd tables).
 MAX_PAD_MULTIPLE = 1 << 16
 
@@ -75,7 +79,7 @@ class LMConfig(BaseDataConfig):
     sample_by: SampleBy = "document"
     """with ``dataset="text"``: one document per file (``"document"``), per blank-line separated paragraph (``"paragraph"``) or per line (``"line"``); line breaks and indentation are kept."""
     eos_token: str = EOS_TOKEN
-    """the end-of-text token: declared by a trained tokenizer, required of a supplied one (e.g. ``"</s>"`` for a Llama-style ``tokenizer.json``), removed from the text by cleaning, put after every document by ``encode``."""
+    """the end-of-text token, a control marker (``<...>`` or ``[...]``): declared by a trained tokenizer, required as a special token of a supplied one (e.g. ``"</s>"`` for a Llama-style ``tokenizer.json``), removed from the text by cleaning, put after every document by ``encode``."""
     num_partitions: int | None = None
     """the canonical partitions of the corpus (documents are assigned by a hash of their content); ``None``: from the corpus size, about 32 MB of text each (4 to 16 384, a power of two). Recorded in the ledger; a partition bounds the memory each process needs."""
     tokenizer_train_bytes: int = 128 << 20
@@ -147,6 +151,14 @@ class LMConfig(BaseDataConfig):
         if not isinstance(self.eos_token, str) or not self.eos_token.strip():
             raise DataError(
                 f"eos_token must be a non-empty string, got {self.eos_token!r}; e.g. '</s>'",
+                step="build_vocab",
+            )
+        if not _MARKER.fullmatch(self.eos_token):
+            raise DataError(
+                f"eos_token must be a control marker like '<|endoftext|>', '</s>' or '[SEP]', got "
+                f"{self.eos_token!r}: cleaning removes it from every document and it is declared a special "
+                "token, so an ordinary string would delete that text; pass the tokenizer's own end-of-text "
+                "special token (e.g. eos_token='</s>')",
                 step="build_vocab",
             )
         if self.num_partitions is not None:

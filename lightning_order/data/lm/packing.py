@@ -21,6 +21,7 @@ from lightning_order.data.lm import tasks
 from lightning_order.data.lm.blocks import stride_shard
 from lightning_order.data.lm.config import LM_CODE_VERSION, LMConfig
 from lightning_order.data.lm.registry import LM_STEPS, engine_of, scratch
+from lightning_order.data.lm.tokenizer import check_encode_loss
 from lightning_order.errors import DataError
 from lightning_order.ledger import fingerprint
 
@@ -55,6 +56,17 @@ class BlockFile:
         return np.load(self.path, mmap_mode="r")
 
 
+def _encode_loss(cfg: LMConfig, name: str, results: list[dict], documents: int) -> dict[str, Any]:
+    """A split's encode loss (``{name}_lost_characters``, ...), refused past the threshold (a supplied tokenizer)."""
+    found = {
+        key: sum(r[key] for r in results) for key in ("lost_characters", "characters", "empty_documents")
+    }
+    if cfg.tokenizer_file is not None:
+        check_encode_loss(cfg.tokenizer_file, name, {**found, "documents": documents})
+    rate = found["lost_characters"] / found["characters"] if found["characters"] else 0.0
+    return {**{f"{name}_{key}": value for key, value in found.items()}, f"{name}_character_loss": rate}
+
+
 @LM_STEPS.register(
     "encode",
     takes=ROWS,
@@ -83,6 +95,7 @@ def encode(ctx: StepContext, state: DataState) -> StepResult:
                 "vocab_size": size,
                 "out": str(folder / name / f"part-{p:05d}.npy"),
                 "part": name,
+                "measure_loss": cfg.tokenizer_file is not None,  # a trained byte-level BPE loses nothing
             }
             for p in range(docs.count)
         ]
@@ -97,6 +110,7 @@ def encode(ctx: StepContext, state: DataState) -> StepResult:
         stats[f"{name}_tokens"] = sum(r["tokens"] for r in results)
         stats["documents"] += streams[name].documents
         stats["eos_tokens"] += sum(r["eos_tokens"] for r in results)
+        stats.update(_encode_loss(cfg, name, results, streams[name].documents))
         digests.append([r["digest"] for r in results])
     fp = fingerprint("lm-encode", LM_CODE_VERSION, dict(ctx.inputs), cfg.eos, dict(state.part_fps), digests)
     part_fps = {name: fingerprint(fp, name) for name in streams}
@@ -106,7 +120,7 @@ def encode(ctx: StepContext, state: DataState) -> StepResult:
         ),
         fp,
         parts=part_fps,
-        params={"eos": cfg.eos, "eos_token": cfg.eos_token},
+        params={"eos": cfg.eos, "eos_token": cfg.eos_token, "special_tokens_in_text": "split"},
         stats=stats,
     )
 

@@ -273,7 +273,7 @@ def encode_partition(item: dict[str, Any]) -> dict[str, Any]:
 
     Item keys: ``documents``, ``file``, ``tokenizer`` (a ``tokenizer.json`` path), ``eos_id``
     (``None``: no end-of-text, a wrong order), ``vocab_size``, ``out`` (the ``.npy`` path),
-    ``part``.
+    ``part``, ``measure_loss`` (count the characters the tokenizer loses: a supplied one).
     """
     from tokenizers import Tokenizer
 
@@ -283,7 +283,14 @@ def encode_partition(item: dict[str, Any]) -> dict[str, Any]:
     texts = documents.text_column(int(item["file"]))
     tokenizer = Tokenizer.from_file(item["tokenizer"])
     where = f"{item['part']} split, file {int(item['file'])}"
-    stream = encode_documents(tokenizer, texts, item["eos_id"], where=where, vocab_size=item["vocab_size"])
+    stream = encode_documents(
+        tokenizer,
+        texts,
+        item["eos_id"],
+        where=where,
+        vocab_size=item["vocab_size"],
+        measure_loss=bool(item.get("measure_loss")),
+    )
     out = Path(item["out"])
     out.parent.mkdir(parents=True, exist_ok=True)
     np.save(out, stream.ids)
@@ -293,6 +300,9 @@ def encode_partition(item: dict[str, Any]) -> dict[str, Any]:
         "documents": len(texts),
         "eos_tokens": eos,
         "digest": xxhash.xxh3_128_hexdigest(stream.ids),
+        "lost_characters": stream.lost_characters,
+        "characters": stream.characters,
+        "empty_documents": stream.empty_documents,
     }
 
 

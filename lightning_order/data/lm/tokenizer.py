@@ -9,6 +9,7 @@ document. The end-of-text token is declared here, as a special token, and nowher
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence, Sized
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,8 +27,12 @@ __all__ = [
     "SuppliedTokenizer",
     "bounded_byte_level",
     "character_loss",
+    "check_encode_loss",
+    "piece_loss",
     "read_tokenizer",
+    "text_as_text",
     "train_byte_bpe",
+    "unknown_id",
 ]
 
 #: The characters of each document ``build_vocab`` learns from at most (a cost bound, not a filter).
@@ -149,6 +154,7 @@ def read_tokenizer(path: str, eos_token: str = EOS_TOKEN, digest: str | None = N
             "(tokenizer_file=None)",
             step="build_vocab",
         )
+    _check_eos_is_special(tokenizer, eos_token, path)
     size = tokenizer.get_vocab_size(with_added_tokens=True)
     top = max(tokenizer.get_vocab(with_added_tokens=True).values(), default=-1)
     if top >= size or eos_id >= size:
@@ -160,24 +166,110 @@ def read_tokenizer(path: str, eos_token: str = EOS_TOKEN, digest: str | None = N
     return SuppliedTokenizer(tokenizer, found, tuple(switched_off))
 
 
-def character_loss(tokenizer: Tokenizer, texts: Sequence[str]) -> tuple[int, int]:
-    """``(lost, total)`` non-space characters of ``texts`` that ``tokenizer`` does not encode.
+def _check_eos_is_special(tokenizer: Tokenizer, eos_token: str, path: str) -> None:
+    """The end-of-text token must be one of the tokenizer's special tokens, never an ordinary piece of text."""
+    added = {t.content: t.special for t in tokenizer.get_added_tokens_decoder().values()}
+    if not added.get(eos_token, False):
+        kind = (
+            "an added token that is not special"
+            if eos_token in added
+            else "an ordinary token of its vocabulary"
+        )
+        raise DataError(
+            f"eos_token {eos_token!r} is {kind} in tokenizer_file {path!r}: text could encode to it and "
+            "documents could not be told apart from it; pass the tokenizer's own end-of-text special token "
+            f"as eos_token= (its special tokens: {sorted(k for k, v in added.items() if v)[:8]}), or declare it "
+            f"with tokenizer.add_special_tokens([{eos_token!r}]) before saving",
+            step="build_vocab",
+        )
+
+
+@contextmanager
+def text_as_text(tokenizer: Tokenizer) -> Iterator[Tokenizer]:
+    """``tokenizer`` with special tokens written in the text encoded as ordinary text, restored after.
+
+    Documents may hold ``<s>``, ``<|im_start|>`` or the end-of-text marker literally (chat logs,
+    scraped markup); ``add_special_tokens=False`` does not stop the tokenizer from matching them
+    to their control ids. In "split special tokens" mode (``encode_special_tokens``, tokenizers
+    0.15+) the literal text is split into ordinary tokens, so the only special ids in the data
+    are the ones ``encode`` puts there. The tokenizer handed to users is left as it was.
+    """
+    before = tokenizer.encode_special_tokens
+    tokenizer.encode_special_tokens = True
+    try:
+        yield tokenizer
+    finally:
+        tokenizer.encode_special_tokens = before
+
+
+def unknown_id(tokenizer: Tokenizer) -> int | None:
+    """The id of the tokenizer model's unknown token (``None``: it has none)."""
+    unknown = getattr(tokenizer.model, "unk_token", None)
+    return tokenizer.token_to_id(unknown) if unknown else None
+
+
+#: Every whitespace code point (``str.isspace``): none lies above U+3000.
+_SPACES = np.array([c for c in range(0x3001) if chr(c).isspace()], dtype=np.uint32)
+
+
+def piece_loss(
+    ids: Sequence[int], offsets: Sequence[tuple[int, int]], text: str, unk_id: int | None
+) -> tuple[int, int]:
+    """``(lost, total)`` non-space characters of ``text`` not covered by a token of its encoding.
 
     A character is lost when no token covers it (a model without an unknown token or byte
-    fallback drops it) or when it became the unknown token. A byte-level BPE loses none.
+    fallback drops it) or when it became the unknown token.
     """
-    unknown = getattr(tokenizer.model, "unk_token", None)
-    unk_id = tokenizer.token_to_id(unknown) if unknown else None
+    if not text:
+        return 0, 0
+    covered = np.zeros(len(text) + 1, dtype=np.int32)
+    if len(ids):
+        spans = np.asarray(offsets, dtype=np.int64).reshape(-1, 2)
+        keep = spans[:, 1] > spans[:, 0]
+        if unk_id is not None:
+            keep &= np.asarray(ids) != unk_id
+        np.add.at(covered, spans[keep, 0], 1)
+        np.add.at(covered, np.minimum(spans[keep, 1], len(text)), -1)
+    inside = np.cumsum(covered)[: len(text)] > 0
+    codes = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    visible = ~np.isin(codes, _SPACES)
+    return int((visible & ~inside).sum()), int(visible.sum())
+
+
+def character_loss(tokenizer: Tokenizer, texts: Sequence[str]) -> tuple[int, int]:
+    """``(lost, total)`` non-space characters of ``texts`` that ``tokenizer`` does not encode (see :func:`piece_loss`).
+
+    Special tokens written in the text count as text (:func:`text_as_text`). A byte-level BPE loses none.
+    """
+    unk_id = unknown_id(tokenizer)
     lost = total = 0
-    encode = tokenizer.encode_batch
-    for encoding, text in zip(encode(list(texts), add_special_tokens=False), texts):
-        covered = np.zeros(len(text) + 1, dtype=np.int32)
-        for token, (start, end) in zip(encoding.ids, encoding.offsets):
-            if token != unk_id and end > start:
-                covered[start] += 1
-                covered[min(end, len(text))] -= 1
-        inside = np.cumsum(covered)[: len(text)] > 0
-        visible = np.fromiter((not c.isspace() for c in text), dtype=bool, count=len(text))
-        lost += int((visible & ~inside).sum())
-        total += int(visible.sum())
+    with text_as_text(tokenizer):
+        encodings = tokenizer.encode_batch(list(texts), add_special_tokens=False)
+    for encoding, text in zip(encodings, texts):
+        found = piece_loss(encoding.ids, encoding.offsets, text, unk_id)
+        lost, total = lost + found[0], total + found[1]
     return lost, total
+
+
+def check_encode_loss(tokenizer_file: str | None, split: str, found: dict[str, int]) -> None:
+    """Refuses a split of which more than :data:`MAX_CHARACTER_LOSS` of the characters were not encoded.
+
+    Args:
+        tokenizer_file: the supplied tokenizer (named in the message).
+        split: the split's name (``"train"``, ``"val"``).
+        found: ``lost_characters``, ``characters``, ``empty_documents`` and ``documents`` of the split.
+
+    Raises:
+        DataError: (step ``encode``) past the threshold, naming the split, the counts and the fix.
+    """
+    lost, total = found["lost_characters"], found["characters"]
+    if not total or lost / total <= MAX_CHARACTER_LOSS:
+        return
+    raise DataError(
+        f"tokenizer_file {tokenizer_file!r} cannot encode {lost} of {total} characters of the {split} split "
+        f"({lost / total:.2%}, more than the {MAX_CHARACTER_LOSS:.1%} allowed; {found['empty_documents']} "
+        f"documents of {found['documents']} encode to nothing): they would vanish from the data or become the "
+        "unknown token; use a tokenizer that covers the text (a byte-level BPE, or one with byte_fallback), "
+        "or tokenizer_file=None to train one",
+        step="encode",
+    )

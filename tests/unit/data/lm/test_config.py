@@ -1,0 +1,22 @@
+"""``LMConfig`` checks at construction (issue #32): an end-of-text token that is ordinary text is refused."""
+
+from __future__ import annotations
+
+import pytest
+
+from lightning_order import DataError, OrderedLMDataModule
+
+
+@pytest.mark.parametrize("eos_token", ["e", "the", "EOS", "end of text", "<|end of text|>", "<>"])
+def test_an_eos_token_that_is_ordinary_text_is_refused_at_construction(tmp_path, eos_token):
+    """Cleaning removes the end-of-text string from every document: ``"e"`` would delete every letter e."""
+    with pytest.raises(DataError) as info:
+        OrderedLMDataModule(cache_dir=str(tmp_path), eos_token=eos_token)
+    message = str(info.value)
+    assert info.value.step == "build_vocab" and "eos_token" in message and repr(eos_token) in message
+    assert "control marker" in message and "eos_token='</s>'" in message and "\n" not in message
+
+
+@pytest.mark.parametrize("eos_token", ["<|endoftext|>", "</s>", "[SEP]", "<eos>", "<｜end▁of▁sentence｜>"])
+def test_control_markers_are_accepted_as_eos_token(tmp_path, eos_token):
+    assert OrderedLMDataModule(cache_dir=str(tmp_path), eos_token=eos_token).config.eos_token == eos_token
