@@ -23,19 +23,26 @@ from lightning_order.ledger import StepLedger
 
 REPO = Path(__file__).resolve().parents[4]
 
-# A preparation whose pool's two workers write their pids and then hold their work item.
+# A real LM preparation (num_proc=2) whose pool's workers write their pids and then hold their work
+# item (the partition pass of `clean`), as a long step does.
 _HOLDING_SCRIPT = textwrap.dedent(
     """
     import os, sys, time
-    from lightning_order.data.engine.engines import LocalEngine
+    from pathlib import Path
+    from lightning_order.data.engine import engines
+    from lightning_order.data.lm import prepare, tasks
+    from lightning_order.data.lm.config import LMConfig
 
-    def hold(folder):
-        with open(os.path.join(folder, str(os.getpid())), "w"):
+    def hold(item):
+        with open(os.path.join(sys.argv[1], str(os.getpid())), "w"):
             pass
         time.sleep(120)
 
     if __name__ == "__main__":
-        LocalEngine(2, min_parallel_bytes=0).map(hold, [sys.argv[1]] * 2)
+        engines.MIN_PARALLEL_BYTES = 0  # real worker processes, even for a small corpus
+        tasks.merge_partition = hold
+        config = LMConfig(num_proc=2, num_partitions=4, max_documents=100, cache_dir=sys.argv[2])
+        prepare.prepare_cache(Path(sys.argv[2]), config, prepare.order_of(config, None))
     """
 )
 
@@ -74,7 +81,7 @@ def test_workers_die_when_the_preparing_process_is_killed(tmp_path):
     pids = tmp_path / "pids"
     pids.mkdir()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    parent = subprocess.Popen([sys.executable, str(script), str(pids)], env=env)
+    parent = subprocess.Popen([sys.executable, str(script), str(pids), str(tmp_path / "cache")], env=env)
     try:
         assert _wait_for(lambda: len(list(pids.iterdir())) == 2, 60), "the two workers never started"
         workers = [int(p.name) for p in pids.iterdir()]
