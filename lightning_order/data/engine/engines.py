@@ -113,12 +113,11 @@ class LocalEngine:
             results: Any = (fn(item) for item in items)
             return list(track(results, desc=desc, total=len(items), text_bytes=weight))
         pool = self._executor()
-        results = pool.map(run_released, [(fn, item) for item in items], chunksize=1)
-        # The workers exist once every item is submitted (map submits them all at once).
-        workers = list((getattr(pool, "_processes", None) or {}).values())
-        try:
+        try:  # a worker that died while the pool idled breaks the submission itself
+            results = pool.map(run_released, [(fn, item) for item in items], chunksize=1)
             return list(track(results, desc=desc, total=len(items), text_bytes=weight))
         except BrokenProcessPool as err:
+            workers = list((getattr(pool, "_processes", None) or {}).values())
             self.close()  # joins the pool's processes: their exit codes are known after
             codes = [worker.exitcode for worker in workers]
             raise DataError(self._death_message(fn, desc, codes), step=None) from err

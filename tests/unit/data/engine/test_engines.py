@@ -74,6 +74,11 @@ def _square(item: int) -> int:
     return item * item
 
 
+def _own_pid(item: int) -> int:
+    time.sleep(0.05)  # each worker takes some of the items
+    return os.getpid()
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads worker states from /proc")
 def test_workers_die_when_the_preparing_process_is_killed(tmp_path):
     script = tmp_path / "prepare.py"
@@ -126,3 +131,15 @@ def test_a_worker_killed_in_a_step_names_the_step():
         engine.close()
     assert caught.value.step == "clean"
     assert str(caught.value).startswith("[step 'clean'] a worker process died")
+
+
+def test_a_worker_killed_while_the_pool_idles_is_the_same_line():
+    engine = LocalEngine(2, min_parallel_bytes=0)
+    try:
+        pids = set(engine.map(_own_pid, [1, 2, 3, 4]))
+        os.kill(pids.pop(), signal.SIGKILL)  # between two maps, as the out-of-memory killer may
+        time.sleep(0.5)  # lets the pool notice the death
+        with pytest.raises(DataError, match=r"a worker process died while running _square .*SIGKILL.*memory"):
+            engine.map(_square, [1, 2, 3], desc="pack train")
+    finally:
+        engine.close()
