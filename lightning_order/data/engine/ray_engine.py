@@ -37,7 +37,7 @@ __all__ = ["CONNECT_TIMEOUT_S", "RayEngine", "check_ray_address"]
 
 #: How often Ray retries a task whose worker died (a task that raises is not retried).
 MAX_RETRIES = 3
-#: The most seconds joining a cluster may take: its port answering, then ``ray.init`` returning.
+#: The most seconds joining a cluster may take: its port answering and ``ray.init`` returning, together.
 CONNECT_TIMEOUT_S = 30.0
 #: ``ray_address`` values that name no host: the cluster ``ray start`` left on this machine, a new local Ray.
 _NAMED_ADDRESSES = ("auto", "local")
@@ -167,10 +167,12 @@ def _host_port(address: str) -> tuple[str, int] | None:
 def _join(address: str) -> None:
     """``ray.init(address)`` within :data:`CONNECT_TIMEOUT_S`, or one :class:`DataError` naming ``ray_address``."""
     check_ray_address(address)
+    deadline = time.monotonic() + CONNECT_TIMEOUT_S  # the probe and ray.init together
     target = _host_port(address)
     if target is not None:
         _probe(address, *target)
     outcome: list[BaseException | None] = []
+    abandoned = threading.Event()
 
     def init() -> None:
         import ray
@@ -178,6 +180,8 @@ def _join(address: str) -> None:
         try:
             ray.init(address=address, log_to_driver=False, configure_logging=False)
             outcome.append(None)
+            if abandoned.is_set():  # connected after the preparation gave up: leave the cluster
+                ray.shutdown()
         except BaseException as err:  # Ray raises SystemExit, ConnectionError, ValueError...
             outcome.append(err)
 
@@ -185,12 +189,13 @@ def _join(address: str) -> None:
     # thread, waited for a bounded time, so a preparation never holds the cache lock forever.
     thread = threading.Thread(target=init, name="lightning-order-ray-init", daemon=True)
     thread.start()
-    thread.join(CONNECT_TIMEOUT_S)
+    thread.join(max(deadline - time.monotonic(), 0.1))
     if not outcome:
+        abandoned.set()
+        answered = "something answers there, but no Ray cluster" if target else "no cluster answered"
         raise DataError(
-            f"ray_address={address!r}: Ray did not connect within {CONNECT_TIMEOUT_S:g} s (something answers "
-            "there, but no Ray cluster); pass the head's GCS address ('host:6379', see `ray status`) or "
-            "ray_address=null for a local Ray",
+            f"ray_address={address!r}: Ray did not connect within {CONNECT_TIMEOUT_S:g} s ({answered}); pass "
+            "the head's GCS address ('host:6379', see `ray status`) or ray_address=null for a local Ray",
             step="load",
         )
     if outcome[0] is not None:

@@ -123,3 +123,17 @@ def test_a_preparation_on_an_unreachable_cluster_fails_without_keeping_the_lock(
     assert not (tmp_path / key).exists()  # nothing published
     with FileLock(str(tmp_path / f"{key}.lock"), timeout=0):  # free at once: the next run can prepare
         pass
+
+
+def test_ray_init_failing_is_one_line_naming_the_address(monkeypatch):
+    def refuse(**kwargs):
+        raise ConnectionError(
+            "Could not find any running Ray instance.\nPlease specify the one to connect to."
+        )
+
+    monkeypatch.setattr(ray, "init", refuse)  # 'auto' on a machine where `ray start` never ran
+    error = _construct("auto")
+    assert isinstance(error, DataError) and error.step == "load"
+    message = str(error)
+    assert "ray_address='auto': Ray could not connect (ConnectionError: Please specify" in message
+    assert "ray status" in message and "\n" not in message
