@@ -208,11 +208,13 @@ def _probe(address: str, host: str, port: int) -> None:
         with socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S):
             return
     except OSError as err:
-        reason = "no answer" if isinstance(err, TimeoutError) else (err.strerror or type(err).__name__)
+        timed_out = isinstance(err, TimeoutError)
+        reason = (
+            f"no answer within {CONNECT_TIMEOUT_S:g} s" if timed_out else err.strerror or type(err).__name__
+        )
         raise DataError(
-            f"ray_address={address!r}: no Ray cluster is reachable there ({reason} within "
-            f"{CONNECT_TIMEOUT_S:g} s); start it (`ray start --head`), fix the address (see `ray status` on "
-            "the head), or pass ray_address=null for a local Ray",
+            f"ray_address={address!r}: no Ray cluster is reachable there ({reason}); start it (`ray start "
+            "--head`), fix the address (see `ray status` on the head), or pass ray_address=null for a local Ray",
             step="load",
         ) from err
 
