@@ -139,8 +139,9 @@ class RayEngine:
 
 
 def check_ray_address(address: Any) -> str | None:
-    """``address`` if it is ``None`` or a form Ray takes (see :data:`_FORMS`); else one :class:`DataError`.
+    """``address`` if it is ``None`` or a form Ray takes; else one :class:`DataError` listing the forms.
 
+    The forms: ``"host:port"``, ``"ray://host:port"`` (Ray Client), ``"auto"``, ``"local"``.
     Checked with the config, before any lock is taken or Ray is imported.
 
     Raises:
