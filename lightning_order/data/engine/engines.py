@@ -12,7 +12,10 @@ had: the engine is recorded in the ledger's ``load`` record and enters no finger
   are forked where the platform can (as ``datasets``' ``num_proc`` and PyTorch's loaders do), so
   a script needs no ``if __name__ == "__main__":`` guard; elsewhere they are spawned. The Rust
   parts (tokenizers, rensa) keep their own threads inside each process; the pool is started
-  before the parent trains the tokenizer, so no worker inherits a busy thread pool.
+  before the parent trains the tokenizer, so no worker inherits a busy thread pool. Workers die
+  with the process that started them (:func:`~.workers.die_with_parent`), and a worker that dies
+  mid-step (the out-of-memory killer) is one :class:`~lightning_order.errors.DataError` naming
+  the pass, the signal and the likely cause, never a raw ``BrokenProcessPool``.
 * ``RayEngine`` (:mod:`.ray_engine`, the ``ray`` extra): the same functions as Ray tasks, on a
   local Ray or a cluster.
 
@@ -21,15 +24,20 @@ No scheduler is written here: a pool's ``map`` (or Ray's tasks) is the whole of 
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
-from collections.abc import Callable, Sequence
+import os
+import signal
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Protocol
 
 from lightning_order.data.engine.progress import track
-from lightning_order.data.engine.workers import release_memory, run_released, worker_start
+from lightning_order.data.engine.workers import local_worker_start, release_memory, run_released
+from lightning_order.errors import DataError
 
-__all__ = ["MIN_PARALLEL_BYTES", "Engine", "LocalEngine", "make_engine", "release_memory"]
+__all__ = ["MIN_PARALLEL_BYTES", "Engine", "LocalEngine", "errors_named", "make_engine", "release_memory"]
 
 #: Below this much work (bytes of text, summed over the items) a map runs in the calling process.
 MIN_PARALLEL_BYTES = 8 << 20
@@ -78,7 +86,8 @@ class LocalEngine:
             self._pool = ProcessPoolExecutor(
                 max_workers=self.workers,
                 mp_context=multiprocessing.get_context(method),
-                initializer=worker_start,
+                initializer=local_worker_start,
+                initargs=(os.getpid(),),
             )
         return self._pool
 
@@ -99,11 +108,28 @@ class LocalEngine:
         items = list(items)
         floor = MIN_PARALLEL_BYTES if self.min_parallel_bytes is None else self.min_parallel_bytes
         small = weight is not None and weight < floor
+        desc = desc or fn.__name__
         if self.workers == 1 or len(items) <= 1 or small:
             results: Any = (fn(item) for item in items)
-        else:
-            results = self._executor().map(run_released, [(fn, item) for item in items], chunksize=1)
-        return list(track(results, desc=desc or fn.__name__, total=len(items), text_bytes=weight))
+            return list(track(results, desc=desc, total=len(items), text_bytes=weight))
+        pool = self._executor()
+        try:  # a worker that died while the pool idled breaks the submission itself
+            results = pool.map(run_released, [(fn, item) for item in items], chunksize=1)
+            return list(track(results, desc=desc, total=len(items), text_bytes=weight))
+        except BrokenProcessPool as err:
+            workers = list((getattr(pool, "_processes", None) or {}).values())
+            self.close()  # joins the pool's processes: their exit codes are known after
+            codes = [worker.exitcode for worker in workers]
+            raise DataError(self._death_message(fn, desc, codes), step=None) from err
+
+    def _death_message(self, fn: Callable[[Any], Any], desc: str, codes: Sequence[int | None]) -> str:
+        """One line for a pool whose worker died: which pass, which signal, the likely cause and the fix."""
+        return (
+            f"a worker process died while running {fn.__name__} ({desc}){_death_cause(codes)}; the likeliest "
+            f"cause is memory (the system's out-of-memory killer ends the largest process): lower num_proc "
+            f"(now {self.workers}, each worker holds one partition) or raise num_partitions (smaller "
+            "partitions), then prepare again; nothing was published"
+        )
 
     def close(self) -> None:
         """Shuts the worker processes down (a later map starts new ones)."""
@@ -116,6 +142,36 @@ class LocalEngine:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+@contextlib.contextmanager
+def errors_named(step: str) -> Iterator[None]:
+    """A block whose step-less :class:`DataError` (an engine's: a worker died, a Ray task was lost) names ``step``.
+
+    An engine runs functions for any step and does not know which one; the runner does.
+    """
+    try:
+        yield
+    except DataError as err:
+        if err.step is not None or type(err) is not DataError:
+            raise
+        raise DataError(str(err), step=step) from err
+
+
+def _death_cause(codes: Sequence[int | None]) -> str:
+    """`` (killed by signal 9, SIGKILL)`` for the worker that died first, as far as its exit code says."""
+    # The pool terminates the other workers (SIGTERM) once one has died: the odd one out is the cause.
+    killed = [code for code in codes if code is not None and code < 0 and -code != signal.SIGTERM]
+    others = [code for code in codes if code not in (None, 0, -signal.SIGTERM)]
+    code = (killed or others or [None])[0]
+    if code is None:
+        return ""
+    if code < 0:
+        try:
+            return f" (killed by signal {-code}, {signal.Signals(-code).name})"
+        except ValueError:
+            return f" (killed by signal {-code})"
+    return f" (exit code {code})"
 
 
 def make_engine(name: str, num_proc: int, address: str | None = None) -> Engine:

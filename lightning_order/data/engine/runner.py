@@ -45,7 +45,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from lightning_order.data.engine.engines import release_memory
+from lightning_order.data.engine.engines import errors_named, release_memory
 from lightning_order.data.engine.storage import storage_errors
 from lightning_order.errors import DataError, OrderError
 from lightning_order.ledger import StepLedger, fingerprint
@@ -379,7 +379,7 @@ def run_steps(
 
 def _run_one(spec: StepSpec, ctx: StepContext, state: DataState) -> StepResult:
     """Runs a step body, then hands what it freed back to the system; a full disk or a denied write inside it becomes a DataError naming the step."""
-    with storage_errors(spec.name, ctx.work):
+    with storage_errors(spec.name, ctx.work), errors_named(spec.name):
         try:
             return spec.fn(ctx, state)
         finally:

@@ -31,6 +31,7 @@ from lightning_order.data.engine.config import (
     check_int,
     check_optional_str,
 )
+from lightning_order.data.engine.ray_engine import check_ray_address
 from lightning_order.data.engine.storage import file_digest
 from lightning_order.errors import DataError
 
@@ -147,7 +148,7 @@ class LMConfig(BaseDataConfig):
             step="load",
             fix="'local' or 'ray' (pip install 'lightning-order[ray]')",
         )
-        check_optional_str("ray_address", self.ray_address, step="load")
+        check_ray_address(self.ray_address)
         if not isinstance(self.eos_token, str) or not self.eos_token.strip():
             raise DataError(
                 f"eos_token must be a non-empty string, got {self.eos_token!r}; e.g. '</s>'",
