@@ -55,7 +55,7 @@ def check_record(data: Any, index: int) -> None:
             wrong type (``seq`` and ``rank`` must be integers, not booleans).
     """
     if not isinstance(data, Mapping):
-        raise ManifestError(f"ledger record {index} is a {type(data).__name__}, not a mapping of fields")
+        raise ManifestError(f"ledger record {index} is not a mapping of fields (got {type(data).__name__})")
     missing = [name for name in ("step", "seq") if name not in data]
     if missing:
         raise ManifestError(

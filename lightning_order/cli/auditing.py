@@ -99,11 +99,8 @@ def audit(path: str | Path, pipeline: Pipeline | None = None, console: Console |
         out.rule(Text(str(manifest)))
         try:
             found = _audit_one(out, manifest, pipeline)
-        except (ManifestError, CheckpointError) as err:
-            out.print(Text(f"✗ unreadable manifest: {err}", style="bold red"))
-            found = AUDIT_UNREADABLE
         except Exception as err:
-            # Exit 1 means "violations" to a script: whatever else a malformed manifest trips is unreadable.
+            # Exit 1 means "violations" to a script: whatever a malformed manifest trips is unreadable.
             out.print(Text(f"✗ unreadable manifest: {unreadable_reason(manifest, err)}", style="bold red"))
             found = AUDIT_UNREADABLE
         code = max(code, found)
@@ -137,7 +134,10 @@ def read_ledger(path: Path) -> StepLedger:
 
 
 def unreadable_reason(path: Path, err: Exception) -> str:
-    """One line for a manifest whose content made a check fail in an unforeseen way."""
+    """One line saying why the manifest (or checkpoint) at ``path`` cannot be judged, naming it."""
+    if isinstance(err, (ManifestError, CheckpointError)):
+        text = str(err)
+        return text if str(path) in text else f"{path}: {text}"
     detail = str(err).splitlines()[0] if str(err) else ""
     return (
         f"{path}: its content could not be checked ({type(err).__name__}{': ' + detail if detail else ''}); "
@@ -192,12 +192,27 @@ def _check_info(path: Path, info: dict[str, Any]) -> None:
                 f"{path}: info[{name!r}] must be a {'mapping' if kind is Mapping else 'string'}, "
                 f"got {type(info[name]).__name__}; prepare the data again rather than trusting it"
             )
+    odd = [name for name, entry in (info.get("files") or {}).items() if not _is_file_record(entry)]
+    if odd:
+        raise ManifestError(
+            f"{path}: info['files'][{odd[0]!r}] is not a file record (a mapping with an integer 'size' and "
+            "a string 'xxh3'); prepare the data again rather than trusting it"
+        )
     recorded = info.get("pipeline")
     if recorded and str(recorded) not in PIPELINES:
         raise ManifestError(
             f"{path} names pipeline {recorded!r}, which is none of {', '.join(PIPELINES)}: "
             "it was written by another tool or edited"
         )
+
+
+def _is_file_record(entry: Any) -> bool:
+    return (
+        isinstance(entry, Mapping)
+        and isinstance(entry.get("size"), int)
+        and not isinstance(entry.get("size"), bool)
+        and isinstance(entry.get("xxh3"), str)
+    )
 
 
 def _is_checkpoint(path: Path) -> bool:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import sys
 from argparse import ArgumentError
-from pathlib import Path
 from typing import Any, Literal
 
 from jsonargparse import ArgumentParser
@@ -25,7 +24,7 @@ from lightning_order.cli.console import console as make_console
 from lightning_order.cli.help import TOOLS
 from lightning_order.cli.parsing import STRICT_PARSER, parser_options, with_suggestions
 from lightning_order.cli.rendering import graph_marks, to_dot, to_mermaid
-from lightning_order.errors import CheckpointError, ManifestError
+from lightning_order.errors import ManifestError
 from lightning_order.pipelines import DEFAULT_PIPELINE, PIPELINES, descriptor_for
 
 __all__ = ["audit_main", "graph_main", "tool_parser"]
@@ -89,18 +88,19 @@ def graph_main(argv: list[str]) -> int:
     descriptor = PIPELINES[cfg.pipeline]
     marks = graph_marks(descriptor.pipeline)
     if cfg.manifest:
-        manifest = Path(cfg.manifest)
+        err_console = make_console(stderr=True)
         try:
             manifest = find_manifests(cfg.manifest)[0]
+        except ManifestError as err:
+            err_console.print(Text(f"✗ {err}", style="bold red"))
+            return AUDIT_UNREADABLE
+        try:
             ledger = read_ledger(manifest)
             descriptor = descriptor_for(ledger=ledger)
             marks = graph_marks(descriptor.pipeline, ledger, descriptor.check(ledger))
-        except (ManifestError, CheckpointError) as err:
-            make_console(stderr=True).print(Text(f"✗ {err}", style="bold red"))
-            return AUDIT_UNREADABLE
         except Exception as err:
-            # Exit codes are audit's: whatever else a malformed manifest trips is "unreadable" (2).
-            make_console(stderr=True).print(Text(f"✗ {unreadable_reason(manifest, err)}", style="bold red"))
+            # Exit codes are audit's: whatever a malformed manifest trips is "unreadable" (2).
+            err_console.print(Text(f"✗ {unreadable_reason(manifest, err)}", style="bold red"))
             return AUDIT_UNREADABLE
     render = to_dot if cfg.format == "dot" else to_mermaid
     sys.stdout.write(render(descriptor.pipeline, marks))
