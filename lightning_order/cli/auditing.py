@@ -86,7 +86,9 @@ def audit(path: str | Path, pipeline: Pipeline | None = None, console: Console |
     Returns:
         The exit code: 0 when every ledger is clean, 1 when any has a violation, 2 when a
         manifest is missing, unreadable or tampered with, or a prepared folder's files are
-        missing, partial or changed (each verified against the manifest's xxh3 hashes).
+        missing, partial or changed (each verified against the manifest's xxh3 hashes, whatever
+        the folder is named). Never an exception: a FIFO or device (never opened), a re-sealed
+        manifest with odd records or facts, or deeply nested JSON is one "unreadable" line, 2.
     """
     out = console or make_console()
     try:
