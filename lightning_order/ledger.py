@@ -24,6 +24,7 @@ from typing import Any
 import xxhash
 
 from lightning_order.errors import ManifestError
+from lightning_order.manifest_checks import check_ledger_state, read_manifest_text
 
 __all__ = ["CHECKPOINT_KEY", "MANIFEST_NAME", "StepLedger", "StepRecord", "fingerprint", "step_fingerprint"]
 
@@ -291,7 +292,13 @@ class StepLedger:
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Replaces this ledger's content with ``state`` (from :meth:`state_dict`)."""
+        """Replaces this ledger's content with ``state`` (from :meth:`state_dict`).
+
+        Raises:
+            ManifestError: a record is not a mapping of fields of the recorded types, or the
+                records are not numbered 0, 1, 2, ...
+        """
+        check_ledger_state(state)
         records = [StepRecord.from_dict(r) for r in state.get("records", [])]
         for expected, record in enumerate(records):
             if record.seq != expected:
@@ -354,12 +361,18 @@ class StepLedger:
         source = Path(path)
         if source.is_dir():
             source = source / MANIFEST_NAME
+        text = read_manifest_text(source)
         try:
-            text = source.read_text(encoding="utf-8")
-        except FileNotFoundError as err:
-            raise ManifestError(f"no ledger manifest at {source}") from err
-        except UnicodeDecodeError:
-            raise ManifestError(f"{source} is not a ledger manifest (not UTF-8 text)") from None
+            return cls._from_text(source, text)
+        except RecursionError:
+            # Deeply nested JSON: the decoder (or the checksum's walk) runs out of stack.
+            raise ManifestError(
+                f"the manifest {source} is nested too deeply to be a ledger manifest; "
+                "prepare the data again rather than trusting it"
+            ) from None
+
+    @classmethod
+    def _from_text(cls, source: Path, text: str) -> StepLedger:
         try:
             state = json.loads(text)
         except json.JSONDecodeError as err:
@@ -369,9 +382,12 @@ class StepLedger:
             ) from None
         if not isinstance(state, dict) or state.get("format") != _FORMAT:
             raise ManifestError(f"{source} is not a lightning_order manifest (format {_FORMAT!r})")
-        if state.get("format_version", 0) > _FORMAT_VERSION:
+        version = state.get("format_version", 0)
+        if not isinstance(version, int):
+            raise ManifestError(f"{source} has manifest format {version!r}, not a version number")
+        if version > _FORMAT_VERSION:
             raise ManifestError(
-                f"{source} has manifest format {state.get('format_version')}, newer than this "
+                f"{source} has manifest format {version}, newer than this "
                 f"lightning_order understands ({_FORMAT_VERSION}): upgrade lightning_order"
             )
         checksum = state.pop("checksum", None)

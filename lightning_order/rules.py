@@ -117,7 +117,8 @@ RULES: dict[str, Rule] = {
         "documents were concatenated into blocks without an end-of-text token between them",
         "the model never learns where a document ends: generations run on and start mid-sentence",
         "end every document with exactly one end-of-text token in encode, before pack "
-        "(OrderedLMDataModule does it by default); never use the end-of-text id as padding",
+        "(OrderedLMDataModule does it by default), or open every one with the tokenizer's declared "
+        "BOS token (Llama's add_bos_token); never use the end-of-text id as padding",
     ),
 }
 

@@ -30,6 +30,7 @@ import xxhash
 from torch.utils.data import DataLoader, Dataset
 
 EOS = "<|endoftext|>"
+BOS = "<s>"
 VOCAB = 512
 BLOCK = 32
 DOCUMENTS = 400
@@ -61,8 +62,8 @@ def split(docs: tuple[str, ...], seed: int = 0) -> tuple[list[str], list[str]]:
     return [d for d, v in zip(docs, to_val) if not v], [d for d, v in zip(docs, to_val) if v]
 
 
-def train_tokenizer(docs: list[str], vocab_size: int = VOCAB) -> Any:
-    """A byte-level BPE (``tokenizers``) with ``<|endoftext|>`` declared as a special token."""
+def train_tokenizer(docs: list[str], vocab_size: int = VOCAB, bos: bool = False) -> Any:
+    """A byte-level BPE (``tokenizers``) with ``<|endoftext|>`` (and ``<s>`` with ``bos``) declared special."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
     tokenizer = Tokenizer(models.BPE())
@@ -70,7 +71,7 @@ def train_tokenizer(docs: list[str], vocab_size: int = VOCAB) -> Any:
     tokenizer.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
-        special_tokens=[EOS],
+        special_tokens=[EOS, BOS] if bos else [EOS],
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
@@ -78,10 +79,14 @@ def train_tokenizer(docs: list[str], vocab_size: int = VOCAB) -> Any:
     return tokenizer
 
 
-def encode(tokenizer: Any, docs: list[str], eos: bool = True) -> np.ndarray:
-    """One stream of token ids: each document's ids, then one end-of-text id (unless ``eos=False``)."""
+def encode(tokenizer: Any, docs: list[str], eos: bool = True, bos: bool = False) -> np.ndarray:
+    """One stream of token ids: each document's ids, then one end-of-text id (unless ``eos=False``);
+    ``bos``: each document opened with ``<s>`` first (Llama's ``add_bos_token``)."""
     end = [tokenizer.token_to_id(EOS)] if eos else []
-    return np.concatenate([np.asarray(e.ids + end, dtype=np.int64) for e in tokenizer.encode_batch(docs)])
+    start = [tokenizer.token_to_id(BOS)] if bos else []
+    return np.concatenate(
+        [np.asarray(start + e.ids + end, dtype=np.int64) for e in tokenizer.encode_batch(docs)]
+    )
 
 
 def write_bin(path: Path, ids: np.ndarray, dtype: Any) -> None:
@@ -98,6 +103,7 @@ def prepare(
     seed: int = 0,
     vocab_size: int = VOCAB,
     eos: bool = True,
+    bos: bool = False,
     twins: float = 0.0,
     dtype: Any = np.uint16,
 ) -> dict[str, Any]:
@@ -108,6 +114,8 @@ def prepare(
         documents: how many documents to generate; ``seed`` picks another corpus of that size.
         vocab_size: the tokenizer's size.
         eos: end every document with ``<|endoftext|>`` (``False``: the no-boundary bug).
+        bos: declare ``<s>`` and open every document with it (with ``eos=False``: Llama's
+            BOS-first packing, whose boundaries are the ``<s>`` ids).
         twins: the share of validation documents replaced by an exact copy of a train document
             (the leak a split without dedup makes).
         dtype: the ids' dtype on disk.
@@ -125,9 +133,9 @@ def prepare(
         for i, j in zip(picked, copies):
             val[i] = train[j]
         planted = len(picked)
-    tokenizer = train_tokenizer(train, vocab_size)
+    tokenizer = train_tokenizer(train, vocab_size, bos)
     tokenizer.save(str(folder / "tokenizer.json"))
-    train_ids, val_ids = encode(tokenizer, train, eos), encode(tokenizer, val, eos)
+    train_ids, val_ids = encode(tokenizer, train, eos, bos), encode(tokenizer, val, eos, bos)
     write_bin(folder / "train.bin", train_ids, dtype)
     write_bin(folder / "val.bin", val_ids, dtype)
     return {

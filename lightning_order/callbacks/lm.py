@@ -7,7 +7,9 @@ pairs (labels the inputs shifted by one, or equal to them when the model shifts)
 :class:`~lightning_order.OrderedLMDataModule` and a hand-written (nanoGPT-style) datamodule:
 
 - ``tokenizer``: the object in use; its size counts added tokens, its end-of-text id is its
-  ``eos_token_id`` or a declared end-of-text special token (``<|endoftext|>``, ``</s>``, ...);
+  ``eos_token_id`` or a declared end-of-text special token (``<|endoftext|>``, ``</s>``, ...),
+  its start-of-document id its ``bos_token_id`` or a declared ``<s>``, ``<|begin_of_text|>``, ...
+  (blocks packed BOS-first, with no end-of-text, hold their boundaries there);
 - ``eos_token_id`` on the datamodule, when set, wins;
 - batches as dicts (``input_ids``, ``labels``) or tuples (``(x, y)``) from ``train_dataloader()``.
 
@@ -39,6 +41,9 @@ log = logging.getLogger(__name__)
 
 #: End-of-text tokens a tokenizer may declare, in the order they are looked for.
 _EOS_NAMES = ("<|endoftext|>", "</s>", "<|end_of_text|>", "<eos>", "[EOS]")
+#: Start-of-document tokens (Llama's ``add_bos_token``: every document opens with one, none ends with
+#: end-of-text): with no recorded rate, a block holding one holds a document boundary too.
+_BOS_NAMES = ("<s>", "<|begin_of_text|>", "<|startoftext|>", "<bos>", "[BOS]")
 #: The label of positions left out of the loss (``transformers``' and ``cross_entropy``'s default).
 _IGNORE_INDEX = -100
 
@@ -100,13 +105,13 @@ def _tokenizer_facts(tokenizer: Any) -> dict[str, Any]:
     return facts
 
 
-def _declared_eos(tokenizer: Any) -> int | None:
-    """The id of an end-of-text token the tokenizer declares as special."""
+def _declared(tokenizer: Any, names: tuple[str, ...]) -> int | None:
+    """The id of the first of ``names`` the tokenizer declares as a special token."""
     backend = getattr(tokenizer, "backend_tokenizer", tokenizer)
     added = getattr(backend, "get_added_tokens_decoder", None)
     special = {t.content: int(i) for i, t in added().items() if t.special} if callable(added) else {}
     lookup = getattr(backend, "token_to_id", None)
-    for name in _EOS_NAMES:
+    for name in names:
         if name in special:
             return special[name]
         found = lookup(name) if callable(lookup) and not callable(added) else None
@@ -123,7 +128,14 @@ def _eos_id(dm: Any, tokenizer: Any, info: Mapping[str, Any]) -> int | None:
     ):
         if isinstance(value, int):
             return value
-    return _declared_eos(tokenizer)
+    return _declared(tokenizer, _EOS_NAMES)
+
+
+def _bos_id(dm: Any, tokenizer: Any) -> int | None:
+    for value in (getattr(dm, "bos_token_id", None), getattr(tokenizer, "bos_token_id", None)):
+        if isinstance(value, int):
+            return value
+    return _declared(tokenizer, _BOS_NAMES)
 
 
 def _with(module: Any, method: str) -> Any:
@@ -160,7 +172,7 @@ def _model_facts(module: Any) -> dict[str, Any]:
     return {k: v for k, v in facts.items() if v is not None}
 
 
-def _sample_facts(batch: Any, eos_id: int | None) -> dict[str, Any]:
+def _sample_facts(batch: Any, eos_id: int | None, bos_id: int | None = None) -> dict[str, Any]:
     ids, labels = as_numpy(batch_field(batch, "input_ids")), as_numpy(batch_field(batch, "labels"))
     if ids is None or ids.ndim != 2 or not ids.size:
         return {}
@@ -184,6 +196,14 @@ def _sample_facts(batch: Any, eos_id: int | None) -> dict[str, Any]:
             rows_with_eos=int(hits.any(axis=1).sum()),
             block_tokens=int(block.shape[1]),
         )
+        if bos_id is not None and bos_id != eos_id:
+            # A BOS-first packing marks each document's start instead of its end: a boundary too.
+            bounds = hits | (block == bos_id)
+            facts.update(
+                bos_id=bos_id,
+                sampled_boundaries=int(bounds.sum()),
+                rows_with_boundary=int(bounds.any(axis=1).sum()),
+            )
     return facts
 
 
@@ -197,7 +217,7 @@ def lm_evidence(dm: Any, module: Any, batch: Any, setup_fp: str | None = None) -
     evidence = {**_tokenizer_facts(tokenizer), **recorded, **_model_facts(module)}
     if setup_fp is not None:
         evidence["setup_tokenizer_fp"] = setup_fp
-    evidence.update(_sample_facts(batch, _eos_id(dm, tokenizer, info)))
+    evidence.update(_sample_facts(batch, _eos_id(dm, tokenizer, info), _bos_id(dm, tokenizer)))
     return evidence
 
 

@@ -14,6 +14,9 @@ datamodule that only exposes its tokenizer gets the checks its evidence allows. 
 - ``eos_id``, ``sampled_eos``, ``sampled_tokens``: end-of-text ids counted in the sampled
   blocks; ``sampled_rows``, ``rows_with_eos``, ``block_tokens``: the sampled blocks, those
   holding at least one end-of-text id, and the tokens of one block (inputs and the label's last);
+  ``bos_id``, ``sampled_boundaries``, ``rows_with_boundary``: with a start-of-document id the
+  tokenizer declares, the ids that are either, and the blocks holding one (with no recorded rate,
+  a BOS-first packing's boundaries are its BOS ids);
   ``recorded_eos_rate``: the rate ``pack`` recorded for the train blocks;
   ``encode_eos`` (``encode``'s ``eos`` parameter), ``documents``, ``eos_tokens`` (its stats);
 - ``straddling``: near-duplicate pairs across the split that ``dedup`` counted (it runs there
@@ -230,10 +233,12 @@ def eos_evidence(ev: Mapping[str, Any]) -> tuple[RateEstimate, float] | None:
     """
     if ev.get("eos_id") is None or ev.get("recorded_eos_rate") is not None:
         return None
-    rows, with_eos, width = ev.get("sampled_rows"), ev.get("rows_with_eos"), ev.get("block_tokens")
+    # A BOS-first packing (no end-of-text) marks each document's start: its BOS ids are the boundaries.
+    with_eos = ev.get("rows_with_boundary", ev.get("rows_with_eos"))
+    rows, width = ev.get("sampled_rows"), ev.get("block_tokens")
     if rows and with_eos is not None and width:
         return RateEstimate(int(with_eos), int(rows)), min(1.0, int(width) / MAX_MEAN_DOCUMENT_TOKENS)
-    seen, tokens = ev.get("sampled_eos"), ev.get("sampled_tokens")
+    seen, tokens = ev.get("sampled_boundaries", ev.get("sampled_eos")), ev.get("sampled_tokens")
     if seen is None or not tokens:
         return None
     return RateEstimate(min(int(seen), int(tokens)), int(tokens)), 1.0 / MAX_MEAN_DOCUMENT_TOKENS
@@ -247,11 +252,12 @@ def _unrecorded_eos(ev: Mapping[str, Any]) -> list[Violation]:
     if estimate.hits or not estimate.below(floor):
         return []  # boundaries seen, or too small a sample to tell (eos_evidence says which)
     units = "sampled blocks" if ev.get("sampled_rows") else "sampled tokens"
+    bos = f" nor start-of-document id ({ev['bos_id']})" if ev.get("bos_id") is not None else ""
     return [
         Violation(
             "pack-without-eos",
             ("pack", "encode"),
-            f"no end-of-text id ({ev['eos_id']}) in {estimate.n} {units} (95% interval of the share holding one: "
+            f"no end-of-text id ({ev['eos_id']}){bos} in {estimate.n} {units} (95% interval of the share holding one: "
             f"0-{estimate.interval[1]:.2%}); documents averaging up to {MAX_MEAN_DOCUMENT_TOKENS} tokens would "
             f"put one in at least {floor:.2%} of them: documents are packed without boundaries",
             details={"estimate": estimate.to_dict(), "least_expected": floor},

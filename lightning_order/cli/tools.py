@@ -13,13 +13,18 @@ from typing import Any, Literal
 from jsonargparse import ArgumentParser
 from rich.text import Text
 
-from lightning_order.cli.auditing import AUDIT_UNREADABLE, audit, find_manifests
+from lightning_order.cli.auditing import (
+    AUDIT_UNREADABLE,
+    audit,
+    find_manifests,
+    read_ledger,
+    unreadable_reason,
+)
 from lightning_order.cli.console import console as make_console
 from lightning_order.cli.help import TOOLS
 from lightning_order.cli.parsing import STRICT_PARSER, parser_options, with_suggestions
 from lightning_order.cli.rendering import graph_marks, to_dot, to_mermaid
 from lightning_order.errors import ManifestError
-from lightning_order.ledger import StepLedger
 from lightning_order.pipelines import DEFAULT_PIPELINE, PIPELINES, descriptor_for
 
 __all__ = ["audit_main", "graph_main", "tool_parser"]
@@ -81,15 +86,22 @@ def graph_main(argv: list[str]) -> int:
     """
     cfg = _parse("graph", argv)
     descriptor = PIPELINES[cfg.pipeline]
-    ledger = None
+    marks = graph_marks(descriptor.pipeline)
     if cfg.manifest:
+        err_console = make_console(stderr=True)
         try:
-            ledger = StepLedger.load(find_manifests(cfg.manifest)[0])
+            manifest = find_manifests(cfg.manifest)[0]
         except ManifestError as err:
-            make_console(stderr=True).print(Text(f"✗ {err}", style="bold red"))
+            err_console.print(Text(f"✗ {err}", style="bold red"))
             return AUDIT_UNREADABLE
-        descriptor = descriptor_for(ledger=ledger)
-    marks = graph_marks(descriptor.pipeline, ledger, descriptor.check(ledger) if ledger is not None else None)
+        try:
+            ledger = read_ledger(manifest)
+            descriptor = descriptor_for(ledger=ledger)
+            marks = graph_marks(descriptor.pipeline, ledger, descriptor.check(ledger))
+        except Exception as err:
+            # Exit codes are audit's: whatever a malformed manifest trips is "unreadable" (2).
+            err_console.print(Text(f"✗ {unreadable_reason(manifest, err)}", style="bold red"))
+            return AUDIT_UNREADABLE
     render = to_dot if cfg.format == "dot" else to_mermaid
     sys.stdout.write(render(descriptor.pipeline, marks))
     return 0

@@ -116,6 +116,9 @@ class OrderedCausalLM(pl.LightningModule):
                 nn.init.normal_(param, std=0.02 / math.sqrt(2 * n_layer))
         self.val_ppl = Perplexity()
         self.test_ppl = Perplexity()
+        # The perplexity of validation dataloaders 1, 2, ... (made when first seen): one metric per
+        # dataloader, so that each dataloader's figure is its own. No parameters, no persistent state.
+        self.more_val_ppl = nn.ModuleDict()
 
     @staticmethod
     def _init_weights(module: nn.Module) -> None:
@@ -160,13 +163,31 @@ class OrderedCausalLM(pl.LightningModule):
         self.log("train_loss", loss, prog_bar=True, batch_size=batch["input_ids"].shape[0])
         return loss
 
-    def validation_step(self, batch: Batch, batch_idx: int) -> None:
-        """Logs ``val_loss`` and ``val_ppl`` (perplexity, torchmetrics)."""
+    def validation_step(self, batch: Batch, batch_idx: int, dataloader_idx: int = 0) -> None:
+        """Logs ``val_loss`` and ``val_ppl`` (perplexity, torchmetrics).
+
+        With several validation dataloaders, each is logged apart under Lightning's names
+        (``val_loss/dataloader_idx_1``, ...), its perplexity from a metric of its own.
+        """
         loss, logits = self._loss(batch)
-        self.val_ppl(logits, batch["labels"])
+        attribute = self._val_perplexity(dataloader_idx)
+        metric = self.get_submodule(attribute)
+        metric(logits, batch["labels"])
         size = batch["input_ids"].shape[0]
         self.log("val_loss", loss, prog_bar=True, sync_dist=True, batch_size=size)
-        self.log("val_ppl", self.val_ppl, prog_bar=True, batch_size=size)
+        self.log("val_ppl", metric, prog_bar=True, batch_size=size, metric_attribute=attribute)
+
+    def _val_perplexity(self, dataloader_idx: int) -> str:
+        """The name of dataloader ``dataloader_idx``'s perplexity metric (made when first needed).
+
+        Named for Lightning, which finds a logged metric's attribute once, before later ones exist.
+        """
+        if dataloader_idx == 0:
+            return "val_ppl"
+        key = str(dataloader_idx)
+        if key not in self.more_val_ppl:
+            self.more_val_ppl[key] = Perplexity().to(self.device)
+        return f"more_val_ppl.{key}"
 
     def test_step(self, batch: Batch, batch_idx: int) -> None:
         """Logs ``test_loss`` and ``test_ppl``."""

@@ -24,7 +24,12 @@ from lightning_order import OrderError, OrderValidator
 def folders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """One offline preparation per kind of data: correct, without end-of-text, with 19 % twins."""
     root = tmp_path_factory.mktemp("nanogpt")
-    variants = {"correct": {}, "no-eos": {"eos": False}, "twins": {"twins": 0.19}}
+    variants = {
+        "correct": {},
+        "no-eos": {"eos": False},
+        "twins": {"twins": 0.19},
+        "bos-first": {"eos": False, "bos": True},  # Llama's add_bos_token: <s> opens each, none ends
+    }
     for name, options in variants.items():
         prepare(root / name, **options)
     return {name: root / name for name in variants}
@@ -96,6 +101,14 @@ def test_blocks_without_end_of_text_are_caught_at_block_size_32(folders):
     _, error, steps = _fit(dm, TinyGPT(len(dm.tokenizer)))
     assert error is not None and error.rules == ["pack-without-eos"] and steps == 0
     assert "512 sampled blocks" in str(error) and "interval" in str(error)
+
+
+def test_a_bos_first_packing_without_end_of_text_is_silent_and_trains(folders):
+    dm = BinData(folders["bos-first"])
+    dm.setup("fit")
+    assert dm.tokenizer.convert_tokens_to_ids("<s>") in set(dm.train_set.data[:200].tolist())
+    validator, error, steps = _fit(dm, TinyGPT(len(dm.tokenizer)))
+    assert error is None and validator.violations == [] and steps == 1
 
 
 def test_validation_documents_with_a_train_twin_are_caught(folders):

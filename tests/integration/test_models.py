@@ -1,10 +1,14 @@
-"""OrderedTextClassifier through a Trainer: fit, validate and test log their metrics and write a checkpoint.
+"""OrderedTextClassifier through a Trainer: fit, validate and test log their metrics and write a checkpoint;
+OrderedCausalLM with several validation dataloaders.
 
 Shapes, dims and arguments without a Trainer: tests/unit/models/test_classifier.py.
 """
 
 from __future__ import annotations
 
+import math
+
+import pytest
 import torch
 from helpers import quiet_trainer
 from torch.utils.data import DataLoader, Dataset
@@ -61,3 +65,31 @@ def test_fit_validate_test_log_metrics_and_checkpoint(tmp_path) -> None:
     trainer.save_checkpoint(path)
     restored = OrderedTextClassifier.load_from_checkpoint(path)
     assert {k: restored.hparams[k] for k in DIMS} == DIMS
+
+
+# -- OrderedCausalLM -------------------------------------------------------------------------------
+def _lm_loader(ids: torch.Tensor) -> DataLoader:
+    rows = [{"input_ids": row[:-1], "labels": row[1:]} for row in ids]
+    return DataLoader(rows, batch_size=len(rows))
+
+
+def test_causal_lm_validates_several_dataloaders_each_with_its_own_figures() -> None:
+    from lightning_order import OrderedCausalLM
+
+    generator = torch.Generator().manual_seed(0)
+    random_ids = torch.randint(0, 100, (4, 17), generator=generator)
+    constant_ids = torch.full((4, 17), 7)  # another loss: each loader's perplexity must be its own
+    model = OrderedCausalLM(vocab_size=100, padded_vocab_size=128, block_size=16, n_layer=1, n_embd=32)
+    trainer = quiet_trainer(None, max_steps=1, limit_val_batches=1)
+    trainer.fit(
+        model, _lm_loader(random_ids), val_dataloaders=[_lm_loader(random_ids), _lm_loader(constant_ids)]
+    )
+    metrics = trainer.callback_metrics
+    for idx in (0, 1):
+        loss, ppl = metrics[f"val_loss/dataloader_idx_{idx}"], metrics[f"val_ppl/dataloader_idx_{idx}"]
+        assert ppl.item() == pytest.approx(math.exp(loss.item()), rel=1e-4)  # one batch each: ppl = exp(loss)
+    assert metrics["val_loss/dataloader_idx_0"] != metrics["val_loss/dataloader_idx_1"]
+    # One loader (the usual case) keeps the plain names.
+    trainer = quiet_trainer(None, max_steps=1, limit_val_batches=1)
+    trainer.validate(model, _lm_loader(random_ids), verbose=False)
+    assert {"val_loss", "val_ppl"} <= set(trainer.callback_metrics)

@@ -71,3 +71,44 @@ def test_no_end_of_text_is_a_violation_or_said_to_be_too_little_evidence(tokeniz
         found = lm_violations(_Windows(tokenizer, width), torch.nn.Embedding(300, 4), sample_rows=512)
     assert [v.rule for v in found] == rules
     assert ("not enough evidence" in caplog.text) is (not rules)
+
+
+class _BosFirst(_Data):
+    """Llama's ``add_bos_token`` packing: every document opens with ``<s>``, none ends with end-of-text.
+
+    ``bos_id=None``: the same documents with neither boundary (still ``pack-without-eos``)."""
+
+    def __init__(self, tokenizer, bos_id: int | None, width: int = 32):
+        super().__init__(tokenizer)
+        start = [bos_id] if bos_id is not None else []
+        docs = [start + [int(t) for t in torch.arange(40 + i % 30) % 250 + 1] for i in range(120)]
+        stream = torch.tensor([t for doc in docs for t in doc])  # id 0 (<|endoftext|>) never occurs
+        self.rows = [(stream[i : i + width], stream[i + 1 : i + width + 1]) for i in range(0, 4900, 7)]
+
+    def train_dataloader(self):
+        return torch.utils.data.DataLoader(self.rows, batch_size=8)
+
+
+@pytest.fixture(scope="module")
+def bos_tokenizer():
+    tokenizer = train_tokenizer(split(corpus(100))[0], 300)
+    tokenizer.add_special_tokens(["<s>"])  # declared, as Llama's tokenizer declares it
+    return tokenizer
+
+
+@pytest.mark.parametrize("wrapped", [False, True], ids=["tokenizers", "transformers"])
+@pytest.mark.parametrize(
+    ("bos", "rules"), [(True, []), (False, ["pack-without-eos"])], ids=["bos-first", "neither"]
+)
+def test_a_bos_first_packing_is_a_packing_with_boundaries(bos_tokenizer, wrapped, bos, rules):
+    from transformers import PreTrainedTokenizerFast
+
+    from lightning_order.callbacks.lm import lm_violations
+
+    bos_id = bos_tokenizer.token_to_id("<s>")
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=bos_tokenizer) if wrapped else bos_tokenizer
+    data = _BosFirst(tokenizer, bos_id if bos else None)
+    found = lm_violations(data, torch.nn.Embedding(301, 4), sample_rows=512)
+    assert [v.rule for v in found] == rules
+    if rules:  # the message names both boundaries it looked for
+        assert f"no end-of-text id (0) nor start-of-document id ({bos_id})" in found[0].message
