@@ -30,7 +30,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, get_args
 
-from lightning_order.data.engine.inputs import InputFiles, InputHash, check_dataset_name
+from lightning_order.data.engine.inputs import (
+    InputFiles,
+    InputHash,
+    check_dataset_name,
+    check_files_named,
+    expand_path,
+)
 from lightning_order.errors import DataError
 
 __all__ = [
@@ -198,6 +204,7 @@ class BaseDataConfig(InputFiles):
         check_optional_str("dataset", self.dataset, step="load")
         check_dataset_name(self.dataset)
         _check_data_files(self.data_files)
+        check_files_named(self.dataset, self.data_files)
         if not isinstance(self.text_column, str) or not self.text_column:
             raise DataError(f"text_column must be a column name, got {self.text_column!r}", step="load")
         set_(
@@ -252,6 +259,8 @@ class BaseDataConfig(InputFiles):
                 step="prepare_data",
             )
         check_optional_str("cache_dir", self.cache_dir, step="prepare_data")
+        if self.cache_dir is not None:  # "$SCRATCH/x" expanded (or refused), never a folder named "$SCRATCH"
+            set_("cache_dir", expand_path(self.cache_dir, "cache_dir", "prepare_data"))
 
     @classmethod
     def from_arguments(cls, arguments: Mapping[str, Any], **extra: Any) -> BaseDataConfig:

@@ -48,8 +48,9 @@ def _validate_text(table: Any) -> None:
             table.column(name).validate(full=True)
 
 
-def _check_identity(cfg: Any, files: list[Path], when: str) -> None:
-    if files and files_identity(cfg.input_files, cfg.input_hash) != cfg.input_identity:
+def _check_identity(cfg: Any, when: str) -> None:
+    files = local_files(cfg.identified_files)
+    if files and files_identity(cfg.identified_files, cfg.input_hash) != cfg.input_identity:
         raise DataError(
             f"a data file changed {when} (the cache key names the old content): "
             f"{', '.join(map(str, files))}; build the DataModule again once the files stay as they are",
@@ -75,7 +76,7 @@ def load_files(cfg: Any, hf_cache: Path | None, **options: Any) -> datasets.Data
         raise DataError(
             f"the dataset is empty: every data file is empty ({', '.join(map(str, files))})", step="load"
         )
-    _check_identity(cfg, files, "after the DataModule was built")
+    _check_identity(cfg, "after the DataModule was built")
     import datasets
 
     if cfg.dataset == "parquet" and "fragment_scan_options" not in options:
@@ -105,5 +106,5 @@ def load_files(cfg: Any, hf_cache: Path | None, **options: Any) -> datasets.Data
             f"{type(err).__name__}: {err}; check the name, the files and load_split={cfg.load_split!r}",
             step="load",
         ) from err
-    _check_identity(cfg, files, "while it was read")
+    _check_identity(cfg, "while it was read")
     return data
