@@ -290,10 +290,29 @@ def override_identity(cls: type, base: type, names: Sequence[str]) -> dict[str, 
         if method is not getattr(base, name):
             try:
                 source = inspect.getsource(method)
-            except (OSError, TypeError):
-                source = f"{cls.__module__}.{cls.__qualname__}"
+            except (OSError, TypeError):  # defined by exec or `python -c`: no file to read
+                source = _code_identity(method) or f"{cls.__module__}.{cls.__qualname__}"
             out[name] = hashlib.sha256(source.encode()).hexdigest()[:16]
     return out
+
+
+def _code_identity(function: Any) -> str | None:
+    """What a function's behaviour is made of when its source cannot be read: its compiled code.
+
+    The qualified name alone stayed the same when an override defined by ``exec`` was edited, so
+    the old cleaned data was reused. Bytecode, constants (nested functions' code recursively),
+    names and defaults change with the code. ``None`` for a callable without code.
+    """
+    code = getattr(inspect.unwrap(function), "__code__", None)
+    if code is None:
+        return None
+    defaults = getattr(function, "__defaults__", None), getattr(function, "__kwdefaults__", None)
+    return f"{_code_text(code)}|{defaults!r}"
+
+
+def _code_text(code: Any) -> str:
+    consts = ",".join(_code_text(c) if inspect.iscode(c) else repr(c) for c in code.co_consts)
+    return f"{code.co_code.hex()}|{consts}|{code.co_names}|{code.co_varnames}|{code.co_freevars}"
 
 
 @functools.cache
