@@ -36,7 +36,7 @@ from lightning_order.errors import DataError
 __all__ = ["EOS_TOKEN", "LM_CODE_VERSION", "EngineName", "LMConfig", "SampleBy", "padded_size"]
 
 #: Bump when an LM step's output changes for the same config, so old caches are not reused.
-LM_CODE_VERSION = "2"
+LM_CODE_VERSION = "3"
 #: The end-of-text token ``build_vocab`` declares and ``encode`` puts after every document.
 EOS_TOKEN = "<|endoftext|>"
 #: How ``dataset="text"`` files are cut into documents (``datasets``' text builder's ``sample_by``).
