@@ -158,8 +158,8 @@ def _text_kind(path: Path, dataset: str, column: str) -> str | None:
 def _kind_of(field: Any) -> str | None:
     import pyarrow as pa
 
-    if pa.types.is_null(field):
-        return None
+    if pa.types.is_null(field) or pa.types.is_binary(field) or pa.types.is_large_binary(field):
+        return None  # nothing yet, or bytes that are not UTF-8 (diagnose_files names the byte)
     return "string" if pa.types.is_string(field) or pa.types.is_large_string(field) else str(field)
 
 
