@@ -199,6 +199,12 @@ def _expand_one(name: str | os.PathLike[str], dataset: str | None) -> list[str]:
                 step="load",
             )
         return files
+    if path.exists() and not path.is_file():  # a FIFO or a device: no identity, maybe no end
+        raise DataError(
+            f"data_files names {path}, which is not a regular file (a pipe, socket or device): its content cannot "
+            "be identified for the cache key; copy it to a file and pass that",
+            step="load",
+        )
     return [str(path.resolve()) if path.exists() else text]
 
 

@@ -245,3 +245,11 @@ def test_a_local_dataset_folder_is_identified_by_its_files(tmp_path, module):
     assert make(dataset=str(folder), cache_dir=str(tmp_path / "c")).cache_key == first.cache_key
     pq.write_table(table.slice(0, 10), folder / "train.parquet")  # other rows, same name
     assert make(dataset=str(folder), cache_dir=str(tmp_path / "c")).cache_key != first.cache_key
+
+
+def test_a_pipe_in_data_files_is_refused_not_identified_by_its_name(tmp_path):
+    pipe = tmp_path / "docs.txt"
+    os.mkfifo(pipe)  # reading it to hash it would wait for a writer for ever
+    with pytest.raises(DataError) as info:
+        DataConfig(dataset="text", data_files=str(pipe))
+    assert info.value.step == "load" and f"{pipe}, which is not a regular file" in str(info.value)
