@@ -162,7 +162,7 @@ class BaseDataConfig(InputFiles):
     dataset: str | None = None
     """anything :func:`datasets.load_dataset` takes (``"csv"``, ``"json"``, ``"parquet"``, ``"text"`` with ``data_files``, a local dataset folder, or a hub name already in the local cache; any other name is refused before anything is loaded); ``None`` for the pipeline's built-in corpus."""
     data_files: Any = None
-    """files for ``dataset``: a path, a glob, a folder, a list of them, or a dict of split -> paths."""
+    """files for ``dataset``: a path, a glob, a folder, a list of them, or a dict of split -> paths (``~`` and ``$VAR`` expanded; required by the file builders text, csv, json, parquet, arrow)."""
     text_column: str = "text"
     """the column holding the text."""
     val_fraction: float = 0.1
@@ -186,7 +186,7 @@ class BaseDataConfig(InputFiles):
     shuffle: bool = True
     """shuffle the train data each epoch (seeded; the order of an epoch is a function of the seed and the epoch)."""
     cache_dir: str | None = None
-    """the cache root; ``None``: ``$LIGHTNING_ORDER_CACHE`` or ``~/.cache/lightning_order``."""
+    """the cache root (``~`` and ``$VAR`` expanded); ``None``: ``$LIGHTNING_ORDER_CACHE`` or ``~/.cache/lightning_order``."""
     order: Sequence[str] | str | None = None
     """the data steps to run, in order (a permutation or subset of the pipeline's data steps); ``None`` for the mandated order."""
     enforce: bool = True

@@ -1,7 +1,10 @@
 """The input files: what will be read (globs and folders expanded), its identity, and why it cannot be read.
 
 :func:`expand_data_files` replaces every glob and folder in ``data_files`` by the sorted list of
-the files it names, so the files ``load`` reads are exactly the files that were identified.
+the files it names, so the files ``load`` reads are exactly the files that were identified: each
+regular file once (resolved; a ``**`` walks every folder once, so a link loop is cut), ``~`` and
+``$VAR`` expanded (an unset variable refused, never kept as a literal folder name), and nothing
+read that was not named (a file builder without ``data_files`` is refused).
 :func:`files_identity` identifies each of them by its content (xxh3 of the bytes, the default:
 a file rewritten with the same size and mtime still changes the cache key) or, with
 ``input_hash="size_mtime"``, by size and modification time (for very large inputs, where
@@ -436,4 +439,8 @@ class InputFiles:
 def _folder_files(path: Path) -> Iterable[Path]:
     if not path.is_dir():
         return [path]
-    return (p for p in path.rglob("*") if not any(part.startswith(".") for part in p.relative_to(path).parts))
+    return (
+        p
+        for p in path.rglob("*")
+        if not any(part.startswith(".") or part == "__pycache__" for part in p.relative_to(path).parts)
+    )
