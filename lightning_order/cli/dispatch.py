@@ -184,7 +184,14 @@ def _light_arguments(argv: list[str], descriptor: PipelineDescriptor) -> dict[st
     except (ArgumentError, SystemExit, ValueError, TypeError):
         return None
     data = parsed.get("data")
-    return dict(data) if data is not None else None
+    if data is None:
+        return None
+    # as_dict, not dict(): dict() flattened {"class_path": ...} into dotted keys that the config
+    # then dropped, and data_files vanished (the working directory's files were prepared).
+    data = data.as_dict() if hasattr(data, "as_dict") else dict(data)
+    if any(isinstance(value, dict) and "class_path" in value for value in data.values()):
+        return None  # no data argument takes a class: LightningCLI refuses it, as `fit` does
+    return data
 
 
 def _prepare_light(argv: list[str], descriptor: PipelineDescriptor) -> int | None:

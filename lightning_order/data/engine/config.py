@@ -30,7 +30,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, get_args
 
-from lightning_order.data.engine.inputs import InputFiles, InputHash, check_dataset_name
+from lightning_order.data.engine.inputs import (
+    InputFiles,
+    InputHash,
+    check_dataset_name,
+    check_files_named,
+    expand_path,
+)
 from lightning_order.errors import DataError
 
 __all__ = [
@@ -156,7 +162,7 @@ class BaseDataConfig(InputFiles):
     dataset: str | None = None
     """anything :func:`datasets.load_dataset` takes (``"csv"``, ``"json"``, ``"parquet"``, ``"text"`` with ``data_files``, a local dataset folder, or a hub name already in the local cache; any other name is refused before anything is loaded); ``None`` for the pipeline's built-in corpus."""
     data_files: Any = None
-    """files for ``dataset``: a path, a glob, a folder, a list of them, or a dict of split -> paths."""
+    """files for ``dataset``: a path, a glob, a folder, a list of them, or a dict of split -> paths (``~`` and ``$VAR`` expanded; required by the file builders text, csv, json, parquet, arrow)."""
     text_column: str = "text"
     """the column holding the text."""
     val_fraction: float = 0.1
@@ -180,7 +186,7 @@ class BaseDataConfig(InputFiles):
     shuffle: bool = True
     """shuffle the train data each epoch (seeded; the order of an epoch is a function of the seed and the epoch)."""
     cache_dir: str | None = None
-    """the cache root; ``None``: ``$LIGHTNING_ORDER_CACHE`` or ``~/.cache/lightning_order``."""
+    """the cache root (``~`` and ``$VAR`` expanded); ``None``: ``$LIGHTNING_ORDER_CACHE`` or ``~/.cache/lightning_order``."""
     order: Sequence[str] | str | None = None
     """the data steps to run, in order (a permutation or subset of the pipeline's data steps); ``None`` for the mandated order."""
     enforce: bool = True
@@ -198,6 +204,7 @@ class BaseDataConfig(InputFiles):
         check_optional_str("dataset", self.dataset, step="load")
         check_dataset_name(self.dataset)
         _check_data_files(self.data_files)
+        check_files_named(self.dataset, self.data_files)
         if not isinstance(self.text_column, str) or not self.text_column:
             raise DataError(f"text_column must be a column name, got {self.text_column!r}", step="load")
         set_(
@@ -252,6 +259,8 @@ class BaseDataConfig(InputFiles):
                 step="prepare_data",
             )
         check_optional_str("cache_dir", self.cache_dir, step="prepare_data")
+        if self.cache_dir is not None:  # "$SCRATCH/x" expanded (or refused), never a folder named "$SCRATCH"
+            set_("cache_dir", expand_path(self.cache_dir, "cache_dir", "prepare_data"))
 
     @classmethod
     def from_arguments(cls, arguments: Mapping[str, Any], **extra: Any) -> BaseDataConfig:
@@ -281,10 +290,29 @@ def override_identity(cls: type, base: type, names: Sequence[str]) -> dict[str, 
         if method is not getattr(base, name):
             try:
                 source = inspect.getsource(method)
-            except (OSError, TypeError):
-                source = f"{cls.__module__}.{cls.__qualname__}"
+            except (OSError, TypeError):  # defined by exec or `python -c`: no file to read
+                source = _code_identity(method) or f"{cls.__module__}.{cls.__qualname__}"
             out[name] = hashlib.sha256(source.encode()).hexdigest()[:16]
     return out
+
+
+def _code_identity(function: Any) -> str | None:
+    """What a function's behaviour is made of when its source cannot be read: its compiled code.
+
+    The qualified name alone stayed the same when an override defined by ``exec`` was edited, so
+    the old cleaned data was reused. Bytecode, constants (nested functions' code recursively),
+    names and defaults change with the code. ``None`` for a callable without code.
+    """
+    code = getattr(inspect.unwrap(function), "__code__", None)
+    if code is None:
+        return None
+    defaults = getattr(function, "__defaults__", None), getattr(function, "__kwdefaults__", None)
+    return f"{_code_text(code)}|{defaults!r}"
+
+
+def _code_text(code: Any) -> str:
+    consts = ",".join(_code_text(c) if inspect.iscode(c) else repr(c) for c in code.co_consts)
+    return f"{code.co_code.hex()}|{consts}|{code.co_names}|{code.co_varnames}|{code.co_freevars}"
 
 
 @functools.cache

@@ -1,7 +1,10 @@
 """The input files: what will be read (globs and folders expanded), its identity, and why it cannot be read.
 
 :func:`expand_data_files` replaces every glob and folder in ``data_files`` by the sorted list of
-the files it names, so the files ``load`` reads are exactly the files that were identified.
+the files it names, so the files ``load`` reads are exactly the files that were identified: each
+regular file once (resolved; a ``**`` walks every folder once, so a link loop is cut), ``~`` and
+``$VAR`` expanded (an unset variable refused, never kept as a literal folder name), and nothing
+read that was not named (a file builder without ``data_files`` is refused).
 :func:`files_identity` identifies each of them by its content (xxh3 of the bytes, the default:
 a file rewritten with the same size and mtime still changes the cache key) or, with
 ``input_hash="size_mtime"``, by size and modification time (for very large inputs, where
@@ -14,8 +17,10 @@ from __future__ import annotations
 
 import codecs
 import difflib
+import fnmatch
 import glob
 import os
+import re
 from collections.abc import Iterable
 from functools import cached_property
 from pathlib import Path
@@ -27,6 +32,7 @@ from lightning_order.errors import DataError
 __all__ = [
     "InputHash",
     "check_dataset_name",
+    "check_files_named",
     "diagnose_files",
     "expand_data_files",
     "files_identity",
@@ -45,6 +51,8 @@ _SUFFIXES = {
 }
 _TEXT_BUILDERS = ("csv", "json", "text")
 _CHUNK = 1 << 22
+#: A ``$NAME`` or ``${NAME}`` left in a path after :func:`os.path.expandvars`: a variable that is not set.
+_UNSET_VARIABLE = re.compile(r"\$(\w+|\{[^}]*\})")
 
 
 def _is_remote(name: str) -> bool:
@@ -109,18 +117,70 @@ def check_dataset_name(dataset: str | None) -> None:
     )
 
 
+def expand_path(value: str | os.PathLike[str], name: str, step: str) -> str:
+    """``value`` with ``~`` and ``$VAR`` / ``${VAR}`` expanded, never kept literally.
+
+    Without this, ``cache_dir='$SCRATCH/x'`` made a folder named ``$SCRATCH`` in the working
+    directory. A literal path that exists is kept as it is (a file may be named with a ``$``).
+
+    Raises:
+        DataError: the path names an environment variable that is not set.
+    """
+    text = os.fspath(value)
+    if _is_remote(text) or _exists_literally(text):
+        return text
+    expanded = os.path.expanduser(os.path.expandvars(text))
+    unset = _UNSET_VARIABLE.search(expanded)
+    if unset:
+        raise DataError(
+            f"{name}={text!r} names the environment variable {unset.group(0)}, which is not set: the path "
+            f"would be taken literally; set it (export {unset.group(1).strip('{}')}=...) or write the path out",
+            step=step,
+        )
+    return expanded
+
+
+def _exists_literally(text: str) -> bool:
+    try:
+        return "$" in text and Path(text).exists()
+    except (OSError, ValueError):
+        return False
+
+
+def check_files_named(dataset: str | None, data_files: Any) -> None:
+    """Refuses a file-format builder (``text``, ``csv``, ``json``, ``parquet``, ``arrow``) with no ``data_files``.
+
+    ``datasets.load_dataset("text")`` with no files reads every file under the working directory,
+    recursively (scripts, ``.env``, binaries), and the cache key would identify none of them.
+
+    Raises:
+        DataError: ``dataset`` is a file-format builder and ``data_files`` is empty.
+    """
+    if dataset in _SUFFIXES and not data_files:
+        raise DataError(
+            f"dataset={dataset!r} reads the files named by data_files, and none is given (it would read every "
+            f"file under the working directory {Path.cwd()}): pass them, e.g. data_files='corpus/*"
+            f"{_SUFFIXES[dataset][0]}' (--data.data_files 'corpus/*{_SUFFIXES[dataset][0]}')",
+            step="load",
+        )
+
+
+def _unique(paths: Iterable[Path]) -> list[str]:
+    """The resolved, sorted, distinct regular files among ``paths`` (a file reached twice, by a link or a loop, once)."""
+    return sorted({str(p.resolve()) for p in paths if p.is_file()})
+
+
 def _expand_one(name: str | os.PathLike[str], dataset: str | None) -> list[str]:
     text = os.fspath(name)
     if _is_remote(text):
         return [text]
-    path = Path(text).expanduser()
+    path = Path(expand_path(text, "data_files", "load"))
     suffixes = _SUFFIXES.get(dataset or "")
     if path.is_dir():
-        files = sorted(
-            str(p.resolve())
+        files = _unique(
+            p
             for p in path.rglob("*")
-            if p.is_file()
-            and not any(part.startswith(".") for part in p.relative_to(path).parts)
+            if not any(part.startswith(".") for part in p.relative_to(path).parts)
             and (suffixes is None or p.name.lower().endswith(suffixes))
         )
         if not files:
@@ -132,9 +192,7 @@ def _expand_one(name: str | os.PathLike[str], dataset: str | None) -> list[str]:
             )
         return files
     if glob.has_magic(str(path)):
-        files = sorted(
-            str(Path(p).resolve()) for p in glob.glob(str(path), recursive=True) if Path(p).is_file()
-        )
+        files = _unique(Path(p) for p in _glob_once(str(path)))
         if not files and suffixes is None:
             return [text]  # e.g. a pattern inside a hub repository: datasets resolves it there
         if not files:
@@ -144,6 +202,12 @@ def _expand_one(name: str | os.PathLike[str], dataset: str | None) -> list[str]:
                 step="load",
             )
         return files
+    if path.exists() and not path.is_file():  # a FIFO or a device: no identity, maybe no end
+        raise DataError(
+            f"data_files names {path}, which is not a regular file (a pipe, socket or device): its content cannot "
+            "be identified for the cache key; copy it to a file and pass that",
+            step="load",
+        )
     return [str(path.resolve()) if path.exists() else text]
 
 
@@ -168,7 +232,46 @@ def expand_data_files(data_files: Any, dataset: str | None = None) -> Any:
         return {str(k): expand_data_files(v, dataset) for k, v in sorted(data_files.items())}
     if isinstance(data_files, (str, os.PathLike)):
         data_files = [data_files]
-    return [f for name in data_files for f in _expand_one(name, dataset)]
+    # A file named twice (two overlapping globs) is read once, where it is first named.
+    return list(dict.fromkeys(f for name in data_files for f in _expand_one(name, dataset)))
+
+
+def _glob_once(pattern: str) -> Iterable[str]:
+    """The paths ``pattern`` matches, a ``**`` never descending into a folder it has already walked.
+
+    :func:`glob.glob` follows links to folders, so a link loop under ``**`` made every file appear
+    once per level of the loop (about 41 times, until the OS refused the path). Here the folders
+    below the fixed part of the pattern are walked once each (by their resolved path), and each
+    path is matched against the pattern.
+    """
+    if "**" not in pattern:
+        return glob.glob(pattern)
+    parts = Path(pattern).parts
+    fixed = next(i for i, part in enumerate(parts) if glob.has_magic(part))
+    seen: set[str] = set()
+    found = []
+    for folder, subfolders, names in os.walk(Path(*parts[:fixed]) if fixed else Path("."), followlinks=True):
+        real = os.path.realpath(folder)
+        if real in seen:
+            subfolders[:] = []  # a loop, or a second link to a folder already walked
+            continue
+        seen.add(real)
+        found += [p for n in names if _matches(parts, Path(p := os.path.join(folder, n)).parts)]
+    return found
+
+
+def _matches(pattern: tuple[str, ...], path: tuple[str, ...]) -> bool:
+    """Whether ``path`` matches ``pattern`` part by part as :func:`glob.glob` does (``**``: any folders, hidden ones not)."""
+    if not pattern:
+        return not path
+    head, rest = pattern[0], pattern[1:]
+    if head == "**":
+        return _matches(rest, path) or (
+            bool(path) and not path[0].startswith(".") and _matches(pattern, path[1:])
+        )
+    if not path or (path[0].startswith(".") and not head.startswith(".") and glob.has_magic(head)):
+        return False
+    return fnmatch.fnmatchcase(path[0], head) and _matches(rest, path[1:])
 
 
 def _flat(files: Any) -> list[str]:
@@ -316,6 +419,28 @@ class InputFiles:
         return expand_data_files(self.data_files, self.dataset)
 
     @cached_property
+    def identified_files(self) -> Any:
+        """The files whose identity enters the cache key: :attr:`input_files`, or with none, a local ``dataset`` path's files.
+
+        ``dataset="path/to/folder"`` (a dataset folder or script, no ``data_files``) is read by
+        ``datasets`` from that path: every file under it (hidden ones aside) is identified, so an
+        edit there changes the key as an edit of a named file does.
+        """
+        if self.input_files is not None or self.dataset in (None, *_SUFFIXES) or not _exists(self.dataset):
+            return self.input_files
+        return _unique(_folder_files(Path(self.dataset).expanduser()))
+
+    @cached_property
     def input_identity(self) -> Any:
-        """The identity of :attr:`input_files` (content hashes, or size and mtime: ``input_hash``)."""
-        return files_identity(self.input_files, self.input_hash)
+        """The identity of :attr:`identified_files` (content hashes, or size and mtime: ``input_hash``)."""
+        return files_identity(self.identified_files, self.input_hash)
+
+
+def _folder_files(path: Path) -> Iterable[Path]:
+    if not path.is_dir():
+        return [path]
+    return (
+        p
+        for p in path.rglob("*")
+        if not any(part.startswith(".") or part == "__pycache__" for part in p.relative_to(path).parts)
+    )

@@ -18,7 +18,10 @@ from lightning_order.errors import DataError
 if TYPE_CHECKING:  # datasets is imported when rows are loaded (a cache hit needs none)
     import datasets
 
-__all__ = ["load_files"]
+__all__ = ["check_text_kinds", "load_files"]
+
+#: Rows of a json file (and at most a megabyte of a csv) whose text values are sniffed for their kind.
+_SNIFF_ROWS = 1000
 
 
 def _check_utf8(data: datasets.Dataset) -> None:
@@ -48,8 +51,9 @@ def _validate_text(table: Any) -> None:
             table.column(name).validate(full=True)
 
 
-def _check_identity(cfg: Any, files: list[Path], when: str) -> None:
-    if files and files_identity(cfg.input_files, cfg.input_hash) != cfg.input_identity:
+def _check_identity(cfg: Any, when: str) -> None:
+    files = local_files(cfg.identified_files)
+    if files and files_identity(cfg.identified_files, cfg.input_hash) != cfg.input_identity:
         raise DataError(
             f"a data file changed {when} (the cache key names the old content): "
             f"{', '.join(map(str, files))}; build the DataModule again once the files stay as they are",
@@ -75,7 +79,8 @@ def load_files(cfg: Any, hf_cache: Path | None, **options: Any) -> datasets.Data
         raise DataError(
             f"the dataset is empty: every data file is empty ({', '.join(map(str, files))})", step="load"
         )
-    _check_identity(cfg, files, "after the DataModule was built")
+    _check_identity(cfg, "after the DataModule was built")
+    check_text_kinds(cfg)
     import datasets
 
     if cfg.dataset == "parquet" and "fragment_scan_options" not in options:
@@ -105,5 +110,94 @@ def load_files(cfg: Any, hf_cache: Path | None, **options: Any) -> datasets.Data
             f"{type(err).__name__}: {err}; check the name, the files and load_split={cfg.load_split!r}",
             step="load",
         ) from err
-    _check_identity(cfg, files, "while it was read")
+    _check_identity(cfg, "while it was read")
     return data
+
+
+def check_text_kinds(cfg: Any) -> None:
+    """Refuses input files whose text values are of different kinds (``"a"`` in one, ``5`` in another).
+
+    ``datasets`` casts every file to the first one's schema, so numbers silently became
+    documents ``"0"``..``"149"``. The kind of ``cfg.text_column`` in each csv/tsv, json or parquet
+    file is read from its first rows (its schema, for parquet) and compared.
+
+    Raises:
+        DataError: a file's text values are not strings, naming each file and its kind.
+    """
+    files = local_files(cfg.input_files)
+    if cfg.dataset not in ("json", "parquet", "csv") or not files:
+        return
+    kinds = {str(path): _text_kind(path, cfg.dataset, cfg.text_column) for path in files}
+    found = {k for k in kinds.values() if k is not None}
+    if len(found) > 1 or (found and found != {"string"}):
+        listed = "; ".join(f"{path}: {kind}" for path, kind in kinds.items() if kind is not None)
+        raise DataError(
+            f"the text column {cfg.text_column!r} holds values of different kinds across the files ({listed}): "
+            "expected text in every file; numbers would silently become documents. Fix or remove the files "
+            "whose values are not strings",
+            step="load",
+            column=cfg.text_column,
+        )
+
+
+def _text_kind(path: Path, dataset: str, column: str) -> str | None:
+    """``"string"``, another kind's name, or ``None`` (the column is absent or only null in the first rows)."""
+    try:
+        if dataset == "parquet":
+            import pyarrow.parquet as pq
+
+            schema = pq.read_schema(path)
+            return _kind_of(schema.field(column).type) if column in schema.names else None
+        if dataset == "csv":
+            return _csv_kind(path, column)
+        return _json_kind(path, column)
+    except OSError:
+        return None
+
+
+def _kind_of(field: Any) -> str | None:
+    import pyarrow as pa
+
+    if pa.types.is_null(field) or pa.types.is_binary(field) or pa.types.is_large_binary(field):
+        return None  # nothing yet, or bytes that are not UTF-8 (diagnose_files names the byte)
+    return "string" if pa.types.is_string(field) or pa.types.is_large_string(field) else str(field)
+
+
+def _csv_kind(path: Path, column: str) -> str | None:
+    """The kind Arrow infers for ``column`` from the first megabyte of a csv (tsv: tab-separated) file."""
+    import pyarrow as pa
+    import pyarrow.csv as pv
+
+    delimiter = "\t" if path.suffix.lower() == ".tsv" else ","
+    try:
+        reader = pv.open_csv(
+            path,
+            read_options=pv.ReadOptions(block_size=1 << 20),
+            parse_options=pv.ParseOptions(delimiter=delimiter, newlines_in_values=True),
+            convert_options=pv.ConvertOptions(include_columns=[column]),
+        )
+        batch = reader.read_next_batch()
+    except (pa.ArrowException, StopIteration):
+        return None  # a missing column or a file Arrow cannot parse: load explains it
+    return _kind_of(batch.schema.field(column).type)
+
+
+def _json_kind(path: Path, column: str) -> str | None:
+    import json
+
+    kinds = set()
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        for number, line in enumerate(handle):
+            if number >= _SNIFF_ROWS:
+                break
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                row = json.loads(line)
+            except ValueError:
+                return None  # a json array file or a broken line: datasets explains it
+            value = row.get(column) if isinstance(row, dict) else None
+            if value is not None:
+                kinds.add("string" if isinstance(value, str) else type(value).__name__)
+    return None if not kinds else ("string" if kinds == {"string"} else "/".join(sorted(kinds)))

@@ -27,6 +27,8 @@ import numpy as np
 import pyarrow as pa
 import xxhash
 
+from lightning_order.errors import DataError
+
 __all__ = [
     "KEY_COLUMNS",
     "DocumentSet",
@@ -189,8 +191,35 @@ class PartitionedTexts(Sequence[str]):
 
     def _file(self, index: int) -> list[str]:
         if self._cached is None or self._cached[0] != index:
-            self._cached = (index, self._documents.texts(index))
+            self._cached = (index, self._read(index))
         return self._cached[1]
+
+    def _read(self, index: int) -> list[str]:
+        """File ``index``'s texts, exactly as many as recorded: a file deleted or changed since is refused.
+
+        A missing file used to read as empty, so iteration yielded fewer documents than ``len``.
+        """
+        expected = int(self._ends[index] - (self._ends[index - 1] if index else 0))
+        path = self._documents.path(index)
+        if not path.exists():
+            if not expected:
+                return []  # a partition that received no document has no file
+            raise self._changed(path, "missing", expected)
+        try:
+            texts = self._documents.texts(index)
+        except (OSError, pa.ArrowException) as err:
+            raise self._changed(path, f"unreadable ({type(err).__name__}: {err})", expected) from err
+        if len(texts) != expected:
+            raise self._changed(path, f"holding {len(texts)} documents", expected)
+        return texts
+
+    def _changed(self, path: Path, found: str, expected: int) -> DataError:
+        return DataError(
+            f"the prepared documents file {path} is {found}, the manifest records {expected}: it changed after "
+            f"the cache was verified; prepare again (delete {self._documents.folder.parent.parent} and build "
+            "the DataModule again)",
+            step="setup",
+        )
 
     def __getitem__(self, index: Any) -> Any:
         if isinstance(index, slice):

@@ -13,7 +13,6 @@ items of at most :data:`CHUNK_ROWS` rows, in corpus order: the work items of the
 
 from __future__ import annotations
 
-import json
 import re
 import unicodedata
 from collections.abc import Sequence
@@ -48,7 +47,6 @@ CHUNK_ROWS = 8192
 _CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _TRAILING = re.compile(r"[ \t]+\n")
 _BLANK_LINES = re.compile(r"\n{3,}")
-_SNIFF_ROWS = 1000
 
 
 def clean_document(text: str, eos_token: str = "<|endoftext|>") -> str:
@@ -204,7 +202,6 @@ def read_input(cfg: Any, work: Path) -> tuple[Chunks, dict[str, Any]]:
         size = sum(len(d.encode("utf-8", "surrogatepass")) for d in docs)
         chunks = Chunks(_chunks(len(docs), path=str(path)), len(docs), size)
         return chunks, {"null_rows": 0, "corpus": corpus_fingerprint(docs)}
-    _check_file_types(cfg)
     from lightning_order.data.engine.loading import load_files
 
     options = {"sample_by": cfg.sample_by, "keep_linebreaks": True} if cfg.dataset == "text" else {}
@@ -238,60 +235,3 @@ def read_input(cfg: Any, work: Path) -> tuple[Chunks, dict[str, Any]]:
         )
     chunks = Chunks(_chunks(len(data), dataset=data, column=cfg.text_column), len(data) - nulls, text_bytes)
     return chunks, {"null_rows": nulls}
-
-
-def _check_file_types(cfg: Any) -> None:
-    """Refuses input files whose text values are of different kinds (``"a"`` in one, ``5`` in another).
-
-    ``datasets`` would cast the numbers to text silently, so ``5`` became a document. The first
-    rows of each csv, json or parquet file are read (its schema, for parquet) and compared.
-    """
-    from lightning_order.data.engine.inputs import local_files
-
-    files = local_files(cfg.input_files)
-    if cfg.dataset not in ("json", "parquet", "csv") or len(files) < 1:
-        return
-    kinds = {str(path): _text_kind(path, cfg.dataset, cfg.text_column) for path in files}
-    found = {k for k in kinds.values() if k is not None}
-    if len(found) > 1 or (found and found != {"string"}):
-        listed = "; ".join(f"{path}: {kind}" for path, kind in kinds.items() if kind is not None)
-        raise DataError(
-            f"the text column {cfg.text_column!r} holds values of different kinds across the files ({listed}): "
-            "expected text in every file; numbers would silently become documents. Fix or remove the files "
-            "whose values are not strings",
-            step="load",
-            column=cfg.text_column,
-        )
-
-
-def _text_kind(path: Path, dataset: str, column: str) -> str | None:
-    """``"string"``, another kind's name, or ``None`` (the column is absent or only null in the first rows)."""
-    try:
-        if dataset == "parquet":
-            import pyarrow.parquet as pq
-
-            schema = pq.read_schema(path)
-            if column not in schema.names:
-                return None
-            field = schema.field(column).type
-            return "string" if pa.types.is_string(field) or pa.types.is_large_string(field) else str(field)
-        if dataset == "csv":
-            return "string"  # csv values are text until a reader guesses otherwise
-        kinds = set()
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            for number, line in enumerate(handle):
-                if number >= _SNIFF_ROWS:
-                    break
-                line = line.strip()
-                if not line:
-                    continue
-                try:
-                    row = json.loads(line)
-                except ValueError:
-                    return None  # a json array file or a broken line: datasets explains it
-                value = row.get(column) if isinstance(row, dict) else None
-                if value is not None:
-                    kinds.add("string" if isinstance(value, str) else type(value).__name__)
-        return None if not kinds else ("string" if kinds == {"string"} else "/".join(sorted(kinds)))
-    except OSError:
-        return None

@@ -57,6 +57,7 @@ def partition(ctx: StepContext, source: Any, name: str, clean: bool, count: int)
         "rows": rows,
         "dropped_empty": sum(r["dropped_empty"] for r in first),
         "dropped_null": sum(r["dropped_null"] for r in first),
+        "bom_stripped": sum(r["bom_stripped"] for r in first),
         "digest": fingerprint([r["digest"] for r in merged]),
     }
     return documents, stats
@@ -101,10 +102,11 @@ def clean(ctx: StepContext, state: DataState) -> StepResult:
     """Cleans every document (:func:`~.documents.clean_document`), keys it and writes the canonical partitions.
 
     Empty documents are dropped and counted (``dropped_empty``), so are null text values
-    (``dropped_null``).
+    (``dropped_null``); a byte order mark starting a document (a UTF-8 file saved with one) is
+    removed and counted (``bom_stripped``).
     """
     count = int(state.extra["partitions"])
-    cleaned, stats = {}, {"rows_in": 0, "rows": 0, "dropped_empty": 0, "dropped_null": 0}
+    cleaned, stats = {}, {"rows_in": 0, "rows": 0, "dropped_empty": 0, "dropped_null": 0, "bom_stripped": 0}
     digests = []
     for name, source in parts_of(state).items():
         cleaned[name], found = partition(ctx, source, name, True, count)

@@ -75,8 +75,8 @@ def clean_chunk(item: dict[str, Any]) -> dict[str, Any]:
     ``clean(text) -> text``, or ``None``).
 
     Returns:
-        ``rows_in``, ``rows``, ``dropped_empty``, ``dropped_null``, ``text_bytes`` and
-        ``fragments`` (partition -> fragment path).
+        ``rows_in``, ``rows``, ``dropped_empty``, ``dropped_null``, ``bom_stripped``,
+        ``text_bytes`` and ``fragments`` (partition -> fragment path).
     """
     from lightning_order.data.lm.documents import clean_document
 
@@ -85,6 +85,7 @@ def clean_chunk(item: dict[str, Any]) -> dict[str, Any]:
     rows_in = len(texts)
     texts = [t for t in texts if t is not None]
     nulls = rows_in - len(texts)
+    boms = _strip_byte_order_marks(texts)
     if item["clean"]:
         hook, eos = item.get("hook"), item["eos_token"]
         for i, text in enumerate(texts):  # in place: one document's text is held once, raw or cleaned
@@ -108,9 +109,25 @@ def clean_chunk(item: dict[str, Any]) -> dict[str, Any]:
         "rows": table.num_rows,
         "dropped_null": nulls,
         "dropped_empty": dropped_empty,
+        "bom_stripped": boms,
         "text_bytes": int(pc.sum(pc.binary_length(table.column("text"))).as_py() or 0),
         "fragments": fragments,
     }
+
+
+def _strip_byte_order_marks(texts: list[str]) -> int:
+    """Drops the U+FEFF a UTF-8 file with a byte order mark leaves at the start of its first document; how many had one.
+
+    ``datasets`` reads text files as plain UTF-8, so the mark became the first character of a
+    document (and a token of it). It is an encoding artefact, never content: removed in place,
+    before any cleaning (a user's own ``clean`` never sees it), and counted.
+    """
+    found = 0
+    for i, text in enumerate(texts):
+        if text.startswith("\ufeff"):
+            texts[i] = text.lstrip("\ufeff")
+            found += 1
+    return found
 
 
 def _check_texts(texts: list[Any], where: str) -> None:

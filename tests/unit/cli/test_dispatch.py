@@ -108,3 +108,25 @@ def test_light_prepare_takes_the_lm_pipeline_too(tmp_path: Path, capsys):
 def test_audit_usage_error_is_one_line_and_exit_code_2(capsys):
     assert commands.main(["audit"]) == 2
     assert "lightning-order audit" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("init_args", [True, False])
+def test_prepare_refuses_a_class_path_data_files_as_fit_does(tmp_path: Path, monkeypatch, capsys, init_args):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "notes.txt").write_text("a file of the working directory, never named\n")
+    spec = "    class_path: os.system\n" + ("    init_args:\n      command: echo hi\n" if init_args else "")
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        "model:\n  class_path: lightning_order.OrderedCausalLM\n"
+        f"data:\n  dataset: text\n  cache_dir: {tmp_path / 'cache'}\n  data_files:\n{spec}"
+    )
+    codes, errors = [], []
+    for command in ("fit", "prepare"):
+        codes.append(commands.main([command, "--config", str(config)]))
+        errors.append(capsys.readouterr().err.replace(f"lightning-order {command}", "lightning-order"))
+    assert codes[1] == codes[0] != 0
+    assert errors[1] == errors[0] and "data_files" in errors[1]
+    assert "os.system" in errors[1]  # refused as given, never flattened away into "no data_files"
+    cache = tmp_path / "cache"
+    assert not cache.exists() or all(p.name.endswith(".lock") for p in cache.iterdir())  # nothing prepared

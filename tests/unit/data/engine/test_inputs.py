@@ -159,3 +159,97 @@ def test_a_local_path_or_a_cached_hub_dataset_is_accepted(tmp_path, monkeypatch)
 def test_a_name_no_file_system_takes_is_refused_in_the_same_words(dataset):
     with pytest.raises(DataError, match="neither a datasets builder"):
         check_dataset_name(dataset)
+
+
+# -- read only what was named (#32) ---------------------------------------------------------------
+@pytest.mark.parametrize("module", ["OrderedDataModule", "OrderedLMDataModule"])
+@pytest.mark.parametrize("dataset", ["text", "csv", "json", "parquet"])
+def test_a_file_builder_without_data_files_is_refused_not_the_working_directory_read(
+    tmp_path, monkeypatch, module, dataset
+):
+    import lightning_order
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".env").write_text("SECRET=1\n")
+    with pytest.raises(DataError) as info:
+        getattr(lightning_order, module)(dataset=dataset, cache_dir=str(tmp_path / "c"))
+    message = str(info.value)
+    assert info.value.step == "load" and f"dataset={dataset!r}" in message
+    assert "none is given" in message and "every file under the working directory" in message
+    assert "data_files='corpus/*." in message  # the fix
+    assert not (tmp_path / "c").exists()
+
+
+def test_a_recursive_glob_through_a_link_loop_names_each_file_once(tmp_path):
+    folder = tmp_path / "d"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "a.txt").write_text("one\n")
+    (folder / "sub" / "b.txt").write_text("two\n")
+    (folder / "sub" / "loop").symlink_to("..")  # d/sub/loop/sub/loop/... without end
+    (folder / "sub" / "again").symlink_to(folder)  # a second way to the same files
+    expected = [str((folder / "a.txt").resolve()), str((folder / "sub" / "b.txt").resolve())]
+    for pattern in (f"{folder}/**/*.txt", f"{folder}/**"):
+        assert expand_data_files(pattern, "text") == expected
+    # two overlapping patterns: each file read once
+    assert expand_data_files([f"{folder}/*.txt", f"{folder}/**/*.txt"], "text") == expected
+    config = DataConfig(dataset="text", data_files=f"{folder}/**/*.txt")
+    assert config.input_files == expected and len(config.input_identity) == 2
+
+
+def test_environment_variables_and_home_in_paths_are_expanded(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("SCRATCH", str(tmp_path / "scratch"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    (tmp_path / "home").mkdir()
+    data = _write(tmp_path / "home" / "a.csv", 10)
+    for given in ("$SCRATCH/x", "${SCRATCH}/x"):
+        assert DataConfig(dataset="csv", data_files=str(data), cache_dir=given).cache_dir == str(
+            tmp_path / "scratch" / "x"
+        )
+    dm = OrderedDataModule("csv", data_files="~/a.csv", cache_dir="$SCRATCH/x", **SMALL)
+    assert dm.cache_root == tmp_path / "scratch" / "x"
+    assert dm.config.input_files == [str(data.resolve())]
+    monkeypatch.setenv("DATA", str(tmp_path / "home"))
+    assert DataConfig(dataset="csv", data_files="$DATA/*.csv").input_files == [str(data.resolve())]
+    assert not (tmp_path / "$SCRATCH").exists() and not (tmp_path / "~").exists()
+
+
+@pytest.mark.parametrize(("argument", "step"), [("cache_dir", "prepare_data"), ("data_files", "load")])
+def test_an_unset_environment_variable_in_a_path_is_refused(tmp_path, monkeypatch, argument, step):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("NO_SUCH_VARIABLE_HERE", raising=False)
+    arguments = {"data_files": str(_write(tmp_path / "a.csv", 10)), argument: "$NO_SUCH_VARIABLE_HERE/x"}
+    with pytest.raises(DataError) as info:
+        DataConfig(dataset="csv", **arguments)
+    message = str(info.value)
+    assert info.value.step == step and f"{argument}='$NO_SUCH_VARIABLE_HERE/x'" in message
+    assert (
+        "$NO_SUCH_VARIABLE_HERE, which is not set" in message and "export NO_SUCH_VARIABLE_HERE=" in message
+    )
+    assert list(tmp_path.iterdir()) == [tmp_path / "a.csv"]  # no folder named "$NO_SUCH_VARIABLE_HERE"
+
+
+@pytest.mark.parametrize("module", ["OrderedDataModule", "OrderedLMDataModule"])
+def test_a_local_dataset_folder_is_identified_by_its_files(tmp_path, module):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    import lightning_order
+
+    folder = tmp_path / "my_dataset"
+    folder.mkdir()
+    table = pa.table({"text": [f"document {i}" for i in range(20)], "label": [i % 2 for i in range(20)]})
+    pq.write_table(table, folder / "train.parquet")
+    make = getattr(lightning_order, module)
+    first = make(dataset=str(folder), cache_dir=str(tmp_path / "c"))
+    assert make(dataset=str(folder), cache_dir=str(tmp_path / "c")).cache_key == first.cache_key
+    pq.write_table(table.slice(0, 10), folder / "train.parquet")  # other rows, same name
+    assert make(dataset=str(folder), cache_dir=str(tmp_path / "c")).cache_key != first.cache_key
+
+
+def test_a_pipe_in_data_files_is_refused_not_identified_by_its_name(tmp_path):
+    pipe = tmp_path / "docs.txt"
+    os.mkfifo(pipe)  # reading it to hash it would wait for a writer for ever
+    with pytest.raises(DataError) as info:
+        DataConfig(dataset="text", data_files=str(pipe))
+    assert info.value.step == "load" and f"{pipe}, which is not a regular file" in str(info.value)

@@ -135,3 +135,26 @@ def test_a_llama_style_tokenizer_with_its_own_end_of_text_prepares_and_trains(
     trainer.fit(model, datamodule=dm)
     assert trainer.global_step == 3 and validator.violations == []
     assert (dm.blocks("train") == dm.eos_token_id).any()  # one </s> after every document
+
+
+def test_a_byte_order_mark_never_starts_a_document_and_is_counted(
+    tmp_path: Path, code_folder: tuple[Path, dict[str, str]]
+) -> None:
+    _, texts = code_folder
+    plain, marked = tmp_path / "plain", tmp_path / "marked"
+    plain.mkdir(), marked.mkdir()
+    for i, (name, text) in enumerate(sorted(texts.items())):
+        (plain / f"{name}.txt").write_text(text, encoding="utf-8")
+        (marked / f"{name}.txt").write_text(
+            text, encoding="utf-8-sig" if i % 2 else "utf-8"
+        )  # Windows editors
+    kept = {}
+    for folder in (marked, plain):
+        dm = OrderedLMDataModule(
+            dataset="text", data_files=str(folder), cache_dir=str(tmp_path / "c"), **SMALL
+        )
+        kept[folder.name] = sorted([*dm.documents("train"), *dm.documents("val")])
+        assert not any("\ufeff" in document for document in kept[folder.name])
+        expected = len(texts) // 2 if folder is marked else 0
+        assert dm.ledger.latest("clean").stats["bom_stripped"] == expected
+    assert kept["marked"] == kept["plain"]  # the same documents, mark or not
