@@ -87,8 +87,9 @@ def resume_point(trainer: Any) -> dict[str, Any] | None:
     """Where the resumed run will read (call it after the restore, before the first batch: ``on_train_start``).
 
     ``epoch`` and ``batches`` (Lightning's batches already done in it; 0 at an epoch boundary),
-    ``epoch_batches``, the loader's facts, and ``next``: the loader's restored position (``None``
-    for a loader without one).
+    ``epoch_batches``, the loader's facts, ``next``: the loader's restored position (``None``
+    for a loader without one), and ``restored``: whether the loader continues at ``next`` whatever
+    Lightning's epoch counter says (a restored :class:`~lightning_order.data.engine.loaders.ResumableLoader`).
     """
     loader = train_loader(trainer)
     if loader is None:
@@ -103,14 +104,22 @@ def resume_point(trainer: Any) -> dict[str, Any] | None:
     facts = {"epoch": int(trainer.current_epoch), "batches": batches, "epoch_batches": total}
     facts.update(_loader_facts(trainer, loader))
     facts["next"] = position.to_dict() if position is not None else None
+    facts["restored"] = position is not None and bool(getattr(loader, "restored", False))
     return facts
 
 
 def resumed_at(resumed: Mapping[str, Any], global_step: int) -> dict[str, Any]:
-    """Where a resumed run starts reading (for the ``train`` record): ``epoch``, ``samples``, ``batches``, ``global_step``."""
+    """Where a resumed run starts reading (for the ``train`` record): ``epoch``, ``samples``, ``batches``, ``global_step``.
+
+    With a restored loader position, the data's epoch and the batches of it done (the position is
+    the loader's, whatever Lightning's epoch counter says).
+    """
     epoch, batches = int(resumed["epoch"]), int(resumed["batches"])
     nxt = resumed.get("next")
-    if nxt:  # the loader's own position; another epoch than Lightning's starts at its head
+    if nxt and resumed.get("restored") and int(nxt["epoch"]) != epoch:  # e.g. saved after fit() returned
+        epoch, samples = int(nxt["epoch"]), int(nxt["samples"])
+        batches = samples // int(nxt["global_batch"])
+    elif nxt:  # the loader's own position; another epoch than Lightning's starts at its head
         samples = int(nxt["samples"]) if int(nxt["epoch"]) == epoch else 0
     else:  # a loader without a position restarts its epoch, whatever Lightning counts
         samples = 0

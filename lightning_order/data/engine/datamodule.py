@@ -38,7 +38,7 @@ from lightning_order.data.engine.runner import DataState, StepContext, run_steps
 from lightning_order.ledger import StepLedger
 from lightning_order.order import Pipeline
 from lightning_order.pipelines import PIPELINES, PipelineDescriptor, resolve
-from lightning_order.positions import GlobalOrder
+from lightning_order.positions import GlobalOrder, check_position
 
 __all__ = ["OrderedDataModuleBase"]
 
@@ -256,8 +256,15 @@ class OrderedDataModuleBase(pl.LightningDataModule):
         return {"position": position.to_dict()} if position is not None else {}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        """Continues the train loader at the saved position (the fit's loader, or the next one made)."""
+        """Continues the train loader at the saved position (the fit's loader, or the next one made).
+
+        Raises:
+            CheckpointError: the saved position holds a field no run could have saved (``epoch=-1``,
+                ``samples`` a string or ``None``, a negative count), named with its value.
+        """
         position = state_dict.get("position")
+        if position:  # refused now, before a loader reads from it (a negative index reads from the end)
+            check_position(position)
         self._resume_position = dict(position) if position else None
         loader = self._fit_train_loader()
         if loader is not None and self._resume_position is not None:

@@ -16,8 +16,12 @@ integers, so counting the batches the loop received is all a loader has to do.
 
 The sampler is a :class:`~torch.utils.data.DistributedSampler` so that Lightning, seeing one,
 leaves it alone instead of wrapping it in a sampler of its own; ``set_epoch`` (called by
-Lightning before every epoch) selects the epoch's order. The underlying iterator starts at the
-first batch asked for, after ``set_epoch``, so workers never prefetch from a stale position.
+Lightning before every epoch) selects the epoch's order. A restored position is ours, whatever
+Lightning's epoch counter says: a checkpoint saved after ``fit()`` returned at ``max_steps`` ends
+Lightning's epoch although the data's epoch goes on, so the first ``set_epoch`` after a restore
+keeps the position and only records how Lightning's epochs map onto the data's from then on.
+The underlying iterator starts at the first batch asked for, after ``set_epoch``, so workers
+never prefetch from a stale position.
 
 **Evaluation** (:func:`make_loader`): a one-replica seeded sampler over data that every rank
 holds whole (the validation split is the same on every rank). Each pipeline brings its own
@@ -44,9 +48,11 @@ class GlobalOrderSampler(DistributedSampler):
         order: the global order rule for this rank.
 
     Attributes:
-        epoch: the epoch whose order the next iteration reads (set by Lightning's ``set_epoch``).
+        epoch: the data epoch whose order the next iteration reads (Lightning's ``set_epoch``
+            plus the offset a restore found).
         start: the global position of ``epoch`` the next iteration starts at (0 unless restored).
         began: ``(epoch, start)`` of the latest iteration.
+        restored: a position was restored (:meth:`seek`) and no iteration has started since.
     """
 
     def __init__(self, dataset: Dataset, order: GlobalOrder) -> None:
@@ -61,16 +67,26 @@ class GlobalOrderSampler(DistributedSampler):
         self.order = order
         self.start = 0
         self.began = (0, 0)
+        self.restored = False
+        self._offset = 0  # the data's epoch minus Lightning's (non-zero after a restore across them)
         self._digest: tuple[int, str] | None = None
 
     def set_epoch(self, epoch: int) -> None:
-        """Reads ``epoch``'s order next; a restored position of the same epoch is kept."""
-        if int(epoch) != self.epoch:
-            self.epoch, self.start = int(epoch), 0
+        """Reads the order of Lightning's epoch ``epoch`` next; a restored position is kept.
+
+        After a restore, Lightning's epoch may differ from the position's (Lightning ends its epoch
+        when ``fit()`` returns at ``max_steps``): the position wins, and Lightning's later epochs
+        read the data's epochs that follow it, in order.
+        """
+        if self.restored:
+            self._offset = self.epoch - int(epoch)
+            return
+        if int(epoch) + self._offset != self.epoch:
+            self.epoch, self.start = int(epoch) + self._offset, 0
 
     def seek(self, epoch: int, start: int) -> None:
-        """Starts the next iteration at global position ``start`` of ``epoch``."""
-        self.epoch, self.start = int(epoch), int(start)
+        """Starts the next iteration at global position ``start`` of ``epoch`` (a restore)."""
+        self.epoch, self.start, self.restored = int(epoch), int(start), True
 
     def digest(self, epoch: int) -> str:
         """:meth:`GlobalOrder.digest` of ``epoch`` (computed once per epoch)."""
@@ -81,6 +97,7 @@ class GlobalOrderSampler(DistributedSampler):
     def __iter__(self) -> Iterator[int]:
         epoch, start = self.epoch, self.start
         self.began, self.start = (epoch, start), 0  # a second pass over the epoch starts at its head
+        self.restored = False
         return iter(self.order.rank_indices(epoch, start).tolist())
 
     def __len__(self) -> int:
@@ -113,6 +130,11 @@ class ResumableLoader(DataLoader):
             self._began = getattr(self.sampler, "began", (0, 0))
         self._yielded += 1
 
+    @property
+    def restored(self) -> bool:
+        """Whether a saved position was loaded and the loader has not started reading since."""
+        return bool(getattr(self.sampler, "restored", False))
+
     def position(self) -> TrainPosition | None:
         """Where the loop stands: the epoch and the global samples of it already handed out."""
         sampler = self.sampler
@@ -135,6 +157,10 @@ class ResumableLoader(DataLoader):
         Positions are global samples, so a state saved on another number of ranks or with another
         batch size continues at the same sample. A state this loader cannot read is ignored (the
         run starts the epoch afresh; ``OrderValidator`` reports what that replays).
+
+        Raises:
+            CheckpointError: a position of ours with a damaged field (``epoch=-1``, ``samples``
+                a string, ...), named with its value.
         """
         position = TrainPosition.from_dict(state_dict)
         sampler = self.sampler
