@@ -15,9 +15,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from lightning_order.checks.loader_states import check_loader_states
 from lightning_order.positions import TrainPosition
+from lightning_order.rules import Violation
 
-__all__ = ["resume_point", "resumed_at", "saved_position", "train_loader"]
+__all__ = [
+    "loader_state_misfits",
+    "requested_train_loaders",
+    "resume_point",
+    "resumed_at",
+    "saved_position",
+    "train_loader",
+]
 
 
 def train_loader(trainer: Any) -> Any:
@@ -31,6 +40,47 @@ def train_loader(trainer: Any) -> Any:
     if isinstance(loaders, (list, tuple)):  # several loaders: no single position to speak of
         return loaders[0] if len(loaders) == 1 else None
     return loaders
+
+
+def _flat(loaders: Any) -> list[Any]:
+    """The loaders of what a ``train_dataloader()`` returned (one, a list, a dict, a ``CombinedLoader``)."""
+    loaders = getattr(loaders, "flattened", loaders)  # Lightning's CombinedLoader
+    if isinstance(loaders, Mapping):
+        loaders = list(loaders.values())
+    if isinstance(loaders, (list, tuple)):
+        return [leaf for item in loaders for leaf in _flat(item)]
+    return [loaders]
+
+
+def requested_train_loaders(trainer: Any) -> list[tuple[str, bool]]:
+    """This run's train loaders as ``(class name, stateful)``, asked for before Lightning sets up the fit's data.
+
+    Calls the datamodule's ``train_dataloader()`` (else the module's) once more, so a resume can be
+    judged before Lightning hands the checkpoint's loader states over; ``[]`` when neither makes one
+    (loaders passed to ``fit`` directly: Lightning's own message stands).
+    """
+    source = trainer.datamodule if trainer.datamodule is not None else trainer.lightning_module
+    try:
+        loaders = source.train_dataloader()
+    except Exception:  # not defined here, or failing: Lightning asks again and reports it itself
+        return []
+    return [
+        (
+            type(loader).__name__,
+            callable(getattr(loader, "state_dict", None))
+            and callable(getattr(loader, "load_state_dict", None)),
+        )
+        for loader in _flat(loaders)
+    ]
+
+
+def loader_state_misfits(trainer: Any, states: list[Any]) -> list[Violation]:
+    """The checkpoint's train loader ``states`` this run's train loaders cannot take (``resume-position``).
+
+    Judged before Lightning restores them (its own error names no position and no fix); asks the
+    datamodule for its train loaders only when the checkpoint holds states.
+    """
+    return check_loader_states(states, requested_train_loaders(trainer)) if states else []
 
 
 def _loader_position(loader: Any) -> TrainPosition | None:
