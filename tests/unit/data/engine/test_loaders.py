@@ -10,6 +10,7 @@ from torch.utils.data.dataloader import default_collate
 
 from lightning_order.data.engine.loaders import make_loader, make_train_loader
 from lightning_order.data.text.batches import BATCH_KEYS, Collate
+from lightning_order.errors import CheckpointError
 from lightning_order.positions import GlobalOrder
 
 
@@ -90,11 +91,43 @@ def test_an_epoch_done_continues_with_the_next_and_set_epoch_keeps_a_restored_po
     loader.load_state_dict(dict(done, samples=8))
     loader.sampler.set_epoch(0)  # Lightning sets the epoch after the restore: the same epoch keeps it
     assert len([b.tolist() for b in loader]) == 10
-    loader.load_state_dict(dict(done, samples=8))
-    loader.sampler.set_epoch(1)  # another epoch starts at its head
-    assert [b.tolist() for b in loader] == [b.tolist() for b in fresh]
     loader.load_state_dict({"_snapshot": {}})  # another loader's state: ignored
     assert len(list(loader)) == 12
+
+
+def test_a_restored_position_is_read_whatever_epoch_lightning_sets_and_later_epochs_follow_it():
+    # A checkpoint saved after fit() returned at max_steps: Lightning counts epoch 0 as ended and
+    # sets epoch 1, the data stopped at sample 8 of epoch 0.
+    straight = _train_loader()
+    epochs = []
+    for epoch in range(3):
+        straight.sampler.set_epoch(epoch)
+        epochs.append([b.tolist() for b in straight])
+    loader = _train_loader()
+    loader.load_state_dict(dict(loader.state_dict(), samples=8))
+    assert loader.restored
+    loader.sampler.set_epoch(1)
+    assert [b.tolist() for b in loader] == epochs[0][2:] and not loader.restored
+    assert loader.state_dict()["epoch"] == 0
+    loader.sampler.set_epoch(2)  # Lightning's next epoch reads the data's next one
+    assert [b.tolist() for b in loader] == epochs[1]
+    loader.sampler.set_epoch(3)
+    assert [b.tolist() for b in loader] == epochs[2]
+    fresh = _train_loader()  # nothing restored: Lightning's epoch is the data's
+    fresh.sampler.set_epoch(2)
+    assert not fresh.restored and [b.tolist() for b in fresh] == epochs[2]
+
+
+@pytest.mark.parametrize(
+    ("field", "value"), [("epoch", -1), ("samples", "8"), ("samples", None), ("samples", -8)]
+)
+def test_a_garbage_position_is_one_checkpoint_error_never_read(field, value):
+    loader = _train_loader()
+    with pytest.raises(
+        CheckpointError, match=f"data position has {field}={value!r}, expected a whole number"
+    ):
+        loader.load_state_dict(dict(loader.state_dict(), **{field: value}))
+    assert not loader.restored and len(list(loader)) == 12  # nothing of it was taken
 
 
 def test_the_train_loader_needs_setup():
