@@ -240,6 +240,7 @@ class OrderedDataModuleBase(pl.LightningDataModule):
             order.require_one_batch("samples")
         data = None if self._served is None or order is None else self._dataset(self._served)
         loader = make_train_loader(data, order, self.num_workers, self._collate())  # type: ignore[arg-type]
+        loader.progress = self._lightning_progress
         if self._resume_position is not None:
             loader.load_state_dict(self._resume_position)
         return loader
@@ -248,6 +249,15 @@ class OrderedDataModuleBase(pl.LightningDataModule):
     def _fit_train_loader(self) -> ResumableLoader | None:
         loader = getattr(getattr(self, "trainer", None), "train_dataloader", None)
         return loader if isinstance(loader, ResumableLoader) else None
+
+    def _lightning_progress(self) -> tuple[int, int | None] | None:
+        """Lightning's ``(batches done in the epoch its loop is in, batches per epoch)``; ``None`` outside a fit."""
+        trainer = getattr(self, "trainer", None)
+        loop = getattr(getattr(trainer, "fit_loop", None), "epoch_loop", None)
+        if loop is None:
+            return None
+        total = trainer.num_training_batches  # type: ignore[union-attr]
+        return int(loop.batch_progress.current.ready), None if total in (None, float("inf")) else int(total)
 
     def state_dict(self) -> dict[str, Any]:
         """The fit's train loader position (plain data: epoch, global samples consumed, seed, global batch, ...)."""
