@@ -187,6 +187,39 @@ def test_a_run_continued_from_a_checkpoint_saved_after_fit_reads_the_batches_of_
     assert resumed == {"epoch": epoch, "batches": done, "samples": done * BATCH[kind], "global_step": at}
 
 
+@pytest.mark.parametrize(
+    ("saved", "at"), [("during-fit", 6), ("after-fit", 4), ("after-fit", 6)], ids=lambda v: str(v)
+)
+def test_a_run_with_limit_train_batches_continues_exactly_however_its_checkpoint_was_saved(
+    resume_cache: Path, tmp_path: Path, saved: str, at: int
+) -> None:
+    """Epochs cut at 6 batches: a checkpoint at the cut (during the fit: Lightning starts the next
+    epoch afresh; after fit(): it carries its count and has no batch left) or mid-epoch continues
+    with the batches of the uninterrupted run."""
+    limited = {"limit_train_batches": 6, "limit_val_batches": 0}
+    dm, straight = datamodule("standard", resume_cache, num_workers=0), BatchHashes()
+    every = ModelCheckpoint(dirpath=tmp_path, every_n_train_steps=1, save_top_k=-1, filename="{step}")
+    callbacks = [OrderValidator(), straight, every]
+    quiet_trainer(tmp_path, callbacks, max_steps=10, enable_checkpointing=True, **limited).fit(
+        model("standard", dm), dm
+    )
+    checkpoint = tmp_path / f"step={at}.ckpt"
+    if saved == "after-fit":
+        dm = datamodule("standard", resume_cache, num_workers=0)
+        first = quiet_trainer(tmp_path, [OrderValidator()], max_steps=at, **limited)
+        first.fit(model("standard", dm), dm)
+        first.save_checkpoint(checkpoint := tmp_path / "after.ckpt")
+    dm, hashes, validator = (
+        datamodule("standard", resume_cache, num_workers=0),
+        BatchHashes(),
+        OrderValidator(),
+    )
+    quiet_trainer(tmp_path, [validator, hashes], max_steps=10, **limited).fit(
+        model("standard", dm), dm, ckpt_path=str(checkpoint)
+    )
+    assert hashes.hashes() == straight.hashes()[at:] and validator.violations == []
+
+
 # -- what a resume refuses, in one line before Lightning's own error -----------------------------------
 @pytest.fixture(scope="module")
 def four_steps(tmp_path_factory: pytest.TempPathFactory, resume_cache: Path) -> Path:
