@@ -18,8 +18,11 @@ The sampler is a :class:`~torch.utils.data.DistributedSampler` so that Lightning
 leaves it alone instead of wrapping it in a sampler of its own; ``set_epoch`` (called by
 Lightning before every epoch) selects the epoch's order. A restored position is ours, whatever
 Lightning's epoch counter says: a checkpoint saved after ``fit()`` returned at ``max_steps`` ends
-Lightning's epoch although the data's epoch goes on, so the first ``set_epoch`` after a restore
-keeps the position and only records how Lightning's epochs map onto the data's from then on.
+Lightning's epoch although the data's epoch goes on. Where the first pass after a restore reads
+is settled when it starts, from Lightning's batch count for it (the DataModule hands the loader
+``progress``): a count carried over continues the checkpoint's epoch for the batches Lightning has
+left of it, a count of 0 starts the data's next epoch, and Lightning's later epochs read the
+data's epochs that follow, in order (:meth:`GlobalOrderSampler.placement`).
 The underlying iterator starts at the first batch asked for, after ``set_epoch``, so workers
 never prefetch from a stale position.
 
