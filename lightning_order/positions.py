@@ -28,12 +28,79 @@ from typing import Any
 import numpy as np
 import xxhash
 
-from lightning_order.errors import DataError
+from lightning_order.errors import CheckpointError, DataError
 
-__all__ = ["POSITION_FORMAT", "GlobalOrder", "TrainPosition", "epoch_order", "remaining_positions"]
+__all__ = [
+    "POSITION_FORMAT",
+    "GlobalOrder",
+    "TrainPosition",
+    "check_position",
+    "epoch_order",
+    "remaining_positions",
+]
 
 #: The ``format`` of a position's plain-data form (what checkpoints hold).
 POSITION_FORMAT = "lightning_order.position"
+
+# The counts a position may hold, the least each may be, and what each means (for the message).
+_COUNTS: dict[str, tuple[int, str]] = {
+    "epoch": (0, "the epoch the run stood in"),
+    "samples": (0, "global samples of the epoch consumed"),
+    "epoch_samples": (0, "global samples the epoch serves"),
+    "dataset_size": (0, "samples in the train split"),
+    "batches": (0, "Lightning's batches of the epoch done"),
+    "epoch_batches": (0, "Lightning's batches per epoch"),
+    "global_batch": (1, "samples per step over all ranks"),
+    "batch_size": (1, "samples per rank and batch"),
+    "world_size": (1, "ranks"),
+}
+
+
+def _whole(value: Any) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def _bad_field(data: Mapping[str, Any], ours: bool) -> tuple[str, Any, str] | None:
+    """The first field of ``data`` that no run could have saved: ``(field, value, what was expected)``."""
+    for name, (least, meaning) in _COUNTS.items():
+        unknown = not ours or name in ("batches", "epoch_batches")  # counts that may be unknown (None)
+        if name not in data or (data[name] is None and unknown):
+            continue
+        value = data[name]
+        if not _whole(value) or value < least:
+            return name, value, f"a whole number >= {least} ({meaning})"
+    if "seed" in data and not (_whole(data["seed"]) or (data["seed"] is None and not ours)):
+        return "seed", data["seed"], "a whole number (the shuffle's seed)"
+    if "shuffle" in data and not isinstance(data["shuffle"], bool):
+        return "shuffle", data["shuffle"], "true or false"
+    return None
+
+
+def check_position(data: Mapping[str, Any]) -> None:
+    """Refuses a saved position no run could have written (an edited or damaged checkpoint).
+
+    A position of ours (``format`` = :data:`POSITION_FORMAT`) must hold every count as a whole
+    number; another loader's (Lightning's batch count) may leave a count unknown (``None``).
+    Negative counts are refused too: numpy would read a negative sample index from the epoch's end.
+
+    Raises:
+        CheckpointError: naming the field, its value, what was expected and what to do.
+    """
+    if not isinstance(data, Mapping):
+        raise CheckpointError(
+            f"the checkpoint's data position is not a mapping (got {type(data).__name__}): the checkpoint is "
+            "damaged or was written by something else; resume from an intact checkpoint of this run"
+        )
+    bad = _bad_field(data, ours=data.get("format") == POSITION_FORMAT)
+    if bad is None:
+        return
+    name, value, expected = bad
+    raise CheckpointError(
+        f"the checkpoint's data position has {name}={value!r}, expected {expected}: the checkpoint was edited "
+        "or damaged, and no run reads from such a position. Resume from an intact checkpoint of this run; or "
+        "keep only its weights (torch.load(path, weights_only=True)['state_dict'] into the model) and fit "
+        "without ckpt_path, which starts the data at the head of an epoch"
+    )
 
 
 def epoch_order(size: int, seed: int, epoch: int, shuffle: bool = True) -> np.ndarray:
@@ -192,9 +259,14 @@ class TrainPosition:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> TrainPosition | None:
-        """The position :meth:`to_dict` wrote; ``None`` for anything else (another loader's state)."""
+        """The position :meth:`to_dict` wrote; ``None`` for anything else (another loader's state).
+
+        Raises:
+            CheckpointError: a position of ours with a field no run could have saved (:func:`check_position`).
+        """
         if not isinstance(data, Mapping) or data.get("format") != POSITION_FORMAT:
             return None
+        check_position(data)
         names = [f.name for f in fields(cls)]
         try:
             return cls(**{name: data[name] for name in names if name in data})

@@ -45,11 +45,12 @@ from lightning_order.callbacks.labels import label_encoding_verdict
 from lightning_order.callbacks.lm import is_hf_model, lm_violations, tokenizer_in_use
 from lightning_order.callbacks.model_dims import model_dims, restore_violations
 from lightning_order.callbacks.overlap import overlap_check
-from lightning_order.callbacks.position import resume_point, resumed_at, saved_position
+from lightning_order.callbacks.position import loader_state_misfits, resume_point, resumed_at, saved_position
 from lightning_order.checkpoint import early_checkpoint
 from lightning_order.checks.datasets import check_rank_datasets, same_rows_compared
 from lightning_order.checks.ledger import check_ledger, judged_pipeline
 from lightning_order.checks.lm import fit_fixes_to_model
+from lightning_order.checks.loader_states import stored_loader_states
 from lightning_order.checks.model import check_model_dims
 from lightning_order.checks.ranks import check_ranks
 from lightning_order.checks.report import format_report, merge_violations
@@ -149,6 +150,7 @@ class OrderValidator(Callback):
         #: a restored checkpoint held, then this run's as of its latest save.
         self.position: dict[str, Any] | None = None
         self._stored_position: dict[str, Any] | None = None  # the checkpoint's, as the restore saw it
+        self._loader_states: list[Any] = []  # the checkpoint's train loader states (Lightning's)
         self._resuming = False
         self._trainer: Any = None  # a weak reference while fitting: state_dict saves the live position
         # This run's data as setup found it (what every check compares against), and whether a
@@ -235,6 +237,7 @@ class OrderValidator(Callback):
         self.violations = []
         self._restored = False  # a checkpoint of this run is restored after setup, never before
         self._stored_position, self._resuming, self._trainer = None, False, weakref.ref(trainer)
+        self._loader_states = []  # a checkpoint's, seen at the weight restore
         dm = trainer.datamodule
         ledger = datamodule_ledger(dm)
         self.fingerprints = data_fingerprints(dm)
@@ -301,6 +304,10 @@ class OrderValidator(Callback):
     @override
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._late_checks(trainer, pl_module, "OrderValidator.on_fit_start")
+        if self._loader_states:  # judged before Lightning restores them (every rank loaded the same file)
+            local = [v.to_dict() for v in loader_state_misfits(trainer, self._loader_states)]
+            where = "OrderValidator (resume, before the loader states are restored)"
+            self._act(trainer, agree(all_gather(trainer, local)), where, fatal=True)
         ledger = datamodule_ledger(trainer.datamodule)
         if self.record and ledger is not None:
             encode = ledger.latest("encode")
@@ -408,6 +415,7 @@ class OrderValidator(Callback):
         local = check_resume(stored, current) + check_resume_proof(stored, current)
         self._resume_checked = self._resuming = True
         self._stored_position = stored_position(checkpoint, self.state_key, owner=OrderValidator.__qualname__)
+        self._loader_states = stored_loader_states(checkpoint)
         violations = agree(all_gather(trainer, [v.to_dict() for v in local]))
         self._act(trainer, violations, "OrderValidator (resume, before the weights are restored)")
 

@@ -24,7 +24,7 @@ import numpy as np
 import xxhash
 
 from lightning_order.ledger import CHECKPOINT_KEY
-from lightning_order.positions import TrainPosition, epoch_order, remaining_positions
+from lightning_order.positions import TrainPosition, check_position, epoch_order, remaining_positions
 from lightning_order.rules import Violation
 
 __all__ = [
@@ -200,15 +200,20 @@ def stored_position(checkpoint: Mapping[str, Any], state_key: str, owner: str) -
     The validator's state (``position``), else the copy under ``CHECKPOINT_KEY``, else the train
     loader's own state in Lightning's loop state (a checkpoint saved without the validator);
     ``None`` when the checkpoint holds none of them.
+
+    Raises:
+        CheckpointError: a field no run could have saved (:func:`lightning_order.positions.check_position`).
     """
     states = checkpoint.get("callbacks") or {}
     state = states.get(state_key)
     if state is None:
         state = next((s for k, s in states.items() if str(k).startswith(owner)), None)
     if isinstance(state, Mapping) and state.get("position"):
+        check_position(state["position"])
         return dict(state["position"])
     top = (checkpoint.get(CHECKPOINT_KEY) or {}).get("position")
     if isinstance(top, Mapping) and top:
+        check_position(top)
         return dict(top)
     fit_loop = ((checkpoint.get("loops") or {}).get("fit_loop") or {}).get("state_dict") or {}
     for loader_state in fit_loop.get("combined_loader") or []:
@@ -262,12 +267,12 @@ def _served(resumed: Mapping[str, Any], batch: int) -> _Span:
     nxt = TrainPosition.from_dict(resumed.get("next") or {})
     if nxt is None:  # a loader without a position restarts its epoch; its order is assumed to repeat
         return _Span(epoch, 0, (total - done) * batch)
-    # Lightning sets the epoch before the first batch: another epoch than the restored one starts at 0.
-    start = nxt.samples if nxt.epoch == epoch else 0
+    # A restored position is read whatever Lightning's epoch; an unrestored loader follows set_epoch.
+    ours = nxt.epoch == epoch or bool(resumed.get("restored"))
+    epoch, start, digest = (nxt.epoch, nxt.samples, nxt.order) if ours else (epoch, 0, "")
     count = min(
         remaining_positions(nxt.dataset_size, nxt.global_batch, start) // nxt.global_batch, total - done
     )
-    digest = nxt.order if nxt.epoch == epoch else ""
     return _Span(
         epoch, start, start + count * nxt.global_batch, (nxt.dataset_size, nxt.seed, nxt.shuffle, digest)
     )
@@ -344,6 +349,8 @@ def _causes(
                 "or from a checkpoint saved at the end of an epoch, where a new global batch starts cleanly",
             )
         )
+    elif shorter := _shorter_epoch(old, resumed):  # at the same global batch: limit_train_batches
+        causes.append(shorter)
     if served.epoch > expected.epoch:
         causes.append(
             (
@@ -365,6 +372,22 @@ def _causes(
     return causes
 
 
+def _shorter_epoch(old: Mapping[str, Any], resumed: Mapping[str, Any]) -> tuple[str, str] | None:
+    """``(why, fix)`` when Lightning's epoch is shorter than the checkpoint's at the same global batch."""
+    was, now = old.get("epoch_batches"), resumed.get("epoch_batches")
+    if not was or now is None or int(now) >= int(was):
+        return None
+    whole = int(was) * int(old["global_batch"]) >= int(old.get("epoch_samples") or 1 << 62)
+    unset = "leave limit_train_batches unset, as the checkpoint's run did"
+    return (
+        f"Lightning's epoch is {now} batches long in this run but was {was} in the checkpoint's run "
+        f"(Trainer(limit_train_batches=...) or the train loader's length changed): the resumed epoch ends after "
+        f"batch {now} and the rest of it is never read",
+        f"resume with the checkpoint's epoch of {was} batches ({unset if whole else f'limit_train_batches={was}'}); "
+        "change limit_train_batches only when resuming from a checkpoint saved at the end of an epoch",
+    )
+
+
 def check_resume_position(
     stored: Mapping[str, Any] | None, resumed: Mapping[str, Any] | None
 ) -> list[Violation]:
@@ -377,8 +400,9 @@ def check_resume_position(
             (Lightning's batches per epoch). ``None`` or partial for a checkpoint without one.
         resumed: where the resumed run will read: ``epoch``, ``batches`` (Lightning's batches done
             in it), ``epoch_batches``, ``global_batch``, ``world_size``, ``batch_size``, ``loader``
-            (its class name), ``resumable`` and ``next`` (the loader's restored position; ``None``
-            for a loader without one).
+            (its class name), ``resumable``, ``next`` (the loader's restored position; ``None``
+            for a loader without one) and ``restored`` (the loader continues at ``next`` whatever
+            Lightning's epoch counter says).
 
     Returns:
         One violation with the counts (``details["replayed"]``, ``details["skipped"]``) and the

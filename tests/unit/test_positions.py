@@ -6,7 +6,14 @@ import numpy as np
 import pytest
 
 from lightning_order import DataError
-from lightning_order.positions import GlobalOrder, TrainPosition, epoch_order, remaining_positions
+from lightning_order.errors import CheckpointError
+from lightning_order.positions import (
+    GlobalOrder,
+    TrainPosition,
+    check_position,
+    epoch_order,
+    remaining_positions,
+)
 
 
 def test_the_order_of_an_epoch_is_a_function_of_the_seed_and_the_epoch() -> None:
@@ -67,3 +74,31 @@ def test_a_position_round_trips_as_plain_data_and_knows_the_next_sample() -> Non
     assert position.next_sample() == (3, 20)
     assert TrainPosition.of(order, 3, 50).next_sample() == (4, 0)  # the epoch is done
     assert order.digest(3) == GlobalOrder(50, 25, 2, 0, seed=9).digest(3) != order.digest(4)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "expected"),
+    [
+        ("epoch", -1, "a whole number >= 0 (the epoch the run stood in)"),
+        ("samples", "20", "a whole number >= 0 (global samples of the epoch consumed)"),
+        ("samples", None, "a whole number >= 0"),
+        ("samples", -10, "a whole number >= 0"),
+        ("epoch", True, "a whole number >= 0"),
+        ("global_batch", 0, "a whole number >= 1 (samples per step over all ranks)"),
+        ("seed", "9", "a whole number (the shuffle's seed)"),
+        ("shuffle", "yes", "true or false"),
+    ],
+)
+def test_a_position_no_run_could_have_saved_is_one_checkpoint_error_naming_the_field(
+    field: str, value: object, expected: str
+) -> None:
+    order = GlobalOrder(50, 5, 2, 1, seed=9)
+    data = {**TrainPosition.of(order, 3, 20).to_dict(), field: value}
+    with pytest.raises(CheckpointError) as caught:
+        TrainPosition.from_dict(data)
+    message = str(caught.value)
+    assert f"the checkpoint's data position has {field}={value!r}, expected {expected}" in message
+    assert "Resume from an intact checkpoint of this run" in message
+    with pytest.raises(CheckpointError, match="not a mapping"):
+        check_position(["epoch", 3])
+    check_position({"epoch": 0, "batches": 4, "samples": None, "global_batch": None})  # a plain loader's

@@ -38,7 +38,7 @@ from lightning_order.data.engine.runner import DataState, StepContext, run_steps
 from lightning_order.ledger import StepLedger
 from lightning_order.order import Pipeline
 from lightning_order.pipelines import PIPELINES, PipelineDescriptor, resolve
-from lightning_order.positions import GlobalOrder
+from lightning_order.positions import GlobalOrder, check_position
 
 __all__ = ["OrderedDataModuleBase"]
 
@@ -240,6 +240,7 @@ class OrderedDataModuleBase(pl.LightningDataModule):
             order.require_one_batch("samples")
         data = None if self._served is None or order is None else self._dataset(self._served)
         loader = make_train_loader(data, order, self.num_workers, self._collate())  # type: ignore[arg-type]
+        loader.progress = self._lightning_progress
         if self._resume_position is not None:
             loader.load_state_dict(self._resume_position)
         return loader
@@ -249,6 +250,15 @@ class OrderedDataModuleBase(pl.LightningDataModule):
         loader = getattr(getattr(self, "trainer", None), "train_dataloader", None)
         return loader if isinstance(loader, ResumableLoader) else None
 
+    def _lightning_progress(self) -> tuple[int, int | None] | None:
+        """Lightning's ``(batches done in the epoch its loop is in, batches per epoch)``; ``None`` outside a fit."""
+        trainer = getattr(self, "trainer", None)
+        loop = getattr(getattr(trainer, "fit_loop", None), "epoch_loop", None)
+        if loop is None:
+            return None
+        total = trainer.num_training_batches  # type: ignore[union-attr]
+        return int(loop.batch_progress.current.ready), None if total in (None, float("inf")) else int(total)
+
     def state_dict(self) -> dict[str, Any]:
         """The fit's train loader position (plain data: epoch, global samples consumed, seed, global batch, ...)."""
         loader = self._fit_train_loader()
@@ -256,8 +266,15 @@ class OrderedDataModuleBase(pl.LightningDataModule):
         return {"position": position.to_dict()} if position is not None else {}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        """Continues the train loader at the saved position (the fit's loader, or the next one made)."""
+        """Continues the train loader at the saved position (the fit's loader, or the next one made).
+
+        Raises:
+            CheckpointError: the saved position holds a field no run could have saved (``epoch=-1``,
+                ``samples`` a string or ``None``, a negative count), named with its value.
+        """
         position = state_dict.get("position")
+        if position:  # refused now, before a loader reads from it (a negative index reads from the end)
+            check_position(position)
         self._resume_position = dict(position) if position else None
         loader = self._fit_train_loader()
         if loader is not None and self._resume_position is not None:

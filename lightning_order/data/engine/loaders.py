@@ -16,8 +16,15 @@ integers, so counting the batches the loop received is all a loader has to do.
 
 The sampler is a :class:`~torch.utils.data.DistributedSampler` so that Lightning, seeing one,
 leaves it alone instead of wrapping it in a sampler of its own; ``set_epoch`` (called by
-Lightning before every epoch) selects the epoch's order. The underlying iterator starts at the
-first batch asked for, after ``set_epoch``, so workers never prefetch from a stale position.
+Lightning before every epoch) selects the epoch's order. A restored position is ours, whatever
+Lightning's epoch counter says: a checkpoint saved after ``fit()`` returned at ``max_steps`` ends
+Lightning's epoch although the data's epoch goes on. Where the first pass after a restore reads
+is settled when it starts, from Lightning's batch count for it (the DataModule hands the loader
+``progress``): a count carried over continues the checkpoint's epoch for the batches Lightning has
+left of it, a count of 0 starts the data's next epoch, and Lightning's later epochs read the
+data's epochs that follow, in order (:meth:`GlobalOrderSampler.placement`).
+The underlying iterator starts at the first batch asked for, after ``set_epoch``, so workers
+never prefetch from a stale position.
 
 **Evaluation** (:func:`make_loader`): a one-replica seeded sampler over data that every rank
 holds whole (the validation split is the same on every rank). Each pipeline brings its own
@@ -36,6 +43,10 @@ from lightning_order.positions import GlobalOrder, TrainPosition
 __all__ = ["GlobalOrderSampler", "ResumableLoader", "make_loader", "make_train_loader"]
 
 
+#: Lightning's ``(batches done in the epoch its loop is in or starting, batches per epoch or None)``.
+Progress = Callable[[], "tuple[int, int | None] | None"]
+
+
 class GlobalOrderSampler(DistributedSampler):
     """This rank's samples of every global batch of an epoch's global order, from a position on.
 
@@ -44,9 +55,13 @@ class GlobalOrderSampler(DistributedSampler):
         order: the global order rule for this rank.
 
     Attributes:
-        epoch: the epoch whose order the next iteration reads (set by Lightning's ``set_epoch``).
+        epoch: the data epoch whose order the next iteration reads (Lightning's ``set_epoch``
+            plus the offset a restore found).
         start: the global position of ``epoch`` the next iteration starts at (0 unless restored).
         began: ``(epoch, start)`` of the latest iteration.
+        restored: a position was restored (:meth:`restore`) and no iteration has started since.
+
+    A restored position is the data's, whatever Lightning's epoch counter says (DESIGN.md §1e).
     """
 
     def __init__(self, dataset: Dataset, order: GlobalOrder) -> None:
@@ -61,16 +76,65 @@ class GlobalOrderSampler(DistributedSampler):
         self.order = order
         self.start = 0
         self.began = (0, 0)
+        self.restored = False
+        self._saved = (0, 0)  # the checkpoint's own (epoch, samples) while restored
+        self._lightning: int | None = None  # Lightning's epoch, as its latest set_epoch said
+        self._offset = 0  # the data's epoch minus Lightning's (non-zero after a restore across them)
+        self._limit: int | None = None  # global batches the next pass may serve (a continued epoch's rest)
         self._digest: tuple[int, str] | None = None
 
     def set_epoch(self, epoch: int) -> None:
-        """Reads ``epoch``'s order next; a restored position of the same epoch is kept."""
-        if int(epoch) != self.epoch:
-            self.epoch, self.start = int(epoch), 0
+        """Reads the order of Lightning's epoch ``epoch`` (plus the offset a restore found) next.
 
-    def seek(self, epoch: int, start: int) -> None:
-        """Starts the next iteration at global position ``start`` of ``epoch``."""
-        self.epoch, self.start = int(epoch), int(start)
+        After a restore the first pass is placed when it starts (:meth:`settle`), once Lightning's
+        count for it is known: Lightning's epoch counter may have moved on (``fit()`` returned at
+        ``max_steps``) while the data's epoch goes on.
+        """
+        self._lightning = int(epoch)
+        if not self.restored and int(epoch) + self._offset != self.epoch:
+            self.epoch, self.start = int(epoch) + self._offset, 0
+
+    def restore(self, position: TrainPosition) -> None:
+        """Continues at a saved position (its next sample: the next epoch's head once it is done)."""
+        epoch, start = position.next_sample()
+        self.epoch, self.start, self.restored = epoch, start if start < self.order.size else 0, True
+        self._saved, self._lightning, self._limit = (position.epoch, position.samples), None, None
+
+    def placement(self, progress: tuple[int, int | None] | None) -> tuple[int, int, int | None]:
+        """Where the first pass after a restore reads: ``(epoch, start, most global batches)``.
+
+        ``progress``: Lightning's ``(batches done, batches per epoch)`` for the epoch it starts.
+        A count carried over means Lightning continues the checkpoint's epoch (a mid-epoch resume,
+        or a checkpoint saved after ``fit()`` returned, whatever its epoch counter says): so does
+        the data, for the batches Lightning has left of it (none: an empty pass). A count of 0 is a
+        new epoch: the data's next one. Unknown (no Lightning): Lightning's epoch wins when it differs.
+        """
+        epoch, samples = self._saved
+        if progress is None:
+            if self._lightning is None or self._lightning == self.epoch:
+                return self.epoch, self.start, None
+            return self._lightning, 0, None
+        done, total = progress
+        if done:
+            return epoch, samples, None if total is None else max(0, int(total) - int(done))
+        return (epoch, 0, None) if samples == 0 else (epoch + 1, 0, None)
+
+    def next_read(self, progress: tuple[int, int | None] | None) -> tuple[int, int]:
+        """``(epoch, samples)`` of the next sample the loader will serve (what a restore reports)."""
+        if not self.restored:
+            return self.epoch, self.start
+        epoch, start, limit = self.placement(progress)
+        if limit == 0 or start >= self.order.epoch_samples:  # an empty pass: the next epoch's head
+            return epoch + 1, 0
+        return epoch, start
+
+    def settle(self, progress: tuple[int, int | None] | None) -> None:
+        """Places the first pass after a restore (:meth:`placement`) and maps Lightning's epochs onto the data's."""
+        if not self.restored:
+            return
+        self.epoch, self.start, self._limit = self.placement(progress)
+        if self._lightning is not None:
+            self._offset = self.epoch - self._lightning
 
     def digest(self, epoch: int) -> str:
         """:meth:`GlobalOrder.digest` of ``epoch`` (computed once per epoch)."""
@@ -79,9 +143,14 @@ class GlobalOrderSampler(DistributedSampler):
         return self._digest[1]
 
     def __iter__(self) -> Iterator[int]:
-        epoch, start = self.epoch, self.start
-        self.began, self.start = (epoch, start), 0  # a second pass over the epoch starts at its head
-        return iter(self.order.rank_indices(epoch, start).tolist())
+        epoch, start, limit = self.epoch, self.start, self._limit
+        indices = self.order.rank_indices(epoch, start)
+        if limit is not None:
+            indices = indices[: limit * self.order.batch_size]
+        # A second pass over the epoch starts at its head; an empty one leaves the position as it was.
+        self.began, self.start = (epoch, start), start if len(indices) == 0 else 0
+        self.restored, self._limit = False, None
+        return iter(indices.tolist())
 
     def __len__(self) -> int:
         # The whole epoch's, also when resumed mid-epoch: Lightning counts the restored batches.
@@ -100,12 +169,20 @@ class ResumableLoader(DataLoader):
         super().__init__(*args, **kwargs)
         self._began: tuple[int, int] | None = None  # (epoch, start) of the running iteration
         self._yielded = 0
+        #: Lightning's count for the epoch it is in (set by the DataModule): where a restored
+        #: position continues depends on whether Lightning continues the checkpoint's epoch.
+        self.progress: Progress | None = None
 
     def __iter__(self) -> Iterator[Any]:
         self._began, self._yielded = None, 0
         return _CountingIterator(self)
 
+    def _lightning(self) -> tuple[int, int | None] | None:
+        return self.progress() if self.progress is not None else None
+
     def _iterate(self) -> Iterator[Any]:
+        if isinstance(self.sampler, GlobalOrderSampler):  # Lightning's count is final now
+            self.sampler.settle(self._lightning())
         return super().__iter__()
 
     def _count(self) -> None:
@@ -113,13 +190,18 @@ class ResumableLoader(DataLoader):
             self._began = getattr(self.sampler, "began", (0, 0))
         self._yielded += 1
 
+    @property
+    def restored(self) -> bool:
+        """Whether a saved position was loaded and the loader has not started reading since."""
+        return bool(getattr(self.sampler, "restored", False))
+
     def position(self) -> TrainPosition | None:
         """Where the loop stands: the epoch and the global samples of it already handed out."""
         sampler = self.sampler
         if not isinstance(sampler, GlobalOrderSampler):
             return None
         if self._began is None:  # no batch yet: the next iteration's start
-            epoch, samples = sampler.epoch, sampler.start
+            epoch, samples = sampler.next_read(self._lightning())
         else:
             epoch, samples = self._began[0], self._began[1] + self._yielded * sampler.order.global_batch
         return TrainPosition.of(sampler.order, epoch, samples, sampler.digest(epoch))
@@ -135,13 +217,16 @@ class ResumableLoader(DataLoader):
         Positions are global samples, so a state saved on another number of ranks or with another
         batch size continues at the same sample. A state this loader cannot read is ignored (the
         run starts the epoch afresh; ``OrderValidator`` reports what that replays).
+
+        Raises:
+            CheckpointError: a position of ours with a damaged field (``epoch=-1``, ``samples``
+                a string, ...), named with its value.
         """
         position = TrainPosition.from_dict(state_dict)
         sampler = self.sampler
         if position is None or not isinstance(sampler, GlobalOrderSampler):
             return
-        epoch, start = position.next_sample()
-        sampler.seek(epoch, start if start < sampler.order.size else 0)
+        sampler.restore(position)
         self._began, self._yielded = None, 0
 
 

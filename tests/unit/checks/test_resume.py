@@ -12,6 +12,7 @@ from lightning_order.checks import (
     check_resume_proof,
     stored_position,
 )
+from lightning_order.errors import CheckpointError
 from lightning_order.ledger import CHECKPOINT_KEY
 from lightning_order.positions import GlobalOrder, TrainPosition, epoch_order
 
@@ -165,11 +166,37 @@ def test_a_smaller_global_batch_or_a_new_epoch_loses_nothing():
     assert check_resume_position(_ours(0, 100), _resumed(1, 0, batch=20, nxt=_ours(1, 0, batch=20))) == []
 
 
+def test_a_restored_position_is_read_whatever_lightnings_epoch_counter_says():
+    # Saved after fit() returned at max_steps: Lightning counts epoch 0 as over and starts epoch 1,
+    # but the restored loader continues epoch 0 at sample 20 (Lightning's later epochs follow it).
+    assert check_resume_position(_ours(0, 20), _resumed(1, 0, nxt=_ours(0, 20), restored=True)) == []
+    # A whole epoch done: the restored loader starts the next one, whatever Lightning counts.
+    assert check_resume_position(_ours(0, 100), _resumed(1, 0, nxt=_ours(1, 0), restored=True)) == []
+
+
 def test_a_checkpoint_whose_epoch_lightning_counts_as_ended_skips_its_rest():
-    # Saved after fit() returned at max_steps: the loop state says epoch 0 is over, the data does not.
+    # An unrestored loader follows Lightning's set_epoch: the rest of epoch 0 is never read.
     violation = _one(_ours(0, 20), _resumed(1, 0, nxt=_ours(0, 20)))
     assert (violation.details["replayed"], violation.details["skipped"]) == (0, 80)
     assert "counts epoch 0 as ended" in violation.message and "during the fit" in violation.fix
+
+
+@pytest.mark.parametrize(
+    ("stored_batches", "setting"),
+    [(10, "leave limit_train_batches unset"), (8, "limit_train_batches=8")],
+    ids=["whole-epochs-before", "limited-before"],
+)
+def test_a_shorter_epoch_at_resume_names_limit_train_batches_and_the_checkpoints_epoch(
+    stored_batches, setting
+):
+    # The checkpoint's run read `stored_batches` an epoch; the resumed run stops each epoch after 6.
+    stored = {**_ours(0, 30), "epoch_batches": stored_batches}
+    violation = _one(stored, _resumed(0, 3, nxt=_ours(0, 30), epoch_batches=6, restored=True))
+    assert (violation.details["replayed"], violation.details["skipped"]) == (0, stored_batches * 10 - 60)
+    assert f"Lightning's epoch is 6 batches long in this run but was {stored_batches}" in violation.message
+    assert "limit_train_batches" in violation.message and not violation.message.endswith(": ")
+    assert f"resume with the checkpoint's epoch of {stored_batches} batches ({setting}" in violation.fix
+    assert "resumable train loader" not in violation.fix  # the loader is resumable already
 
 
 def test_other_data_is_left_to_resume_data_changed():
@@ -186,3 +213,30 @@ def test_the_stored_position_is_found_wherever_the_checkpoint_keeps_it():
     assert stored_position({CHECKPOINT_KEY: {"position": position}}, "k", "OrderValidator") == position
     assert stored_position(loops, "k", "OrderValidator") == position
     assert stored_position({"callbacks": {"OrderValidator{}": {}}}, "k", "OrderValidator") is None
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("epoch", -1), ("samples", "64"), ("samples", None), ("samples", -32), ("global_batch", 0)],
+)
+@pytest.mark.parametrize("where", ["validator", "top", "loader"])
+def test_a_garbage_stored_position_is_one_checkpoint_error_naming_the_field(field, value, where):
+    position = {**_ours(0, 30), field: value}
+    checkpoint = {
+        "validator": {"callbacks": {"OrderValidator{}": {"position": position}}},
+        "top": {CHECKPOINT_KEY: {"position": position}},
+        "loader": {"loops": {"fit_loop": {"state_dict": {"combined_loader": [position]}}}},
+    }[where]
+    with pytest.raises(CheckpointError) as caught:
+        stored_position(checkpoint, "k", "OrderValidator")
+    message = str(caught.value)
+    assert f"data position has {field}={value!r}, expected a whole number" in message
+    assert "Resume from an intact checkpoint" in message and "fit without ckpt_path" in message
+
+
+def test_a_plain_loaders_unknown_counts_are_no_garbage():
+    # A plain loader without a batch size saves samples=None; Lightning's epoch length may be unknown.
+    plain = {**_plain(0, 4), "samples": None, "global_batch": None, "epoch_batches": None}
+    assert stored_position({CHECKPOINT_KEY: {"position": plain}}, "k", "OrderValidator") == plain
+    ours = {**_ours(0, 30), "epoch_batches": None}
+    assert stored_position({CHECKPOINT_KEY: {"position": ours}}, "k", "OrderValidator") == ours

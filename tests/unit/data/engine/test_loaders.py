@@ -10,6 +10,7 @@ from torch.utils.data.dataloader import default_collate
 
 from lightning_order.data.engine.loaders import make_loader, make_train_loader
 from lightning_order.data.text.batches import BATCH_KEYS, Collate
+from lightning_order.errors import CheckpointError
 from lightning_order.positions import GlobalOrder
 
 
@@ -90,11 +91,84 @@ def test_an_epoch_done_continues_with_the_next_and_set_epoch_keeps_a_restored_po
     loader.load_state_dict(dict(done, samples=8))
     loader.sampler.set_epoch(0)  # Lightning sets the epoch after the restore: the same epoch keeps it
     assert len([b.tolist() for b in loader]) == 10
-    loader.load_state_dict(dict(done, samples=8))
-    loader.sampler.set_epoch(1)  # another epoch starts at its head
-    assert [b.tolist() for b in loader] == [b.tolist() for b in fresh]
     loader.load_state_dict({"_snapshot": {}})  # another loader's state: ignored
     assert len(list(loader)) == 12
+
+
+def _epochs(count: int) -> list[list[list[int]]]:
+    straight, epochs = _train_loader(), []
+    for epoch in range(count):
+        straight.sampler.set_epoch(epoch)
+        epochs.append([b.tolist() for b in straight])
+    return epochs
+
+
+def _restored(samples: int, lightning: tuple[int, int]):
+    """A loader restored at ``samples`` of epoch 0; ``lightning``: Lightning's (batches done, per epoch)."""
+    loader = _train_loader()
+    loader.load_state_dict(dict(loader.state_dict(), samples=samples))
+    loader.progress = lambda: lightning
+    return loader
+
+
+def test_a_restored_position_is_read_whatever_epoch_lightning_sets_and_later_epochs_follow_it():
+    # Saved after fit() returned at max_steps: Lightning counts epoch 0 as ended and sets epoch 1,
+    # but carries its count (2 of 12 batches): the data continues epoch 0 at sample 8.
+    epochs = _epochs(3)
+    loader = _restored(8, (2, 12))
+    assert loader.restored and loader.state_dict()["samples"] == 8
+    loader.sampler.set_epoch(1)
+    assert [b.tolist() for b in loader] == epochs[0][2:] and not loader.restored
+    assert loader.state_dict()["epoch"] == 0
+    loader.sampler.set_epoch(2)  # Lightning's next epoch reads the data's next one
+    assert [b.tolist() for b in loader] == epochs[1]
+    loader.sampler.set_epoch(3)
+    assert [b.tolist() for b in loader] == epochs[2]
+    fresh = _train_loader()  # nothing restored: Lightning's epoch is the data's
+    fresh.sampler.set_epoch(2)
+    assert not fresh.restored and [b.tolist() for b in fresh] == epochs[2]
+
+
+def test_a_restored_epoch_lightning_has_no_batch_left_of_is_an_empty_pass_then_the_next_epoch():
+    # Saved after fit() returned at the epoch's last step (or at limit_train_batches): Lightning
+    # carries 12 of 12 batches into its next epoch; that pass reads nothing, the next the data's epoch 1.
+    epochs = _epochs(2)
+    loader = _restored(48, (12, 12))
+    assert (loader.state_dict()["epoch"], loader.state_dict()["samples"]) == (1, 0)  # the next sample
+    loader.sampler.set_epoch(1)
+    assert list(loader) == [] and loader.state_dict()["samples"] == 48
+    loader.sampler.set_epoch(2)
+    assert [b.tolist() for b in loader] == epochs[1]
+    limited = _restored(20, (5, 5))  # limit_train_batches=5 reached at the save
+    limited.sampler.set_epoch(1)
+    assert list(limited) == []
+    limited.sampler.set_epoch(2)
+    assert [b.tolist() for b in limited] == epochs[1]
+
+
+def test_a_restored_position_lightning_starts_a_new_epoch_after_is_the_datas_next_epoch():
+    # Saved at the last step of an epoch cut by limit_train_batches=5 during the fit: Lightning
+    # starts epoch 1 afresh (count 0), so does the data; the rest of epoch 0 is not read.
+    epochs = _epochs(2)
+    loader = _restored(20, (0, 5))
+    loader.sampler.set_epoch(1)
+    assert [b.tolist() for b in loader] == epochs[1]
+    # Mid-epoch (Lightning's count carried, 2 of 5 left): the rest of the limited epoch, no more.
+    loader = _restored(12, (3, 5))
+    loader.sampler.set_epoch(0)
+    assert [b.tolist() for b in loader] == epochs[0][3:5]
+
+
+@pytest.mark.parametrize(
+    ("field", "value"), [("epoch", -1), ("samples", "8"), ("samples", None), ("samples", -8)]
+)
+def test_a_garbage_position_is_one_checkpoint_error_never_read(field, value):
+    loader = _train_loader()
+    with pytest.raises(
+        CheckpointError, match=f"data position has {field}={value!r}, expected a whole number"
+    ):
+        loader.load_state_dict(dict(loader.state_dict(), **{field: value}))
+    assert not loader.restored and len(list(loader)) == 12  # nothing of it was taken
 
 
 def test_the_train_loader_needs_setup():
