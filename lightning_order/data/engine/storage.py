@@ -35,6 +35,7 @@ __all__ = [
     "CACHE_HINT",
     "file_digest",
     "file_records",
+    "allocate_array",
     "free_space",
     "replace_file",
     "save_array",
@@ -106,10 +107,11 @@ def replace_file(path: str | os.PathLike[str], data: bytes) -> None:
 
 
 def save_array(path: str | os.PathLike[str], array: Any) -> None:
-    """``numpy.save(path, array)`` as a new file written by :func:`write_new` (same bytes).
+    """``numpy.save(path, array)``, the same bytes, in a new file (what was at ``path`` is replaced).
 
     numpy's own writer reports a full disk as "N requested and M written", with no errno and
-    no file name; this one raises ``OSError(ENOSPC, ..., path)``.
+    no file name; this one raises ``OSError(ENOSPC, ..., path)``. A file or link already at
+    ``path`` is unlinked first (a link is removed, never followed).
     """
     import io
 
@@ -118,6 +120,8 @@ def save_array(path: str | os.PathLike[str], array: Any) -> None:
     data = np.ascontiguousarray(array)
     header = io.BytesIO()
     np.lib.format.write_array_header_1_0(header, np.lib.format.header_data_from_array_1_0(data))
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
     fd = os.open(path, _NEW_FILE, 0o666)
     try:
         _write_all(fd, header.getvalue(), path)
@@ -128,6 +132,50 @@ def save_array(path: str | os.PathLike[str], array: Any) -> None:
         os.unlink(path)
         raise
     os.close(fd)
+
+
+def allocate_array(path: str | os.PathLike[str], shape: tuple[int, ...], dtype: Any) -> None:
+    """A new ``.npy`` of ``shape`` whose data blocks are all allocated on disk now (zeros).
+
+    The rows are then written through a memory map. numpy's ``open_memmap(mode="w+")`` makes a
+    sparse file: on a full disk a write through the map is a SIGBUS that kills the process with
+    no message. Allocating first (``posix_fallocate``, or written zeros where the file system
+    cannot) turns a full disk into an ``OSError(ENOSPC)`` naming the file, before any row.
+    """
+    import io
+
+    import numpy as np
+
+    header = io.BytesIO()
+    descr = {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)), "fortran_order": False, "shape": shape}
+    np.lib.format.write_array_header_1_0(header, descr)
+    size = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+    fd = os.open(path, _NEW_FILE, 0o666)
+    try:
+        _write_all(fd, header.getvalue(), path)
+        _reserve(fd, header.tell(), size, path)
+    except BaseException:
+        os.close(fd)
+        os.unlink(path)
+        raise
+    os.close(fd)
+
+
+def _reserve(fd: int, offset: int, size: int, path: str | os.PathLike[str]) -> None:
+    if size <= 0:
+        return
+    try:
+        os.posix_fallocate(fd, offset, size)
+        return
+    except OSError as err:
+        if err.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
+            raise OSError(err.errno, err.strerror, os.fspath(path)) from err
+    except AttributeError:  # pragma: no cover - no posix_fallocate on this platform
+        pass
+    zeros = bytes(min(size, _CHUNK))  # the file system cannot reserve: write the zeros
+    while size > 0:
+        _write_all(fd, zeros[: min(size, len(zeros))], path)
+        size -= len(zeros)
 
 
 def free_space(path: str | os.PathLike[str] | None) -> str:
@@ -141,7 +189,7 @@ def free_space(path: str | os.PathLike[str] | None) -> str:
         usage = shutil.disk_usage(folder)
     except OSError:
         return "unknown free space"
-    return f"{_size(usage.free)} free of {_size(usage.total)} on the file system of {folder}"
+    return f"{_size(usage.free)} free of {_size(usage.total)} on that file system"
 
 
 def _size(count: int) -> str:
