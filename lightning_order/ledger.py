@@ -14,8 +14,8 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 import time
+import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -321,6 +321,9 @@ class StepLedger:
 
         The manifest is written to a temporary file in the same folder, flushed to disk, then
         renamed over ``path``: a reader sees the old manifest or the new one, never half of one.
+        The temporary file is created exclusively, never through a link (``O_EXCL``,
+        ``O_NOFOLLOW``), with the mode the umask gives every other file of the cache; the rename
+        replaces a link planted at ``path``, never its target.
 
         Args:
             path: the manifest's path, or a folder (the manifest is then ``folder/manifest.json``).
@@ -335,7 +338,11 @@ class StepLedger:
         state = self.state_dict()
         state["checksum"] = fingerprint("manifest", state)
         text = json.dumps(state, indent=2, sort_keys=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex[:8]}.tmp")
+        flags = (
+            os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+        )
+        fd = os.open(tmp, flags, 0o666)  # not mkstemp's 0600: another uid reading the cache reads this too
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as handle:
                 handle.write(text)

@@ -34,6 +34,7 @@ import os
 import re
 import shutil
 import socket
+import stat
 import sys
 import time
 import uuid
@@ -43,7 +44,14 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
-from lightning_order.data.engine.storage import CACHE_HINT, storage_error, storage_errors, verify_files
+from lightning_order.data.engine.storage import (
+    CACHE_HINT,
+    replace_file,
+    storage_error,
+    storage_errors,
+    verify_files,
+    write_new,
+)
 from lightning_order.errors import CacheWarning, DataError, ManifestError
 from lightning_order.ledger import MANIFEST_NAME, StepLedger
 
@@ -64,6 +72,7 @@ __all__ = [
     "new_temp_dir",
     "build_once",
     "publish",
+    "published_identity",
     "remove_stale",
     "remove_stale_others",
 ]
@@ -89,9 +98,49 @@ def default_cache_dir() -> Path:
 
 
 def cache_lock(root: Path, key: str, timeout: float = -1) -> FileLock:
-    """The lock that serialises preparation of ``key`` (a file beside the cache folder)."""
+    """The lock that serialises preparation of ``key`` (a file beside the cache folder).
+
+    Raises:
+        DataError: a symbolic link or another non-file stands at the lock's name (the cache root
+            may be a user's folder: what is planted there is never opened, written or removed).
+    """
     root.mkdir(parents=True, exist_ok=True)
+    for path in (root / f"{key}.lock", _holder_path(root, key)):
+        _refuse_link(path)
     return FileLock(str(root / f"{key}.lock"), timeout=timeout)
+
+
+def _refuse_link(path: Path) -> None:
+    """Raises when ``path`` is a symbolic link or not a regular file (absent is fine)."""
+    try:
+        mode = path.lstat().st_mode
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(mode) or not stat.S_ISREG(mode):
+        kind = "a symbolic link" if stat.S_ISLNK(mode) else "not a regular file"
+        raise DataError(
+            f"the cache lock file {path} is {kind}: lightning_order never writes through it; "
+            "remove it (it is recreated), or choose another cache_dir",
+            step="prepare_data",
+        )
+
+
+def published_identity(path: Path) -> str | None:
+    """What tells one published build of a cache folder from another (``None``: nothing published).
+
+    The marker file written when the folder was made (its pid and creation time) and the
+    manifest's inode, time and size: a folder prepared anew under the same key has another
+    identity, so a DataModule knows to read it again.
+    """
+    try:
+        info = (path / MANIFEST_NAME).stat()
+    except OSError:
+        return None
+    try:
+        marker = (path / TEMP_MARKER).read_text()
+    except (OSError, ValueError):
+        marker = ""
+    return f"{marker}|{info.st_ino}|{info.st_mtime_ns}|{info.st_size}"
 
 
 def cache_problems(path: Path, key: str | None = None) -> list[str]:
@@ -231,8 +280,10 @@ def new_temp_dir(root: Path, key: str) -> Path:
     if _TEMP_NAME.fullmatch(path.name) is None:
         raise ValueError(f"a cache key is 32 lowercase hex characters (a fingerprint), got {key!r}")
     path.mkdir(parents=True)
-    # The marker first: only a folder holding it is ever deleted by a later cleanup.
-    (path / TEMP_MARKER).write_text(json.dumps({"key": key, "pid": os.getpid(), "created": time.time()}))
+    # The marker first: only a folder holding it is ever deleted by a later cleanup. Its nonce
+    # makes each build's published identity its own.
+    marker = {"key": key, "pid": os.getpid(), "created": time.time(), "nonce": path.name[-8:]}
+    write_new(path / TEMP_MARKER, json.dumps(marker).encode())
     return path
 
 
@@ -249,8 +300,12 @@ def _holder_path(root: Path, key: str) -> Path:
 
 def _describe_holder(root: Path, key: str) -> str:
     """Who holds the lock of ``key``, from what the holder wrote when it took it."""
-    try:
-        holder = json.loads(_holder_path(root, key).read_text())
+    try:  # never through a link planted at its name
+        fd = os.open(_holder_path(root, key), os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as handle:
+            holder = json.loads(handle.read(1 << 16))
+        if not isinstance(holder, dict):
+            raise ValueError("not an object")
     except (OSError, ValueError):
         return "another process (it wrote no details)"
     since = time.time() - float(holder.get("since", time.time()))
@@ -312,8 +367,8 @@ def acquire_lock(root: Path, key: str, timeout: float | None, step: str) -> File
         "since": time.time(),
         "command": " ".join(sys.argv[:2]),
     }
-    with contextlib.suppress(OSError):
-        _holder_path(root, key).write_text(json.dumps(info))
+    with contextlib.suppress(OSError):  # a fresh file renamed over the name: a link there is replaced
+        replace_file(_holder_path(root, key), json.dumps(info).encode())
     return lock
 
 

@@ -94,7 +94,7 @@ class OrderedDataModuleBase(pl.LightningDataModule):
         self.cache_key: str = preparation.cache_key(cfg, self.order)
         self._ledger: StepLedger | None = None
         self._tokenizer: Tokenizer | None = None
-        self._verified: str | None = None  # the cache key whose files this instance verified
+        self._verified: tuple[str, str | None] | None = None  # the cache key and build this instance verified
         self._setup_key: tuple[Any, ...] | None = None
         self._train: Any = None  # this rank's train part (its rows of the first epoch), after setup
         self._served: Any = None  # the whole train split the train loader reads by index
@@ -138,11 +138,17 @@ class OrderedDataModuleBase(pl.LightningDataModule):
         self._preparation().prepare_cache(self.cache_root, self.config, self.order, self._hooks())
 
     def _ensure_prepared(self) -> Path:
-        # Every file of the cache is verified against the manifest's hashes once per instance.
-        if self._verified != self.cache_key:
+        # Every file of the cache is verified against the manifest's hashes once per published
+        # build: a folder prepared anew since (a damaged one rebuilt by prepare_data) is verified
+        # again, and what was read from the old one (manifest, tokenizer) is dropped.
+        published = _cache.published_identity(self.cache_path)
+        if self._verified != (self.cache_key, published):
             if not _cache.is_complete(self.cache_path, self.cache_key):
                 self.prepare_data()
-            self._verified = self.cache_key
+                published = _cache.published_identity(self.cache_path)
+            if self._verified is not None:
+                self._ledger, self._tokenizer = None, None
+            self._verified = (self.cache_key, published)
         return self.cache_path
 
     def _manifest(self) -> StepLedger:
@@ -174,10 +180,12 @@ class OrderedDataModuleBase(pl.LightningDataModule):
         self._resume_position = None  # a fit restores its checkpoint after setup, never before
         trainer = getattr(self, "trainer", None)
         world, rank = (int(trainer.world_size), int(trainer.global_rank)) if trainer else (1, 0)
-        key = (self.cache_key, world, rank)
+        path = self._ensure_prepared()
+        # The published build is part of the key: a folder prepare_data rebuilt is read again,
+        # never the memory map of the files it replaced.
+        key = (self.cache_key, world, rank, self._verified)
         if self._setup_key == key:
             return
-        path = self._ensure_prepared()
         ledger = StepLedger.load(path)
         ledger.rank = rank
         state = self._read_prepared(path, ledger)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lightning_order.data.engine.inputs import diagnose_files, files_identity, local_files
+from lightning_order.data.engine.storage import storage_error
 from lightning_order.errors import DataError
 
 if TYPE_CHECKING:  # datasets is imported when rows are loaded (a cache hit needs none)
@@ -102,6 +103,9 @@ def load_files(cfg: Any, hf_cache: Path | None, **options: Any) -> datasets.Data
     except (DataError, KeyboardInterrupt):
         raise
     except Exception as err:  # datasets raises many kinds; the user needs the step and the input
+        full = storage_error(err, "load", hf_cache)  # a full disk is not a bad input
+        if full is not None:
+            raise full from err
         diagnosis = diagnose_files(files, cfg.dataset)
         if diagnosis is not None:
             raise diagnosis from err

@@ -6,7 +6,13 @@ dates: :func:`file_digest` is an xxh3 (128-bit) hash of a file's bytes, read in 
 with its size and hash; :func:`verify_files` compares a folder with such a list and names each
 file that is missing, empty, truncated or whose bytes changed. :func:`storage_error` turns a
 full disk, a read-only file system or a denied write, wherever it surfaces (even wrapped by
-``datasets``), into a :class:`~lightning_order.errors.DataError` naming the step and the path.
+``datasets``), into a :class:`~lightning_order.errors.DataError` naming the step, the path and,
+for a full disk, the free space left. :func:`write_new`, :func:`replace_file` and
+:func:`save_array` write files without ever following a link planted at their name (exclusive
+creation with ``O_NOFOLLOW``; a replacement is a rename over the name, which replaces a link, never
+its target), with the mode the process umask gives (like every other file of the cache), and
+through ``write(2)``, so a full disk is an ``ENOSPC`` naming the file, never a short write
+without an errno.
 """
 
 from __future__ import annotations
@@ -14,7 +20,9 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import shutil
 import stat
+import uuid
 from collections.abc import Iterator, Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -23,7 +31,19 @@ import xxhash
 
 from lightning_order.errors import DataError
 
-__all__ = ["CACHE_HINT", "file_digest", "file_records", "storage_error", "storage_errors", "verify_files"]
+__all__ = [
+    "CACHE_HINT",
+    "file_digest",
+    "file_records",
+    "allocate_array",
+    "free_space",
+    "replace_file",
+    "save_array",
+    "storage_error",
+    "storage_errors",
+    "verify_files",
+    "write_new",
+]
 
 #: What to do when the cache location cannot take the data.
 CACHE_HINT = "free space there, or point cache_dir (or $LIGHTNING_ORDER_CACHE) to a writable disk with room"
@@ -35,6 +55,149 @@ _WHAT = {
     errno.EACCES: "permission denied",
     errno.EPERM: "operation not permitted",
 }
+
+
+#: Exclusive creation that never follows a link at the name; the mode is 0o666 less the umask.
+_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def _write_all(fd: int, data: Any, path: str | os.PathLike[str]) -> None:
+    """Writes every byte of ``data`` to ``fd`` (an ``OSError`` names ``path``, with its errno)."""
+    view = memoryview(data).cast("B")
+    try:
+        while len(view):
+            view = view[os.write(fd, view[:_CHUNK]) :]
+    except OSError as err:
+        raise OSError(err.errno, err.strerror, os.fspath(path)) from err
+
+
+def write_new(path: str | os.PathLike[str], data: bytes) -> None:
+    """Creates ``path`` (it must not exist, not even as a link) and writes ``data`` into it.
+
+    Raises:
+        FileExistsError: something (a file, a symbolic link) already has that name: nothing
+            is written, and no link is followed.
+        OSError: the write failed (a full disk: ``ENOSPC``, naming ``path``).
+    """
+    fd = os.open(path, _NEW_FILE, 0o666)
+    try:
+        _write_all(fd, data, path)
+    except BaseException:
+        os.close(fd)
+        os.unlink(path)
+        raise
+    os.close(fd)
+
+
+def replace_file(path: str | os.PathLike[str], data: bytes) -> None:
+    """Writes ``data`` to a fresh file beside ``path`` and renames it over ``path``.
+
+    A symbolic link planted at ``path`` is replaced by the new file, never written through (a
+    rename replaces the name itself), and a reader sees the old content or the new, never half.
+    """
+    target = Path(path)
+    tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        write_new(tmp, data)
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def save_array(path: str | os.PathLike[str], array: Any) -> None:
+    """``numpy.save(path, array)``, the same bytes, in a new file (what was at ``path`` is replaced).
+
+    numpy's own writer reports a full disk as "N requested and M written", with no errno and
+    no file name; this one raises ``OSError(ENOSPC, ..., path)``. A file or link already at
+    ``path`` is unlinked first (a link is removed, never followed).
+    """
+    import io
+
+    import numpy as np
+
+    data = np.ascontiguousarray(array)
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(header, np.lib.format.header_data_from_array_1_0(data))
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+    fd = os.open(path, _NEW_FILE, 0o666)
+    try:
+        _write_all(fd, header.getvalue(), path)
+        if data.size:
+            _write_all(fd, data.reshape(-1).view(np.uint8), path)
+    except BaseException:
+        os.close(fd)
+        os.unlink(path)
+        raise
+    os.close(fd)
+
+
+def allocate_array(path: str | os.PathLike[str], shape: tuple[int, ...], dtype: Any) -> None:
+    """A new ``.npy`` of ``shape`` whose data blocks are all allocated on disk now (zeros).
+
+    The rows are then written through a memory map. numpy's ``open_memmap(mode="w+")`` makes a
+    sparse file: on a full disk a write through the map is a SIGBUS that kills the process with
+    no message. Allocating first (``posix_fallocate``, or written zeros where the file system
+    cannot) turns a full disk into an ``OSError(ENOSPC)`` naming the file, before any row.
+    """
+    import io
+
+    import numpy as np
+
+    header = io.BytesIO()
+    descr = {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)), "fortran_order": False, "shape": shape}
+    np.lib.format.write_array_header_1_0(header, descr)
+    size = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+    fd = os.open(path, _NEW_FILE, 0o666)
+    try:
+        _write_all(fd, header.getvalue(), path)
+        _reserve(fd, header.tell(), size, path)
+    except BaseException:
+        os.close(fd)
+        os.unlink(path)
+        raise
+    os.close(fd)
+
+
+def _reserve(fd: int, offset: int, size: int, path: str | os.PathLike[str]) -> None:
+    if size <= 0:
+        return
+    try:
+        os.posix_fallocate(fd, offset, size)
+        return
+    except OSError as err:
+        if err.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
+            raise OSError(err.errno, err.strerror, os.fspath(path)) from err
+    except AttributeError:  # pragma: no cover - no posix_fallocate on this platform
+        pass
+    zeros = bytes(min(size, _CHUNK))  # the file system cannot reserve: write the zeros
+    while size > 0:
+        _write_all(fd, zeros[: min(size, len(zeros))], path)
+        size -= len(zeros)
+
+
+def free_space(path: str | os.PathLike[str] | None) -> str:
+    """The free space of the file system holding ``path`` (or its nearest existing folder), in words."""
+    if path is None:
+        return "unknown free space"
+    folder = Path(os.path.abspath(os.fspath(path)))
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    try:
+        usage = shutil.disk_usage(folder)
+    except OSError:
+        return "unknown free space"
+    return f"{_size(usage.free)} free of {_size(usage.total)} on that file system"
+
+
+def _size(count: int) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if count < 1024 or unit == "GiB":
+            return f"{count} {unit}" if unit == "bytes" else f"{count:.1f} {unit}"
+        count /= 1024  # type: ignore[assignment]
+    return f"{count} bytes"  # pragma: no cover - the loop returns
 
 
 def file_digest(path: str | os.PathLike[str]) -> str:
@@ -129,8 +292,10 @@ def storage_error(error: BaseException, step: str, path: str | os.PathLike[str] 
         seen.add(id(cause))
         if isinstance(cause, OSError) and cause.errno in _WHAT and not _denied_elsewhere(cause, path):
             where = cause.filename or path
+            full = cause.errno in (errno.ENOSPC, errno.EDQUOT)
+            space = f", {free_space(where)}" if full else ""
             return DataError(
-                f"{_WHAT[cause.errno]} while writing {where} ([Errno {cause.errno}] {cause.strerror}); "
+                f"{_WHAT[cause.errno]} while writing {where} ([Errno {cause.errno}] {cause.strerror}{space}); "
                 + CACHE_HINT,
                 step=step,
             )

@@ -27,7 +27,7 @@ from lightning_order.data.engine.cache import TEMP_MARKER
 from lightning_order.data.engine.keys import key_hash_array
 from lightning_order.data.engine.partitions import DocumentSet, PartitionedTexts, read_table, write_table
 from lightning_order.data.engine.runner import DataState
-from lightning_order.data.engine.storage import file_records, storage_errors
+from lightning_order.data.engine.storage import file_records, save_array, storage_errors
 from lightning_order.data.lm.config import padded_size
 from lightning_order.errors import DataError
 from lightning_order.ledger import MANIFEST_NAME, StepLedger
@@ -74,7 +74,7 @@ def write_lm_prepared(folder: Path, state: DataState, ledger: StepLedger, config
         for name in SPLITS:
             (folder / name).mkdir()
             counts[name], hashes = _write_documents(documents[name], folder / name / "documents")
-            np.save(folder / name / "doc_hashes.npy", hashes)
+            save_array(folder / name / "doc_hashes.npy", hashes)
             os.replace(state.parts[name].path, folder / name / "blocks.npy")
         state.tokenizer.save(str(folder / "tokenizer.json"))
     width = state.parts["train"].width

@@ -17,6 +17,7 @@ import numpy as np
 
 from lightning_order.data.engine.partitions import DocumentSet
 from lightning_order.data.engine.runner import ROWS, DataState, StepContext, StepResult
+from lightning_order.data.engine.storage import save_array
 from lightning_order.data.lm import tasks
 from lightning_order.data.lm.clusters import clusters_removed, split_doc_ids
 from lightning_order.data.lm.config import LM_CODE_VERSION, LMConfig
@@ -98,7 +99,7 @@ def dedup(ctx: StepContext, state: DataState) -> StepResult:
                 (split_doc_ids(removed)[0] == LM_CODE_PARTS[name]) & (split_doc_ids(removed)[1] == p)
             ]
             keep[split_doc_ids(mine)[2]] = False
-            np.save(result["mask"], keep)
+            save_array(result["mask"], keep)
             masks.append(result["mask"])
             rows += int(keep.sum())
         size = _kept_bytes(docs, masks)

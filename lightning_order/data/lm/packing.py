@@ -17,6 +17,7 @@ import numpy as np
 
 from lightning_order.data.engine.runner import ROWS, DataState, StepContext, StepResult
 from lightning_order.data.engine.sharding import plan_shard
+from lightning_order.data.engine.storage import allocate_array
 from lightning_order.data.lm import tasks
 from lightning_order.data.lm.blocks import stride_shard
 from lightning_order.data.lm.config import LM_CODE_VERSION, LMConfig
@@ -155,7 +156,7 @@ def pack(ctx: StepContext, state: DataState) -> StepResult:
             )
         path = folder / name / "blocks.npy"
         path.parent.mkdir(parents=True)
-        np.lib.format.open_memmap(path, mode="w+", dtype=np.int32, shape=(rows, width)).flush()
+        allocate_array(path, (rows, width), np.int32)  # on disk now: a full disk is ENOSPC, never a SIGBUS
         offsets = np.concatenate([[0], np.cumsum(whole)]).tolist()
         items = [
             {

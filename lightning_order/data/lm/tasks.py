@@ -32,6 +32,7 @@ from lightning_order.data.engine.partitions import (
     table_digest,
     write_table,
 )
+from lightning_order.data.engine.storage import save_array
 from lightning_order.errors import DataError
 
 __all__ = [
@@ -184,7 +185,7 @@ def dedup_bands(item: dict[str, Any]) -> dict[str, Any]:
         keep[1:] = (hi[1:] != hi[:-1]) | (lo[1:] != lo[:-1])  # sorted by key: a duplicate follows its first
     mask_path = Path(item["masks"]) / f"exact-{item['part']}-{p:05d}.npy"
     mask_path.parent.mkdir(parents=True, exist_ok=True)
-    np.save(mask_path, keep)
+    save_array(mask_path, keep)
     rows = np.flatnonzero(keep)
     texts = table.column("text") if len(rows) == table.num_rows else table.column("text").take(pa.array(rows))
     keys, docs, short = band_keys(texts, item["threshold"], item["ngram"], item["num_perm"], item["seed"])
@@ -195,7 +196,7 @@ def dedup_bands(item: dict[str, Any]) -> dict[str, Any]:
         chosen = route == bucket
         path = Path(item["bands"]) / f"b{bucket:05d}" / f"{item['part']}-{p:05d}.npy"
         path.parent.mkdir(parents=True, exist_ok=True)
-        np.save(path, np.stack([keys[chosen], docs[chosen].view(np.uint64)], axis=1))
+        save_array(path, np.stack([keys[chosen], docs[chosen].view(np.uint64)], axis=1))
     return {"mask": str(mask_path), "exact_removed": int((~keep).sum()), "short": short}
 
 
@@ -310,7 +311,7 @@ def encode_partition(item: dict[str, Any]) -> dict[str, Any]:
     )
     out = Path(item["out"])
     out.parent.mkdir(parents=True, exist_ok=True)
-    np.save(out, stream.ids)
+    save_array(out, stream.ids)
     eos = int((stream.ids == item["eos_id"]).sum()) if item["eos_id"] is not None else 0
     return {
         "tokens": len(stream.ids),

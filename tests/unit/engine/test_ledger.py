@@ -4,6 +4,8 @@ tampered and truncated manifests, state_dict round trips."""
 from __future__ import annotations
 
 import json
+import os
+import stat
 
 import pytest
 
@@ -140,3 +142,29 @@ def test_latest_and_has():
     assert ledger.latest("train") is None
     assert ledger.has("split") and not ledger.has("encode")
     assert "load -> clean -> split" in repr(ledger)
+
+
+def test_a_manifest_path_planted_as_a_link_is_replaced_never_written_through(tmp_path):
+    secret = tmp_path / "notes.txt"
+    secret.write_bytes(b"the user's own bytes\n")
+    folder = tmp_path / "prepared"
+    folder.mkdir()
+    (folder / "manifest.json").symlink_to(secret)
+    small_ledger().save(folder)
+    assert secret.read_bytes() == b"the user's own bytes\n"
+    assert not (folder / "manifest.json").is_symlink()
+    assert StepLedger.load(folder).fingerprint == small_ledger().fingerprint
+    assert sorted(p.name for p in folder.iterdir()) == ["manifest.json"]  # no temporary file left
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077, 0o002])
+def test_the_manifest_mode_is_the_umasks_like_every_other_file(tmp_path, umask):
+    """Not mkstemp's 0600: another user who may read the cache may read its manifest (issue #32)."""
+    old = os.umask(umask)
+    try:
+        path = small_ledger().save(tmp_path)
+        (tmp_path / "other.json").write_text("{}")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~umask
+    assert stat.S_IMODE(path.stat().st_mode) == stat.S_IMODE((tmp_path / "other.json").stat().st_mode)

@@ -30,7 +30,14 @@ import torch
 import yaml
 from helpers import CONFIGS
 
-from lightning_order import DataError, OrderedDataModule, OrderedLMDataModule, OrderValidator, SymptomMonitor
+from lightning_order import (
+    CacheWarning,
+    DataError,
+    OrderedDataModule,
+    OrderedLMDataModule,
+    OrderValidator,
+    SymptomMonitor,
+)
 from lightning_order.cli import OrderCLI, descriptor_of_command
 from lightning_order.data.engine.config import SERVING_FIELDS, BaseDataConfig, field_docs
 
@@ -416,3 +423,39 @@ def test_every_config_parses_and_instantiates(config: Path, tmp_path: Path) -> N
     assert any(isinstance(cb, SymptomMonitor) for cb in cli.trainer.callbacks)
     if settings["trainer"].get("strategy") == "ddp":
         assert cli.trainer.num_devices == settings["trainer"]["devices"] == 2
+
+
+def _trained_ids(dm: Any) -> torch.Tensor:
+    return torch.cat([batch["input_ids"].reshape(-1) for batch in dm.train_dataloader()])
+
+
+def _damage(dm: Any) -> Path:
+    """Overwrites 64 bytes in the middle of the largest train data file, in place (same size)."""
+    target = max(
+        (p for p in (dm.cache_path / "train").rglob("*") if p.is_file()), key=lambda p: p.stat().st_size
+    )
+    with target.open("r+b") as handle:
+        handle.seek(target.stat().st_size // 2)
+        handle.write(b"\x7f" * 64)
+    return target
+
+
+def test_a_cache_rebuilt_under_a_live_datamodule_is_the_one_it_serves(
+    flavour: Flavour, tmp_path: Path
+) -> None:
+    """The same DataModule fitted twice, a cache file damaged in between (issue #32).
+
+    The second ``prepare_data`` warns and rebuilds the folder; ``setup`` must then read the rebuilt
+    files, never keep the memory map of the damaged ones it had.
+    """
+    dm = _make(flavour, tmp_path, shuffle=False)
+    dm.prepare_data()
+    dm.setup("fit")
+    intact = _trained_ids(dm)
+    damaged = _damage(dm)
+    assert not torch.equal(_trained_ids(dm), intact)  # the old memory map sees the damage
+    with pytest.warns(CacheWarning, match=f"damaged.*{damaged.name}.*preparing it anew"):
+        dm.prepare_data()
+    dm.setup("fit")
+    assert torch.equal(_trained_ids(dm), intact)
+    assert dm.ledger.latest("shard") is not None and dm.shard_info["length"] > 0

@@ -2,19 +2,33 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
+import subprocess
 import time
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 
 from lightning_order import CacheWarning, OrderedDataModule
 from lightning_order.cli import main
 from lightning_order.data.engine import cache
-from lightning_order.data.engine.storage import file_digest, file_records, verify_files
+from lightning_order.data.engine.storage import (
+    allocate_array,
+    file_digest,
+    file_records,
+    replace_file,
+    save_array,
+    storage_error,
+    verify_files,
+    write_new,
+)
 from lightning_order.data.text import load as load_module
 from lightning_order.ledger import StepLedger
 
@@ -183,3 +197,66 @@ def test_verification_cost_is_a_small_fraction_of_a_read(tmp_path):
     file_digest(path)
     hashed = time.perf_counter() - start
     assert hashed < 10 * read + 0.5  # a ratio against a plain read in the same run, never an absolute time
+
+
+# -- writes that never follow a link, and a full disk that speaks (issue #32) ----------------------
+@pytest.fixture
+def tiny_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 64 KiB tmpfs (root only): a disk that fills up."""
+    mount = tmp_path / "tiny"
+    mount.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)], capture_output=True
+    )
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (needs root): {done.stderr.decode().strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def test_save_array_writes_numpys_bytes(tmp_path: Path) -> None:
+    for array in (np.arange(10, dtype=np.int32), np.zeros(0, np.int64), np.ones((3, 4), bool)):
+        save_array(tmp_path / "ours.npy", array)
+        np.save(tmp_path / "numpys.npy", array)
+        assert (tmp_path / "ours.npy").read_bytes() == (tmp_path / "numpys.npy").read_bytes()
+
+
+def test_allocate_array_reserves_the_blocks_and_reads_as_numpys_zeros(tmp_path: Path) -> None:
+    allocate_array(tmp_path / "blocks.npy", (5, 7), np.int32)
+    blocks = np.load(tmp_path / "blocks.npy", mmap_mode="r+")
+    assert blocks.shape == (5, 7) and blocks.dtype == np.int32 and not blocks.any()
+    assert os.stat(tmp_path / "blocks.npy").st_blocks * 512 >= 5 * 7 * 4  # not a sparse file
+
+
+@pytest.mark.parametrize("write", ["allocate_array", "save_array"])
+def test_a_full_disk_is_enospc_naming_the_file_and_no_file_is_left(tiny_disk: Path, write: str) -> None:
+    """numpy's sparse memory map died of SIGBUS on a full disk; its save said "N requested and M written"."""
+    path = tiny_disk / "big.npy"
+    with pytest.raises(OSError) as info:
+        if write == "allocate_array":
+            allocate_array(path, (1024, 1024), np.int32)
+        else:
+            save_array(path, np.ones(1 << 20, np.int32))
+    assert info.value.errno == errno.ENOSPC and info.value.filename == str(path)
+    assert not path.exists()
+    error = storage_error(info.value, "pack", tiny_disk)
+    assert error is not None and error.step == "pack"
+    assert "no space left on the device" in str(error) and str(path) in str(error)
+    assert "free of 64.0 KiB on that file system" in str(error) and "cache_dir" in str(error)
+
+
+@pytest.mark.parametrize("helper", [write_new, replace_file])
+def test_a_link_at_the_name_is_never_written_through(tmp_path: Path, helper: Any) -> None:
+    secret = tmp_path / "notes.txt"
+    secret.write_bytes(b"mine")
+    (tmp_path / "planted").symlink_to(secret)
+    if helper is write_new:
+        with pytest.raises(FileExistsError):
+            write_new(tmp_path / "planted", b"theirs")
+    else:
+        replace_file(tmp_path / "planted", b"theirs")
+        assert not (tmp_path / "planted").is_symlink() and (tmp_path / "planted").read_bytes() == b"theirs"
+    assert secret.read_bytes() == b"mine"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt", "planted"]
