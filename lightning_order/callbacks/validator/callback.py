@@ -33,19 +33,19 @@ import pytorch_lightning as pl
 from pytorch_lightning.utilities.rank_zero import rank_zero_info
 from typing_extensions import override
 
-from lightning_order.callbacks.content import sampled_evidence
-from lightning_order.callbacks.evidence import (
+from lightning_order.callbacks.validator.content import sampled_evidence
+from lightning_order.callbacks.validator.evidence import (
     data_dims,
     data_fingerprints,
     datamodule_ledger,
     ledger_pipeline,
 )
-from lightning_order.callbacks.gather import agree, all_gather, rank_summary
-from lightning_order.callbacks.labels import label_encoding_verdict
-from lightning_order.callbacks.lm import is_hf_model, lm_violations, tokenizer_in_use
-from lightning_order.callbacks.model_dims import model_dims, restore_violations
-from lightning_order.callbacks.overlap import overlap_check
-from lightning_order.callbacks.position import resume_point, resumed_at, saved_position
+from lightning_order.callbacks.validator.gather import agree, all_gather, rank_summary
+from lightning_order.callbacks.validator.labels import label_encoding_verdict
+from lightning_order.callbacks.validator.lm import is_hf_model, lm_violations, tokenizer_in_use
+from lightning_order.callbacks.validator.model_dims import model_dims, restore_violations
+from lightning_order.callbacks.validator.overlap import overlap_check
+from lightning_order.callbacks.validator.position import resume_point, resumed_at, saved_position
 from lightning_order.checkpoint import early_checkpoint
 from lightning_order.checks.datasets import check_rank_datasets, same_rows_compared
 from lightning_order.checks.ledger import check_ledger, judged_pipeline
@@ -170,7 +170,7 @@ class OrderValidator(Callback):
     @property
     def evidence(self) -> Mapping[str, Any]:
         """What the latest checks had to go on, read-only: ``overlap`` (what the overlap check compared,
-        :func:`~lightning_order.callbacks.overlap.overlap_check`) and ``label_encoding`` (whether
+        :func:`~lightning_order.callbacks.validator.overlap.overlap_check`) and ``label_encoding`` (whether
         the label-encoding check gave a verdict) and, under DDP, ``same_rows_floats`` (whether the
         float columns of the same rows were compared across ranks). ``SymptomMonitor`` reads it to
         rule causes out."""
