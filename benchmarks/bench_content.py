@@ -15,7 +15,7 @@ import time
 import torch
 from torch.utils.data import DataLoader
 
-from lightning_order.callbacks.content import dataset_lengths, summarize_splits
+from lightning_order.callbacks.validator.content import dataset_lengths, summarize_splits
 
 
 class _Plain:

@@ -63,7 +63,7 @@ import xxhash
 from pytorch_lightning.callbacks import Callback
 
 from lightning_order import RULES, OrderedDataModule, OrderValidator, OrderWarning
-from lightning_order.callbacks.symptom_monitor import SymptomMonitor
+from lightning_order.callbacks.monitor.callback import SymptomMonitor
 from lightning_order.checks.ledger import check_ledger
 from lightning_order.data.engine.keys import is_val, key_hashes
 from lightning_order.data.text.datamodule import DATA_STEPS

@@ -1,7 +1,7 @@
 """Checks on what any datamodule's datasets hold, from content summaries (no ledger, no glue needed).
 
 The validator summarises each rank's train and validation datasets (see
-:mod:`lightning_order.callbacks.content`) as plain dicts; the functions here judge them. A split
+:mod:`lightning_order.callbacks.validator.content`) as plain dicts; the functions here judge them. A split
 summary holds:
 
 - ``length`` (int) and ``whole`` (bool: every item was hashed, not a sample);

@@ -1,6 +1,6 @@
 """Language-modelling checks: does the model's table fit the tokenizer, and do the blocks hold boundaries?
 
-Pure functions of one plain dict (``evidence``) that :mod:`lightning_order.callbacks.lm`
+Pure functions of one plain dict (``evidence``) that :mod:`lightning_order.callbacks.validator.lm`
 gathers from the datamodule, the model and sampled batches; what a ledger holds is read by
 :func:`lm_ledger_evidence`, the one reading the validator and the command line share
 (:func:`check_lm_records` judges a ledger alone). Missing keys are skipped, so a hand-written LM

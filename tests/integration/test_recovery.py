@@ -50,7 +50,7 @@ class ValAccuracyTrace(pl.Callback):
 
 @pytest.mark.slow
 def test_vocab_before_clean_run_paused_then_recovered_beats_a_fresh_run(tmp_path: Path, capsys) -> None:
-    from lightning_order.callbacks.symptom_monitor import SymptomMonitor
+    from lightning_order.callbacks.monitor.callback import SymptomMonitor
     from lightning_order.data.text.datamodule import OrderedDataModule
 
     cache = str(tmp_path / "cache")

@@ -22,7 +22,7 @@ from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 from torch import nn
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
-from lightning_order.callbacks.symptom_monitor import SymptomMonitor
+from lightning_order.callbacks.monitor.callback import SymptomMonitor
 from lightning_order.errors import OrderWarning
 from lightning_order.ledger import CHECKPOINT_KEY as PAUSE_KEY
 

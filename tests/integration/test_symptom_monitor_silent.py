@@ -20,7 +20,7 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from lightning_order import OrderValidator, OrderWarning, SymptomMonitor
-from lightning_order.callbacks.monitor_facts import gather_facts
+from lightning_order.callbacks.monitor.facts import gather_facts
 
 
 def _silent_fit(trainer: pl.Trainer, model: pl.LightningModule, *args) -> None:

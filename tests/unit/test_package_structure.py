@@ -133,10 +133,10 @@ def _describe(component: frozenset[str], graph: dict[str, set[str]]) -> str:
 
 
 def test_the_walk_sees_the_package() -> None:
-    assert "lightning_order.callbacks.order_validator" in MODULES
+    assert "lightning_order.callbacks.validator.callback" in MODULES
     assert "lightning_order.checks.symptoms" in MODULES
     graph = _graph()
-    assert "lightning_order.checks.report" in graph["lightning_order.callbacks.order_validator"]
+    assert "lightning_order.checks.report" in graph["lightning_order.callbacks.validator.callback"]
 
 
 def test_no_import_cycles_between_modules() -> None:

@@ -25,7 +25,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from lightning_order.callbacks.symptom_monitor import SymptomMonitor
+from lightning_order.callbacks.monitor.callback import SymptomMonitor
 from lightning_order.distributed import release_process_group
 
 warnings.filterwarnings("ignore")

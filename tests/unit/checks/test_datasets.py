@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from lightning_order.callbacks.content import item_hashes, summarize_splits
+from lightning_order.callbacks.validator.content import item_hashes, summarize_splits
 from lightning_order.checks import check_rank_datasets, check_twin_rate
 
 
@@ -137,7 +137,7 @@ def test_summaries_hash_whole_small_splits_and_sample_the_same_indices_in_large_
 
 
 def test_stacked_items_hash_by_row_like_single_items():
-    from lightning_order.callbacks.content import hash_items
+    from lightning_order.callbacks.validator.content import hash_items
 
     item = {"input_ids": torch.tensor([5, 9, 2]), "numeric": torch.tensor([0.5]), "labels": torch.tensor(1)}
     items = [item, {**item, "numeric": torch.tensor([0.7])}, {**item, "labels": torch.tensor(0)}, dict(item)]

@@ -28,16 +28,16 @@ from pytorch_lightning.callbacks.callback import Callback
 from pytorch_lightning.utilities.rank_zero import rank_zero_info
 from typing_extensions import override
 
-from lightning_order.callbacks.detection import (
+from lightning_order.callbacks.monitor.detection import (
     input_shift,
     rank_divergence,
     resolve_thresholds,
     train_diagnoses,
     validation_gap,
 )
-from lightning_order.callbacks.monitor_facts import gather_facts, log_metrics, seen_elsewhere, unk_id
-from lightning_order.callbacks.readings import InputStats, RankLosses, TrainReadings
-from lightning_order.callbacks.step_clock import StepClock
+from lightning_order.callbacks.monitor.facts import gather_facts, log_metrics, seen_elsewhere, unk_id
+from lightning_order.callbacks.monitor.readings import InputStats, RankLosses, TrainReadings
+from lightning_order.callbacks.monitor.step_clock import StepClock
 from lightning_order.checks.report import format_diagnoses
 from lightning_order.checks.symptoms import SYMPTOMS, Diagnosis, RunFacts, attribute
 from lightning_order.errors import OrderWarning

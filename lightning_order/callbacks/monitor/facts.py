@@ -14,11 +14,11 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from lightning_order.callbacks.evidence import datamodule_ledger, ledger_pipeline
-from lightning_order.callbacks.labels import label_encoding_verdict
-from lightning_order.callbacks.order_validator import OrderValidator
-from lightning_order.callbacks.readings import RankLosses, TrainReadings
-from lightning_order.callbacks.step_clock import StepClock
+from lightning_order.callbacks.monitor.readings import RankLosses, TrainReadings
+from lightning_order.callbacks.monitor.step_clock import StepClock
+from lightning_order.callbacks.validator.callback import OrderValidator
+from lightning_order.callbacks.validator.evidence import datamodule_ledger, ledger_pipeline
+from lightning_order.callbacks.validator.labels import label_encoding_verdict
 from lightning_order.checks.ledger import check_ledger, judged_pipeline
 from lightning_order.checks.symptoms import Diagnosis, LedgerProof, RunFacts, ledger_proof
 from lightning_order.order import STANDARD_PIPELINE

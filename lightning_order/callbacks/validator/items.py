@@ -1,7 +1,7 @@
 """The items behind a datamodule's dataloaders: each split's dataset, and an item's leaves by path.
 
-Shared by the content summary (:mod:`lightning_order.callbacks.content`) and the label-encoding
-reader (:mod:`lightning_order.callbacks.labels`), so both read the same items the same way. Only
+Shared by the content summary (:mod:`lightning_order.callbacks.validator.content`) and the label-encoding
+reader (:mod:`lightning_order.callbacks.validator.labels`), so both read the same items the same way. Only
 map-style datasets are read (by index, without workers); an iterable dataset is not indexable
 and is skipped (documented limit).
 """

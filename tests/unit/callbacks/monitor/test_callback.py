@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from lightning_order.callbacks.symptom_monitor import SymptomMonitor
+from lightning_order.callbacks.monitor.callback import SymptomMonitor
 
 
 @pytest.mark.parametrize(

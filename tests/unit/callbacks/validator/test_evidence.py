@@ -1,4 +1,4 @@
-"""callbacks/evidence.py: what a datamodule says about its data, and which pipeline judges its ledger."""
+"""callbacks/validator/evidence.py: what a datamodule says about its data, and which pipeline judges its ledger."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 
 from lightning_order import LM_PIPELINE, STANDARD_PIPELINE, Pipeline, Step, StepLedger
-from lightning_order.callbacks.evidence import data_dims, datamodule_ledger, ledger_pipeline
+from lightning_order.callbacks.validator.evidence import data_dims, datamodule_ledger, ledger_pipeline
 
 OWN = Pipeline([Step("load", (), "source"), Step("clean", ("load",), "rowwise")])
 

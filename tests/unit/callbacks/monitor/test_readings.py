@@ -11,8 +11,8 @@ import random
 import pytest
 import torch
 
-from lightning_order.callbacks.readings import to_host
-from lightning_order.callbacks.step_clock import StepClock
+from lightning_order.callbacks.monitor.readings import to_host
+from lightning_order.callbacks.monitor.step_clock import StepClock
 from lightning_order.checks.symptoms import detect_data_starvation
 
 
@@ -72,8 +72,8 @@ def test_the_step_clock_turns_marks_into_waits_and_steps() -> None:
 
 
 def test_the_train_loss_at_a_validation_comes_from_the_stretch_before_it() -> None:
-    from lightning_order.callbacks.detection import resolve_thresholds
-    from lightning_order.callbacks.readings import TrainReadings
+    from lightning_order.callbacks.monitor.detection import resolve_thresholds
+    from lightning_order.callbacks.monitor.readings import TrainReadings
 
     readings = TrainReadings(resolve_thresholds(None, None))
 
@@ -101,7 +101,7 @@ def test_input_stats_give_mean_std_rows_and_kurtosis_of_raw_columns() -> None:
     # the spread (raw fourth powers would cancel), and the kurtosis shows the tail.
     import numpy as np
 
-    from lightning_order.callbacks.readings import InputStats
+    from lightning_order.callbacks.monitor.readings import InputStats
 
     rng = np.random.default_rng(0)
     words = np.exp(rng.normal(4.0, 0.8, size=(300, 2))) + 1000.0

@@ -13,8 +13,8 @@ import inspect
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from lightning_order.callbacks.readings import RankLosses, TrainReadings
-from lightning_order.callbacks.step_clock import StepClock
+from lightning_order.callbacks.monitor.readings import RankLosses, TrainReadings
+from lightning_order.callbacks.monitor.step_clock import StepClock
 from lightning_order.checks.symptoms import (
     SYMPTOMS,
     Diagnosis,

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from lightning_order.callbacks.evidence import KEY_HASH
+from lightning_order.callbacks.validator.evidence import KEY_HASH
 
 __all__ = ["as_numpy", "batch_field", "batch_inputs", "observed_dims", "sample_batch"]
 

@@ -28,9 +28,9 @@ from typing import Any
 
 import numpy as np
 
-from lightning_order.callbacks.batches import as_numpy, batch_field, sample_batch
-from lightning_order.callbacks.evidence import datamodule_ledger
-from lightning_order.callbacks.model_dims import model_dims
+from lightning_order.callbacks.validator.batches import as_numpy, batch_field, sample_batch
+from lightning_order.callbacks.validator.evidence import datamodule_ledger
+from lightning_order.callbacks.validator.model_dims import model_dims
 from lightning_order.checks.lm import check_lm, eos_evidence, lm_ledger_evidence
 from lightning_order.fingerprints import is_tokenizer, tokenizer_fingerprint
 from lightning_order.rules import Violation

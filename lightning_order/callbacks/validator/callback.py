@@ -17,7 +17,9 @@ The callback only gathers and acts; every judgement is a pure function in
   position the checkpoint saved against where the loader and Lightning's loop will continue
   (``resume-position``, with the samples it would replay or skip); the ``train`` record notes it.
 
-Nothing runs per training step: the callback implements no batch hook.
+Nothing runs per training step: the callback implements no batch hook. What a hook leaves for a
+later one (this run's data, how a checkpoint showed itself, the checks done) is one
+:class:`~lightning_order.callbacks.validator.state.ValidatorState`, replaced by every ``setup``.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import logging
 import warnings
 import weakref
 from collections.abc import Mapping
+from functools import cached_property
 from types import MappingProxyType
 from typing import Any, Literal
 
@@ -33,19 +36,25 @@ import pytorch_lightning as pl
 from pytorch_lightning.utilities.rank_zero import rank_zero_info
 from typing_extensions import override
 
-from lightning_order.callbacks.content import sampled_evidence
-from lightning_order.callbacks.evidence import (
+from lightning_order.callbacks.validator.content import sampled_evidence
+from lightning_order.callbacks.validator.evidence import (
     data_dims,
     data_fingerprints,
     datamodule_ledger,
     ledger_pipeline,
 )
-from lightning_order.callbacks.gather import agree, all_gather, rank_summary
-from lightning_order.callbacks.labels import label_encoding_verdict
-from lightning_order.callbacks.lm import is_hf_model, lm_violations, tokenizer_in_use
-from lightning_order.callbacks.model_dims import model_dims, restore_violations
-from lightning_order.callbacks.overlap import overlap_check
-from lightning_order.callbacks.position import loader_state_misfits, resume_point, resumed_at, saved_position
+from lightning_order.callbacks.validator.gather import agree, all_gather, rank_summary
+from lightning_order.callbacks.validator.labels import label_encoding_verdict
+from lightning_order.callbacks.validator.lm import is_hf_model, lm_violations, tokenizer_in_use
+from lightning_order.callbacks.validator.model_dims import model_dims, restore_violations
+from lightning_order.callbacks.validator.overlap import overlap_check
+from lightning_order.callbacks.validator.position import (
+    loader_state_misfits,
+    resume_point,
+    resumed_at,
+    saved_position,
+)
+from lightning_order.callbacks.validator.state import CheckpointSeen, Done, ValidatorState
 from lightning_order.checkpoint import early_checkpoint
 from lightning_order.checks.datasets import check_rank_datasets, same_rows_compared
 from lightning_order.checks.ledger import check_ledger, judged_pipeline
@@ -149,50 +158,38 @@ class OrderValidator(Callback):
         #: The data position (epoch, global samples of it consumed, seed, global batch, ...): the one
         #: a restored checkpoint held, then this run's as of its latest save.
         self.position: dict[str, Any] | None = None
-        self._stored_position: dict[str, Any] | None = None  # the checkpoint's, as the restore saw it
-        self._loader_states: list[Any] = []  # the checkpoint's train loader states (Lightning's)
-        self._resuming = False
-        self._trainer: Any = None  # a weak reference while fitting: state_dict saves the live position
-        # This run's data as setup found it (what every check compares against), and whether a
-        # checkpoint's state was loaded into the attributes above.
-        self._current: dict[str, Any] = {"fingerprints": {}, "dims": {}}
-        self._restored = self._resume_checked = self._model_checked = self._evaluated = False
-        self._observed: dict[str, Any] = {}
-        self._evidence: dict[str, Any] = {}
-        self._guarded: Any = None
-        self._tokenizer_fp: str | None = None
-        self._state_key: str | None = None
+        # What this run learnt in its hooks (this run's data, the checkpoint as it showed itself,
+        # the checks done), for its later hooks; never saved.
+        self._state = ValidatorState()
 
     @property
     def observed(self) -> Mapping[str, Any]:
         """What sampled batches showed about the data's dims, for a datamodule without ``dims``
         (``max_token_id``, ``num_features``, ``max_label``; lower bounds), read-only; empty otherwise."""
-        return MappingProxyType(self._observed)
+        return MappingProxyType(self._state.observed)
 
     @property
     def evidence(self) -> Mapping[str, Any]:
         """What the latest checks had to go on, read-only: ``overlap`` (what the overlap check compared,
-        :func:`~lightning_order.callbacks.overlap.overlap_check`) and ``label_encoding`` (whether
+        :func:`~lightning_order.callbacks.validator.overlap.overlap_check`) and ``label_encoding`` (whether
         the label-encoding check gave a verdict) and, under DDP, ``same_rows_floats`` (whether the
         float columns of the same rows were compared across ranks). ``SymptomMonitor`` reads it to
         rule causes out."""
-        return MappingProxyType(self._evidence)
+        return MappingProxyType(self._state.evidence)
 
     # -- identity and state ----------------------------------------------------------------
-    @property
+    @cached_property
     @override
     def state_key(self) -> str:
         # Lightning reads the key in every hook call (profiler labels), so it is computed once.
         # The pipeline identifies what was validated; raise/warn and the cost inputs do not.
-        if self._state_key is None:
-            pipeline_id = fingerprint([s.name for s in self.pipeline], repr(self.pipeline))[:12]
-            self._state_key = self._generate_state_key(pipeline=pipeline_id)
-        return self._state_key
+        pipeline_id = fingerprint([s.name for s in self.pipeline], repr(self.pipeline))[:12]
+        return self._generate_state_key(pipeline=pipeline_id)
 
     @override
     def state_dict(self) -> dict[str, Any]:
         # Plain strings and ints only: the checkpoint loads with weights_only=True.
-        trainer = self._trainer() if self._trainer is not None else None
+        trainer = self._state.trainer() if self._state.trainer is not None else None
         live = saved_position(trainer) if trainer is not None else None
         self.position = live or self.position  # the latest position saved (outside a fit: kept)
         state: dict[str, Any] = {"fingerprints": dict(self.fingerprints), "dims": dict(self.dims)}
@@ -215,7 +212,7 @@ class OrderValidator(Callback):
         self.fingerprints = {str(k): str(v) for k, v in (state_dict.get("fingerprints") or {}).items()}
         self.dims = dict(state_dict.get("dims") or {})
         self.position = dict(state_dict["position"]) if state_dict.get("position") else None
-        self._restored = True
+        self._state.seen.add(CheckpointSeen.STATE)
 
     @override
     def on_save_checkpoint(
@@ -233,23 +230,22 @@ class OrderValidator(Callback):
     # -- the checks ------------------------------------------------------------------------
     @override
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
-        self._resume_checked = self._model_checked = self._evaluated = False
         self.violations = []
-        self._restored = False  # a checkpoint of this run is restored after setup, never before
-        self._stored_position, self._resuming, self._trainer = None, False, weakref.ref(trainer)
-        self._loader_states = []  # a checkpoint's, seen at the weight restore
+        # A fresh state: a checkpoint of this run is restored after setup, never before. The
+        # weight-restore guard outlives it (teardown or an exception removes it).
+        self._state = state = ValidatorState(trainer=weakref.ref(trainer), guarded=self._state.guarded)
         dm = trainer.datamodule
         ledger = datamodule_ledger(dm)
         self.fingerprints = data_fingerprints(dm)
         self.dims = data_dims(dm)
-        self._current = {"fingerprints": dict(self.fingerprints), "dims": dict(self.dims)}
+        state.fingerprints, state.dims = dict(self.fingerprints), dict(self.dims)
         # Any datamodule without fingerprints and dims: what its datasets hold, same indices per rank.
         plain = dm is not None and not (self.fingerprints and self.dims)
-        train_sample, self._observed, content = sampled_evidence(
+        train_sample, state.observed, content = sampled_evidence(
             trainer, dm, plain=plain, dims=self.dims, sample_rows=self.sample_rows, whole_rows=self.whole_rows
         )
         # Compared across ranks, and with the model check's: a token added from here on is a change.
-        content["tokenizer"] = self._tokenizer_fp = tokenizer_in_use(dm)
+        content["tokenizer"] = state.tokenizer = tokenizer_in_use(dm)
         local: list[Violation] = []
         if ledger is not None:
             # A hand-written datamodule (lightning_order.recording) is judged on the steps it declares.
@@ -274,7 +270,7 @@ class OrderValidator(Callback):
         checked, labels = False, []
         if self.label_check_rows:
             checked, labels = label_encoding_verdict(trainer, dm, self.label_check_rows)
-        self._evidence = {"overlap": overlap, "label_encoding": checked}
+        state.evidence = {"overlap": overlap, "label_encoding": checked}
         # The content summary compares every float key; the sampled `features` only where it is missing.
         summary = rank_summary(
             trainer, dm, ledger, self.fingerprints, None if content.get("train") else train_sample[0]
@@ -283,7 +279,7 @@ class OrderValidator(Callback):
         gathered = all_gather(trainer, {"summary": summary, "violations": [v.to_dict() for v in local]})
         violations = agree([g["violations"] for g in gathered])
         contents = [g["summary"]["content"] for g in gathered]
-        self._evidence["same_rows_floats"] = same_rows_compared(contents)
+        state.evidence["same_rows_floats"] = same_rows_compared(contents)
         violations = merge_violations(
             violations,
             check_ranks([g["summary"] for g in gathered]),
@@ -304,8 +300,10 @@ class OrderValidator(Callback):
     @override
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._late_checks(trainer, pl_module, "OrderValidator.on_fit_start")
-        if self._loader_states:  # judged before Lightning restores them (every rank loaded the same file)
-            local = [v.to_dict() for v in loader_state_misfits(trainer, self._loader_states)]
+        if (
+            self._state.loader_states
+        ):  # judged before Lightning restores them (every rank loaded the same file)
+            local = [v.to_dict() for v in loader_state_misfits(trainer, self._state.loader_states)]
             where = "OrderValidator (resume, before the loader states are restored)"
             self._act(trainer, agree(all_gather(trainer, local)), where, fatal=True)
         ledger = datamodule_ledger(trainer.datamodule)
@@ -331,9 +329,9 @@ class OrderValidator(Callback):
 
     @override
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        resumed = resume_point(trainer) if self._resuming or self._restored else None
+        resumed = resume_point(trainer) if self._state.resuming else None
         if resumed is not None:  # the loader is restored and no batch is drawn: the last moment to check
-            stored = self._stored_position or self.position
+            stored = self._state.stored_position or self.position
             local = check_resume_position(stored, resumed)
             violations = agree(all_gather(trainer, [v.to_dict() for v in local]))
             self._act(trainer, violations, "OrderValidator (resume, before the first resumed step)")
@@ -353,13 +351,14 @@ class OrderValidator(Callback):
     @override
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         ledger = datamodule_ledger(trainer.datamodule)
-        if not self.record or ledger is None or trainer.sanity_checking or self._evaluated:
+        done = self._state.done
+        if not self.record or ledger is None or trainer.sanity_checking or Done.EVALUATE_RECORDED in done:
             return
         train = ledger.latest("train")
         if train is None:  # validating a model this ledger never saw trained: nothing to record
             return
         ledger.record("evaluate", inputs={"train": train.output})
-        self._evaluated = True
+        done.add(Done.EVALUATE_RECORDED)
 
     @override
     def on_exception(
@@ -378,16 +377,17 @@ class OrderValidator(Callback):
         The guard stays in place: strategies with ``restore_checkpoint_after_setup`` restore the
         weights after ``on_fit_start``; ``teardown`` removes it.
         """
-        if self._model_checked:
+        state = self._state
+        if Done.MODEL_CHECKED in state.done:
             return
-        self._model_checked, current = True, self._current
-        local = check_model_dims(model_dims(pl_module), current["dims"], observed=self._observed)
-        local += lm_violations(trainer.datamodule, pl_module, self.sample_rows, self._tokenizer_fp)
+        state.done.add(Done.MODEL_CHECKED)
+        local = check_model_dims(model_dims(pl_module), state.dims, observed=state.observed)
+        local += lm_violations(trainer.datamodule, pl_module, self.sample_rows, state.tokenizer)
         local = fit_fixes_to_model(local, is_hf_model(pl_module))  # resize_token_embeddings for HF models
-        if not self._resume_checked and self._restored:
-            local += check_resume(self.fingerprints, current["fingerprints"])
-            local += check_resume_proof(self.fingerprints, current["fingerprints"])
-            self._resume_checked = True
+        if state.resume_unchecked:
+            local += check_resume(self.fingerprints, state.fingerprints)
+            local += check_resume_proof(self.fingerprints, state.fingerprints)
+            state.done.add(Done.RESUME_CHECKED)
         self._act(trainer, agree(all_gather(trainer, [v.to_dict() for v in local])), where)
 
     def _act(self, trainer: pl.Trainer, violations: list[Violation], where: str, fatal: bool = False) -> None:
@@ -411,39 +411,40 @@ class OrderValidator(Callback):
 
     def _check_checkpoint(self, trainer: pl.Trainer, checkpoint: Mapping[str, Any]) -> None:
         stored = stored_fingerprints(checkpoint, self.state_key, owner=OrderValidator.__qualname__)
-        current = self._current["fingerprints"]
-        local = check_resume(stored, current) + check_resume_proof(stored, current)
-        self._resume_checked = self._resuming = True
-        self._stored_position = stored_position(checkpoint, self.state_key, owner=OrderValidator.__qualname__)
-        self._loader_states = stored_loader_states(checkpoint)
+        state = self._state
+        local = check_resume(stored, state.fingerprints) + check_resume_proof(stored, state.fingerprints)
+        state.done.add(Done.RESUME_CHECKED)
+        state.seen.add(CheckpointSeen.FILE)
+        state.stored_position = stored_position(checkpoint, self.state_key, owner=OrderValidator.__qualname__)
+        state.loader_states = stored_loader_states(checkpoint)
         violations = agree(all_gather(trainer, [v.to_dict() for v in local]))
         self._act(trainer, violations, "OrderValidator (resume, before the weights are restored)")
 
     def _guard_weight_restore(self, trainer: pl.Trainer) -> None:
         strategy = trainer.strategy
-        if self._guarded is not None or "load_model_state_dict" in vars(strategy):
+        if self._state.guarded is not None or "load_model_state_dict" in vars(strategy):
             return
         original = strategy.load_model_state_dict
 
         def load_model_state_dict(checkpoint: Mapping[str, Any], *args: Any, **kwargs: Any) -> Any:
             self._unguard()
-            if not self._resume_checked:
+            if Done.RESUME_CHECKED not in self._state.done:
                 self._check_checkpoint(trainer, checkpoint)
             self._check_shapes(trainer, checkpoint)
             return original(checkpoint, *args, **kwargs)
 
         strategy.load_model_state_dict = load_model_state_dict  # type: ignore[method-assign]
-        self._guarded = strategy
+        self._state.guarded = strategy
 
     def _check_shapes(self, trainer: pl.Trainer, checkpoint: Mapping[str, Any]) -> None:
         """Weights that cannot load are named by the order error behind them, before torch fails."""
-        module, current = trainer.lightning_module, self._current["dims"]
+        module, state = trainer.lightning_module, self._state
         violations = (
-            restore_violations(module, checkpoint, current, self._observed) if module is not None else []
+            restore_violations(module, checkpoint, state.dims, state.observed) if module is not None else []
         )
         self._act(trainer, violations, "OrderValidator (resume, the weights cannot be restored)", fatal=True)
 
     def _unguard(self) -> None:
-        if self._guarded is not None:
-            vars(self._guarded).pop("load_model_state_dict", None)
-            self._guarded = None
+        if self._state.guarded is not None:
+            vars(self._state.guarded).pop("load_model_state_dict", None)
+            self._state.guarded = None

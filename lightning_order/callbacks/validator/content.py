@@ -19,9 +19,15 @@ import numpy as np
 import torch
 import xxhash
 
-from lightning_order.callbacks.batches import observed_dims, sample_batch
-from lightning_order.callbacks.gather import all_gather
-from lightning_order.callbacks.items import SPLIT_LOADERS, is_label, leaf_array, leaves, split_dataset
+from lightning_order.callbacks.validator.batches import observed_dims, sample_batch
+from lightning_order.callbacks.validator.gather import all_gather
+from lightning_order.callbacks.validator.items import (
+    SPLIT_LOADERS,
+    is_label,
+    leaf_array,
+    leaves,
+    split_dataset,
+)
 
 __all__ = ["dataset_lengths", "hash_items", "item_hashes", "sampled_evidence", "summarize_splits"]
 
@@ -233,7 +239,7 @@ def sampled_evidence(
 
     Returns:
         ``(train_sample, observed, content)``: up to ``4 * sample_rows`` train rows and the train
-        size (:func:`~lightning_order.callbacks.batches.sample_batch`), the dims they show
+        size (:func:`~lightning_order.callbacks.validator.batches.sample_batch`), the dims they show
         (empty when ``dims`` is known) and :func:`summarize_splits` of both splits.
     """
     if not plain:

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from lightning_order.callbacks.batches import as_numpy, batch_field
+from lightning_order.callbacks.validator.batches import as_numpy, batch_field
 from lightning_order.checks.report import merge_violations
 from lightning_order.ledger import StepLedger
 from lightning_order.rules import Violation

@@ -20,8 +20,8 @@ from typing import Any
 
 from pytorch_lightning.utilities.rank_zero import rank_zero_info
 
-from lightning_order.callbacks.batches import batch_inputs, sample_batch
-from lightning_order.callbacks.evidence import split_key_hashes
+from lightning_order.callbacks.validator.batches import batch_inputs, sample_batch
+from lightning_order.callbacks.validator.evidence import split_key_hashes
 from lightning_order.checks.datasets import check_twin_rate, twin_estimate
 from lightning_order.checks.estimates import MIN_HITS, RateEstimate
 from lightning_order.checks.leakage import check_key_overlap, check_row_overlap, row_hashes
@@ -44,7 +44,7 @@ def overlap_check(
     Args:
         dm: the datamodule (``None``: nothing to compare).
         train_sample: ``(batch, dataset size)`` sampled from the train split, or ``(None, None)``.
-        content: the content summary of each split (:func:`~lightning_order.callbacks.content.summarize_splits`).
+        content: the content summary of each split (:func:`~lightning_order.callbacks.validator.content.summarize_splits`).
         max_rows: key hashes compared per split at most.
         threshold: the share of validation rows with a train twin that passes (content hashes).
         sample_rows: validation rows sampled when only sampled rows are left.

@@ -22,8 +22,14 @@ from typing import Any
 import numpy as np
 import xxhash
 
-from lightning_order.callbacks.gather import all_gather
-from lightning_order.callbacks.items import SPLIT_LOADERS, is_label, leaf_array, leaves, split_dataset
+from lightning_order.callbacks.validator.gather import all_gather
+from lightning_order.callbacks.validator.items import (
+    SPLIT_LOADERS,
+    is_label,
+    leaf_array,
+    leaves,
+    split_dataset,
+)
 from lightning_order.checks.label_encoding import check_label_encoded_features
 from lightning_order.rules import Violation
 

@@ -1,4 +1,4 @@
-"""callbacks/lm.py: what marks a run as language modelling with no glue, and where the eos id comes from."""
+"""callbacks/validator/lm.py: what marks a run as language modelling with no glue, and where the eos id comes from."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 import torch
 from nanogpt import EOS, corpus, split, train_tokenizer
 
-from lightning_order.callbacks.lm import is_lm, lm_evidence
+from lightning_order.callbacks.validator.lm import is_lm, lm_evidence
 
 
 class _Data:
@@ -65,9 +65,9 @@ class _Windows(_Data):
 
 @pytest.mark.parametrize(("width", "rules"), [(32, ["pack-without-eos"]), (8, [])])
 def test_no_end_of_text_is_a_violation_or_said_to_be_too_little_evidence(tokenizer, width, rules, caplog):
-    from lightning_order.callbacks.lm import lm_violations
+    from lightning_order.callbacks.validator.lm import lm_violations
 
-    with caplog.at_level("INFO", logger="lightning_order.callbacks.lm"):
+    with caplog.at_level("INFO", logger="lightning_order.callbacks.validator.lm"):
         found = lm_violations(_Windows(tokenizer, width), torch.nn.Embedding(300, 4), sample_rows=512)
     assert [v.rule for v in found] == rules
     assert ("not enough evidence" in caplog.text) is (not rules)
@@ -103,7 +103,7 @@ def bos_tokenizer():
 def test_a_bos_first_packing_is_a_packing_with_boundaries(bos_tokenizer, wrapped, bos, rules):
     from transformers import PreTrainedTokenizerFast
 
-    from lightning_order.callbacks.lm import lm_violations
+    from lightning_order.callbacks.validator.lm import lm_violations
 
     bos_id = bos_tokenizer.token_to_id("<s>")
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=bos_tokenizer) if wrapped else bos_tokenizer
