@@ -224,7 +224,7 @@ class OrderValidator(Callback):
         saved = checkpoint.setdefault(CHECKPOINT_KEY, {})
         saved["fingerprints"] = dict(self.fingerprints)
         saved["position"] = saved_position(trainer)
-        ledger = datamodule_ledger(trainer.datamodule)
+        ledger = datamodule_ledger(trainer.datamodule)  # type: ignore[attr-defined]  # set by Lightning, undeclared
         if ledger is not None:
             saved["ledger"] = ledger.state_dict()
 
@@ -235,7 +235,7 @@ class OrderValidator(Callback):
         self.violations = []
         self._restored = False  # a checkpoint of this run is restored after setup, never before
         self._stored_position, self._resuming, self._trainer = None, False, weakref.ref(trainer)
-        dm = trainer.datamodule
+        dm = trainer.datamodule  # type: ignore[attr-defined]  # set by Lightning, undeclared
         ledger = datamodule_ledger(dm)
         self.fingerprints = data_fingerprints(dm)
         self.dims = data_dims(dm)
@@ -268,6 +268,7 @@ class OrderValidator(Callback):
         )
         local += found
         # Collective (every rank reads its splits, all-gathers them): identical verdicts everywhere.
+        labels: list[Violation]
         checked, labels = False, []
         if self.label_check_rows:
             checked, labels = label_encoding_verdict(trainer, dm, self.label_check_rows)
@@ -301,7 +302,7 @@ class OrderValidator(Callback):
     @override
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._late_checks(trainer, pl_module, "OrderValidator.on_fit_start")
-        ledger = datamodule_ledger(trainer.datamodule)
+        ledger = datamodule_ledger(trainer.datamodule)  # type: ignore[attr-defined]  # set by Lightning, undeclared
         if self.record and ledger is not None:
             encode = ledger.latest("encode")
             init = ledger.record(
@@ -330,7 +331,7 @@ class OrderValidator(Callback):
             local = check_resume_position(stored, resumed)
             violations = agree(all_gather(trainer, [v.to_dict() for v in local]))
             self._act(trainer, violations, "OrderValidator (resume, before the first resumed step)")
-        ledger = datamodule_ledger(trainer.datamodule)
+        ledger = datamodule_ledger(trainer.datamodule)  # type: ignore[attr-defined]  # set by Lightning, undeclared
         if self.record and ledger is not None:
             shard, optim = ledger.latest("shard"), ledger.latest("configure_optimizers")
             at = resumed_at(resumed, int(trainer.global_step)) if resumed else None
@@ -345,7 +346,7 @@ class OrderValidator(Callback):
 
     @override
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        ledger = datamodule_ledger(trainer.datamodule)
+        ledger = datamodule_ledger(trainer.datamodule)  # type: ignore[attr-defined]  # set by Lightning, undeclared
         if not self.record or ledger is None or trainer.sanity_checking or self._evaluated:
             return
         train = ledger.latest("train")
@@ -375,7 +376,7 @@ class OrderValidator(Callback):
             return
         self._model_checked, current = True, self._current
         local = check_model_dims(model_dims(pl_module), current["dims"], observed=self._observed)
-        local += lm_violations(trainer.datamodule, pl_module, self.sample_rows, self._tokenizer_fp)
+        local += lm_violations(trainer.datamodule, pl_module, self.sample_rows, self._tokenizer_fp)  # type: ignore[attr-defined]  # set by Lightning, undeclared
         local = fit_fixes_to_model(local, is_hf_model(pl_module))  # resize_token_embeddings for HF models
         if not self._resume_checked and self._restored:
             local += check_resume(self.fingerprints, current["fingerprints"])
