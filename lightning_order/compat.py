@@ -101,7 +101,9 @@ else:
     )
     #: ``pytorch_lightning.LightningDataModule`` and, when installed, its ``lightning.pytorch`` twin.
     LightningDataModule: type[pytorch_lightning.LightningDataModule] = _dual(
-        "LightningDataModule", pytorch_lightning.LightningDataModule, getattr(_OTHER, "LightningDataModule", None)
+        "LightningDataModule",
+        pytorch_lightning.LightningDataModule,
+        getattr(_OTHER, "LightningDataModule", None),
     )
     #: ``pytorch_lightning.Callback`` and, when installed, ``lightning.pytorch.Callback``.
     Callback: type[pytorch_lightning.Callback] = _dual(

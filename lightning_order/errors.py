@@ -60,7 +60,8 @@ class OrderError(LightningOrderError, RuntimeError):
             lines.append(f"  {number}. {violation.describe()}")
         return "\n".join(lines)
 
-    def __reduce__(self) -> tuple[Any, ...]:  # keeps the error picklable across processes (DDP spawn, num_proc)
+    # Keeps the error picklable across processes (DDP spawn, num_proc).
+    def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.violations, self.header))
 
 

@@ -7,14 +7,19 @@ import ast
 import importlib.util
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import lightning_order
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def _pyproject() -> dict[str, Any]:
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())
 
 
 def _type_checking_imports() -> dict[str, str]:
@@ -37,14 +42,15 @@ def test_type_checkers_see_every_lazy_public_name_from_its_module():
 
 def test_py_typed_ships_with_the_package():
     assert (ROOT / "lightning_order" / "py.typed").is_file()
-    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    assert "py.typed" in config["tool"]["setuptools"]["package-data"]["lightning_order"]
+    assert "py.typed" in _pyproject()["tool"]["setuptools"]["package-data"]["lightning_order"]
 
 
 def test_mypy_files_are_the_public_modules():
     """The strict check covers ``__init__.py`` and every module that defines a public name."""
-    files = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mypy"]["files"])
-    defining = {getattr(lightning_order, name).__module__ for name in lightning_order.__all__ if name != "RULES"}
+    files = set(_pyproject()["tool"]["mypy"]["files"])
+    defining = {
+        getattr(lightning_order, name).__module__ for name in lightning_order.__all__ if name != "RULES"
+    }
     defining |= set(lightning_order._LAZY.values()) | {"lightning_order"}
     for module in sorted(defining):
         path = Path(*module.split("."))

@@ -34,7 +34,8 @@ from lightning_order.order import Pipeline
 __all__ = ["CODE_VERSION", "DATA_STEPS", "OrderedDataModule"]
 
 #: The config fields kept as attributes of the same name (subclasses' row steps read them).
-_ATTRIBUTES: tuple[str, ...] = ("dataset", "data_files", "text_column", "label_column", "numeric_columns", "group_column")
+_ATTRIBUTES: tuple[str, ...]
+_ATTRIBUTES = ("dataset", "data_files", "text_column", "label_column", "numeric_columns", "group_column")
 _ATTRIBUTES += ("val_fraction", "lowercase", "demo_size", "demo_sources", "demo_seed")
 _ATTRIBUTES += ("dataset_config", "load_split", "num_proc")
 
