@@ -5,14 +5,14 @@ The public API lives here and only here; import from ``lightning_order``.
 Names are imported on first use (:data:`_LAZY`, PEP 562 ``__getattr__``), so ``import
 lightning_order`` and the light commands (``lightning-order --help``, ``audit``, ``graph``) do not
 import torch or Lightning; ``from lightning_order import OrderValidator`` imports what that name
-needs, as before. A new public name is one line in :data:`_LAZY` (``__all__`` is its keys).
+needs, as before. A new public name is one line in :data:`_LAZY` (``__all__`` is its keys) and
+its import under ``TYPE_CHECKING`` (what type checkers and editors read; ``py.typed`` ships).
+Every other module is internal: its names may change without notice.
 """
 
 from __future__ import annotations
 
-import sys
-import types
-from typing import Any
+from typing import TYPE_CHECKING
 
 from lightning_order.lazy import lazy_exports
 
@@ -46,10 +46,10 @@ _LAZY: dict[str, str] = {
     "Pipeline": "lightning_order.order",
     "Step": "lightning_order.order",
     "require_steps": "lightning_order.order",
-    "StepRecording": "lightning_order.recording",
+    "StepRecording": "lightning_order.recorder",
     "data_fingerprint": "lightning_order.fingerprints",
-    "record_step": "lightning_order.recording",
-    "recording": "lightning_order.recording",
+    "record_step": "lightning_order.recorder",
+    "recording": "lightning_order.recorder",
     "RecoveryPlan": "lightning_order.recovery",
     "recover": "lightning_order.recovery",
     "RULES": "lightning_order.rules",
@@ -60,21 +60,43 @@ _LAZY: dict[str, str] = {
 __all__ = sorted(_LAZY)
 
 
-class _Package(types.ModuleType):
-    """The package module: a submodule named like a public name (``recording``) never hides it.
-
-    The import system sets ``lightning_order.recording`` to the submodule once it is imported;
-    the eager ``__init__`` then rebound it to the function, and this keeps that so.
-    """
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if _LAZY.get(name) == f"{__name__}.{name}" and isinstance(value, types.ModuleType):
-            self.__dict__.pop(name, None)  # the public object is resolved by __getattr__
-            return
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package
-
-
-__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
+if TYPE_CHECKING:
+    # What type checkers and editors read: each name of _LAZY from its module (a test keeps the two equal).
+    from lightning_order.callbacks import OrderValidator as OrderValidator
+    from lightning_order.callbacks import SymptomMonitor as SymptomMonitor
+    from lightning_order.checks.symptoms import Diagnosis as Diagnosis
+    from lightning_order.data.lm.datamodule import OrderedLMDataModule as OrderedLMDataModule
+    from lightning_order.data.text.datamodule import OrderedDataModule as OrderedDataModule
+    from lightning_order.data.text.demo import make_demo_corpus as make_demo_corpus
+    from lightning_order.errors import CacheWarning as CacheWarning
+    from lightning_order.errors import CheckpointError as CheckpointError
+    from lightning_order.errors import DataError as DataError
+    from lightning_order.errors import FingerprintError as FingerprintError
+    from lightning_order.errors import LightningOrderError as LightningOrderError
+    from lightning_order.errors import ManifestError as ManifestError
+    from lightning_order.errors import OrderError as OrderError
+    from lightning_order.errors import OrderWarning as OrderWarning
+    from lightning_order.errors import StepNameError as StepNameError
+    from lightning_order.fingerprints import data_fingerprint as data_fingerprint
+    from lightning_order.ledger import StepLedger as StepLedger
+    from lightning_order.ledger import StepRecord as StepRecord
+    from lightning_order.ledger import fingerprint as fingerprint
+    from lightning_order.ledger import step_fingerprint as step_fingerprint
+    from lightning_order.models.causal_lm import OrderedCausalLM as OrderedCausalLM
+    from lightning_order.models.classifier import OrderedTextClassifier as OrderedTextClassifier
+    from lightning_order.order import LM_PIPELINE as LM_PIPELINE
+    from lightning_order.order import STANDARD_PIPELINE as STANDARD_PIPELINE
+    from lightning_order.order import Pipeline as Pipeline
+    from lightning_order.order import Step as Step
+    from lightning_order.order import require_steps as require_steps
+    from lightning_order.recorder import StepRecording as StepRecording
+    from lightning_order.recorder import record_step as record_step
+    from lightning_order.recorder import recording as recording
+    from lightning_order.recovery import RecoveryPlan as RecoveryPlan
+    from lightning_order.recovery import recover as recover
+    from lightning_order.rules import RULES as RULES
+    from lightning_order.rules import Violation as Violation
+else:
+    # At run time each name is imported on first use; hidden from type checkers, which would
+    # otherwise type every misspelt attribute of the package as Any.
+    __getattr__, __dir__ = lazy_exports(__name__, _LAZY)

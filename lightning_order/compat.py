@@ -25,7 +25,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import types
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytorch_lightning
 
@@ -86,15 +86,26 @@ def _dual(name: str, primary: type, other: type | None) -> type:
 
 _OTHER = _other_namespace()
 
-#: ``pytorch_lightning.LightningModule`` and, when installed, ``lightning.pytorch.LightningModule``.
-LightningModule: type[pytorch_lightning.LightningModule] = _dual(
-    "LightningModule", pytorch_lightning.LightningModule, getattr(_OTHER, "LightningModule", None)
-)
-#: ``pytorch_lightning.LightningDataModule`` and, when installed, its ``lightning.pytorch`` twin.
-LightningDataModule: type[pytorch_lightning.LightningDataModule] = _dual(
-    "LightningDataModule", pytorch_lightning.LightningDataModule, getattr(_OTHER, "LightningDataModule", None)
-)
-#: ``pytorch_lightning.Callback`` and, when installed, ``lightning.pytorch.Callback``.
-Callback: type[pytorch_lightning.Callback] = _dual(
-    "Callback", pytorch_lightning.Callback, getattr(_OTHER, "Callback", None)
-)
+if TYPE_CHECKING:
+    # Type checkers see Lightning's classes; the classes below are subclasses of them.
+    from pytorch_lightning import Callback, LightningDataModule
+
+    class LightningModule(pytorch_lightning.LightningModule):
+        @property
+        def hparams(self) -> Any:  # an AttributeDict: its attributes are the saved arguments
+            ...
+else:
+    #: ``pytorch_lightning.LightningModule`` and, when installed, ``lightning.pytorch.LightningModule``.
+    LightningModule: type[pytorch_lightning.LightningModule] = _dual(
+        "LightningModule", pytorch_lightning.LightningModule, getattr(_OTHER, "LightningModule", None)
+    )
+    #: ``pytorch_lightning.LightningDataModule`` and, when installed, its ``lightning.pytorch`` twin.
+    LightningDataModule: type[pytorch_lightning.LightningDataModule] = _dual(
+        "LightningDataModule",
+        pytorch_lightning.LightningDataModule,
+        getattr(_OTHER, "LightningDataModule", None),
+    )
+    #: ``pytorch_lightning.Callback`` and, when installed, ``lightning.pytorch.Callback``.
+    Callback: type[pytorch_lightning.Callback] = _dual(
+        "Callback", pytorch_lightning.Callback, getattr(_OTHER, "Callback", None)
+    )

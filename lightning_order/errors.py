@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from lightning_order.rules import Violation
 
@@ -59,7 +60,8 @@ class OrderError(LightningOrderError, RuntimeError):
             lines.append(f"  {number}. {violation.describe()}")
         return "\n".join(lines)
 
-    def __reduce__(self):  # keeps the error picklable across processes (DDP spawn, num_proc)
+    # Keeps the error picklable across processes (DDP spawn, num_proc).
+    def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.violations, self.header))
 
 
@@ -91,7 +93,7 @@ class DataError(LightningOrderError, ValueError):
         prefix = f"[{', '.join(where)}] " if where else ""
         super().__init__(prefix + message)
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Any, ...]:
         return (_rebuild_data_error, (str(self), self.step, self.column))
 
 

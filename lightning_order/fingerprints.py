@@ -4,7 +4,7 @@
 map-style datasets item by item, pandas objects, dataclasses); :func:`tokenizer_fingerprint`
 hashes a tokenizer by its serialised form, so two tokenizers with different vocabularies never
 share a fingerprint. A tokenizer given to :func:`data_fingerprint` gets exactly its
-:func:`tokenizer_fingerprint`: the recording API (:mod:`lightning_order.recording`), the LM
+:func:`tokenizer_fingerprint`: the recording API (:mod:`lightning_order.recorder`), the LM
 ``build_vocab`` step and the validator all compute the one value, so what is recorded and what is
 compared never differ by construction.
 

@@ -125,7 +125,8 @@ class StepRecord:
 
     def to_dict(self) -> dict[str, Any]:
         """The record as plain JSON data."""
-        return _canonical(asdict(self))
+        plain: dict[str, Any] = _canonical(asdict(self))
+        return plain
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> StepRecord:

@@ -13,7 +13,7 @@ and a step re-run upstream makes what consumed its old output ``stale-input``.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, get_args
 
@@ -230,7 +230,7 @@ class Pipeline:
     def __contains__(self, name: object) -> bool:
         return name in self._steps
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Step]:
         return (self._steps[name] for name in self._order)
 
     def __len__(self) -> int:
@@ -431,7 +431,7 @@ def require_steps(
             result = method(self, *args, **kwargs)
             setattr(self, f"_{method.__name__}_done", True)
             if ledger is not None and len(ledger) == before:
-                inputs = {s: (ledger.latest(s).output if ledger.latest(s) else None) for s in steps}
+                inputs = {s: (record.output if (record := ledger.latest(s)) else None) for s in steps}
                 ledger.record(name, inputs=inputs)
             return result
 

@@ -172,6 +172,7 @@ class OrderedCausalLM(pl.LightningModule):
         loss, logits = self._loss(batch)
         attribute = self._val_perplexity(dataloader_idx)
         metric = self.get_submodule(attribute)
+        assert isinstance(metric, Perplexity)  # made by _val_perplexity; narrows the type for log()
         metric(logits, batch["labels"])
         size = batch["input_ids"].shape[0]
         self.log("val_loss", loss, prog_bar=True, sync_dist=True, batch_size=size)

@@ -2,7 +2,7 @@
 (``Trainer.fit(ckpt_path=...)`` with our callbacks, ``recover()``, ``lightning-order audit``),
 and what our callbacks store is plain data that loads with ``weights_only=True``.
 
-``checkpoint.plain`` alone: tests/unit/engine/test_checkpoint.py.
+``checkpoint.plain`` alone: tests/unit/core/test_checkpoint.py.
 """
 
 from __future__ import annotations

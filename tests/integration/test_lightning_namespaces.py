@@ -1,7 +1,7 @@
 """Both Lightning namespaces in real ``Trainer.fit`` runs: a datamodule without validation and our
 callbacks, and OrderedDataModule with the model, under ``pytorch_lightning`` and ``lightning.pytorch``.
 
-The base classes and hook dispatch of ``lightning_order.compat``: tests/unit/engine/test_compat.py.
+The base classes and hook dispatch of ``lightning_order.compat``: tests/unit/core/test_compat.py.
 """
 
 from __future__ import annotations

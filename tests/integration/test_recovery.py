@@ -1,6 +1,6 @@
 """Recovery end to end: pause() writes the checkpoint, recover() chooses the path and repairs; a paused
 vocab-before-clean run recovered for real. (recover() on hand-made pauses: tests/unit/recovery/test_plan.py; the repairs: test_weights.py
-and the decisions: test_decisions.py beside it; cost: tests/unit/engine/test_cost.py; safe loading:
+and the decisions: test_decisions.py beside it; cost: tests/unit/core/test_cost.py; safe loading:
 test_checkpoint_safety.py.)"""
 
 from __future__ import annotations

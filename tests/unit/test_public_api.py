@@ -33,3 +33,17 @@ print(json.dumps([m for m in {_HEAVY!r} if m in sys.modules]))
 def test_public_api_is_exported():
     for name in lightning_order.__all__:
         assert hasattr(lightning_order, name), name
+
+
+def test_a_public_name_stays_itself_after_every_module_is_imported():
+    """``recording`` is a function, also once the module defining it (and the validator's helpers
+    that import it) are imported, with the package a plain module (no class swap tools cannot read)."""
+    code = """
+import json, sys, types
+import lightning_order
+import lightning_order.recorder, lightning_order.callbacks.evidence
+from lightning_order import recording, record_step
+print(json.dumps([recording is lightning_order.recorder.recording, callable(record_step),
+                  lightning_order.recording is recording, type(sys.modules["lightning_order"]) is types.ModuleType]))
+"""
+    assert in_fresh_process(code) == [True, True, True, True]

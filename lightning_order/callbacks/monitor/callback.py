@@ -182,7 +182,7 @@ class SymptomMonitor(Callback):
     @override
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._fit_start = time.perf_counter()
-        self._unk_id = unk_id(trainer.datamodule, self.unk_token, self.unk_token_id)
+        self._unk_id = unk_id(trainer.datamodule, self.unk_token, self.unk_token_id)  # type: ignore[attr-defined]
         self._cuda = pl_module.device.type == "cuda" and "memory-swing" in self.symptoms
         self._count_unknown = self._unk_id is not None and "plateau" in self.symptoms
 
@@ -224,7 +224,7 @@ class SymptomMonitor(Callback):
     ) -> None:
         # Per step: a clock reading and an append at each end; everything else waits for the check.
         self._marks.append(time.perf_counter())
-        if self._count_unknown:
+        if self._count_unknown and self._unk_id is not None:  # the one implies the other
             # Unknown tokens are counted on the first _UNKNOWN_SAMPLES batches (a precise rate
             # for the first verdict: ~0.3 % against a 0.2 % threshold needs tens of thousands of
             # tokens), then no more: the vocabulary and the data do not change during a run.
@@ -302,7 +302,7 @@ class SymptomMonitor(Callback):
         """One small all-gather: this rank's losses of the last k steps and the symptoms it saw."""
         flags = [1.0 if any(d.symptom == code for d in local) else 0.0 for code in _CODES]
         vector = self._ranks.vector(values, flags, pl_module.device)
-        flags = self._ranks.add(
+        gathered = self._ranks.add(
             trainer.strategy.all_gather(vector).reshape(-1, vector.numel()).cpu().tolist()
         )
         diverged = None
@@ -312,7 +312,7 @@ class SymptomMonitor(Callback):
         new = self._attributed(trainer, [diverged])
         # Symptoms other ranks saw and this one did not: recorded so that all ranks act alike.
         wanted = [c for c in _CODES if self._want(c) and not any(d.symptom == c for d in [*local, *new])]
-        return new + seen_elsewhere(flags, _CODES, wanted, trainer.global_step)
+        return new + seen_elsewhere(gathered, _CODES, wanted, trainer.global_step)
 
     @override
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:

@@ -223,7 +223,7 @@ class OrderValidator(Callback):
         saved = checkpoint.setdefault(CHECKPOINT_KEY, {})
         saved["fingerprints"] = dict(self.fingerprints)
         saved["position"] = saved_position(trainer)
-        ledger = datamodule_ledger(trainer.datamodule)
+        ledger = datamodule_ledger(trainer.datamodule)  # type: ignore[attr-defined]  # set by Lightning, undeclared
         if ledger is not None:
             saved["ledger"] = ledger.state_dict()
 
@@ -234,7 +234,7 @@ class OrderValidator(Callback):
         # A fresh state: a checkpoint of this run is restored after setup, never before. The
         # weight-restore guard outlives it (teardown or an exception removes it).
         self._state = state = ValidatorState(trainer=weakref.ref(trainer), guarded=self._state.guarded)
-        dm = trainer.datamodule
+        dm = trainer.datamodule  # type: ignore[attr-defined]  # set by Lightning, undeclared
         ledger = datamodule_ledger(dm)
         self.fingerprints = data_fingerprints(dm)
         self.dims = data_dims(dm)
@@ -267,6 +267,7 @@ class OrderValidator(Callback):
         )
         local += found
         # Collective (every rank reads its splits, all-gathers them): identical verdicts everywhere.
+        labels: list[Violation]
         checked, labels = False, []
         if self.label_check_rows:
             checked, labels = label_encoding_verdict(trainer, dm, self.label_check_rows)
@@ -306,7 +307,7 @@ class OrderValidator(Callback):
             local = [v.to_dict() for v in loader_state_misfits(trainer, self._state.loader_states)]
             where = "OrderValidator (resume, before the loader states are restored)"
             self._act(trainer, agree(all_gather(trainer, local)), where, fatal=True)
-        ledger = datamodule_ledger(trainer.datamodule)
+        ledger = datamodule_ledger(trainer.datamodule)  # type: ignore[attr-defined]  # set by Lightning, undeclared
         if self.record and ledger is not None:
             encode = ledger.latest("encode")
             init = ledger.record(
@@ -335,7 +336,7 @@ class OrderValidator(Callback):
             local = check_resume_position(stored, resumed)
             violations = agree(all_gather(trainer, [v.to_dict() for v in local]))
             self._act(trainer, violations, "OrderValidator (resume, before the first resumed step)")
-        ledger = datamodule_ledger(trainer.datamodule)
+        ledger = datamodule_ledger(trainer.datamodule)  # type: ignore[attr-defined]  # set by Lightning, undeclared
         if self.record and ledger is not None:
             shard, optim = ledger.latest("shard"), ledger.latest("configure_optimizers")
             at = resumed_at(resumed, int(trainer.global_step)) if resumed else None
@@ -350,7 +351,7 @@ class OrderValidator(Callback):
 
     @override
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        ledger = datamodule_ledger(trainer.datamodule)
+        ledger = datamodule_ledger(trainer.datamodule)  # type: ignore[attr-defined]  # set by Lightning, undeclared
         done = self._state.done
         if not self.record or ledger is None or trainer.sanity_checking or Done.EVALUATE_RECORDED in done:
             return
@@ -382,7 +383,7 @@ class OrderValidator(Callback):
             return
         state.done.add(Done.MODEL_CHECKED)
         local = check_model_dims(model_dims(pl_module), state.dims, observed=state.observed)
-        local += lm_violations(trainer.datamodule, pl_module, self.sample_rows, state.tokenizer)
+        local += lm_violations(trainer.datamodule, pl_module, self.sample_rows, state.tokenizer)  # type: ignore[attr-defined]  # set by Lightning, undeclared
         local = fit_fixes_to_model(local, is_hf_model(pl_module))  # resize_token_embeddings for HF models
         if state.resume_unchecked:
             local += check_resume(self.fingerprints, state.fingerprints)

@@ -17,7 +17,7 @@ import numpy as np
 from lightning_order.ledger import StepLedger
 from lightning_order.order import STANDARD_PIPELINE, Pipeline
 from lightning_order.pipelines import PIPELINES, descriptor_for
-from lightning_order.recording import recorded_fingerprints
+from lightning_order.recorder import recorded_fingerprints
 
 __all__ = [
     "KEY_HASH",

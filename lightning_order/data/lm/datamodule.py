@@ -41,7 +41,7 @@ LM_BATCH_KEYS: tuple[str, ...] = ("input_ids", "labels")
 LM_DATA_STEPS: tuple[str, ...] = tuple(LM_PIPELINE.subset(LM_STEPS))
 
 
-class BlockDataset(Dataset):
+class BlockDataset(Dataset[dict[str, torch.Tensor]]):
     """Packed blocks as ``{"input_ids": block[:-1], "labels": block[1:]}`` (long tensors).
 
     ``blocks`` may be memory-mapped and ``index`` chooses this rank's rows, so a rank holds only
@@ -89,6 +89,7 @@ class OrderedLMDataModule(OrderedDataModuleBase):
     """
 
     pipeline_name: ClassVar[str] = "lm"
+    config: LMConfig
 
     def __init__(
         self,

@@ -34,6 +34,7 @@ from lightning_order.order import Pipeline
 __all__ = ["CODE_VERSION", "DATA_STEPS", "OrderedDataModule"]
 
 #: The config fields kept as attributes of the same name (subclasses' row steps read them).
+_ATTRIBUTES: tuple[str, ...]
 _ATTRIBUTES = ("dataset", "data_files", "text_column", "label_column", "numeric_columns", "group_column")
 _ATTRIBUTES += ("val_fraction", "lowercase", "demo_size", "demo_sources", "demo_seed")
 _ATTRIBUTES += ("dataset_config", "load_split", "num_proc")
@@ -61,6 +62,11 @@ class OrderedDataModule(OrderedDataModuleBase):
     """
 
     pipeline_name: ClassVar[str] = "standard"
+    config: DataConfig
+    # Set from the config (_ATTRIBUTES); the row steps read them.
+    text_column: str
+    lowercase: bool
+    numeric_columns: tuple[str, ...]
     #: Names of the columns :meth:`engineer_features` adds (override with your own features).
     engineered_features: tuple[str, ...] = ENGINEERED_FEATURES
 
@@ -152,7 +158,8 @@ class OrderedDataModule(OrderedDataModuleBase):
         """The feature statistics (``columns``, ``mean``, ``std``, ``count``) the dataloaders use."""
         if self._statistics is not None:
             return dict(self._statistics)
-        return json.loads((self._ensure_prepared() / "statistics.json").read_text())
+        statistics: dict[str, Any] = json.loads((self._ensure_prepared() / "statistics.json").read_text())
+        return statistics
 
     def data_fingerprints(self) -> dict[str, str]:
         """``{"manifest", "split", "statistics", "vocab"}``: what every rank and a resumed run must share."""
@@ -170,7 +177,8 @@ class OrderedDataModule(OrderedDataModuleBase):
         data = {"train": self._train, "val": self._val}.get(split)
         if data is None:
             return None
-        return data.with_format("arrow")["key_hash"].to_numpy().astype(np.int64, copy=False)
+        hashes: np.ndarray = data.with_format("arrow")["key_hash"].to_numpy().astype(np.int64, copy=False)
+        return hashes
 
     def _read_prepared(self, path: Path, ledger: StepLedger) -> DataState:
         return read_state(path, ledger)
@@ -179,7 +187,7 @@ class OrderedDataModule(OrderedDataModuleBase):
         stats = state.statistics
         # Statistics fitted after encode (per shard, a wrong order) are applied when batching.
         late = stats is not None and not state.standardised
-        self._collate_rows = Collate(stats["mean"], stats["std"]) if late else Collate()
+        self._collate_rows = Collate(stats["mean"], stats["std"]) if late and stats is not None else Collate()
         self._statistics = dict(stats) if stats is not None else None
         self._train = state.parts["train"].with_format("torch", columns=list(BATCH_KEYS))
         self._val = state.parts["val"].with_format("torch", columns=list(BATCH_KEYS))

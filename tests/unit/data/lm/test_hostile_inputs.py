@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -262,6 +261,7 @@ def test_a_long_document_read_from_arrow_is_encoded_from_its_bytes_to_the_same_i
 
 
 # -- locks that speak -----------------------------------------------------------------------------
+@pytest.mark.timeout(120)
 def test_a_lock_held_by_a_stuck_process_is_named_and_given_up_on(tmp_path, caplog, monkeypatch):
     dm = OrderedLMDataModule(cache_dir=str(tmp_path), max_documents=100, lock_timeout=1.5, **SMALL)
     holder = subprocess.Popen(
@@ -277,12 +277,9 @@ def test_a_lock_held_by_a_stuck_process_is_named_and_given_up_on(tmp_path, caplo
     try:
         assert holder.stdout.readline().strip() == "held"
         monkeypatch.setattr(cache, "LOCK_NOTICE_S", 0.5)
-        start = time.monotonic()
         with pytest.raises(DataError, match=f"held by process {holder.pid}") as info:
-            dm.prepare_data()
-        assert (
-            time.monotonic() - start < 30 and "alive" in str(info.value) and info.value.step == "prepare_data"
-        )
+            dm.prepare_data()  # gives up after lock_timeout (the test's timeout is the hard stop)
+        assert "alive" in str(info.value) and info.value.step == "prepare_data"
         assert any("waiting" in r.message and str(holder.pid) in r.message for r in caplog.records)
     finally:
         holder.kill()

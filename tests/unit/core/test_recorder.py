@@ -1,4 +1,4 @@
-"""lightning_order.recording: the decorator and context manager that write a hand-written ledger."""
+"""lightning_order.recorder: the decorator and context manager that write a hand-written ledger."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from lightning_order import (
     require_steps,
 )
 from lightning_order.checks import check_ledger, judged_pipeline, project_pipeline
-from lightning_order.recording import declared_steps
+from lightning_order.recorder import declared_steps
 
 ROWS = [{"text": f"<b>row {i}</b>", "x": float(i)} for i in range(10)]
 
