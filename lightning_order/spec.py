@@ -39,6 +39,13 @@ def resolve(path: str) -> Any:
     return value
 
 
+def _resolve_class(path: str) -> type:
+    value = resolve(path)
+    if not isinstance(value, type):
+        raise TypeError(f"{path} is a {type(value).__name__}, not a class")
+    return value
+
+
 class Preparation(ABC):
     """How a pipeline prepares its data, without Lightning: what its DataModule and ``prepare`` call.
 
@@ -139,15 +146,15 @@ class PipelineSpec:
 
     def datamodule_class(self) -> type:
         """The DataModule class (imported now)."""
-        return resolve(self.datamodule)
+        return _resolve_class(self.datamodule)
 
     def model_class(self) -> type:
         """The reference model class (imported now)."""
-        return resolve(self.model)
+        return _resolve_class(self.model)
 
     def config_class(self) -> type:
         """The config class (imported now; no torch)."""
-        return resolve(self.config)
+        return _resolve_class(self.config)
 
     def step_registry(self) -> Any:
         """The registry of the data steps (imported now)."""
@@ -155,7 +162,10 @@ class PipelineSpec:
 
     def preparer(self) -> Preparation:
         """The :class:`Preparation` (imported now; no torch)."""
-        return resolve(self.preparation)
+        preparation = resolve(self.preparation)
+        if not isinstance(preparation, Preparation):
+            raise TypeError(f"{self.preparation} is a {type(preparation).__name__}, not a Preparation")
+        return preparation
 
     def summary_printer(self) -> Callable[..., None] | None:
         """What the CLI prints after the metrics, or ``None``."""
