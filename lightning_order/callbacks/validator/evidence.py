@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from lightning_order.ledger import StepLedger
 from lightning_order.checks.ledger import judged_pipeline
+from lightning_order.ledger import StepLedger
 from lightning_order.order import STANDARD_PIPELINE, Pipeline
 from lightning_order.pipelines import PIPELINES, descriptor_for, spec_of_class
 from lightning_order.recorder import recorded_fingerprints
@@ -123,7 +123,9 @@ def spec_of(dm: Any, ledger: StepLedger | None = None) -> PipelineSpec | None:
         return None
 
 
-def ledger_violations(dm: Any, ledger: StepLedger, configured: Pipeline = STANDARD_PIPELINE) -> list[Violation]:
+def ledger_violations(
+    dm: Any, ledger: StepLedger, configured: Pipeline = STANDARD_PIPELINE
+) -> list[Violation]:
     """Every violation of ``dm``'s ledger, judged by its spec: the order and the spec's ledger checks.
 
     Args:

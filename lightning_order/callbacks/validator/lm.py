@@ -34,7 +34,7 @@ from lightning_order.callbacks.validator.evidence import datamodule_ledger, spec
 from lightning_order.callbacks.validator.model_dims import model_dims
 from lightning_order.checks.lm import check_lm, eos_evidence, lm_ledger_evidence
 from lightning_order.fingerprints import is_tokenizer, tokenizer_fingerprint
-from lightning_order.pipelines import PIPELINES
+from lightning_order.pipelines import PIPELINES, spec_of_class
 from lightning_order.rules import Violation
 
 __all__ = ["is_hf_model", "is_lm", "lm_evidence", "lm_violations", "tokenizer_in_use"]
@@ -90,11 +90,13 @@ def is_lm(dm: Any, batch: Any = None) -> bool:
     if tokenizer is None:
         return False  # nothing to check token ids against
     spec = spec_of(dm, datamodule_ledger(dm))
-    if spec is not None:
-        return spec.token_checks
+    if spec is not None and (spec.token_checks or spec_of_class(type(dm)) is spec):
+        return spec.token_checks  # a registered pipeline's DataModule, or a ledger of a token pipeline
+    # A hand-written datamodule recording under the default pipeline's names may still hold an LM's data.
     dims = getattr(dm, "dims", None)
     looks_lm = getattr(dm, "eos_token_id", None) is not None or (
-        isinstance(dims, Mapping) and any(s.token_checks and set(s.dims) <= set(dims) for s in PIPELINES.values())
+        isinstance(dims, Mapping)
+        and any(s.token_checks and set(s.dims) <= set(dims) for s in PIPELINES.values())
     )
     return looks_lm or (is_tokenizer(tokenizer) and batch is not None and _next_token_pairs(batch))
 

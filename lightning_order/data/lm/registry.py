@@ -14,11 +14,12 @@ from typing import Any
 
 from lightning_order.data.engine.runner import DataState, StepContext, StepRegistry
 from lightning_order.errors import DataError
+from lightning_order.order import LM_PIPELINE
 
 __all__ = ["LM_CODE_PARTS", "LM_STEPS", "NGRAM", "NUM_PERM", "engine_of", "parts_of", "scratch"]
 
 #: The registry of the LM steps (:class:`~lightning_order.OrderedLMDataModule`).
-LM_STEPS = StepRegistry()
+LM_STEPS = StepRegistry(LM_PIPELINE)
 #: Word n-grams and MinHash permutations of the near-duplicate rule (recorded by ``dedup``): 256
 #: permutations band as 32 bands of 8 rows, which finds a pair at the 0.8 threshold with
 #: probability 0.997 while a pair at Jaccard 0.3 becomes a candidate with probability 0.002 (128

@@ -24,9 +24,8 @@ import lightning_order.data.lm.partitioning
 import lightning_order.data.lm.vocab  # noqa: F401  (the steps register themselves)
 from lightning_order.data.lm.documents import clean_document
 from lightning_order.data.lm.registry import LM_STEPS
-from lightning_order.order import LM_PIPELINE
 
 __all__ = ["LM_DATA_STEPS", "LM_STEPS", "clean_document"]
 
-#: The data steps of :data:`~lightning_order.LM_PIPELINE`, in the mandated order.
-LM_DATA_STEPS: tuple[str, ...] = tuple(LM_PIPELINE.subset(LM_STEPS))
+#: The data steps of :data:`~lightning_order.LM_PIPELINE`, in the mandated order (defined here only).
+LM_DATA_STEPS: tuple[str, ...] = LM_STEPS.data_steps()
