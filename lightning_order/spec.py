@@ -121,6 +121,8 @@ class PipelineSpec:
             prints after the metrics (``None``: nothing).
         figures: import path of ``f(ledger) -> [(label, text)]``, the figures ``audit`` and
             ``prepare`` print under a ledger of this pipeline (``None``: none).
+        files: what every prepared folder of it holds (a cache without one is incomplete, whatever
+            its manifest lists).
         demo_config: its demo config (``configs/...``), shown by ``--help``.
         token_checks: the validator proves its token ids, end-of-text and tokenizer (an LM).
         title: a few words for tables and help texts.
@@ -139,6 +141,7 @@ class PipelineSpec:
     config_checks: tuple[str, ...] = ()
     summary: str | None = None
     figures: str | None = None
+    files: tuple[str, ...] = ()
     demo_config: str | None = None
     token_checks: bool = False
     title: str = ""

@@ -30,6 +30,7 @@ LM_SPEC = PipelineSpec(
     config_checks=("lightning_order.checks.lm:check_lm_config",),
     summary="lightning_order.data.lm.figures:print_lm_summary",
     figures="lightning_order.data.lm.figures:lm_figures",
+    files=("train", "val", "tokenizer.json"),
     demo_config="configs/lm-demo.yaml",
     token_checks=True,
     pipeline_label="LM_PIPELINE",

@@ -23,6 +23,7 @@ TEXT_SPEC = PipelineSpec(
     config="lightning_order.data.text.config:DataConfig",
     preparation="lightning_order.data.text.prepare:PREPARATION",
     steps="lightning_order.data.text.steps:STEPS",
+    files=("train", "val", "tokenizer.json"),
     demo_config="configs/demo.yaml",
     pipeline_label="STANDARD_PIPELINE",
     title="text classification",

@@ -53,7 +53,10 @@ LM_BEFORE = [
         (
             LM_PIPELINE,
             LM_BEFORE,
-            {("split", "dedup"): "dedup-after-split", ("init_model", "build_vocab"): "vocab-changed-after-init"},
+            {
+                ("split", "dedup"): "dedup-after-split",
+                ("init_model", "build_vocab"): "vocab-changed-after-init",
+            },
         ),
     ],
     ids=["standard", "lm"],
@@ -82,7 +85,9 @@ def test_a_registration_naming_a_step_the_pipeline_does_not_order_first_is_refus
         registry.register("clean", **{field: ("split",)})(lambda ctx, state: None)
     message = str(caught.value)
     assert f"step 'clean' is registered with {field}=('split',)" in message
-    assert "does not order 'split' before it" in message and "declare the order once, in the Pipeline" in message
+    assert (
+        "does not order 'split' before it" in message and "declare the order once, in the Pipeline" in message
+    )
     assert "clean" not in registry
 
 
