@@ -28,6 +28,7 @@ from lightning_order.data.lm.artefacts import read_blocks, read_documents
 from lightning_order.data.lm.config import EOS_TOKEN, EngineName, LMConfig, SampleBy
 from lightning_order.data.lm.documents import clean_document
 from lightning_order.data.lm.packing import BlockView
+from lightning_order.data.lm.spec import NAME
 from lightning_order.data.lm.steps import LM_DATA_STEPS
 from lightning_order.fingerprints import tokenizer_fingerprint
 from lightning_order.ledger import StepLedger
@@ -85,7 +86,7 @@ class OrderedLMDataModule(OrderedDataModuleBase):
         >>> model = OrderedCausalLM(**dm.dims)  # doctest: +SKIP
     """
 
-    pipeline_name: ClassVar[str] = "lm"
+    pipeline_name: ClassVar[str] = NAME
     config: LMConfig
 
     def __init__(
