@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import pytest
 import pytorch_lightning as pl
 
 from lightning_order.distributed import launch_env
@@ -170,3 +173,21 @@ def load_benchmark(name: str) -> ModuleType:
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+@contextlib.contextmanager
+def mounted_tmpfs(folder: Path, size: str) -> Iterator[Path]:
+    """A tmpfs of ``size`` (``"64k"``, ``"16m"``) mounted at ``folder``: a disk that fills up.
+
+    Root only: the test is skipped, with the reason, where the mount is refused.
+    """
+    folder.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)], capture_output=True, check=False
+    )
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (needs root): {done.stderr.decode().strip()}")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], check=False)

@@ -300,10 +300,9 @@ class OrderValidator(Callback):
     @override
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._late_checks(trainer, pl_module, "OrderValidator.on_fit_start")
-        if (
-            self._state.loader_states
-        ):  # judged before Lightning restores them (every rank loaded the same file)
-            local = [v.to_dict() for v in loader_state_misfits(trainer, self._state.loader_states)]
+        states = self._state.loader_states  # judged before Lightning restores them (same file, every rank)
+        if states:
+            local = [v.to_dict() for v in loader_state_misfits(trainer, states)]
             where = "OrderValidator (resume, before the loader states are restored)"
             self._act(trainer, agree(all_gather(trainer, local)), where, fatal=True)
         ledger = datamodule_ledger(trainer.datamodule)  # type: ignore[attr-defined]  # set by Lightning, undeclared

@@ -9,6 +9,7 @@ otherwise hold data its key does not name). A file ``datasets`` cannot read is e
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,7 +20,7 @@ from lightning_order.errors import DataError
 if TYPE_CHECKING:  # datasets is imported when rows are loaded (a cache hit needs none)
     import datasets
 
-__all__ = ["check_text_kinds", "load_files"]
+__all__ = ["check_text_kinds", "csv_delimiter", "load_files"]
 
 #: Rows of a json file (and at most a megabyte of a csv) whose text values are sniffed for their kind.
 _SNIFF_ROWS = 1000
@@ -62,6 +63,28 @@ def _check_identity(cfg: Any, when: str) -> None:
         )
 
 
+def csv_delimiter(files: list[Path], options: Mapping[str, Any]) -> dict[str, Any]:
+    """``{"sep": "\\t"}`` when every file of a csv dataset is a ``.tsv``, ``{}`` otherwise.
+
+    ``datasets``' csv builder splits every file at commas, so a tab-separated file would load as
+    one column named after its whole header line. A mix of ``.tsv`` and other files cannot share
+    one delimiter and is refused; a ``sep`` or ``delimiter`` the user passes wins.
+    """
+    if "sep" in options or "delimiter" in options or not files:
+        return {}
+    tabbed = [f.suffix.lower() == ".tsv" for f in files]
+    if all(tabbed):
+        return {"sep": "\t"}
+    if any(tabbed):
+        raise DataError(
+            "data_files mixes tab-separated (.tsv) and comma-separated files, which dataset='csv' reads "
+            f"with one delimiter: {', '.join(str(f) for f, t in zip(files, tabbed) if t)} are .tsv; "
+            "convert them to one kind, or prepare each kind as its own dataset",
+            step="load",
+        )
+    return {}
+
+
 def load_files(cfg: Any, hf_cache: Path | None, **options: Any) -> datasets.Dataset:
     """``datasets.load_dataset`` of a config's ``dataset``, ``data_files`` and split, checked before and after.
 
@@ -84,6 +107,8 @@ def load_files(cfg: Any, hf_cache: Path | None, **options: Any) -> datasets.Data
     check_text_kinds(cfg)
     import datasets
 
+    if cfg.dataset == "csv":
+        options = {**csv_delimiter(files, options), **options}
     if cfg.dataset == "parquet" and "fragment_scan_options" not in options:
         import pyarrow.dataset as ds
 

@@ -6,7 +6,6 @@ import errno
 import json
 import os
 import shutil
-import subprocess
 import types
 import warnings
 from collections.abc import Iterator
@@ -16,6 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 import xxhash
+from helpers import mounted_tmpfs
 
 from lightning_order import CacheWarning, OrderedDataModule
 from lightning_order.cli import main
@@ -214,17 +214,8 @@ def test_verification_reads_each_byte_once_in_bounded_chunks(tmp_path, monkeypat
 @pytest.fixture
 def tiny_disk(tmp_path: Path) -> Iterator[Path]:
     """A 64 KiB tmpfs (root only): a disk that fills up."""
-    mount = tmp_path / "tiny"
-    mount.mkdir()
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)], capture_output=True
-    )
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here (needs root): {done.stderr.decode().strip()}")
-    try:
+    with mounted_tmpfs(tmp_path / "tiny", "64k") as mount:
         yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
 def test_save_array_writes_numpys_bytes(tmp_path: Path) -> None:
