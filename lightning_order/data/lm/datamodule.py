@@ -27,7 +27,7 @@ from lightning_order.data.engine.runner import DataState
 from lightning_order.data.lm.artefacts import read_blocks, read_documents
 from lightning_order.data.lm.config import EOS_TOKEN, EngineName, LMConfig, SampleBy
 from lightning_order.data.lm.documents import clean_document
-from lightning_order.data.lm.packing import BlockView
+from lightning_order.data.lm.shard import BlockView
 from lightning_order.data.lm.spec import NAME
 from lightning_order.data.lm.steps import LM_DATA_STEPS
 from lightning_order.fingerprints import tokenizer_fingerprint

@@ -1,8 +1,8 @@
 """The registry of the LM steps and what every LM step shares (its engine, its scratch folders, its parts).
 
-Each step registers itself in the module that owns its maths: :mod:`.partitioning` (``load``,
-``clean``, ``split``), :mod:`.deduplication` (``dedup``), :mod:`.vocab` (``build_vocab``),
-:mod:`.packing` (``encode``, ``pack``, ``shard``); :mod:`.steps` imports them all, so importing
+Each step registers itself in a module of its own (:mod:`.load`, :mod:`.cleaning`,
+:mod:`.deduplication`, :mod:`.split`, :mod:`.vocab`, :mod:`.encode`, :mod:`.pack`, :mod:`.shard`);
+:mod:`.steps` imports them all, so importing
 :data:`lightning_order.data.lm.steps.LM_STEPS` gives the complete registry.
 """
 
