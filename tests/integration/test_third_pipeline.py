@@ -266,6 +266,13 @@ def test_the_spec_is_registered_from_outside_and_found_by_name_class_and_ledger(
         register(replace(TOY_SPEC, title="another"))
 
 
+def test_a_datamodule_of_an_unregistered_pipeline_is_refused_when_its_class_is_defined() -> None:
+    with pytest.raises(KeyError, match=r"call lightning_order.register\(spec\) before defining the class"):
+
+        class Unregistered(OrderedDataModuleBase):
+            pipeline_name = "never_registered"
+
+
 def test_audit_and_graph_read_the_prepared_cache(cache_dir: str, capsys: pytest.CaptureFixture[str]) -> None:
     dm = ToyDataModule(cache_dir=cache_dir)
     dm.prepare_data()
