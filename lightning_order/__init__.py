@@ -46,6 +46,9 @@ _LAZY: dict[str, str] = {
     "Pipeline": "lightning_order.order",
     "Step": "lightning_order.order",
     "require_steps": "lightning_order.order",
+    "register": "lightning_order.pipelines",
+    "PipelineSpec": "lightning_order.spec",
+    "Preparation": "lightning_order.spec",
     "StepRecording": "lightning_order.recorder",
     "data_fingerprint": "lightning_order.fingerprints",
     "record_step": "lightning_order.recorder",
@@ -89,6 +92,7 @@ if TYPE_CHECKING:
     from lightning_order.order import Pipeline as Pipeline
     from lightning_order.order import Step as Step
     from lightning_order.order import require_steps as require_steps
+    from lightning_order.pipelines import register as register
     from lightning_order.recorder import StepRecording as StepRecording
     from lightning_order.recorder import record_step as record_step
     from lightning_order.recorder import recording as recording
@@ -96,6 +100,8 @@ if TYPE_CHECKING:
     from lightning_order.recovery import recover as recover
     from lightning_order.rules import RULES as RULES
     from lightning_order.rules import Violation as Violation
+    from lightning_order.spec import PipelineSpec as PipelineSpec
+    from lightning_order.spec import Preparation as Preparation
 else:
     # At run time each name is imported on first use; hidden from type checkers, which would
     # otherwise type every misspelt attribute of the package as Any.

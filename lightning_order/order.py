@@ -13,6 +13,7 @@ and a step re-run upstream makes what consumed its old output ``stale-input``.
 from __future__ import annotations
 
 import functools
+import importlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, get_args
@@ -253,12 +254,11 @@ class Pipeline:
             where: what is being declared, for the message.
         """
         unknown = [n for n in names if n not in self._steps]
-        if unknown:  # a step of our other pipeline names that pipeline, not Pipeline.extend
-            other = "STANDARD_PIPELINE" if self is LM_PIPELINE else "LM_PIPELINE"
-            theirs = [n for n in unknown if n in globals()[other]]
-            raise unknown_step_names(
-                unknown, self._order, where=where, pipeline=other if theirs else "", theirs=theirs
-            )
+        if unknown:  # a step of another registered pipeline names that pipeline, not Pipeline.extend
+            # The registry imports this module: asked at call time, when both are loaded.
+            registry = importlib.import_module("lightning_order.pipelines")
+            other, theirs = registry.other_pipeline_with(self, unknown)
+            raise unknown_step_names(unknown, self._order, where=where, pipeline=other, theirs=theirs)
 
     def order(self) -> list[str]:
         """A topological order of the steps (ties broken by declaration order)."""

@@ -1,158 +1,116 @@
-"""One descriptor per pipeline: everything that must pick a pipeline reads it here.
+"""The registry of pipeline specs: everything that must pick a pipeline asks it here.
 
 A prepared cache, a checkpoint's ledger, a config or a datamodule belongs to one pipeline, named
-as the manifest's ``info["pipeline"]`` (``"standard"`` for text classification, ``"lm"`` for
-causal language modelling). :data:`PIPELINES` maps that name to a :class:`PipelineDescriptor`:
-the :class:`~lightning_order.order.Pipeline` that judges it, the data steps' registry, the dims
-a model is built from, the DataModule and model classes, the ledger checks beyond the order, and
-what the command line prints after the metrics. The CLI, ``audit``, ``graph``, the manifest
-writers and the validator ask :func:`descriptor_for`; none of them has its own rule.
+as the manifest's ``info["pipeline"]``. :data:`PIPELINES` maps that name to the pipeline's
+:class:`~lightning_order.spec.PipelineSpec`, declared in its own package
+(:mod:`lightning_order.data.text.spec`, :mod:`lightning_order.data.lm.spec`). The CLI, ``audit``,
+``graph``, the manifest writers and the validator ask :func:`descriptor_for`; none of them has its
+own rule. A third pipeline is one spec plus one package, admitted by :func:`register`.
 
-A third pipeline is one descriptor here and one package under ``lightning_order/data/``.
-
-Classes and functions are named by import path (``"module:attribute"``) and imported on first
-use, so this module imports neither torch nor Lightning: the light commands (``--help``,
-``audit``, ``graph``) read it too.
+This module imports neither torch nor Lightning: the light commands (``--help``, ``audit``,
+``graph``) read it too.
 """
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from lightning_order.order import LM_PIPELINE, STANDARD_PIPELINE, Pipeline
+from lightning_order.data.lm.spec import LM_SPEC
+from lightning_order.data.text.spec import TEXT_SPEC
+from lightning_order.order import Pipeline
+from lightning_order.spec import PipelineSpec, resolve
 
 if TYPE_CHECKING:  # pragma: no cover
     from lightning_order.ledger import StepLedger
-    from lightning_order.rules import Violation
 
 __all__ = [
     "DEFAULT_PIPELINE",
     "PIPELINES",
     "PipelineDescriptor",
+    "PipelineSpec",
     "all_dims",
     "descriptor_for",
+    "other_pipeline_with",
+    "register",
+    "spec_of_class",
     "resolve",
+    "unregister",
 ]
 
 #: The name a manifest without ``info["pipeline"]`` (every classification cache) belongs to.
-DEFAULT_PIPELINE = "standard"
+DEFAULT_PIPELINE = TEXT_SPEC.name
 
 
-def resolve(path: str) -> Any:
-    """The object at ``"package.module:attribute"`` (imported now)."""
-    module, _, attribute = path.partition(":")
-    value: Any = importlib.import_module(module)
-    for part in attribute.split(".") if attribute else ():
-        value = getattr(value, part)
-    return value
+#: The former name of :class:`~lightning_order.spec.PipelineSpec` (older imports keep working).
+PipelineDescriptor = PipelineSpec
+
+#: Every pipeline, by the name its manifests record (:func:`register` adds one).
+PIPELINES: dict[str, PipelineSpec] = {TEXT_SPEC.name: TEXT_SPEC, LM_SPEC.name: LM_SPEC}
 
 
-@dataclass(frozen=True)
-class PipelineDescriptor:
-    """What one pipeline is, for everything that must pick one.
+def register(spec: PipelineSpec, *, replace: bool = False) -> PipelineSpec:
+    """Admits a pipeline: its caches, ledgers, DataModules and models are read through ``spec`` from now on.
 
-    Attributes:
-        name: the key of :data:`PIPELINES` and the manifest's ``info["pipeline"]``.
-        pipeline: the DAG that judges its ledgers.
-        dims: the data dims its model is built from, linked from the DataModule into the model
-            by the CLI and compared by the model check before step 1 (DESIGN.md §3).
-        datamodule: import path of its DataModule class.
-        model: import path of its reference model class.
-        config: import path of its config class (the DataModule's arguments, typed and documented).
-        preparation: import path of its preparation module (``order_of``, ``cache_key``,
-            ``prepare_into``, ``prepare_cache``: what the DataModule and the light ``prepare`` call).
-        steps: import path of its data steps' :class:`~lightning_order.data.engine.runner.StepRegistry`.
-        ledger_checks: import paths of pure functions ``f(ledger) -> list[Violation]`` that judge
-            what the order alone cannot (e.g. end-of-text tokens recorded by ``encode``).
-        summary: import path of ``f(console, datamodule, model, stage, metrics)``, what the CLI
-            prints after the metrics (``None``: nothing).
-        figures: import path of ``f(ledger) -> [(label, text)]``, the figures ``audit`` and
-            ``prepare`` print under a ledger of this pipeline (``None``: none).
-        title: a few words for tables and help texts.
+    Example:
+        >>> from lightning_order import register  # doctest: +SKIP
+        >>> register(PipelineSpec(name="vision", pipeline=..., ...))  # doctest: +SKIP
+
+    Args:
+        spec: the pipeline's spec (its name is the manifest's ``info["pipeline"]``).
+        replace: allow replacing a registered spec of the same name.
+
+    Returns:
+        ``spec``.
+
+    Raises:
+        TypeError: ``spec`` is no :class:`~lightning_order.spec.PipelineSpec`.
+        ValueError: the name is taken by another spec (pass ``replace=True``).
     """
-
-    name: str
-    pipeline: Pipeline
-    dims: tuple[str, ...]
-    datamodule: str
-    model: str
-    config: str
-    preparation: str
-    steps: str
-    ledger_checks: tuple[str, ...] = ()
-    summary: str | None = None
-    figures: str | None = None
-    title: str = ""
-
-    def datamodule_class(self) -> type:
-        """The DataModule class (imported now)."""
-        return resolve(self.datamodule)
-
-    def model_class(self) -> type:
-        """The reference model class (imported now)."""
-        return resolve(self.model)
-
-    def config_class(self) -> type:
-        """The config class (imported now; no torch)."""
-        return resolve(self.config)
-
-    def step_registry(self) -> Any:
-        """The registry of the data steps (imported now)."""
-        return resolve(self.steps)
-
-    def summary_printer(self) -> Callable[..., None] | None:
-        """What the CLI prints after the metrics, or ``None``."""
-        return resolve(self.summary) if self.summary else None
-
-    def ledger_figures(self, ledger: StepLedger) -> list[tuple[str, str]]:
-        """The figures to print under ``ledger`` (``[]`` for a pipeline without any)."""
-        return list(resolve(self.figures)(ledger)) if self.figures else []
-
-    def check(self, ledger: StepLedger, pipeline: Pipeline | None = None) -> list[Violation]:
-        """Every violation of ``ledger``: the order (``pipeline``, default this one's) and the ledger checks."""
-        from lightning_order.checks.ledger import check_ledger
-        from lightning_order.checks.report import merge_violations
-
-        found = check_ledger(ledger, pipeline or self.pipeline)
-        return merge_violations(found, *(resolve(path)(ledger) for path in self.ledger_checks))
+    if not isinstance(spec, PipelineSpec):
+        raise TypeError(f"register() takes a PipelineSpec, got {type(spec).__name__}: {spec!r}")
+    old = PIPELINES.get(spec.name)
+    if old is not None and old is not spec and not replace:
+        raise ValueError(
+            f"a pipeline named {spec.name!r} is registered already ({old.title or old.datamodule}); "
+            "choose another name, or pass replace=True"
+        )
+    PIPELINES[spec.name] = spec
+    return spec
 
 
-#: Every pipeline, by the name its manifests record.
-PIPELINES: Mapping[str, PipelineDescriptor] = {
-    "standard": PipelineDescriptor(
-        name="standard",
-        pipeline=STANDARD_PIPELINE,
-        dims=("vocab_size", "num_features", "num_classes", "max_length"),
-        datamodule="lightning_order.data.text.datamodule:OrderedDataModule",
-        model="lightning_order.models.classifier:OrderedTextClassifier",
-        config="lightning_order.data.text.config:DataConfig",
-        preparation="lightning_order.data.text.prepare",
-        steps="lightning_order.data.text.steps:STEPS",
-        title="text classification",
-    ),
-    "lm": PipelineDescriptor(
-        name="lm",
-        pipeline=LM_PIPELINE,
-        dims=("vocab_size", "padded_vocab_size", "block_size"),
-        datamodule="lightning_order.data.lm.datamodule:OrderedLMDataModule",
-        model="lightning_order.models.causal_lm:OrderedCausalLM",
-        config="lightning_order.data.lm.config:LMConfig",
-        preparation="lightning_order.data.lm.prepare",
-        steps="lightning_order.data.lm.steps:LM_STEPS",
-        ledger_checks=("lightning_order.checks.lm:check_lm_records",),
-        summary="lightning_order.cli.summaries:print_lm_summary",
-        figures="lightning_order.cli.summaries:lm_figures",
-        title="causal language modelling",
-    ),
-}
+def unregister(name: str) -> PipelineSpec:
+    """Removes the pipeline ``name`` (one :func:`register` added) and returns its spec.
+
+    Raises:
+        ValueError: ``name`` is one of the built-in pipelines, or no pipeline.
+    """
+    if name in (TEXT_SPEC.name, LM_SPEC.name) or name not in PIPELINES:
+        raise ValueError(f"cannot unregister {name!r}: registered by register() are {_added() or 'none'}")
+    return PIPELINES.pop(name)
+
+
+def _added() -> str:
+    return ", ".join(n for n in PIPELINES if n not in (TEXT_SPEC.name, LM_SPEC.name))
 
 
 def all_dims() -> tuple[str, ...]:
     """Every dim any pipeline's model is built from, each once, in registry order."""
     return tuple(dict.fromkeys(dim for d in PIPELINES.values() for dim in d.dims))
+
+
+def other_pipeline_with(pipeline: Pipeline, unknown: Iterable[str]) -> tuple[str, list[str]]:
+    """How to name the first registered pipeline, other than ``pipeline``, that has steps of ``unknown``.
+
+    Returns:
+        ``(label, those steps)`` (the spec's ``pipeline_label``), or ``("", [])`` when none has any.
+    """
+    names = list(unknown)
+    for spec in PIPELINES.values():
+        theirs = [n for n in names if n in spec.pipeline] if spec.pipeline is not pipeline else []
+        if theirs:
+            return spec.pipeline_label or f"the {spec.name!r} pipeline", theirs
+    return "", []
 
 
 def descriptor_for(
@@ -162,8 +120,8 @@ def descriptor_for(
     ledger: StepLedger | None = None,
     pipeline: Pipeline | None = None,
     classes: Iterable[type] = (),
-) -> PipelineDescriptor:
-    """The descriptor of whatever is at hand, the first clue that decides.
+) -> PipelineSpec:
+    """The spec of whatever is at hand, the first clue that decides.
 
     Args:
         name: a pipeline name (``"standard"``, ``"lm"``).
@@ -203,6 +161,12 @@ def _name_of_steps(ledger: StepLedger) -> str | None:
     if all(step in PIPELINES[DEFAULT_PIPELINE].pipeline for step in steps):
         return None
     return next((d.name for d in PIPELINES.values() if all(step in d.pipeline for step in steps)), None)
+
+
+def spec_of_class(cls: type) -> PipelineSpec | None:
+    """The spec whose DataModule or model ``cls`` is (or subclasses); ``None`` for a class of no pipeline."""
+    name = _name_of_class(cls)
+    return PIPELINES[name] if name is not None else None
 
 
 def _name_of_class(cls: type) -> str | None:

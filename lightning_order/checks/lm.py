@@ -49,6 +49,7 @@ __all__ = [
     "EOS_RATE_BAND",
     "MAX_MEAN_DOCUMENT_TOKENS",
     "check_lm",
+    "check_lm_config",
     "check_lm_ledger",
     "check_lm_records",
     "eos_evidence",
@@ -91,6 +92,24 @@ def lm_ledger_evidence(ledger: StepLedger) -> dict[str, Any]:
     if dedup is not None and dedup.stats.get("straddling"):
         evidence["straddling"] = int(dedup.stats["straddling"])
     return evidence
+
+
+def check_lm_config(config: Any, owner: str) -> list[Violation]:
+    """``pack-without-eos`` of a config that turns end-of-text off (the LM spec's config check).
+
+    Args:
+        config: an :class:`~lightning_order.data.lm.config.LMConfig` (read: ``eos``).
+        owner: the class the config is for, named in the message.
+    """
+    if getattr(config, "eos", True):
+        return []
+    return [
+        Violation(
+            "pack-without-eos",
+            ("pack", "encode"),
+            f"{owner}(eos=False) would concatenate documents without an end-of-text token",
+        )
+    ]
 
 
 def check_lm_records(ledger: StepLedger) -> list[Violation]:

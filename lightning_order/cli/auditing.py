@@ -19,7 +19,6 @@ from rich.text import Text
 from lightning_order.checkpoint import load_checkpoint
 from lightning_order.cli.console import console as make_console
 from lightning_order.cli.console import ledger_table, print_violations
-from lightning_order.cli.summaries import print_figures
 from lightning_order.data.engine.cache import cache_problems
 from lightning_order.data.engine.storage import verify_files
 from lightning_order.errors import CheckpointError, ManifestError
@@ -231,3 +230,9 @@ def _checkpoint_ledger(path: Path) -> StepLedger:
             "and an OrderedDataModule): nothing to audit; audit the cache it was trained on instead"
         )
     return StepLedger.from_state_dict(state)
+
+
+def print_figures(console: Any, figures: list[tuple[str, str]]) -> None:
+    """Prints a pipeline's figures (its spec's ``figures``) as one ``label: text`` line each."""
+    for label, text in figures:
+        console.print(Text.assemble((f"{label}: ", "bold"), text))

@@ -6,7 +6,9 @@ descriptions from :data:`COMMANDS`; LightningCLI's ``--help`` lists the same.
 
 from __future__ import annotations
 
-__all__ = ["COMMANDS", "DEMO_CONFIGS", "HELP", "LIGHTNING_COMMANDS", "TOOLS", "pipeline_help"]
+from lightning_order.data.lm.spec import LM_SPEC
+
+__all__ = ["COMMANDS", "HELP", "LIGHTNING_COMMANDS", "TOOLS", "pipeline_help"]
 
 #: Every subcommand, with its one-line help.
 COMMANDS: dict[str, str] = {
@@ -23,16 +25,13 @@ LIGHTNING_COMMANDS: tuple[str, ...] = ("fit", "validate", "test", "predict")
 #: The subcommands of our own (dispatched before LightningCLI parses anything).
 TOOLS: dict[str, str] = {name: text for name, text in COMMANDS.items() if name not in LIGHTNING_COMMANDS}
 
-#: Each pipeline's demo config (configs/), the way to its options in a subcommand's ``--help``.
-DEMO_CONFIGS: dict[str, str] = {"standard": "configs/demo.yaml", "lm": "configs/lm-demo.yaml"}
-
 HELP = (
     "usage: lightning-order [-h] {" + ",".join(COMMANDS) + "} ...\n\n"
     "The right order of data preparation for PyTorch Lightning, by default and proven.\n\n"
     "subcommands:\n"
     + "".join(f"  {name:<10} {text}\n" for name, text in COMMANDS.items())
     + "\nEach subcommand lists its options: lightning-order <subcommand> --help\n"
-    "A language model's options: lightning-order fit --config configs/lm-demo.yaml --help\n"
+    f"A language model's options: lightning-order fit --config {LM_SPEC.demo_config} --help\n"
 )
 
 
@@ -47,9 +46,11 @@ def pipeline_help(command: str, shown: tuple[str, str], others: dict[str, tuple[
         shown: ``(title, model)`` of the pipeline whose options are listed.
         others: pipeline name -> ``(title, model)`` of every other pipeline.
     """
+    from lightning_order.pipelines import PIPELINES  # light: the specs name their demo configs
+
     lines = [f"{COMMANDS[command]} The options below are for {shown[0]} ({shown[1]})."]
     for name, (title, model) in others.items():
-        config = DEMO_CONFIGS.get(name)
+        config = PIPELINES[name].demo_config if name in PIPELINES else None
         how = f"--config {config} --help, or " if config else ""
         lines.append(f"For {title}: lightning-order {command} {how}--model {model} --help.")
     return " ".join(lines)

@@ -15,7 +15,7 @@ import pytest
 from helpers import load_benchmark
 
 from lightning_order.data.lm.corpus import stdlib_corpus
-from lightning_order.data.lm.dedup import jaccard, word_ngrams
+from lightning_order.data.lm.shingles import jaccard, word_ngrams
 from lightning_order.data.lm.steps import clean_document
 
 lab = load_benchmark("lm_lab")

@@ -41,7 +41,7 @@ from lightning_order.callbacks.validator.evidence import (
     data_dims,
     data_fingerprints,
     datamodule_ledger,
-    ledger_pipeline,
+    ledger_violations,
 )
 from lightning_order.callbacks.validator.gather import agree, all_gather, rank_summary
 from lightning_order.callbacks.validator.labels import label_encoding_verdict
@@ -57,7 +57,6 @@ from lightning_order.callbacks.validator.position import (
 from lightning_order.callbacks.validator.state import CheckpointSeen, Done, ValidatorState
 from lightning_order.checkpoint import early_checkpoint
 from lightning_order.checks.datasets import check_rank_datasets, same_rows_compared
-from lightning_order.checks.ledger import check_ledger, judged_pipeline
 from lightning_order.checks.lm import fit_fixes_to_model
 from lightning_order.checks.loader_states import stored_loader_states
 from lightning_order.checks.model import check_model_dims
@@ -249,7 +248,7 @@ class OrderValidator(Callback):
         local: list[Violation] = []
         if ledger is not None:
             # A hand-written datamodule (lightning_order.recording) is judged on the steps it declares.
-            local += check_ledger(ledger, judged_pipeline(ledger_pipeline(dm, ledger, self.pipeline), ledger))
+            local += ledger_violations(dm, ledger, self.pipeline)
         elif dm is not None:
             rank_zero_info(
                 f"OrderValidator: {type(dm).__name__} keeps no ledger; checking dims, ranks and overlap "

@@ -14,10 +14,13 @@ from typing import Any
 
 import numpy as np
 
+from lightning_order.checks.ledger import judged_pipeline
 from lightning_order.ledger import StepLedger
 from lightning_order.order import STANDARD_PIPELINE, Pipeline
-from lightning_order.pipelines import PIPELINES, descriptor_for
+from lightning_order.pipelines import PIPELINES, descriptor_for, spec_of_class
 from lightning_order.recorder import recorded_fingerprints
+from lightning_order.rules import Violation
+from lightning_order.spec import PipelineSpec
 
 __all__ = [
     "KEY_HASH",
@@ -25,6 +28,8 @@ __all__ = [
     "data_fingerprints",
     "datamodule_ledger",
     "ledger_pipeline",
+    "ledger_violations",
+    "spec_of",
     "split_key_hashes",
 ]
 
@@ -101,3 +106,33 @@ def ledger_pipeline(dm: Any, ledger: StepLedger | None, configured: Pipeline = S
     except KeyError as err:  # a ledger of a pipeline this version does not know
         log.debug("OrderValidator: %s; judging on the configured pipeline", err)
         return configured
+
+
+def spec_of(dm: Any, ledger: StepLedger | None = None) -> PipelineSpec | None:
+    """The registered spec ``dm`` belongs to: its class's, else the one its ledger names; ``None``: none.
+
+    A datamodule of no registered class with no ledger (zero glue) belongs to none.
+    """
+    spec = spec_of_class(type(dm)) if dm is not None else None
+    if spec is not None or ledger is None:
+        return spec
+    try:
+        return descriptor_for(ledger=ledger)
+    except KeyError as err:  # a ledger of a pipeline this version does not know
+        log.debug("OrderValidator: %s", err)
+        return None
+
+
+def ledger_violations(
+    dm: Any, ledger: StepLedger, configured: Pipeline = STANDARD_PIPELINE
+) -> list[Violation]:
+    """Every violation of ``dm``'s ledger, judged by its spec: the order and the spec's ledger checks.
+
+    Args:
+        dm: the datamodule.
+        ledger: its ledger.
+        configured: the pipeline the caller was given (``OrderValidator(pipeline=...)``).
+    """
+    pipeline = judged_pipeline(ledger_pipeline(dm, ledger, configured), ledger)
+    spec = spec_of(dm, ledger) or descriptor_for()
+    return spec.check(ledger, pipeline)

@@ -1,7 +1,8 @@
 """What the validator gathers on a language-modelling run (the judgement is :func:`~lightning_order.checks.lm.check_lm`).
 
-A datamodule counts as an LM one when it exposes a ``tokenizer`` and either ``eos_token_id``,
-a ``block_size`` among its ``dims``, a ledger with a ``pack`` record, or, with no glue at all,
+A datamodule counts as an LM one when it exposes a ``tokenizer`` and its pipeline's spec (its
+class's, or the one its ledger names) has ``token_checks``; a datamodule of no registered pipeline
+when it has ``eos_token_id``, the dims of such a spec, or, with no glue at all,
 a ``tokenizers.Tokenizer`` or ``transformers`` tokenizer and train batches that are next-token
 pairs (labels the inputs shifted by one, or equal to them when the model shifts). That covers
 :class:`~lightning_order.OrderedLMDataModule` and a hand-written (nanoGPT-style) datamodule:
@@ -29,10 +30,11 @@ from typing import Any
 import numpy as np
 
 from lightning_order.callbacks.validator.batches import as_numpy, batch_field, sample_batch
-from lightning_order.callbacks.validator.evidence import datamodule_ledger
+from lightning_order.callbacks.validator.evidence import datamodule_ledger, spec_of
 from lightning_order.callbacks.validator.model_dims import model_dims
 from lightning_order.checks.lm import check_lm, eos_evidence, lm_ledger_evidence
 from lightning_order.fingerprints import is_tokenizer, tokenizer_fingerprint
+from lightning_order.pipelines import PIPELINES, spec_of_class
 from lightning_order.rules import Violation
 
 __all__ = ["is_hf_model", "is_lm", "lm_evidence", "lm_violations", "tokenizer_in_use"]
@@ -77,20 +79,25 @@ def _next_token_pairs(batch: Any) -> bool:
 
 
 def is_lm(dm: Any, batch: Any = None) -> bool:
-    """Whether ``dm`` looks like an LM datamodule (see the module docstring); ``batch``: a sampled
-    train batch, for the zero-glue case."""
-    if dm is None:
-        return False
-    dims = getattr(dm, "dims", None)
-    ledger = datamodule_ledger(dm)
-    looks_lm = (
-        getattr(dm, "eos_token_id", None) is not None
-        or (isinstance(dims, Mapping) and "block_size" in dims)
-        or (ledger is not None and ledger.latest("pack") is not None)
-    )
-    tokenizer = _tokenizer(dm)
+    """Whether the LM checks apply to ``dm``: its pipeline's spec says so (``token_checks``); for a
+    datamodule of no registered pipeline (zero glue), what it exposes (see the module docstring).
+
+    Args:
+        dm: the datamodule.
+        batch: a sampled train batch, for the zero-glue case.
+    """
+    tokenizer = _tokenizer(dm) if dm is not None else None
     if tokenizer is None:
-        return False
+        return False  # nothing to check token ids against
+    spec = spec_of(dm, datamodule_ledger(dm))
+    if spec is not None and (spec.token_checks or spec_of_class(type(dm)) is spec):
+        return spec.token_checks  # a registered pipeline's DataModule, or a ledger of a token pipeline
+    # A hand-written datamodule recording under the default pipeline's names may still hold an LM's data.
+    dims = getattr(dm, "dims", None)
+    looks_lm = getattr(dm, "eos_token_id", None) is not None or (
+        isinstance(dims, Mapping)
+        and any(s.token_checks and set(s.dims) <= set(dims) for s in PIPELINES.values())
+    )
     return looks_lm or (is_tokenizer(tokenizer) and batch is not None and _next_token_pairs(batch))
 
 

@@ -79,7 +79,6 @@ __all__ = [
 
 #: The environment variable that overrides the default cache folder.
 CACHE_ENV = "LIGHTNING_ORDER_CACHE"
-_REQUIRED = ("train", "val", "tokenizer.json")  # every pipeline writes these
 #: Temporary folders of *other* configurations older than this (seconds) and not locked are deleted.
 STALE_AFTER_S = 6 * 3600
 #: How often a process waiting for a cache lock says who holds it (seconds).
@@ -157,8 +156,18 @@ def cache_problems(path: Path, key: str | None = None) -> list[str]:
         return [f"{MANIFEST_NAME}: {err}"]
     if key is not None and ledger.info.get("cache_key") != key:
         return [f"{MANIFEST_NAME}: of cache key {ledger.info.get('cache_key')!r}, not {key!r}"]
-    missing = [f"{name}: missing" for name in _REQUIRED if not (path / name).exists()]
+    missing = [f"{name}: missing" for name in _required_files(ledger) if not (path / name).exists()]
     return missing or verify_files(path, ledger.info.get("files") or {})
+
+
+def _required_files(ledger: StepLedger) -> tuple[str, ...]:
+    """What the pipeline's spec says every prepared folder of it holds, listed or not."""
+    from lightning_order.pipelines import descriptor_for
+
+    try:
+        return descriptor_for(ledger=ledger).files
+    except KeyError:  # a pipeline this process does not know: the manifest's list is all there is
+        return ()
 
 
 def is_complete(path: Path, key: str | None = None) -> bool:

@@ -62,6 +62,11 @@ class OrderedDataModuleBase(pl.LightningDataModule):
         """Gives a pipeline's DataModule one read-only attribute per dim of its descriptor."""
         super().__init_subclass__(**kwargs)
         name = cls.__dict__.get("pipeline_name")
+        if name and name not in PIPELINES:
+            raise KeyError(
+                f"{cls.__name__}.pipeline_name is {name!r}, which no registered pipeline is "
+                f"({', '.join(PIPELINES)}): call lightning_order.register(spec) before defining the class"
+            )
         for dim in PIPELINES[name].dims if name else ():
             if dim not in vars(cls) and not any(dim in vars(base) for base in cls.__mro__[1:-1]):
                 setattr(cls, dim, _dim_property(dim))

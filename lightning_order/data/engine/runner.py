@@ -40,12 +40,13 @@ from __future__ import annotations
 
 import shutil
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from lightning_order.data.engine.engines import errors_named, release_memory
+from lightning_order.data.engine.registry import ROWS, StepRegistry, StepSpec, check_executable
 from lightning_order.data.engine.storage import storage_errors
 from lightning_order.errors import DataError, OrderError
 from lightning_order.ledger import StepLedger, fingerprint
@@ -73,8 +74,6 @@ __all__ = [
 
 #: The fewest rows for which a row-wise ``Dataset.map`` starts ``num_proc`` worker processes.
 POOL_ROWS = 20000
-#: The form of the data before it is encoded (one row per example, original columns).
-ROWS = frozenset({"rows"})
 
 
 @dataclass(frozen=True)
@@ -153,101 +152,6 @@ class StepResult:
 
 
 StepFn = Callable[[StepContext, DataState], StepResult]
-
-
-@dataclass(frozen=True)
-class StepSpec:
-    """A registered step: its function and the declarations the runner and the checker read."""
-
-    name: str
-    fn: StepFn
-    takes: frozenset[str | None] = ROWS
-    makes: str | None = None
-    needs: tuple[str, ...] = ()
-    after: tuple[str, ...] = ()
-    consumes: tuple[str, ...] = ()
-    reads: Literal["data", "train", "none"] = "data"
-    writes_data: bool = False
-    partitions: tuple[str, ...] = ()
-    per_rank: bool = False
-
-
-class StepRegistry:
-    """Step functions by pipeline step name (one registry per family of pipelines)."""
-
-    def __init__(self) -> None:
-        self._specs: dict[str, StepSpec] = {}
-
-    def register(self, name: str, **declared: Any) -> Callable[[StepFn], StepFn]:
-        """A decorator registering ``fn`` as step ``name`` with the :class:`StepSpec` fields ``declared``."""
-
-        def decorate(fn: StepFn) -> StepFn:
-            self.add(StepSpec(name, fn, **declared))
-            return fn
-
-        return decorate
-
-    def add(self, spec: StepSpec) -> None:
-        """Registers ``spec``; a name registered twice with another function is refused."""
-        old = self._specs.get(spec.name)
-        if old is not None and old.fn is not spec.fn:
-            raise DataError(
-                f"two functions are registered as step '{spec.name}' ({old.fn.__qualname__} and "
-                f"{spec.fn.__qualname__}); give the new step another name",
-                step=spec.name,
-            )
-        self._specs[spec.name] = spec
-
-    def replace(self, name: str, fn: StepFn) -> StepSpec:
-        """Runs ``fn`` for the registered step ``name`` from now on (same declarations); returns the old spec."""
-        old = self._specs[name]
-        self._specs[name] = replace(old, fn=fn)
-        return old
-
-    def __getitem__(self, name: str) -> StepSpec:
-        return self._specs[name]
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._specs
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._specs)
-
-
-def check_executable(
-    order: Sequence[str], registry: StepRegistry, final: str | None
-) -> list[tuple[str, str]]:
-    """What makes ``order`` impossible to run at all, judged from the steps' declarations only.
-
-    Args:
-        order: step names, in the order they would run.
-        registry: where the steps are declared.
-        final: the data form the order must end with (e.g. ``"shard"``).
-
-    Returns:
-        ``(step, problem)`` for each broken declaration; empty when the order can run.
-    """
-    problems = [(s, f"'{s}' is no registered step") for s in order if s not in registry]
-    if problems:
-        return problems
-    form: str | None = None
-    ran: list[str] = []
-    for name in order:
-        spec = registry[name]
-        if name in ran:
-            problems.append((name, f"'{name}' is named twice"))
-        if form not in spec.takes:
-            wanted = " or ".join(sorted(str(t) for t in spec.takes))
-            problems.append((name, f"'{name}' runs on {wanted} data, but the data is {form} at that point"))
-        problems += [(name, f"'{name}' needs '{n}' to run before it") for n in spec.needs if n not in ran]
-        problems += [
-            (name, f"'{a}' must run before '{name}'") for a in spec.after if a in order and a not in ran
-        ]
-        form = spec.makes or form
-        ran.append(name)
-    if form != final:
-        problems.append((order[-1] if order else "", f"the order must end with {final} data, not {form}"))
-    return problems
 
 
 def resolve_order(

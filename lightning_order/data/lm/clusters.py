@@ -30,7 +30,7 @@ import pyarrow.compute as pc
 import xxhash
 
 from lightning_order.data.engine.long_texts import LONG_TEXT_CHARS
-from lightning_order.data.lm.dedup import (
+from lightning_order.data.lm.shingles import (
     Shingles,
     check_params,
     lsh_bands,

@@ -27,18 +27,16 @@ from lightning_order.data.engine.runner import DataState
 from lightning_order.data.lm.artefacts import read_blocks, read_documents
 from lightning_order.data.lm.config import EOS_TOKEN, EngineName, LMConfig, SampleBy
 from lightning_order.data.lm.documents import clean_document
-from lightning_order.data.lm.packing import BlockView
-from lightning_order.data.lm.steps import LM_STEPS
+from lightning_order.data.lm.shard import BlockView
+from lightning_order.data.lm.spec import NAME
+from lightning_order.data.lm.steps import LM_DATA_STEPS
 from lightning_order.fingerprints import tokenizer_fingerprint
 from lightning_order.ledger import StepLedger
-from lightning_order.order import LM_PIPELINE
 
 __all__ = ["LM_BATCH_KEYS", "LM_DATA_STEPS", "BlockDataset", "OrderedLMDataModule"]
 
 #: The keys of every LM batch.
 LM_BATCH_KEYS: tuple[str, ...] = ("input_ids", "labels")
-#: The data steps of :data:`LM_PIPELINE`, in the mandated order.
-LM_DATA_STEPS: tuple[str, ...] = tuple(LM_PIPELINE.subset(LM_STEPS))
 
 
 class BlockDataset(Dataset[dict[str, torch.Tensor]]):
@@ -88,7 +86,7 @@ class OrderedLMDataModule(OrderedDataModuleBase):
         >>> model = OrderedCausalLM(**dm.dims)  # doctest: +SKIP
     """
 
-    pipeline_name: ClassVar[str] = "lm"
+    pipeline_name: ClassVar[str] = NAME
     config: LMConfig
 
     def __init__(

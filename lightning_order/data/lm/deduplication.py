@@ -19,9 +19,9 @@ from lightning_order.data.engine.partitions import DocumentSet
 from lightning_order.data.engine.runner import ROWS, DataState, StepContext, StepResult
 from lightning_order.data.engine.storage import save_array
 from lightning_order.data.lm import tasks
+from lightning_order.data.lm.cleaning import partitioned
 from lightning_order.data.lm.clusters import clusters_removed, split_doc_ids
 from lightning_order.data.lm.config import LM_CODE_VERSION, LMConfig
-from lightning_order.data.lm.partitioning import partitioned
 from lightning_order.data.lm.registry import (
     LM_CODE_PARTS,
     LM_STEPS,

@@ -27,7 +27,7 @@ import xxhash
 
 from lightning_order.data.engine.long_texts import LONG_TEXT_CHARS, PIECE_CHARS, cleaning_pieces
 from lightning_order.data.engine.partitions import write_table
-from lightning_order.data.lm.dedup import normalised_digest
+from lightning_order.data.lm.shingles import normalised_digest
 from lightning_order.errors import DataError
 
 __all__ = [

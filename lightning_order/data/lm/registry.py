@@ -1,8 +1,8 @@
 """The registry of the LM steps and what every LM step shares (its engine, its scratch folders, its parts).
 
-Each step registers itself in the module that owns its maths: :mod:`.partitioning` (``load``,
-``clean``, ``split``), :mod:`.deduplication` (``dedup``), :mod:`.vocab` (``build_vocab``),
-:mod:`.packing` (``encode``, ``pack``, ``shard``); :mod:`.steps` imports them all, so importing
+Each step registers itself in a module of its own (:mod:`.load`, :mod:`.cleaning`,
+:mod:`.deduplication`, :mod:`.split`, :mod:`.vocab`, :mod:`.encode`, :mod:`.pack`, :mod:`.shard`);
+:mod:`.steps` imports them all, so importing
 :data:`lightning_order.data.lm.steps.LM_STEPS` gives the complete registry.
 """
 
@@ -14,11 +14,12 @@ from typing import Any
 
 from lightning_order.data.engine.runner import DataState, StepContext, StepRegistry
 from lightning_order.errors import DataError
+from lightning_order.order import LM_PIPELINE
 
 __all__ = ["LM_CODE_PARTS", "LM_STEPS", "NGRAM", "NUM_PERM", "engine_of", "parts_of", "scratch"]
 
 #: The registry of the LM steps (:class:`~lightning_order.OrderedLMDataModule`).
-LM_STEPS = StepRegistry()
+LM_STEPS = StepRegistry(LM_PIPELINE)
 #: Word n-grams and MinHash permutations of the near-duplicate rule (recorded by ``dedup``): 256
 #: permutations band as 32 bands of 8 rows, which finds a pair at the 0.8 threshold with
 #: probability 0.997 while a pair at Jaccard 0.3 becomes a candidate with probability 0.002 (128

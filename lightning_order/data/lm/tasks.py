@@ -226,7 +226,7 @@ def confirm_pairs(item: dict[str, Any]) -> dict[str, Any]:
         as ``(hi, lo)``: the cluster keeps its smallest).
     """
     from lightning_order.data.lm.clusters import split_doc_ids
-    from lightning_order.data.lm.dedup import shingle_set
+    from lightning_order.data.lm.shingles import shingle_set
 
     pairs = np.asarray(item["pairs"], dtype=np.int64).reshape(-1, 2)
     parts: dict[int, DocumentSet] = item["parts"]

@@ -27,6 +27,7 @@ from lightning_order.data.text.batches import BATCH_KEYS, Collate
 from lightning_order.data.text.cleaning import CleanRows, clean_batch
 from lightning_order.data.text.config import CODE_VERSION, DataConfig, TokenizerKind
 from lightning_order.data.text.features import ENGINEERED_FEATURES, engineer_batch
+from lightning_order.data.text.spec import NAME
 from lightning_order.data.text.steps import DATA_STEPS
 from lightning_order.ledger import StepLedger
 from lightning_order.order import Pipeline
@@ -61,7 +62,7 @@ class OrderedDataModule(OrderedDataModuleBase):
         >>> model = MyModel(**dm.dims)  # doctest: +SKIP
     """
 
-    pipeline_name: ClassVar[str] = "standard"
+    pipeline_name: ClassVar[str] = NAME
     config: DataConfig
     # Set from the config (_ATTRIBUTES); the row steps read them.
     text_column: str

@@ -9,8 +9,9 @@ registry. A step of your own registers here too (see :mod:`lightning_order.data.
 from __future__ import annotations
 
 from lightning_order.data.engine.runner import StepRegistry
+from lightning_order.order import STANDARD_PIPELINE
 
 __all__ = ["STEPS"]
 
 #: The text-classification steps, by pipeline step name.
-STEPS = StepRegistry()
+STEPS = StepRegistry(STANDARD_PIPELINE)

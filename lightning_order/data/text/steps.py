@@ -15,9 +15,8 @@ import lightning_order.data.text.shard
 import lightning_order.data.text.split
 import lightning_order.data.text.vocab  # noqa: F401  (the steps register themselves)
 from lightning_order.data.text.registry import STEPS
-from lightning_order.order import STANDARD_PIPELINE
 
 __all__ = ["DATA_STEPS", "STEPS"]
 
 #: The data steps of :data:`~lightning_order.STANDARD_PIPELINE`, in the mandated order.
-DATA_STEPS: tuple[str, ...] = tuple(STANDARD_PIPELINE.subset(STEPS))
+DATA_STEPS: tuple[str, ...] = STEPS.data_steps()

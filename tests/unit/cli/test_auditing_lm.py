@@ -19,8 +19,8 @@ from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 from lightning_order import LM_PIPELINE, OrderedLMDataModule, StepLedger, record_step
 from lightning_order.cli import audit
 from lightning_order.cli.auditing import AUDIT_OK
-from lightning_order.cli.summaries import lm_figures
 from lightning_order.data.engine.storage import file_digest
+from lightning_order.data.lm.figures import lm_figures
 from lightning_order.ledger import CHECKPOINT_KEY
 
 TINY = {"max_documents": 60, "vocab_size": 300, "block_size": 16}

@@ -20,7 +20,7 @@ import xxhash
 from lightning_order.data.engine.keys import text_key, text_keys
 from lightning_order.data.lm import clusters
 from lightning_order.data.lm.corpus import stdlib_corpus
-from lightning_order.data.lm.dedup import arrow_words, words
+from lightning_order.data.lm.shingles import arrow_words, words
 
 _WHITESPACE = [chr(c) for c in range(sys.maxunicode + 1) if chr(c).isspace()]
 _TRICKY = ["ΑΣ", "ΑΣ.Α", "ὈΔΥΣΣΕΎΣ", "İstanbul", "\u212aelvin", "Straße", "ﬁne", "Ǆ", "x_y", "A-B", "9z"]

@@ -1,4 +1,4 @@
-"""``lightning_order.data.lm.dedup``: exact and MinHash/LSH near-duplicate removal, and the straddling check.
+"""``lightning_order.data.lm.clusters`` and ``shingles``: exact and MinHash/LSH near-duplicate removal, and the straddling check.
 
 Every constructed case is built from real standard-library docstrings; every similarity the tests
 rely on is computed here independently of the module, exactly.
@@ -14,7 +14,7 @@ import xxhash
 
 from lightning_order.data.lm.clusters import DedupResult, deduplicate, straddling_pairs
 from lightning_order.data.lm.corpus import stdlib_corpus
-from lightning_order.data.lm.dedup import jaccard, word_ngrams
+from lightning_order.data.lm.shingles import jaccard, word_ngrams
 from lightning_order.errors import DataError
 
 

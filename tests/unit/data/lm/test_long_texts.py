@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from lightning_order.data.engine import long_texts
-from lightning_order.data.lm import clusters, dedup, documents
+from lightning_order.data.lm import clusters, documents, shingles
 from lightning_order.data.lm.corpus import stdlib_corpus
 
 TRICKS = [
@@ -40,7 +40,7 @@ def long_text() -> str:
 @pytest.fixture()
 def pieces_forced(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every text above 2 000 characters goes the piecewise way, in pieces of about 500."""
-    for module in (documents, dedup, clusters):
+    for module in (documents, shingles, clusters):
         monkeypatch.setattr(module, "LONG_TEXT_CHARS", 2000)
     monkeypatch.setattr(documents, "PIECE_CHARS", 500)
     monkeypatch.setattr(long_texts, "PIECE_CHARS", 500)
@@ -49,7 +49,7 @@ def pieces_forced(monkeypatch: pytest.MonkeyPatch) -> None:
 def _whole(fn, *args):
     """``fn(*args)`` with the piecewise path out of reach (the reference)."""
     with pytest.MonkeyPatch.context() as patch:
-        for module in (documents, dedup, clusters):
+        for module in (documents, shingles, clusters):
             patch.setattr(module, "LONG_TEXT_CHARS", 10**12)
         return fn(*args)
 
@@ -74,7 +74,7 @@ def test_keys_and_shingles_in_pieces_are_the_whole_texts(long_text: str, pieces_
         np.array_equal(a, b)
         for a, b in zip(documents.document_keys(texts), _whole(documents.document_keys, texts))
     )
-    assert np.array_equal(dedup.shingle_set(long_text), _whole(dedup.shingle_set, long_text))
+    assert np.array_equal(shingles.shingle_set(long_text), _whole(shingles.shingle_set, long_text))
     keys, rows, short = clusters.band_keys(texts, 0.8, 5, 64, 3)
     whole_keys, whole_rows, whole_short = _whole(clusters.band_keys, texts, 0.8, 5, 64, 3)
     assert np.array_equal(keys, whole_keys) and np.array_equal(rows, whole_rows) and short == whole_short == 1

@@ -158,7 +158,7 @@ def test_the_package_and_the_local_engine_never_import_ray():
     code = """
 import json, sys
 import lightning_order
-from lightning_order.data.lm import prepare, tasks, partitioning, packing
+from lightning_order.data.lm import prepare, tasks, cleaning, pack
 from lightning_order.data.engine.engines import make_engine
 engine = make_engine("local", 2)
 assert engine.map(abs, [-1, -2, -3], weight=1 << 40) == [1, 2, 3]  # in worker processes

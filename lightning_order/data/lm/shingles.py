@@ -1,6 +1,6 @@
-"""Deduplication of documents, defined once: words, n-grams, Jaccard, MinHash bands.
+"""What deduplication compares, defined once: words, n-gram shingles and their hashes, Jaccard, MinHash bands.
 
-The ``dedup`` step of the LM pipeline (:mod:`.clusters`) removes duplicates from the whole
+The ``dedup`` step of the LM pipeline (:mod:`.deduplication`, on the rule of :mod:`.clusters`) removes duplicates from the whole
 cleaned corpus *before* the split, so no near-duplicate can land on both sides of it;
 :func:`~.clusters.straddling_pairs` is the check that proves it afterwards (the validator's
 ``dedup-after-split``).

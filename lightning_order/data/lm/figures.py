@@ -1,4 +1,4 @@
-"""What a run summary prints after the metrics, and audit under a ledger, per pipeline (the descriptor's
+"""What an LM run summary prints after the metrics, and ``audit`` under an LM ledger (the LM spec's
 ``summary`` and ``figures``).
 
 :func:`print_lm_summary` (causal language modelling): the validation perplexity and, after
@@ -17,7 +17,7 @@ from rich.text import Text
 if TYPE_CHECKING:
     from lightning_order.ledger import StepLedger
 
-__all__ = ["lm_figures", "print_figures", "print_lm_summary", "sample_continuation"]
+__all__ = ["lm_figures", "print_lm_summary", "sample_continuation"]
 
 
 def print_lm_summary(
@@ -148,9 +148,3 @@ def lm_figures(ledger: StepLedger) -> list[tuple[str, str]]:
     if dropped:
         rows.append(("dropped tokens", dropped + " (the last tail shorter than a block)"))
     return rows
-
-
-def print_figures(console: Any, figures: list[tuple[str, str]]) -> None:
-    """Prints :func:`lm_figures` (or another pipeline's figures) as one ``label: text`` line each."""
-    for label, text in figures:
-        console.print(Text.assemble((f"{label}: ", "bold"), text))

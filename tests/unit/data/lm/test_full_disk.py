@@ -1,4 +1,4 @@
-"""``lightning_order.data.lm.packing`` under a full disk: one DataError naming the step, never a SIGBUS.
+"""The LM steps that write (``encode``, ``pack``, ...) under a full disk: one DataError naming the step, never a SIGBUS.
 
 Each case runs a real preparation in a subprocess (a SIGBUS would kill pytest itself) with its
 cache on a small tmpfs, filled just before the step under test by a wrapper around that step:

@@ -1,0 +1,106 @@
+"""The LM step ``pack``: each partition's token stream cut into blocks of ``block_size + 1``.
+
+The blocks are written straight into their rows of one shared block file (:class:`BlockFile`);
+then the partitions' tails are joined in partition order into the last blocks and what is left of
+them is dropped (recorded). No padding.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from lightning_order.data.engine.runner import DataState, StepContext, StepResult
+from lightning_order.data.engine.storage import allocate_array
+from lightning_order.data.lm import tasks
+from lightning_order.data.lm.config import LM_CODE_VERSION, LMConfig
+from lightning_order.data.lm.registry import LM_STEPS, engine_of, scratch
+from lightning_order.errors import DataError
+from lightning_order.ledger import fingerprint
+
+__all__ = ["BlockFile", "pack"]
+
+
+@dataclass(frozen=True)
+class BlockFile:
+    """One part packed: an ``n × width`` int32 ``.npy`` of blocks (memory-mapped when read)."""
+
+    path: str
+    rows: int
+    width: int
+
+    def __len__(self) -> int:
+        return self.rows
+
+    def array(self) -> np.ndarray:
+        """The blocks, memory-mapped."""
+        return np.load(self.path, mmap_mode="r")
+
+
+@LM_STEPS.register(
+    "pack",
+    takes=frozenset({"encoded"}),
+    makes="packed",
+    needs=("encode",),
+    consumes=("encode",),
+    reads="none",
+    writes_data=True,
+)
+def pack(ctx: StepContext, state: DataState) -> StepResult:
+    """Blocks of ``block_size + 1`` tokens per partition, then the partitions' tails in order; no padding."""
+    cfg: LMConfig = ctx.config
+    width = cfg.block_size + 1
+    eos_id = state.tokenizer.token_to_id(cfg.eos_token) if state.tokenizer is not None else None
+    fp = fingerprint("lm-pack", LM_CODE_VERSION, dict(ctx.inputs), cfg.block_size)
+    folder = scratch(ctx, "pack")
+    blocks, stats = {}, {}
+    for name, stream in state.parts.items():
+        whole = [t // width for t in stream.tokens]
+        tails = sum(t % width for t in stream.tokens)
+        rows = sum(whole) + tails // width
+        if rows == 0:
+            raise DataError(
+                f"block_size={cfg.block_size} cannot be filled: the {name} split holds {sum(stream.tokens)} tokens, "
+                f"fewer than one block of block_size + 1 = {width}; lower block_size, or use more documents (or a "
+                "larger val_fraction)",
+                step="pack",
+            )
+        path = folder / name / "blocks.npy"
+        path.parent.mkdir(parents=True)
+        allocate_array(path, (rows, width), np.int32)  # on disk now: a full disk is ENOSPC, never a SIGBUS
+        offsets = np.concatenate([[0], np.cumsum(whole)]).tolist()
+        items = [
+            {
+                "tokens": stream.paths[i],
+                "blocks": str(path),
+                "offset": offsets[i],
+                "width": width,
+                "eos_id": eos_id,
+            }
+            for i in range(len(stream.paths))
+        ]
+        packed = engine_of(ctx).map(tasks.pack_partition, items, desc=f"pack {name}")
+        tail = np.concatenate([np.empty(0, dtype=np.int32), *(p["tail"] for p in packed)])
+        count = len(tail) // width
+        eos = sum(p["eos"] for p in packed)
+        if count:
+            out = np.load(path, mmap_mode="r+")
+            out[offsets[-1] : offsets[-1] + count] = tail[: count * width].reshape(count, width)
+            out.flush()
+            del out
+            eos += int(np.count_nonzero(tail[: count * width] == eos_id)) if eos_id is not None else 0
+        blocks[name] = BlockFile(str(path), rows, width)
+        stats[f"{name}_blocks"] = rows
+        stats[f"{name}_dropped_tokens"] = int(len(tail) - count * width)
+        stats[f"{name}_eos_tokens"] = eos  # 0 without end-of-text: the workers counted none
+    train_tokens = blocks["train"].rows * width if "train" in blocks else 0
+    stats["eos_rate"] = stats.get("train_eos_tokens", 0) / train_tokens if train_tokens else 0.0
+    part_fps = {name: fingerprint(fp, name) for name in blocks}
+    return StepResult(
+        replace(state, parts=blocks, part_fps=part_fps),
+        fp,
+        parts=part_fps,
+        params={"block_size": cfg.block_size, "padding": False, "tails": "carried, then dropped"},
+        stats=stats,
+    )

@@ -1,0 +1,65 @@
+"""The LM step ``shard`` (in ``setup``, per rank): this rank's part of every global batch of blocks.
+
+Every rank gets the same number of blocks (:mod:`lightning_order.data.engine.sharding`); the
+rank's ``train`` part is a :class:`BlockView` of the shared block file (no copy until read).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from lightning_order.data.engine.runner import DataState, StepContext, StepResult
+from lightning_order.data.engine.sharding import plan_shard
+from lightning_order.data.lm.blocks import stride_shard
+from lightning_order.data.lm.registry import LM_STEPS
+
+__all__ = ["BlockView", "shard"]
+
+
+@dataclass(frozen=True)
+class BlockView:
+    """Some blocks of a block array: rows ``index`` of ``blocks`` (no copy until a batch is read)."""
+
+    blocks: Any
+    index: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        out = np.asarray(self.blocks[self.index])
+        return out if dtype is None else out.astype(dtype)
+
+
+@LM_STEPS.register(
+    "shard",
+    takes=frozenset({"packed"}),
+    makes="shard",
+    needs=("pack",),
+    consumes=("pack",),
+    reads="none",
+    writes_data=True,
+    per_rank=True,
+)
+def shard(ctx: StepContext, state: DataState) -> StepResult:
+    """(In ``setup``, on every rank) this rank's part of every global batch of the global block order.
+
+    The loader reads the whole block file by index (``extra["served"]``); the rank's ``train``
+    part is the blocks it reads in the first epoch (equal counts on every rank).
+    """
+    train = state.parts["train"]
+    if len(train) < ctx.world_size:  # the message of earlier versions, which users match on
+        stride_shard(len(train), ctx.world_size, ctx.rank)
+    plan = plan_shard(ctx, len(train), ctx.inputs["pack"], name="lm-shard", what="blocks")
+    extra = {**state.extra, "served": train, "global_order": plan.order}
+    return StepResult(
+        replace(
+            state, parts={**state.parts, "train": BlockView(train, plan.order.rank_indices(0))}, extra=extra
+        ),
+        plan.output,
+        params=plan.params,
+        stats=plan.stats,
+    )

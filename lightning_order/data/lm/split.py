@@ -1,0 +1,57 @@
+"""The LM step ``split``: train/validation by the seeded hash of each document, per canonical partition.
+
+The assignment is stable as the corpus grows, and exact duplicates (removed before, by ``dedup``)
+could never straddle it. Run before ``clean`` (a wrong order), the input is keyed as it is
+(:func:`~.cleaning.partitioned`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from lightning_order.data.engine.partitions import DocumentSet
+from lightning_order.data.engine.runner import ROWS, DataState, StepContext, StepResult
+from lightning_order.data.lm import tasks
+from lightning_order.data.lm.cleaning import partitioned
+from lightning_order.data.lm.config import LM_CODE_VERSION, LMConfig
+from lightning_order.data.lm.registry import LM_STEPS, engine_of, scratch
+from lightning_order.errors import DataError
+from lightning_order.ledger import fingerprint
+
+__all__ = ["split"]
+
+
+@LM_STEPS.register("split", takes=ROWS, reads="data", writes_data=True, partitions=("train", "val"))
+def split(ctx: StepContext, state: DataState) -> StepResult:
+    """Train/validation by the seeded hash of each document's word sequence (stable as the corpus grows)."""
+    cfg: LMConfig = ctx.config
+    docs = partitioned(ctx, state.data, "all", int(state.extra["partitions"]))
+    out = {name: scratch(ctx, "split", name) for name in ("train", "val")}
+    items = [
+        {"documents": docs, "partition": p, "val_fraction": cfg.val_fraction, "seed": cfg.seed, "out": out}
+        for p in range(docs.count)
+    ]
+    results = engine_of(ctx).map(tasks.split_partition, items, weight=docs.text_bytes, desc="split")
+    params = {"val_fraction": cfg.val_fraction, "seed": cfg.seed, "key": "document"}
+    fp = fingerprint("lm-split", LM_CODE_VERSION, dict(ctx.inputs), params)
+    parts, part_fps, stats = {}, {}, {}
+    for name in ("train", "val"):
+        rows = sum(r[name]["rows"] for r in results)
+        if rows == 0:
+            raise DataError(
+                f"the {name} split is empty ({len(docs)} documents, val_fraction={cfg.val_fraction}); "
+                "use more documents or another val_fraction",
+                step="split",
+            )
+        parts[name] = DocumentSet(
+            out[name], docs.count, True, rows, sum(r[name]["text_bytes"] for r in results)
+        )
+        part_fps[name] = fingerprint(fp, name, [r[name]["digest"] for r in results])
+        stats[f"{name}_rows"] = rows
+    return StepResult(
+        replace(state, data=None, parts=parts, part_fps=part_fps),
+        fp,
+        parts=part_fps,
+        params=params,
+        stats=stats,
+    )
