@@ -243,6 +243,11 @@ class ToyRegressor(pl.LightningModule):
         return torch.optim.SGD(self.parameters(), lr=0.01)
 
 
+# Collected with every other test module: the registry is left as the library has it until this
+# module's tests run (the fixture below registers the spec for them).
+unregister(NAME)
+
+
 @pytest.fixture(autouse=True, scope="module")
 def registered() -> Iterator[PipelineSpec]:
     register(TOY_SPEC, replace=True)  # again, after an earlier module's teardown
