@@ -58,7 +58,7 @@ from lightning_order.distributed import release_process_group
 from lightning_order.ledger import StepLedger
 from lightning_order.pipelines import PIPELINES, PipelineDescriptor, descriptor_for
 
-__all__ = ["OrderCLI", "OrderLMCLI", "PrepareCLI", "order_callbacks", "run"]
+__all__ = ["OrderCLI", "PrepareCLI", "order_callbacks", "run"]
 
 
 class OrderCLI(LightningCLI):
@@ -290,12 +290,6 @@ class OrderCLI(LightningCLI):
             printer(console, self.datamodule, self.model, stage, metrics)
         for label, where in locations(self.datamodule, trainer, stage):
             console.print(Text.assemble((f"{label}: ", "bold"), str(where)))
-
-
-class OrderLMCLI(OrderCLI):
-    """:class:`OrderCLI` bound to the ``"lm"`` descriptor (``OrderedLMDataModule``, ``OrderedCausalLM``)."""
-
-    pipeline_name = "lm"
 
 
 class PrepareCLI(OrderCLI):

@@ -15,7 +15,7 @@ import pytest
 import yaml
 from helpers import CONFIGS, ROOT
 
-from lightning_order.cli import OrderLMCLI, descriptor_of_command, main
+from lightning_order.cli import descriptor_of_command, main
 from lightning_order.cli.tools import TOOLS
 
 pytestmark = pytest.mark.filterwarnings("ignore:LightningCLI's args parameter")
@@ -59,7 +59,6 @@ def test_the_command_line_names_its_pipeline() -> None:
         == "lm"
     )
     assert descriptor_of_command([]).name == "standard"
-    assert OrderLMCLI.pipeline_name == "lm"  # the LM preset of the one OrderCLI
 
 
 def test_a_linked_dim_set_in_the_config_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
