@@ -55,6 +55,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(1, str(Path(__file__).resolve().parents[1] / "tests"))  # launching.py: run_ranks
 
 import logging
 
@@ -62,15 +63,16 @@ import numpy as np
 import pytorch_lightning as pl
 import torch
 import xxhash
+from launching import run_ranks
 from pytorch_lightning.callbacks import Callback
 
 from lightning_order import RULES, OrderedCausalLM, OrderedLMDataModule, OrderValidator, OrderWarning
-from lightning_order.data.lm.blocks import encode_documents, pack_stream
+from lightning_order.data.lm.blocks import encode_documents
 from lightning_order.data.lm.config import EOS_TOKEN
 from lightning_order.data.lm.corpus import stdlib_corpus
 from lightning_order.data.lm.steps import clean_document
 from lightning_order.data.lm.tokenizer import train_byte_bpe
-from lightning_order.distributed import release_process_group, run_ranks
+from lightning_order.distributed import release_process_group
 
 for _name in ("pytorch_lightning", "lightning.pytorch", "lightning_fabric"):
     logging.getLogger(_name).setLevel(logging.WARNING)
@@ -213,6 +215,13 @@ def build_lab_corpus(cfg: LabConfig, folder: Path) -> dict[str, Any]:
 
 
 # -- measurements ---------------------------------------------------------------------------------
+def pack_stream(ids: np.ndarray, block_size: int) -> tuple[np.ndarray, int]:
+    """``ids`` cut into ``(n, block_size + 1)`` blocks (a view, no copy) and the tokens left over."""
+    width = block_size + 1
+    count = len(ids) // width
+    return ids[: count * width].reshape(count, width), len(ids) - count * width
+
+
 @torch.no_grad()
 def nll(model: torch.nn.Module, blocks: np.ndarray, batch: int = 64) -> tuple[float, int]:
     """Summed next-token negative log-likelihood (nats) over ``blocks`` (``n × (T+1)``) and its token count."""

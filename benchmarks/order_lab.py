@@ -54,12 +54,14 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # Runnable from a checkout without installing the package (python benchmarks/order_lab.py).
 sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(1, str(Path(__file__).resolve().parent))  # lab_extras.py
+sys.path.insert(1, str(Path(__file__).resolve().parents[1] / "tests"))  # launching.py: run_ranks
 
 import lab_extras
 import numpy as np
 import pytorch_lightning as pl
 import torch
 import xxhash
+from launching import run_ranks
 from pytorch_lightning.callbacks import Callback
 
 from lightning_order import RULES, OrderedDataModule, OrderValidator, OrderWarning
@@ -70,7 +72,7 @@ from lightning_order.data.text.datamodule import DATA_STEPS
 from lightning_order.data.text.demo import DEMO_NUM_CLASSES, DEMO_NUMERIC_COLUMNS, demo_rows
 from lightning_order.data.text.encode import Encoder
 from lightning_order.data.text.normalise import clean_text
-from lightning_order.distributed import release_process_group, run_ranks
+from lightning_order.distributed import release_process_group
 from lightning_order.models import OrderedTextClassifier
 
 __all__ = [

@@ -21,7 +21,7 @@ from typing import Any, Literal, TypeVar, get_args
 from lightning_order.errors import OrderError, OrderWarning, unknown_step_names
 from lightning_order.judge import judge
 from lightning_order.ledger import StepLedger, StepRecord
-from lightning_order.rules import RULES, Violation  # RULES: older imports from here keep working
+from lightning_order.rules import RULES, Violation
 
 # RULES and Violation live in lightning_order.rules (a leaf module); the errors in errors.py.
 __all__ = ["KINDS", "LM_PIPELINE", "STANDARD_PIPELINE", "Pipeline", "Step", "require_steps"]

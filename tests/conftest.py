@@ -4,7 +4,7 @@ The tests mirror the package (``unit/<package folder>/``), with ``integration/``
 and the command end to end), ``distributed/`` (real DDP and multi-process runs, their scripts in
 ``distributed/ddp_scripts/``) and ``benchmarks/`` (the tests of ``benchmarks/*.py``) beside it.
 Shared support lives here, in ``tests/``, on the import path (``pythonpath`` in pyproject.toml):
-``helpers``, ``ddp_utils``, ``orders``, ``handwritten``, ``nanogpt``, ``label_data``, ``resumes`` and
+``helpers``, ``launching``, ``ddp_utils``, ``orders``, ``handwritten``, ``nanogpt``, ``label_data``, ``resumes`` and
 ``golden/``.
 """
 

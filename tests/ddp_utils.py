@@ -11,8 +11,8 @@ The rank processes are forked from one server process that imported torch, Light
 and ``lightning_order`` once (:mod:`multiprocessing`'s ``forkserver`` with those modules
 preloaded): a fresh interpreter's imports are most of a small DDP job, and every launch would pay
 them twice. Each rank is still a new process, with no state from pytest or an earlier launch, the
-environment a subprocess would get (:func:`lightning_order.distributed.launch_env` plus the rank
-variables of :func:`~lightning_order.distributed.rank_variables`), its own working folder and its
+environment a subprocess would get (:func:`launching.launch_env` plus the rank
+variables of :func:`launching.rank_variables`), its own working folder and its
 output captured to files.
 """
 
@@ -27,7 +27,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from lightning_order.distributed import launch_env, rank_variables
+from launching import launch_env, rank_variables
 
 #: What the rank processes' server imports once (what every DDP script imports).
 PRELOAD = ["torch", "pytorch_lightning", "lightning.pytorch", "datasets", "lightning_order"]
@@ -94,8 +94,8 @@ def run_ranks_forked(
 ) -> list[subprocess.CompletedProcess]:
     """``python script *argv`` once per rank, all at once, forked from the preloaded server.
 
-    The ranks get what :func:`lightning_order.distributed.run_ranks` gives its subprocesses
-    (:func:`~lightning_order.distributed.rank_variables`). On expiry every rank is killed and it raises.
+    The ranks get what :func:`launching.run_ranks` gives its subprocesses
+    (:func:`launching.rank_variables`). On expiry every rank is killed and it raises.
     """
     jobs = [
         _start(script, argv, cwd, variables, f"rank{rank}")

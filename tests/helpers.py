@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 import pytorch_lightning as pl
+from launching import launch_env
 
-from lightning_order.distributed import launch_env
 from lightning_order.ledger import StepLedger
 
 #: The tests folder (shared support lives here) and the repository root above it.
@@ -191,3 +191,15 @@ def mounted_tmpfs(folder: Path, size: str) -> Iterator[Path]:
         yield folder
     finally:
         subprocess.run(["umount", "-l", str(folder)], check=False)
+
+
+def word_grams(text: str, n: int = 5) -> frozenset[tuple[str, ...]]:
+    """The word ``n``-grams of ``text`` (lower-cased, whitespace-split), computed independently of the package."""
+    words = text.lower().split()
+    return frozenset(zip(*(words[k:] for k in range(n))))
+
+
+def exact_jaccard(a: str, b: str) -> float:
+    """The exact Jaccard similarity of two texts' word 5-grams (what MinHash estimates); 0.0 when both have none."""
+    x, y = word_grams(a), word_grams(b)
+    return len(x & y) / len(x | y) if x | y else 0.0

@@ -18,7 +18,6 @@ from lightning_order.lazy import lazy_exports
 _LAZY: dict[str, str] = {
     "main": "lightning_order.cli.dispatch",
     "OrderCLI": "lightning_order.cli.lightning",
-    "OrderLMCLI": "lightning_order.cli.lightning",
     "PrepareCLI": "lightning_order.cli.lightning",
     "descriptor_of_command": "lightning_order.cli.dispatch",
     "order_callbacks": "lightning_order.cli.lightning",

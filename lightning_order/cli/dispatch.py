@@ -7,12 +7,12 @@ need none of it. :func:`main` answers them here and hands the rest to
 * ``--help`` / no command: the subcommands (:data:`~lightning_order.cli.help.HELP`);
 * ``audit`` and ``graph``: :mod:`lightning_order.cli.tools`;
 * ``prepare`` of a pipeline's own DataModule (a ``data:`` section without ``class_path``):
-  the ``--config`` files and the options are parsed by jsonargparse against the pipeline's typed
-  config class (:mod:`lightning_order.data.engine.config`), and the data is prepared by the
+  the ``--config`` files and the options are parsed once, by jsonargparse against the pipeline's
+  typed config class (:mod:`lightning_order.data.engine.config`), and the data is prepared by the
   pipeline's preparation module, the same functions its DataModule calls (the same cache key,
-  the same folder). Anything that parser does not take (``--help``, a ``class_path``, a trainer
-  option on the command line, a refused value) goes to LightningCLI, so its messages and exit
-  codes stay the ones users know;
+  the same folder). That parser answers ``--help``, ``--print_config``, a rejected option (with
+  the nearest one) and a refused value itself; ``prepare`` of a DataModule class the command
+  names (``data.class_path``) is parsed by LightningCLI instead, which can build any class;
 * ``fit``/``validate``/``test``/``predict``: :class:`~lightning_order.cli.lightning.OrderCLI`.
 
 The pipeline is the one whose model the command names (:func:`descriptor_of_command`: the
@@ -79,10 +79,8 @@ def main(args: list[str] | None = None) -> int:
 
             return tools.audit_main(argv[1:]) if command == "audit" else tools.graph_main(argv[1:])
         descriptor = descriptor_of_command(argv[1:])
-        if command == "prepare":
-            code = _prepare_light(argv[1:], descriptor)
-            if code is not None:
-                return code
+        if command == "prepare" and _class_path(argv[1:], "data") is None:
+            return _prepare_light(argv[1:], descriptor)
         from lightning_order.cli.lightning import run
 
         if command == "prepare":
@@ -109,8 +107,9 @@ def _config_files(argv: list[str]) -> list[str]:
     return paths
 
 
-def _model_class_path(argv: list[str]) -> str | None:
-    """The model class the command names: the last ``model`` of its config files or ``--model`` options."""
+def _class_path(argv: list[str], section: str) -> str | None:
+    """The class the command names for ``section`` (``model``, ``data``): the last one of its config
+    files or its ``--<section>`` / ``--<section>.class_path`` options."""
     import yaml
 
     found = None
@@ -118,16 +117,16 @@ def _model_class_path(argv: list[str]) -> str | None:
         try:
             config = yaml.safe_load(Path(path).read_text()) or {}
         except (OSError, yaml.YAMLError):
-            continue  # LightningCLI reports an unreadable config itself
-        model = config.get("model") if isinstance(config, dict) else None
-        if isinstance(model, dict) and isinstance(model.get("class_path"), str):
-            found = model["class_path"]
-        elif isinstance(model, str):
-            found = model
+            continue  # the parser reports an unreadable config itself
+        value = config.get(section) if isinstance(config, dict) else None
+        if isinstance(value, dict) and isinstance(value.get("class_path"), str):
+            found = value["class_path"]
+        elif isinstance(value, str):
+            found = value
     for i, arg in enumerate(argv):
-        if arg in ("--model", "--model.class_path") and i + 1 < len(argv):
+        if arg in (f"--{section}", f"--{section}.class_path") and i + 1 < len(argv):
             found = argv[i + 1]
-        elif arg.startswith(("--model=", "--model.class_path=")):
+        elif arg.startswith((f"--{section}=", f"--{section}.class_path=")):
             found = arg.split("=", 1)[1]
     return found
 
@@ -141,7 +140,7 @@ def descriptor_of_command(argv: list[str]) -> PipelineDescriptor:
     """
     from lightning_order.pipelines import DEFAULT_PIPELINE, PIPELINES, descriptor_for
 
-    path = _model_class_path(argv)
+    path = _class_path(argv, "model")
     if not path:
         return PIPELINES[DEFAULT_PIPELINE]
     for descriptor in PIPELINES.values():
@@ -158,20 +157,26 @@ def descriptor_of_command(argv: list[str]) -> PipelineDescriptor:
 
 
 # -- prepare without Lightning ----------------------------------------------------------------------
-def _light_arguments(argv: list[str], descriptor: PipelineDescriptor) -> dict[str, Any] | None:
+def _prepare_arguments(argv: list[str], descriptor: PipelineDescriptor) -> dict[str, Any]:
     """The ``data:`` arguments of a ``prepare`` command line, parsed by jsonargparse against the
-    pipeline's config class; ``None`` when LightningCLI must read the command line instead."""
-    if any(arg in ("-h", "--help") or arg.startswith("--print_config") for arg in argv):
-        return None
+    pipeline's config class: the one parser of ``prepare`` for the pipeline's own DataModule.
+
+    Raises:
+        ArgumentError: an option or value the parser rejects (with the nearest valid option).
+        SystemExit: ``--help`` or ``--print_config`` answered.
+    """
     from dataclasses import fields
 
     from jsonargparse import ActionConfigFile, ArgumentParser
 
-    from lightning_order.cli.parsing import STRICT_PARSER
+    from lightning_order.cli.help import TOOLS as TOOL_HELP
+    from lightning_order.cli.parsing import STRICT_PARSER, parser_options, with_suggestions
 
     config_class = descriptor.config_class()
     internal = {f.name for f in fields(config_class) if f.metadata.get("internal")}
-    parser = ArgumentParser(exit_on_error=False, prog="lightning-order prepare", **STRICT_PARSER)
+    parser = ArgumentParser(
+        exit_on_error=False, prog="lightning-order prepare", description=TOOL_HELP["prepare"], **STRICT_PARSER
+    )
     parser.add_argument("-c", "--config", action=ActionConfigFile)
     parser.add_class_arguments(config_class, "data", skip=internal)
     for section in _OTHER_SECTIONS:
@@ -181,24 +186,20 @@ def _light_arguments(argv: list[str], descriptor: PipelineDescriptor) -> dict[st
     parser.add_argument("--torch_num_threads", type=int | None, default=None)
     try:
         parsed = parser.parse_args(argv)
-    except (ArgumentError, SystemExit, ValueError, TypeError):
-        return None
+    except ArgumentError as err:
+        raise with_suggestions(err, parser_options(parser), argv) from err
     data = parsed.get("data")
-    if data is None:
-        return None
     # as_dict, not dict(): dict() flattened {"class_path": ...} into dotted keys that the config
     # then dropped, and data_files vanished (the working directory's files were prepared).
-    data = data.as_dict() if hasattr(data, "as_dict") else dict(data)
-    if any(isinstance(value, dict) and "class_path" in value for value in data.values()):
-        return None  # no data argument takes a class: LightningCLI refuses it, as `fit` does
-    return data
+    return {} if data is None else data.as_dict() if hasattr(data, "as_dict") else dict(data)
 
 
-def _prepare_light(argv: list[str], descriptor: PipelineDescriptor) -> int | None:
-    """``prepare`` without Lightning; ``None`` when the command line is for LightningCLI."""
-    data = _light_arguments(argv, descriptor)
-    if data is None:
-        return None
+def _prepare_light(argv: list[str], descriptor: PipelineDescriptor) -> int:
+    """``prepare`` of the pipeline's own DataModule, without Lightning: parse once, prepare, report."""
+    try:
+        data = _prepare_arguments(argv, descriptor)
+    except SystemExit as done:  # --help, --print_config: answered and printed
+        return int(done.code or 0)
     from lightning_order.cli.console import error_lines, prepare_report, print_error
     from lightning_order.data.engine import cache as _cache
     from lightning_order.errors import LightningOrderError
@@ -206,10 +207,12 @@ def _prepare_light(argv: list[str], descriptor: PipelineDescriptor) -> int | Non
 
     preparation = resolve(descriptor.preparation)
     try:
+        _refuse_classes(data)
         config = preparation.plain_config(data)
         order = preparation.order_of(config, config.order, config.enforce)
-    except LightningOrderError:
-        return None  # LightningCLI reports a refused configuration its own way
+    except LightningOrderError as err:
+        print_error(error_lines(err))
+        return EXIT_REFUSED
     root = Path(config.cache_dir).expanduser() if config.cache_dir else _cache.default_cache_dir()
     try:
         folder = preparation.prepare_cache(root, config, order)
@@ -218,6 +221,20 @@ def _prepare_light(argv: list[str], descriptor: PipelineDescriptor) -> int | Non
         return EXIT_REFUSED
     prepare_report(_Prepared(folder))
     return 0
+
+
+def _refuse_classes(data: dict[str, Any]) -> None:
+    """Refuses a data option given as a class: jsonargparse resolves ``class_path`` under ``Any``
+    (importing it), and no data option takes a class."""
+    from lightning_order.errors import DataError
+
+    for name, value in data.items():
+        if isinstance(value, dict) and "class_path" in value:
+            raise DataError(
+                f"data.{name} names a class ({value['class_path']!r}), and no data option takes one; "
+                f"give {name} as plain values (e.g. data_files='corpus/*.txt')",
+                step="load" if name in ("dataset", "data_files") else None,
+            )
 
 
 class _Prepared:

@@ -58,7 +58,23 @@ from lightning_order.distributed import release_process_group
 from lightning_order.ledger import StepLedger
 from lightning_order.pipelines import PIPELINES, PipelineDescriptor, descriptor_for
 
-__all__ = ["OrderCLI", "OrderLMCLI", "PrepareCLI", "order_callbacks", "run"]
+__all__ = ["OrderCLI", "PrepareCLI", "order_callbacks", "run"]
+
+
+class _SubcommandsParser(LightningArgumentParser):
+    """LightningCLI's parser, keeping the subcommands action its :meth:`add_subcommands` returns.
+
+    LightningCLI adds ``fit``/``validate``/... through that public method; keeping what it returns
+    lets :class:`OrderCLI` list its tools beside them and find a subcommand's parser (the action's
+    ``choices``) without reading jsonargparse's or LightningCLI's private attributes.
+    """
+
+    subcommands_action: Any = None
+
+    def add_subcommands(self, *args: Any, **kwargs: Any) -> Any:
+        """As jsonargparse's; the action is kept as :attr:`subcommands_action`."""
+        self.subcommands_action = super().add_subcommands(*args, **kwargs)
+        return self.subcommands_action
 
 
 class OrderCLI(LightningCLI):
@@ -105,6 +121,7 @@ class OrderCLI(LightningCLI):
         name = pipeline.name if isinstance(pipeline, PipelineDescriptor) else pipeline or self.pipeline_name
         classes = [c for c in (datamodule_class, model_class) if isinstance(c, type)]
         self.descriptor = descriptor_for(name=name, classes=classes)
+        kwargs.setdefault("parser_class", _SubcommandsParser)
         super().__init__(
             model_class or self.descriptor.model_class(),
             datamodule_class or self.descriptor.datamodule_class(),
@@ -170,7 +187,7 @@ class OrderCLI(LightningCLI):
             "a shared CPU trains in about half the CPU time on one thread.",
         )
         if self.subclass_mode_model:
-            model_class = self._model_class
+            model_class = self.model_class  # never None: __init__ passes the descriptor's by default
             parser.set_defaults(
                 {"model": {"class_path": f"{model_class.__module__}.{model_class.__qualname__}"}}
             )
@@ -184,11 +201,12 @@ class OrderCLI(LightningCLI):
     ) -> None:
         """LightningCLI's parser, with ``prepare``, ``audit`` and ``graph`` listed in ``--help``."""
         super().setup_parser(add_subcommands, main_kwargs, subparser_kwargs)
-        if add_subcommands and self.parser._subcommands_action is not None:
+        subcommands = getattr(self.parser, "subcommands_action", None)  # None: a caller's parser_class
+        if add_subcommands and subcommands is not None:
             # The dispatcher runs these before LightningCLI parses; registering them here is what
             # makes LightningCLI's own `--help` list them next to fit/validate/test/predict.
             for name, help_text in TOOLS.items():
-                self.parser._subcommands_action.add_subcommand(name, tool_parser(name), help=help_text)
+                subcommands.add_subcommand(name, tool_parser(name), help=help_text)
 
     def parse_arguments(self, parser: LightningArgumentParser, args: Any) -> None:
         """Parses as LightningCLI does; a dim set in the model's config and our own subcommands are refused.
@@ -201,7 +219,8 @@ class OrderCLI(LightningCLI):
             given = [] if isinstance(args, (dict, Namespace)) else sys.argv[1:] if args is None else args
             argv = [str(a) for a in given]
             subcommand = next((a for a in argv if a in self.subcommands()), None)
-            subparsers = getattr(self, "_subcommand_parsers", {})
+            subcommands = getattr(parser, "subcommands_action", None)
+            subparsers = subcommands.choices if subcommands is not None else {}
             options = parser_options(subparsers.get(subcommand, parser))
             raise with_suggestions(err, options, argv) from err
         subcommand = self.config.get("subcommand")
@@ -290,12 +309,6 @@ class OrderCLI(LightningCLI):
             printer(console, self.datamodule, self.model, stage, metrics)
         for label, where in locations(self.datamodule, trainer, stage):
             console.print(Text.assemble((f"{label}: ", "bold"), str(where)))
-
-
-class OrderLMCLI(OrderCLI):
-    """:class:`OrderCLI` bound to the ``"lm"`` descriptor (``OrderedLMDataModule``, ``OrderedCausalLM``)."""
-
-    pipeline_name = "lm"
 
 
 class PrepareCLI(OrderCLI):

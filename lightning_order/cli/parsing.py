@@ -29,6 +29,8 @@ __all__ = [
 STRICT_PARSER: dict[str, Any] = {"allow_abbrev": False}
 #: How close a suggestion must be (difflib's ratio): close enough for a typo, not any option at all.
 _CUTOFF = 0.6
+#: A long option as a help text writes it (``--trainer.max_steps``), not a dotted prefix (``--data.``).
+_LONG_OPTION = re.compile(r"(?<![\w-])--[A-Za-z][\w-]*(?:\.[\w-]+)*")
 _UNRECOGNIZED = re.compile(r"unrecognized arguments: (.*)$", re.DOTALL)
 _NOT_ACCEPTED = re.compile(r"class_path '([\w.]+)':\s*Option '(\w+)' is not accepted")
 
@@ -40,9 +42,13 @@ def nearest(word: str, choices: Iterable[str]) -> str | None:
 
 
 def parser_options(parser: Any) -> list[str]:
-    """Every long option string of an argparse (or jsonargparse) parser, ``--help`` included."""
-    actions = getattr(parser, "_option_string_actions", {})
-    return sorted(option for option in actions if option.startswith("--"))
+    """Every long option an argparse (or jsonargparse) parser's help lists, ``--help`` included.
+
+    Read from :meth:`~argparse.ArgumentParser.format_help`, the public view of a parser's options
+    (their table is argparse's private ``_option_string_actions``); built only for a rejected
+    command line, so its cost (milliseconds) is paid once, on the way out.
+    """
+    return sorted(set(_LONG_OPTION.findall(parser.format_help())))
 
 
 def _class_options(class_path: str) -> list[str]:

@@ -21,7 +21,6 @@ _LAZY: dict[str, str] = {
     "clean_text": "lightning_order.data.text.normalise",
     "make_demo_corpus": "lightning_order.data.text.demo",
     "fit_statistics": "lightning_order.data.text.features",
-    "shard_bounds": "lightning_order.data.text.shard",
 }
 
 __all__ = sorted(_LAZY)

@@ -58,16 +58,31 @@ def pause(
     if elapsed_s is None:
         elapsed_s = next((float(cb.elapsed_s) for cb in trainer.callbacks if hasattr(cb, "elapsed_s")), 0.0)
     payload = _payload(trainer, list(reason), gpu_hour_price, elapsed_s)
-    # What Trainer.save_checkpoint does, with our entry added before the single write; every rank
-    # takes part (a sharded strategy gathers here) and only global rank 0 writes.
-    checkpoint = trainer._checkpoint_connector.dump_checkpoint(weights_only=False)
-    # Merge, so what OrderValidator.on_save_checkpoint put under the same key (the data's
-    # fingerprints) survives the pause.
-    checkpoint[CHECKPOINT_KEY] = {**(checkpoint.get(CHECKPOINT_KEY) or {}), **payload}
-    trainer.strategy.save_checkpoint(checkpoint, path)
-    trainer.strategy.barrier("lightning_order.pause")
+    # Trainer.save_checkpoint, with our entry added by a callback that runs last, before the single
+    # write: every rank takes part (a sharded strategy gathers here) and only global rank 0 writes.
+    entry = _pause_entry(payload)
+    trainer.callbacks.append(entry)
+    try:
+        trainer.save_checkpoint(path, weights_only=False)
+    finally:
+        trainer.callbacks.remove(entry)
     trainer.should_stop = True
     return path
+
+
+def _pause_entry(payload: dict[str, Any]) -> pl.Callback:
+    """A callback that adds ``payload`` under our key of the checkpoint being saved (no state of its own)."""
+    from pytorch_lightning import Callback
+    from typing_extensions import override
+
+    class PauseEntry(Callback):
+        @override
+        def on_save_checkpoint(self, trainer: pl.Trainer, pl_module: Any, checkpoint: dict[str, Any]) -> None:
+            # Merge, so what OrderValidator.on_save_checkpoint put under the same key (the data's
+            # fingerprints) survives the pause.
+            checkpoint[CHECKPOINT_KEY] = {**(checkpoint.get(CHECKPOINT_KEY) or {}), **payload}
+
+    return PauseEntry()
 
 
 def _qualname(obj: Any) -> str:

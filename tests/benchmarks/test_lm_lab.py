@@ -11,11 +11,11 @@ from __future__ import annotations
 import json
 import random
 
+import numpy as np
 import pytest
-from helpers import load_benchmark
+from helpers import exact_jaccard, load_benchmark
 
 from lightning_order.data.lm.corpus import stdlib_corpus
-from lightning_order.data.lm.shingles import jaccard, word_ngrams
 from lightning_order.data.lm.steps import clean_document
 
 lab = load_benchmark("lm_lab")
@@ -29,13 +29,15 @@ def test_dirt_is_exactly_what_cleaning_removes():
     assert any(lab.dirty(d, rng) != d for d in stdlib_corpus(20))
 
 
+def test_pack_stream_cuts_blocks_of_block_size_plus_one():
+    blocks, dropped = lab.pack_stream(np.arange(10, dtype=np.int32), 2)
+    assert blocks.tolist() == [[0, 1, 2], [3, 4, 5], [6, 7, 8]] and dropped == 1
+
+
 def test_mirror_copies_are_near_duplicates_not_exact_ones():
     rng = random.Random(0)
     docs = [d for d in stdlib_corpus(300) if len(d.split()) >= 60]
-    similar = [
-        jaccard(word_ngrams(clean_document(d)), word_ngrams(clean_document(lab.near_copy(d, rng))))
-        for d in docs
-    ]
+    similar = [exact_jaccard(clean_document(d), clean_document(lab.near_copy(d, rng))) for d in docs]
     assert all(s < 1.0 for s in similar)
     assert sum(s >= 0.8 for s in similar) >= 0.9 * len(similar)
 

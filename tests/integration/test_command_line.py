@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 from helpers import DEMO, ROOT, TINY, fit_command, leaky_ledger
+from launching import launch_env
 
 from lightning_order import StepLedger
 from lightning_order.cli import find_manifests, main
 from lightning_order.cli.auditing import AUDIT_VIOLATIONS
-from lightning_order.distributed import launch_env
 from lightning_order.order import STANDARD_PIPELINE
 
 pytestmark = pytest.mark.filterwarnings("ignore:LightningCLI's args parameter")

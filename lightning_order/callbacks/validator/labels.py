@@ -36,9 +36,7 @@ from lightning_order.rules import Violation
 __all__ = [
     "join_rank_parts",
     "label_encoding_verdict",
-    "label_encoding_violations",
     "read_split_columns",
-    "split_columns",
 ]
 
 log = logging.getLogger(__name__)
@@ -79,25 +77,8 @@ def _columns(batch: Any, feature_names: Sequence[str] | None) -> tuple[list[np.n
     return columns, names, labels
 
 
-def split_columns(dm: Any, split: str, max_rows: int) -> dict[str, Any] | None:
-    """A split's float columns and labels, or ``None`` (no indexable dataset, no label, no float column).
-
-    See :func:`read_split_columns`, which also says why there are none.
-
-    Args:
-        dm: the datamodule.
-        split: ``"train"`` or ``"val"``.
-        max_rows: rows read at most (a seeded sample above it).
-
-    Returns:
-        ``{"x": rows × columns float32, "y": labels, "names": [...], "length": n, "sampled": bool,
-        "digest": hash of x and y}``.
-    """
-    return read_split_columns(dm, split, max_rows)[1]
-
-
 def read_split_columns(dm: Any, split: str, max_rows: int) -> tuple[str, dict[str, Any] | None]:
-    """:func:`split_columns`, and why: ``"read"``; ``"no-candidate"`` (no float column, or none whose
+    """A split's float columns and labels (``None``: none), and why: ``"read"``; ``"no-candidate"`` (no float column, or none whose
     values repeat: no column can hold an encoding, which is a verdict); ``"unreadable"`` (no
     indexable dataset, no label, items that cannot be read or collated: no verdict)."""
     dataset, collate = split_dataset(dm, split)
@@ -143,7 +124,7 @@ def read_split_columns(dm: Any, split: str, max_rows: int) -> tuple[str, dict[st
 
 
 def join_rank_parts(parts: list[dict[str, Any] | None]) -> dict[str, Any] | None:
-    """One split from every rank's :func:`split_columns`: the whole split once (every rank read the
+    """One split from every rank's :func:`read_split_columns`: the whole split once (every rank read the
     same rows), or the shards joined; ``None`` when a rank has none or the columns differ."""
     if not parts or any(p is None for p in parts):
         return None
@@ -159,16 +140,9 @@ def join_rank_parts(parts: list[dict[str, Any] | None]) -> dict[str, Any] | None
     }
 
 
-def label_encoding_violations(trainer: Any, dm: Any, max_rows: int) -> list[Violation]:
-    """``fit-before-split`` for label-encoded features fitted on train + validation (every rank alike).
-
-    Collective under DDP: every rank must call it (one all-gather of the arrays).
-    """
-    return label_encoding_verdict(trainer, dm, max_rows)[1]
-
-
 def label_encoding_verdict(trainer: Any, dm: Any, max_rows: int) -> tuple[bool, list[Violation]]:
-    """:func:`label_encoding_violations`, and whether the check gave a verdict.
+    """``fit-before-split`` for label-encoded features fitted on train + validation (every rank
+    alike), and whether the check gave a verdict.
 
     The verdict is given when every rank read both splits' float columns and they were judged,
     or when the data holds no column that could be an encoding (no float column, or none whose

@@ -5,7 +5,7 @@
 * :mod:`.cache`: one folder per pipeline fingerprint, a file lock, atomic publish, verification.
 * :mod:`.storage`: content hashes of files, their verification, storage errors in one line.
 * :mod:`.inputs`: what ``load`` will read (globs and folders expanded), its identity, diagnoses.
-* :mod:`.loading`: :func:`datasets.load_dataset` behind clear errors.
+* :mod:`.reading`: the input read through :func:`datasets.load_dataset`, behind clear errors.
 * :mod:`.keys`: the split keys and their hashes.
 * :mod:`.tables`: Arrow batches in and out of the steps.
 * :mod:`.loaders`: the dataloaders' seeded per-rank sampler.

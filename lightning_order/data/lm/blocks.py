@@ -22,7 +22,6 @@ __all__ = [
     "MAX_PIECE_CHARS",
     "TokenStream",
     "encode_documents",
-    "pack_stream",
     "pieces",
     "stride_shard",
     "utf8_pieces",
@@ -217,13 +216,6 @@ def _encode(
     ends = np.cumsum(lengths + len(eos)) - 1
     ids = np.concatenate(chunks) if chunks else np.empty(0, dtype=np.int32)
     return TokenStream(ids, ends, lost, characters, int((lengths == 0).sum()))
-
-
-def pack_stream(ids: np.ndarray, block_size: int) -> tuple[np.ndarray, int]:
-    """``ids`` cut into ``(n, block_size + 1)`` blocks (a view, no copy) and the tokens left over."""
-    width = block_size + 1
-    count = len(ids) // width
-    return ids[: count * width].reshape(count, width), len(ids) - count * width
 
 
 def stride_shard(count: int, world_size: int, rank: int) -> tuple[np.ndarray, int]:

@@ -36,7 +36,6 @@ __all__ = [
     "Chunks",
     "clean_document",
     "document_keys",
-    "normalised_text",
     "read_input",
 ]
 
@@ -87,11 +86,6 @@ def _clean(text: str, eos_token: str, first: bool, last: bool) -> str:
     if first:
         text = text.lstrip("\n")
     return text.rstrip() if last else text
-
-
-def normalised_text(text: str) -> str:
-    """The text exact duplicates share: its lower-cased words joined by one space."""
-    return " ".join(text.lower().split())
 
 
 def document_keys(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -202,7 +196,7 @@ def read_input(cfg: Any, work: Path) -> tuple[Chunks, dict[str, Any]]:
         size = sum(len(d.encode("utf-8", "surrogatepass")) for d in docs)
         chunks = Chunks(_chunks(len(docs), path=str(path)), len(docs), size)
         return chunks, {"null_rows": 0, "corpus": corpus_fingerprint(docs)}
-    from lightning_order.data.engine.loading import load_files
+    from lightning_order.data.engine.reading import load_files
 
     options = {"sample_by": cfg.sample_by, "keep_linebreaks": True} if cfg.dataset == "text" else {}
     data = load_files(cfg, work / "hf", **options)

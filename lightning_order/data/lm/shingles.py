@@ -45,14 +45,12 @@ __all__ = [
     "Shingles",
     "arrow_words",
     "check_params",
-    "jaccard",
     "lsh_bands",
     "mix_hashes",
     "ngram_hashes",
     "normalised_digest",
     "shingle_set",
     "word_hashes",
-    "word_ngrams",
     "words",
 ]
 
@@ -137,28 +135,6 @@ def ngram_hashes(hashes: np.ndarray, ngram: int) -> np.ndarray:
             np.multiply(out, _MIX, out=out)
             np.add(out, hashes[k : total + k], out=out)
     return _finalise(out, in_place=True)
-
-
-def word_ngrams(text: str, n: int = 5) -> set[str]:
-    """The set of word ``n``-grams of ``text`` (lower-cased, whitespace-split, joined by spaces).
-
-    Args:
-        text: the document.
-        n: words per n-gram.
-
-    Returns:
-        The n-grams; empty when ``text`` has fewer than ``n`` words.
-    """
-    found = words(text)
-    return {" ".join(found[i : i + n]) for i in range(len(found) - n + 1)}
-
-
-def jaccard(a: set, b: set) -> float:
-    """The Jaccard similarity ``|a ∩ b| / |a ∪ b|`` of two sets; 0.0 when both are empty."""
-    if not a and not b:
-        return 0.0
-    inter = len(a & b)
-    return inter / (len(a) + len(b) - inter)
 
 
 def check_params(threshold: float, ngram: int, num_perm: int) -> None:

@@ -35,7 +35,7 @@ import pyarrow.compute as pc
 from lightning_order.data.engine.keys import not_ascii, python_rows, replace_rows
 from lightning_order.data.text.normalise import clean_text
 
-__all__ = ["clean_array", "space_class", "text_features"]
+__all__ = ["clean_array", "text_features"]
 
 #: The entities replaced in Arrow; ``&amp;`` last, so no ``&`` it yields is read again.
 _ENTITIES = (
@@ -48,21 +48,10 @@ _ENTITIES = (
 )
 
 
-#: Every code point ``str.isspace`` accepts (Python's ``\\s``), as an RE2 class; ``space_class``
-#: recomputes it (``tests/test_data_fast.py`` checks the two agree on this Python).
+#: Every code point ``str.isspace`` accepts (Python's ``\\s``), as an RE2 class (written out, not
+#: recomputed on import; ``tests/unit/data/text/test_arrow.py`` recomputes it on this Python).
 _SPACE = r"[\x{9}-\x{d}\x{1c}-\x{20}\x{85}\x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}-\x{2029}\x{202f}\x{205f}\x{3000}]"
 _SPACE_BUT_BLANK = _SPACE.replace(r"\x{1c}-\x{20}", r"\x{1c}-\x{1f}")
-
-
-def space_class(but: str = "") -> str:
-    """An RE2 character class of every code point ``str.isspace`` accepts but those in ``but``."""
-    points = [c for c in range(0x110000) if chr(c).isspace() and chr(c) not in but]
-    ranges, start = [], points[0]
-    for prev, cur in zip(points, [*points[1:], None]):
-        if cur != prev + 1:
-            ranges.append(f"\\x{{{start:x}}}" + (f"-\\x{{{prev:x}}}" if prev != start else ""))
-            start = cur
-    return "[" + "".join(ranges) + "]"
 
 
 # Python's ``\s+`` -> " ", matching only what changes: runs of 2+ spaces, and single spaces but " ".

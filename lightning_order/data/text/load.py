@@ -15,7 +15,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from lightning_order.data.engine.inputs import diagnose_files, local_files
-from lightning_order.data.engine.loading import load_files
+from lightning_order.data.engine.reading import load_files
 from lightning_order.data.engine.runner import DataState, StepContext, StepResult
 from lightning_order.data.text.config import CODE_VERSION, DataConfig
 from lightning_order.data.text.demo import make_demo_corpus

@@ -12,52 +12,17 @@ The step keeps the whole split for the loader (which reads each epoch's part by 
 memory-mapped Arrow file) and leaves, as the rank's ``train`` part, the rows it reads in the first
 epoch: what a per-rank step after it (a wrong order, e.g. statistics fitted per shard) learns
 from, and what ``key_hashes("train")`` shows.
-
-:func:`shard_bounds` and :func:`shard_dataset` give the contiguous per-rank shards of earlier
-versions (kept for callers of those functions; the step no longer uses them).
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 from lightning_order.data.engine.runner import DataState, StepContext, StepResult
 from lightning_order.data.engine.sharding import plan_shard
 from lightning_order.data.text.registry import STEPS
 
-__all__ = ["shard", "shard_bounds", "shard_dataset"]
-
-
-def shard_bounds(length: int, world_size: int, rank: int) -> tuple[int, int, int]:
-    """The ``(start, stop, dropped)`` of ``rank``'s contiguous shard (the layout of earlier versions).
-
-    Raises:
-        ValueError: ``rank`` is outside ``[0, world_size)`` or a rank would get no row.
-    """
-    if world_size < 1 or not 0 <= rank < world_size:
-        raise ValueError(f"rank must be in [0, {world_size}), got rank={rank}, world_size={world_size}")
-    per_rank = length // world_size
-    if per_rank == 0:
-        raise ValueError(
-            f"the train split has {length} rows, fewer than the {world_size} ranks: every rank needs at "
-            "least one row; use more data or fewer devices"
-        )
-    return rank * per_rank, (rank + 1) * per_rank, length - per_rank * world_size
-
-
-def shard_dataset(dataset: Any, world_size: int, rank: int) -> tuple[Any, dict[str, int]]:
-    """``rank``'s contiguous shard of ``dataset`` and its info (``rank``, ``world_size``, ``start``, ``length``, ``dropped``)."""
-    start, stop, dropped = shard_bounds(len(dataset), world_size, rank)
-    shard = dataset.select(range(start, stop))
-    info = {
-        "rank": rank,
-        "world_size": world_size,
-        "start": start,
-        "length": stop - start,
-        "dropped": dropped,
-    }
-    return shard, info
+__all__ = ["shard"]
 
 
 @STEPS.register(

@@ -64,29 +64,57 @@ def test_light_prepare_names_the_datamodule_cache(tmp_path: Path):
     assert [p.name for p in tmp_path.iterdir() if not p.name.endswith(".lock")] == [dm.cache_key]
 
 
-@pytest.mark.parametrize(
-    "argv",
-    [
-        ["prepare", "--help"],
-        ["prepare", "--config", DEMO, "--data.max_length=long"],  # a type LightningCLI explains
-        ["prepare", "--data.val_fraction=2"],  # a value the DataConfig refuses
-        ["prepare", "--data.class_path=my.Module"],
-        ["prepare", "--print_config"],
-        ["fit", "--config", DEMO],
-    ],
-)
-def test_what_the_light_path_cannot_read_goes_to_lightningcli(argv, monkeypatch):
+def _lightning_runs(monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
+    """What ``main`` hands to LightningCLI (``run`` replaced: nothing is parsed there)."""
     import lightning_order.cli.lightning
 
-    seen = []
+    seen: list[tuple] = []
 
     def run(args, descriptor, *, prepare=False, prog):
         seen.append((args, descriptor.name, prepare))
 
     monkeypatch.setattr(lightning_order.cli.lightning, "run", run)
+    return seen
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["prepare", "--data.class_path=my.Module"],
+        ["prepare", "--data", "my.Module"],
+        ["fit", "--config", DEMO],
+    ],
+)
+def test_a_named_datamodule_class_and_training_go_to_lightningcli(argv, monkeypatch):
+    seen = _lightning_runs(monkeypatch)
     assert commands.main(argv) == 0
     expected = (argv[1:], "standard", True) if argv[0] == "prepare" else (argv, "standard", False)
     assert seen == [expected]
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "stream", "words"),
+    [
+        (
+            ["prepare", "--help"],
+            0,
+            "out",
+            ["lightning-order prepare", "--data.val_fraction", "Run the data pipeline only"],
+        ),
+        (["prepare", "--print_config"], 0, "out", ["data:", "val_fraction:"]),
+        (["prepare", "--config", DEMO, "--data.max_length=long"], 2, "err", ["data.max_length", "long"]),
+        (["prepare", "--data.max_lenght=3"], 2, "err", ["did you mean --data.max_length?"]),
+        (["prepare", "--data.val_fraction=2"], 1, "err", ["DataError", "[step 'split']", "val_fraction"]),
+    ],
+)
+def test_prepare_is_parsed_once_by_its_own_parser(argv, code, stream, words, monkeypatch, capsys):
+    seen = _lightning_runs(monkeypatch)
+    assert commands.main(argv) == code
+    assert seen == []  # never parsed a second time by LightningCLI
+    shown = getattr(capsys.readouterr(), stream)
+    assert "Traceback" not in shown
+    for word in words:
+        assert word in shown, (word, shown)
 
 
 def test_light_prepare_takes_the_lm_pipeline_too(tmp_path: Path, capsys):
@@ -125,8 +153,10 @@ def test_prepare_refuses_a_class_path_data_files_as_fit_does(tmp_path: Path, mon
     for command in ("fit", "prepare"):
         codes.append(commands.main([command, "--config", str(config)]))
         errors.append(capsys.readouterr().err.replace(f"lightning-order {command}", "lightning-order"))
-    assert codes[1] == codes[0] != 0
-    assert errors[1] == errors[0] and "data_files" in errors[1]
-    assert "os.system" in errors[1]  # refused as given, never flattened away into "no data_files"
+    assert codes[0] != 0 and codes[1] == 1  # fit: a usage error (2) when init_args do not fit the type
+    for error in errors:  # refused, naming the option and the class as given
+        assert error.startswith("lightning-order") and "Traceback" not in error
+        assert "data_files" in error and "os.system" in error  # never flattened away into "no data_files"
+    assert errors[1].startswith("lightning-order: DataError: [step 'load'] data.data_files names a class")
     cache = tmp_path / "cache"
     assert not cache.exists() or all(p.name.endswith(".lock") for p in cache.iterdir())  # nothing prepared

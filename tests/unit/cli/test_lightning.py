@@ -7,12 +7,15 @@ config: tests/distributed/test_cli_ddp.py; audit: test_auditing.py.
 
 from __future__ import annotations
 
+import ast
+import inspect
 import re
 from pathlib import Path
 
 import pytest
 from helpers import DEMO, TINY, leaky_ledger
 
+import lightning_order.cli
 from lightning_order import OrderedTextClassifier, OrderValidator, StepLedger, SymptomMonitor
 from lightning_order.cli import OrderCLI, find_manifests, main
 from lightning_order.order import STANDARD_PIPELINE
@@ -54,6 +57,47 @@ def test_help_lists_every_subcommand(capsys: pytest.CaptureFixture[str]) -> None
     out = capsys.readouterr().out
     for name in ("fit", "validate", "test", "predict", "prepare", "audit", "graph"):
         assert f"  {name} " in out, name
+
+
+def test_order_cli_help_lists_the_tools_beside_lightnings_subcommands(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        OrderCLI(args=["--help"])
+    assert exited.value.code == 0
+    out = capsys.readouterr().out
+    for name in ("fit", "validate", "test", "predict", "prepare", "audit", "graph"):
+        assert re.search(rf"^\s+{name}\s", out, re.MULTILINE), name
+
+
+def _private_names(*classes: type) -> set[str]:
+    """The private names of ``classes`` and their bases: class attributes and ``self._x`` they assign."""
+    names = set()
+    for cls in classes:
+        for base in cls.__mro__:
+            names |= {n for n in vars(base) if n.startswith("_") and not n.startswith("__")}
+            try:
+                names |= set(re.findall(r"self\.(_[a-z]\w*)\s*[:=]", inspect.getsource(base)))
+            except (OSError, TypeError):
+                continue
+    return names
+
+
+def test_the_cli_reads_no_private_attribute_of_jsonargparse_lightning_or_argparse() -> None:
+    from jsonargparse import ArgumentParser
+    from pytorch_lightning.cli import LightningArgumentParser, LightningCLI
+
+    foreign = _private_names(
+        LightningCLI, LightningArgumentParser, ArgumentParser, type(ArgumentParser().add_subcommands())
+    )
+    read = set()
+    for module in (Path(lightning_order.cli.__file__).parent).glob("*.py"):
+        for node in ast.walk(ast.parse(module.read_text())):
+            if isinstance(node, ast.Attribute) and node.attr in foreign:
+                read.add(f"{module.name}: .{node.attr}")
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in foreign:
+                read.add(f"{module.name}: getattr {node.value!r}")
+    assert not read, sorted(read)
 
 
 def _cli(tmp_path: Path, prepared: Path, *extra: str) -> OrderCLI:

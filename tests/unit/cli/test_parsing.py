@@ -12,7 +12,13 @@ import pytest
 from helpers import DEMO, ROOT
 
 from lightning_order.cli import main
-from lightning_order.cli.parsing import nearest, suggest_for_unknown, with_suggestions
+from lightning_order.cli.parsing import (
+    STRICT_PARSER,
+    nearest,
+    parser_options,
+    suggest_for_unknown,
+    with_suggestions,
+)
 
 pytestmark = pytest.mark.filterwarnings("ignore:LightningCLI's args parameter")
 LM_DEMO = str(ROOT / "configs" / "lm-demo.yaml")
@@ -49,6 +55,15 @@ def test_a_subclass_option_is_suggested_as_it_was_typed() -> None:
     assert suggest_for_unknown(message, [], argv) == [
         "--model.init_args.n_layr: did you mean --model.init_args.n_layer?"
     ]
+
+
+def test_parser_options_are_the_long_options_its_help_lists() -> None:
+    from jsonargparse import ArgumentParser
+
+    parser = ArgumentParser(**STRICT_PARSER)
+    parser.add_argument("--trainer.max_steps", type=int, default=1)
+    parser.add_argument("-q", "--quiet-mode", action="store_true")
+    assert parser_options(parser) == ["--help", "--quiet-mode", "--trainer.max_steps"]
 
 
 def test_an_error_without_a_near_option_is_kept_as_it_is() -> None:

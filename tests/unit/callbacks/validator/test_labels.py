@@ -30,7 +30,7 @@ def test_shards_are_joined_and_a_whole_split_is_kept_once() -> None:
 
 
 def test_data_that_cannot_hold_an_encoding_is_left_after_a_probe() -> None:
-    from lightning_order.callbacks.validator.labels import split_columns
+    from lightning_order.callbacks.validator.labels import read_split_columns
 
     class Counting(torch.utils.data.Dataset):
         def __init__(self, x: torch.Tensor, y: torch.Tensor) -> None:
@@ -52,13 +52,13 @@ def test_data_that_cannot_hold_an_encoding_is_left_after_a_probe() -> None:
 
     g = torch.Generator().manual_seed(0)
     continuous = Counting(torch.randn(5000, 3, generator=g), torch.randint(0, 2, (5000,), generator=g))
-    assert split_columns(Data(continuous), "train", 100_000) is None and continuous.reads == 256
+    assert read_split_columns(Data(continuous), "train", 100_000)[1] is None and continuous.reads == 256
     images = Counting(torch.randn(5000, 3, 16, 16, generator=g), torch.randint(0, 2, (5000,), generator=g))
-    assert split_columns(Data(images), "train", 100_000) is None and images.reads == 256
+    assert read_split_columns(Data(images), "train", 100_000)[1] is None and images.reads == 256
     encoded = Counting(
         torch.randint(0, 9, (5000, 1), generator=g).float(), torch.randint(0, 2, (5000,), generator=g)
     )
-    read = split_columns(Data(encoded), "train", 100_000)
+    read = read_split_columns(Data(encoded), "train", 100_000)[1]
     assert read["x"].shape == (5000, 1) and encoded.reads == 5000
 
 

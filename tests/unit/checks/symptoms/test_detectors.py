@@ -21,7 +21,7 @@ from lightning_order.checks.symptoms import (
     detect_train_val_gap,
     rank_input_shift,
 )
-from lightning_order.order import RULES
+from lightning_order.rules import RULES
 
 # Recorded: the first 120 per-step train losses of a correct run (OrderedTextClassifier on the
 # demo corpus, demo_size=2000, batch 32, seed 0). It drops steeply, with ordinary batch noise.

@@ -14,7 +14,7 @@ import pytest
 
 from lightning_order import LM_PIPELINE, OrderedCausalLM, OrderedLMDataModule, OrderError
 from lightning_order.data.lm.artefacts import read_blocks
-from lightning_order.data.lm.blocks import encode_documents, pack_stream, stride_shard
+from lightning_order.data.lm.blocks import encode_documents, stride_shard
 from lightning_order.data.lm.corpus import stdlib_corpus
 from lightning_order.data.lm.datamodule import LM_DATA_STEPS
 from lightning_order.data.lm.steps import clean_document
@@ -193,11 +193,9 @@ def test_clean_keeps_lines_and_removes_the_eos_marker() -> None:
     assert clean_document(" \n\t ") == ""
 
 
-def test_encode_and_pack_are_exact(dm: OrderedLMDataModule) -> None:
+def test_encode_ends_every_document_with_eos(dm: OrderedLMDataModule) -> None:
     stream = encode_documents(dm.tokenizer, ["def f(x): return x", "Return the value."], eos_id=0)
     assert (stream.ids == 0).sum() == 2 and stream.ids[stream.ends].tolist() == [0, 0]
-    blocks, dropped = pack_stream(np.arange(10, dtype=np.int32), 2)
-    assert blocks.tolist() == [[0, 1, 2], [3, 4, 5], [6, 7, 8]] and dropped == 1
 
 
 @pytest.mark.parametrize("world", [1, 2, 3, 8])

@@ -11,22 +11,11 @@ import random
 import numpy as np
 import pytest
 import xxhash
+from helpers import exact_jaccard, word_grams
 
 from lightning_order.data.lm.clusters import DedupResult, deduplicate, straddling_pairs
 from lightning_order.data.lm.corpus import stdlib_corpus
-from lightning_order.data.lm.shingles import jaccard, word_ngrams
 from lightning_order.errors import DataError
-
-
-def _grams(text: str, n: int = 5) -> frozenset[tuple[str, ...]]:
-    """Word n-grams computed independently of the module under test."""
-    words = text.lower().split()
-    return frozenset(zip(*(words[k:] for k in range(n))))
-
-
-def _exact_jaccard(a: str, b: str) -> float:
-    x, y = _grams(a), _grams(b)
-    return len(x & y) / len(x | y) if x | y else 0.0
 
 
 def _key(text: str) -> tuple[int, int]:
@@ -46,7 +35,7 @@ def docs() -> list[str]:
     chosen: list[str] = []
     seen: list[frozenset] = []
     for text in stdlib_corpus():
-        grams = _grams(text)
+        grams = word_grams(text)
         if len(text.split()) < 60 or any(len(grams & s) / len(grams | s) > 0.3 for s in seen[-50:]):
             continue
         chosen.append(text)
@@ -97,8 +86,8 @@ def test_near_duplicates_are_removed_and_counted_exactly(docs):
     far = _edit(base[33], 0.25, seed=9)  # a quarter of the words changed: Jaccard far below 0.8
     texts = base + list(variants.values()) + [far]
     for i, text in variants.items():
-        assert _exact_jaccard(base[i], text) >= 0.8
-    assert _exact_jaccard(base[33], far) < 0.8
+        assert exact_jaccard(base[i], text) >= 0.8
+    assert exact_jaccard(base[33], far) < 0.8
     result = deduplicate(texts)
     assert result.exact_removed == 0
     assert result.near_removed == 5
@@ -110,7 +99,7 @@ def test_near_duplicates_are_removed_and_counted_exactly(docs):
 def test_the_kept_near_duplicate_does_not_depend_on_the_order(docs):
     # The smaller key of two near-duplicates is kept, whichever way round they are listed.
     a, b = docs[4], _edit(docs[4], 0.01, seed=1)
-    assert _exact_jaccard(a, b) >= 0.8
+    assert exact_jaccard(a, b) >= 0.8
     kept = a if _key(a) < _key(b) else b
     assert [[b, a][i] for i in deduplicate([b, a]).keep] == [kept]
     assert [[a, b][i] for i in deduplicate([a, b]).keep] == [kept]
@@ -119,7 +108,7 @@ def test_the_kept_near_duplicate_does_not_depend_on_the_order(docs):
 def test_threshold_decides(docs):
     text = docs[10]
     variant = _edit(text, 0.05, seed=3)
-    similarity = _exact_jaccard(text, variant)
+    similarity = exact_jaccard(text, variant)
     assert 0.3 < similarity < 0.9
     assert deduplicate([text, variant], threshold=similarity - 0.01).near_removed == 1
     assert deduplicate([text, variant], threshold=min(1.0, similarity + 0.01)).near_removed == 0
@@ -138,7 +127,7 @@ def test_no_kept_pair_reaches_the_threshold_on_a_real_sample(docs):
     assert result.near_removed > 20
     kept = [texts[i] for i in result.keep]
     sample = [kept[i] for i in sorted(rng.sample(range(len(kept)), 500))]
-    grams = [_grams(t) for t in sample]
+    grams = [word_grams(t) for t in sample]
     for i in range(len(sample)):
         for j in range(i + 1, len(sample)):
             if grams[i] and grams[j]:
@@ -149,7 +138,7 @@ def test_no_kept_pair_reaches_the_threshold_on_a_real_sample(docs):
     for r in rng.sample(removed, 20):
         norm = " ".join(texts[r].lower().split())
         assert any(
-            " ".join(texts[k].lower().split()) == norm or _exact_jaccard(texts[k], texts[r]) >= 0.8
+            " ".join(texts[k].lower().split()) == norm or exact_jaccard(texts[k], texts[r]) >= 0.8
             for k in range(len(texts))
             if k != r
         )
@@ -157,7 +146,7 @@ def test_no_kept_pair_reaches_the_threshold_on_a_real_sample(docs):
 
 def test_deterministic(docs):
     variants = [_edit(d, 0.02, seed=i) for i, d in enumerate(docs[:20])]
-    expected = sum(_exact_jaccard(d, v) >= 0.8 for d, v in zip(docs, variants))
+    expected = sum(exact_jaccard(d, v) >= 0.8 for d, v in zip(docs, variants))
     assert 5 <= expected < 20  # some variants are near-duplicates, some are not
     first, second = deduplicate(docs + variants), deduplicate(docs + variants)
     assert first.keep.tolist() == second.keep.tolist()
@@ -176,7 +165,6 @@ def test_empty_and_short_documents_are_deduplicated_exactly_only():
     assert result.near_removed == 0
     assert result.short_documents == 6
     assert deduplicate([]).keep.tolist() == []
-    assert word_ngrams("Return self.", 5) == set()
 
 
 @pytest.mark.parametrize("threshold", [0, 0.0, -0.1, 1.5, float("nan"), "0.8", None])
@@ -196,7 +184,7 @@ def test_lone_surrogates_are_deduplicated_like_any_text(docs):
     # Text decoded with errors="surrogateescape" holds lone surrogates, which Arrow cannot store.
     text = docs[0] + " \udcff"
     near = _edit(text, 0.01, seed=0)
-    assert _exact_jaccard(text, near) >= 0.8
+    assert exact_jaccard(text, near) >= 0.8
     result = deduplicate([text, near, text, docs[1]])
     assert (result.exact_removed, result.near_removed) == (1, 1)
     assert result.keep.tolist() == [0, 3]
@@ -206,13 +194,6 @@ def test_lone_surrogates_are_deduplicated_like_any_text(docs):
 def test_a_document_that_is_not_text_is_a_data_error():
     with pytest.raises(DataError, match="index 1"):
         deduplicate(["fine text", None])
-
-
-def test_word_ngrams_and_jaccard():
-    assert word_ngrams("A b C d", 2) == {"a b", "b c", "c d"}
-    assert jaccard({1, 2}, {2, 3}) == pytest.approx(1 / 3)
-    assert jaccard(set(), set()) == 0.0
-    assert jaccard({"x"}, {"x"}) == 1.0
 
 
 def test_straddling_pairs_finds_exactly_the_planted_pairs(docs):
@@ -231,6 +212,6 @@ def test_straddling_pairs_finds_exactly_the_planted_pairs(docs):
     pairs = straddling_pairs(train, val)
     assert [(i, j) for i, j, _ in pairs] == [*sorted((i, j) for i, j in planted), (60, 30)]
     for i, j, similarity in pairs[:-1]:
-        assert similarity == pytest.approx(_exact_jaccard(train[i], val[j]))
+        assert similarity == pytest.approx(exact_jaccard(train[i], val[j]))
     assert straddling_pairs(docs[:60], docs[60:90]) == []
     assert straddling_pairs([], []) == []

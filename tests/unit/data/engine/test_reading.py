@@ -1,4 +1,4 @@
-"""``lightning_order.data.engine.loading``: what both pipelines refuse before ``datasets`` reads a file."""
+"""``lightning_order.data.engine.reading``: what both pipelines refuse before ``datasets`` reads a file."""
 
 from __future__ import annotations
 
