@@ -32,7 +32,7 @@ import itertools
 import os
 import textwrap
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import KW_ONLY, dataclass, field, fields
 from types import MappingProxyType
 from typing import Any, get_args
 
@@ -226,10 +226,13 @@ class BaseDataConfig(InputFiles):
 
     dataset: str | None = None
     """anything :func:`datasets.load_dataset` takes (``"csv"``, ``"json"``, ``"parquet"``, ``"text"`` with ``data_files``, a local dataset folder, or a hub name already in the local cache; any other name is refused before anything is loaded); ``None`` for the pipeline's built-in corpus."""
-    data_files: Any = field(default=None, metadata=shapes(value=lambda config: config.input_identity))
+    data_files: str | list[str] | dict[str, str | list[str]] | None = field(
+        default=None, metadata=shapes(value=lambda config: config.input_identity)
+    )
     """files for ``dataset``: a path, a glob, a folder, a list of them, or a dict of split -> paths (``~`` and ``$VAR`` expanded; required by the file builders text, csv, json, parquet, arrow)."""
     text_column: str = "text"
     """the column holding the text."""
+    _: KW_ONLY  # the rest by keyword only: the DataModules take them in another positional order
     val_fraction: float = 0.1
     """the validation share, in (0, 1)."""
     seed: int = 0

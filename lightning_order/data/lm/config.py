@@ -17,7 +17,7 @@ import hashlib
 import inspect
 import re
 import sys
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal, get_args
@@ -66,6 +66,7 @@ class LMConfig(BaseDataConfig):
         DataError: a value is out of range, of the wrong kind, or names a missing file.
     """
 
+    _: KW_ONLY  # by keyword only (OrderedLMDataModule's positional order differs from the fields')
     num_proc: int | None = field(default=None, metadata=SERVES)
     """processes for the steps that run per partition of the corpus (cleaning, deduplication, the split, encoding, packing); ``None``: every available CPU. The prepared data does not depend on it."""
     block_size: int = 128

@@ -9,7 +9,8 @@ function of plain data and nothing else.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, Literal, get_args
 
 from lightning_order.data.engine.config import (
@@ -49,10 +50,11 @@ class DataConfig(BaseDataConfig):
 
     label_column: str = "label"
     """the column holding the class label."""
-    numeric_columns: tuple[str, ...] = ()
+    numeric_columns: Sequence[str] = ()
     """numeric columns to standardise and feed as features. Empty with the demo corpus means the demo's own numeric columns."""
     group_column: str | None = None
     """split by this column's value instead of the cleaned text (rows of a group stay together)."""
+    _: KW_ONLY  # the rest by keyword only (OrderedDataModule's positional order differs from here on)
     tokenizer: TokenizerKind = "wordpiece"
     """the tokenizer to train: ``"wordpiece"`` or ``"bpe"``."""
     max_length: int = 128
