@@ -332,7 +332,7 @@ class BaseDataConfig(InputFiles):
 
     @classmethod
     def from_arguments(cls, arguments: Mapping[str, Any], **extra: Any) -> BaseDataConfig:
-        """The config of the fields found in ``arguments`` (e.g. a DataModule's ``locals()``) and ``extra``."""
+        """The config of the fields found in ``arguments`` (e.g. a DataModule's arguments) and ``extra``."""
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in arguments.items() if k in names}, **extra)
 
