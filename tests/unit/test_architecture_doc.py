@@ -12,6 +12,8 @@ import ast
 import re
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "lightning_order"
 SECTION = "## The path of a `block_size` from the YAML to the model"
@@ -85,8 +87,13 @@ def test_the_path_ends_at_the_model_and_starts_at_the_declaration():
     assert files[0] == "data/lm/config.py" and files[-1] == "models/causal_lm.py"
 
 
-def test_no_module_computes_block_size_back():
-    """``block_size`` is only ever assigned from the config or passed on, never from ``x - 1``."""
+#: Every dim a model is built from (the descriptors' dims).
+DIMS = ("block_size", "vocab_size", "padded_vocab_size", "num_features", "num_classes", "max_length")
+
+
+@pytest.mark.parametrize("dim", DIMS)
+def test_no_module_computes_a_dim_back(dim: str):
+    """A dim is only ever assigned forward (from the config, the tokenizer, the labels), never from ``x - 1``."""
     backwards = []
     for name, path in _modules().items():
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -95,12 +102,12 @@ def test_no_module_computes_block_size_back():
                 values = [
                     v
                     for k, v in zip(node.keys, node.values)
-                    if isinstance(k, ast.Constant) and k.value == "block_size"
+                    if isinstance(k, ast.Constant) and k.value == dim
                 ]
-            elif isinstance(node, ast.keyword) and node.arg == "block_size":
+            elif isinstance(node, ast.keyword) and node.arg == dim:
                 values = [node.value]
             elif isinstance(node, ast.Assign) and any(
-                isinstance(t, ast.Name) and t.id == "block_size" for t in node.targets
+                isinstance(t, ast.Name) and t.id == dim for t in node.targets
             ):
                 values = [node.value]
             backwards += [
