@@ -9,7 +9,9 @@
 * :mod:`.keys`: the split keys and their hashes.
 * :mod:`.tables`: Arrow batches in and out of the steps.
 * :mod:`.loaders`: the dataloaders' seeded per-rank sampler.
-* :mod:`.config`: the base config (fields every pipeline shares, validated once).
+* :mod:`.config`: the base config (fields every pipeline shares, validated once; the cache
+  identity derived from the fields).
+* :mod:`.arguments`: a DataModule's ``__init__`` built from its config dataclass.
 * :mod:`.datamodule`: the base DataModule (cache, ``prepare_data``, the ``setup`` template).
 
 A pipeline's own package (:mod:`lightning_order.data.text`, :mod:`lightning_order.data.lm`)

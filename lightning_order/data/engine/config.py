@@ -12,9 +12,14 @@ float or a bool, a bool given as a string, a number out of its bounds is a
 :class:`~lightning_order.errors.DataError` naming the argument, the step it belongs to, what was
 expected and the fix. Nothing is coerced (``seed=1.9`` is refused, not truncated).
 
-Fields are of two kinds: those that shape the prepared data (their values enter the cache key
-through :meth:`identity`) and those that only serve it (:data:`SERVING_FIELDS`: batch size,
-workers, shuffling, where the cache lives, the order request and its enforcement).
+Every field shapes the prepared data, and so enters the cache key (:meth:`BaseDataConfig.identity`
+derives the key from the fields, as ``datasets``' ``create_config_id`` hashes every keyword),
+unless its declaration says otherwise: :data:`SERVES` marks the few that only serve the data
+(batch size, workers, processes, engines, shuffling, where the cache lives, enforcement, lock
+wait; :data:`SERVING_FIELDS`), :func:`shapes` one that enters under another key, only in some
+configs, or as a derived value (the input files' identity, a tokenizer file's content hash), and
+:func:`enters_through` one whose effect is in another value of the key. A new field is in the key
+by default, so it can never silently reuse a stale cache.
 """
 
 from __future__ import annotations
@@ -26,8 +31,9 @@ import inspect
 import itertools
 import os
 import textwrap
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import KW_ONLY, dataclass, field, fields
+from types import MappingProxyType
 from typing import Any, get_args
 
 from lightning_order.data.engine.inputs import (
@@ -40,6 +46,7 @@ from lightning_order.data.engine.inputs import (
 from lightning_order.errors import DataError
 
 __all__ = [
+    "SERVES",
     "SERVING_FIELDS",
     "BaseDataConfig",
     "available_cpus",
@@ -49,20 +56,15 @@ __all__ = [
     "check_int",
     "check_optional_str",
     "document_arguments",
+    "enters_through",
     "field_docs",
+    "field_identity",
     "override_identity",
+    "shapes",
 ]
 
-#: Fields that serve the prepared data but do not shape it (never in the cache key).
-SERVING_FIELDS: tuple[str, ...] = (
-    "batch_size",
-    "num_workers",
-    "shuffle",
-    "cache_dir",
-    "order",
-    "enforce",
-    "lock_timeout",
-)
+#: The metadata of a field that serves the prepared data but does not shape it (never in the cache key).
+SERVES: Mapping[str, Any] = MappingProxyType({"serving": True})
 #: The most worker processes a dataloader or a step may be given (a typo guard, not a limit of ours).
 MAX_PROCESSES = 1024
 
@@ -131,6 +133,69 @@ def check_optional_str(name: str, value: Any, *, step: str) -> str | None:
     return value
 
 
+def shapes(
+    *,
+    key: str | None = None,
+    when: Callable[[Any], bool] | None = None,
+    value: Callable[[Any], Any] | None = None,
+    **metadata: Any,
+) -> dict[str, Any]:
+    """The metadata of a field that shapes the data but enters the cache key other than as itself.
+
+    Args:
+        key: its key in the identity (dots nest: ``"demo.size"``); the field's name by default.
+        when: it enters only for configs where ``when(config)`` is true (``sample_by`` only reads
+            ``dataset="text"`` files).
+        value: what enters instead of the value (``value(config)``: the input files' identity,
+            a file's content hash), so an edit of the file changes the key and a move does not.
+        **metadata: further metadata (``internal=True``: set by the DataModule class, not the CLI).
+    """
+    extra = {"key": key, "when": when, "value": value}
+    return {**metadata, **{k: v for k, v in extra.items() if v is not None}}
+
+
+def enters_through(name: str) -> dict[str, Any]:
+    """The metadata of a field whose effect enters the cache key through the value of ``name``.
+
+    ``input_hash`` changes how ``data_files`` is identified; the ``order`` request enters as the
+    order resolved from it (the ``order`` argument of :meth:`BaseDataConfig.identity`).
+    """
+    return {"through": name}
+
+
+def field_identity(config: Any) -> dict[str, Any]:
+    """The cache identity of a dataclass config derived from its fields (see the module docstring).
+
+    Every field enters under its name unless its metadata says it serves (:data:`SERVES`), enters
+    through another value (:func:`enters_through`), or enters differently (:func:`shapes`).
+    """
+    out: dict[str, Any] = {}
+    for item in fields(config):
+        meta = item.metadata
+        if meta.get("serving") or "through" in meta or not meta.get("when", _always)(config):
+            continue
+        value = meta["value"](config) if "value" in meta else getattr(config, item.name)
+        *parents, leaf = str(meta.get("key", item.name)).split(".")
+        target = out
+        for parent in parents:
+            target = target.setdefault(parent, {})
+        target[leaf] = _plain(value)
+    return out
+
+
+def _always(config: Any) -> bool:
+    return True
+
+
+def _plain(value: Any) -> Any:
+    """Tuples as lists and mappings as dicts: the identity is plain JSON data."""
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
 def _check_data_files(value: Any) -> None:
     def ok(item: Any) -> bool:
         return isinstance(item, (str, os.PathLike))
@@ -161,37 +226,40 @@ class BaseDataConfig(InputFiles):
 
     dataset: str | None = None
     """anything :func:`datasets.load_dataset` takes (``"csv"``, ``"json"``, ``"parquet"``, ``"text"`` with ``data_files``, a local dataset folder, or a hub name already in the local cache; any other name is refused before anything is loaded); ``None`` for the pipeline's built-in corpus."""
-    data_files: Any = None
+    data_files: str | list[str] | dict[str, str | list[str]] | None = field(
+        default=None, metadata=shapes(value=lambda config: config.input_identity)
+    )
     """files for ``dataset``: a path, a glob, a folder, a list of them, or a dict of split -> paths (``~`` and ``$VAR`` expanded; required by the file builders text, csv, json, parquet, arrow)."""
     text_column: str = "text"
     """the column holding the text."""
+    _: KW_ONLY  # the rest by keyword only: the DataModules take them in another positional order
     val_fraction: float = 0.1
     """the validation share, in (0, 1)."""
     seed: int = 0
     """seeds the split and the train shuffling."""
     vocab_size: int = 8000
     """the tokenizer's *target* size, special tokens included (the size built is ``dm.vocab_size``, a dim)."""
-    num_proc: int | None = None
+    num_proc: int | None = field(default=None, metadata=SERVES)
     """processes for the steps that run per partition of the data; ``None``: every available CPU."""
     dataset_config: str | None = None
     """the configuration name passed to ``load_dataset`` (its ``name``)."""
     load_split: str = "train"
     """the split of ``load_dataset`` to read (it is re-split by key)."""
-    input_hash: InputHash = "content"
+    input_hash: InputHash = field(default="content", metadata=enters_through("data_files"))
     """how input files enter the cache key: ``"content"`` (xxh3 of their bytes, any change is seen) or ``"size_mtime"`` (size and modification time only, for very large inputs)."""
-    batch_size: int = 32
+    batch_size: int = field(default=32, metadata=SERVES)
     """rows (or blocks) per batch in the dataloaders."""
-    num_workers: int = 0
+    num_workers: int = field(default=0, metadata=SERVES)
     """dataloader worker processes."""
-    shuffle: bool = True
+    shuffle: bool = field(default=True, metadata=SERVES)
     """shuffle the train data each epoch (seeded; the order of an epoch is a function of the seed and the epoch)."""
-    cache_dir: str | None = None
+    cache_dir: str | None = field(default=None, metadata=SERVES)
     """the cache root (``~`` and ``$VAR`` expanded); ``None``: ``$LIGHTNING_ORDER_CACHE`` or ``~/.cache/lightning_order``."""
-    order: Sequence[str] | str | None = None
+    order: Sequence[str] | str | None = field(default=None, metadata=enters_through("order"))
     """the data steps to run, in order (a permutation or subset of the pipeline's data steps); ``None`` for the mandated order."""
-    enforce: bool = True
+    enforce: bool = field(default=True, metadata=SERVES)
     """refuse an order that breaks the pipeline's rules (``OrderError`` at construction); ``False`` runs it as asked and records what really happened."""
-    lock_timeout: float | None = None
+    lock_timeout: float | None = field(default=None, metadata=SERVES)
     """seconds to wait for another process preparing the same cache (its holder is named every 10 s while waiting); ``None``: wait for as long as it takes."""
 
     def __post_init__(self) -> None:
@@ -264,9 +332,24 @@ class BaseDataConfig(InputFiles):
 
     @classmethod
     def from_arguments(cls, arguments: Mapping[str, Any], **extra: Any) -> BaseDataConfig:
-        """The config of the fields found in ``arguments`` (e.g. a DataModule's ``locals()``) and ``extra``."""
+        """The config of the fields found in ``arguments`` (e.g. a DataModule's arguments) and ``extra``."""
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in arguments.items() if k in names}, **extra)
+
+    def identity(self, order: Sequence[str]) -> dict[str, Any]:
+        """Everything that shapes the prepared data, as plain data (its fingerprint is the cache key).
+
+        Derived from the fields (:func:`field_identity`), plus what no field holds
+        (:meth:`fixed_identity`: the code version, a built-in corpus's source).
+
+        Args:
+            order: the data steps that will run, in order.
+        """
+        return {**self.fixed_identity(), **field_identity(self), "order": list(order)}
+
+    def fixed_identity(self) -> dict[str, Any]:
+        """What shapes the data beside the fields (a pipeline's code version); a subclass says."""
+        return {}
 
     def source_identity(self) -> dict[str, Any]:
         """Where the data comes from, as plain data: part of every pipeline's cache identity."""
@@ -358,3 +441,7 @@ def document_arguments(config: type, extra: Mapping[str, str] | None = None) -> 
         return cls
 
     return decorate
+
+
+#: The shared fields that serve the prepared data but do not shape it (never in the cache key).
+SERVING_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(BaseDataConfig) if f.metadata.get("serving"))

@@ -82,10 +82,9 @@ class OrderedDataModuleBase(pl.LightningDataModule):
     ) -> None:
         """Builds the config from the constructor's arguments, resolves the order and names the cache.
 
-        Called by each subclass's ``__init__`` (whose signature is the public contract) right
-        after ``save_hyperparameters``.
+        Called by each subclass's ``__init__`` (generated from its config class:
+        :func:`~lightning_order.data.engine.arguments.config_constructor`) with every argument.
         """
-        arguments = {k: v for k, v in arguments.items() if k not in ("self", "__class__")}
         self.config = self.descriptor().config_class().from_arguments(arguments, **config_extra)
         cfg = self.config
         self.batch_size, self.num_workers, self.cache_dir = cfg.batch_size, cfg.num_workers, cfg.cache_dir

@@ -77,7 +77,6 @@ def write_lm_prepared(folder: Path, state: DataState, ledger: StepLedger, config
             save_array(folder / name / "doc_hashes.npy", hashes)
             os.replace(state.parts[name].path, folder / name / "blocks.npy")
         state.tokenizer.save(str(folder / "tokenizer.json"))
-    width = state.parts["train"].width
     size = state.tokenizer.get_vocab_size(with_added_tokens=True)
     multiple = config.pad_vocab_multiple
     fps = {"manifest": ledger.fingerprint}
@@ -86,7 +85,12 @@ def write_lm_prepared(folder: Path, state: DataState, ledger: StepLedger, config
     load = ledger.latest("load")
     fps["corpus"] = str(load.params.get("corpus", "")) if load is not None else ""
     ledger.info.update(
-        dims={"vocab_size": size, "padded_vocab_size": padded_size(size, multiple), "block_size": width - 1},
+        # block_size is the config's, as pack cut by it: never read back from the blocks' width.
+        dims={
+            "vocab_size": size,
+            "padded_vocab_size": padded_size(size, multiple),
+            "block_size": config.block_size,
+        },
         pad_vocab_multiple=multiple,
         eos_token=config.eos_token,
         eos_id=state.tokenizer.token_to_id(config.eos_token),

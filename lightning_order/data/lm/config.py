@@ -17,19 +17,20 @@ import hashlib
 import inspect
 import re
 import sys
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal, get_args
 
 from lightning_order.data.engine.config import (
+    SERVES,
     BaseDataConfig,
     check_bool,
     check_choice,
     check_fraction,
     check_int,
     check_optional_str,
+    shapes,
 )
 from lightning_order.data.engine.ray_engine import check_ray_address
 from lightning_order.data.engine.storage import file_digest
@@ -65,11 +66,14 @@ class LMConfig(BaseDataConfig):
         DataError: a value is out of range, of the wrong kind, or names a missing file.
     """
 
-    num_proc: int | None = None
+    _: KW_ONLY  # by keyword only (OrderedLMDataModule's positional order differs from the fields')
+    num_proc: int | None = field(default=None, metadata=SERVES)
     """processes for the steps that run per partition of the corpus (cleaning, deduplication, the split, encoding, packing); ``None``: every available CPU. The prepared data does not depend on it."""
     block_size: int = 128
     """tokens per training sequence; blocks of ``block_size + 1`` are stored (inputs and labels shifted by one)."""
-    tokenizer_file: str | None = None
+    tokenizer_file: str | None = field(
+        default=None, metadata=shapes(value=lambda config: config.tokenizer_digest)
+    )
     """a local ``tokenizer.json`` to use instead of training one (recorded by content hash, as supplied); it must hold the end-of-text token (``eos_token``)."""
     pad_vocab_multiple: int = 64
     """``padded_vocab_size`` (the embedding rows a model gets) is the tokenizer size rounded up to this."""
@@ -77,7 +81,9 @@ class LMConfig(BaseDataConfig):
     """word 5-gram Jaccard similarity from which two documents are near-duplicates (MinHash LSH), in (0, 1]."""
     max_documents: int | None = None
     """read at most this many documents (``None``: all)."""
-    sample_by: SampleBy = "document"
+    sample_by: SampleBy = field(
+        default="document", metadata=shapes(when=lambda config: config.dataset == "text")
+    )
     """with ``dataset="text"``: one document per file (``"document"``), per blank-line separated paragraph (``"paragraph"``) or per line (``"line"``); line breaks and indentation are kept."""
     eos_token: str = EOS_TOKEN
     """the end-of-text token, a control marker (``<...>`` or ``[...]``): declared by a trained tokenizer, required as a special token of a supplied one (e.g. ``"</s>"`` for a Llama-style ``tokenizer.json``), removed from the text by cleaning, put after every document by ``encode``."""
@@ -85,9 +91,9 @@ class LMConfig(BaseDataConfig):
     """the canonical partitions of the corpus (documents are assigned by a hash of their content); ``None``: from the corpus size, about 32 MB of text each (4 to 16 384, a power of two). Recorded in the ledger; a partition bounds the memory each process needs."""
     tokenizer_train_bytes: int = 128 << 20
     """the most bytes of text the tokenizer is trained on: a deterministic hash-sample of the train split (all of it when smaller). Recorded in the ``build_vocab`` record with the sample's size and fingerprint."""
-    engine: EngineName = "local"
+    engine: EngineName = field(default="local", metadata=SERVES)
     """where the per-partition work runs: ``"local"`` (``num_proc`` processes on this machine) or ``"ray"`` (Ray tasks: a local Ray with ``num_proc`` CPUs, or the cluster at ``ray_address``; the ``ray`` extra). The prepared data is the same on either."""
-    ray_address: str | None = None
+    ray_address: str | None = field(default=None, metadata=SERVES)
     """with ``engine="ray"``: the address of a running Ray cluster (``"auto"``, ``"ray://head:10001"``); ``None`` starts a local Ray."""
     overrides: dict[str, str] = field(default_factory=dict, metadata={"internal": True})
     """a hash of each overridden step's source (``clean``; set by the DataModule class)."""
@@ -190,32 +196,20 @@ class LMConfig(BaseDataConfig):
         if self.dataset == "text":
             ident["sample_by"] = self.sample_by
         if self.dataset is None:
-            from lightning_order.data.lm import corpus as lm_corpus
-
-            source = inspect.getsource(lm_corpus)
-            ident["stdlib_corpus"] = {
-                "python": sys.version,
-                "module": hashlib.sha256(source.encode()).hexdigest()[:16],
-            }
+            ident["stdlib_corpus"] = _stdlib_corpus_identity()
         return ident
 
-    def identity(self, order: Sequence[str]) -> dict[str, Any]:
-        """Everything that shapes the prepared data, as plain data (its fingerprint is the cache key)."""
-        return {
-            "pipeline": "lm",
-            "code_version": LM_CODE_VERSION,
-            **self.load_identity(),
-            "val_fraction": self.val_fraction,
-            "seed": self.seed,
-            "vocab_size": self.vocab_size,
-            "block_size": self.block_size,
-            "tokenizer_file": self.tokenizer_digest,
-            "pad_vocab_multiple": self.pad_vocab_multiple,
-            "dedup_threshold": self.dedup_threshold,
-            "eos": self.eos,
-            "eos_token": self.eos_token,
-            "overrides": dict(self.overrides),
-            "num_partitions": self.num_partitions,
-            "tokenizer_train_bytes": self.tokenizer_train_bytes,
-            "order": list(order),
-        }
+    def fixed_identity(self) -> dict[str, Any]:
+        """The pipeline, its code version and, for the built-in corpus, what its text is made of."""
+        fixed: dict[str, Any] = {"pipeline": "lm", "code_version": LM_CODE_VERSION}
+        if self.dataset is None:
+            fixed["stdlib_corpus"] = _stdlib_corpus_identity()
+        return fixed
+
+
+def _stdlib_corpus_identity() -> dict[str, str]:
+    """The built-in corpus by the Python build and its module's source, never its text (not read)."""
+    from lightning_order.data.lm import corpus as lm_corpus
+
+    source = inspect.getsource(lm_corpus)
+    return {"python": sys.version, "module": hashlib.sha256(source.encode()).hexdigest()[:16]}

@@ -20,12 +20,12 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+from lightning_order.data.engine.arguments import config_constructor
 from lightning_order.data.engine.config import document_arguments, override_identity
 from lightning_order.data.engine.datamodule import OrderedDataModuleBase
-from lightning_order.data.engine.inputs import InputHash
 from lightning_order.data.engine.runner import DataState
 from lightning_order.data.lm.artefacts import read_blocks, read_documents
-from lightning_order.data.lm.config import EOS_TOKEN, EngineName, LMConfig, SampleBy
+from lightning_order.data.lm.config import LMConfig
 from lightning_order.data.lm.documents import clean_document
 from lightning_order.data.lm.shard import BlockView
 from lightning_order.data.lm.spec import NAME
@@ -37,6 +37,38 @@ __all__ = ["LM_BATCH_KEYS", "LM_DATA_STEPS", "BlockDataset", "OrderedLMDataModul
 
 #: The keys of every LM batch.
 LM_BATCH_KEYS: tuple[str, ...] = ("input_ids", "labels")
+#: The constructor's positional order (the public contract; types, defaults and docs are LMConfig's).
+_POSITIONAL_ORDER: tuple[str, ...] = (
+    "dataset",
+    "data_files",
+    "text_column",
+    "val_fraction",
+    "seed",
+    "vocab_size",
+    "batch_size",
+    "num_workers",
+    "num_proc",
+    "cache_dir",
+    "order",
+    "enforce",
+    "block_size",
+    "tokenizer_file",
+    "pad_vocab_multiple",
+    "dedup_threshold",
+    "max_documents",
+    "dataset_config",
+    "load_split",
+    "input_hash",
+    "shuffle",
+    "eos",
+    "sample_by",
+    "eos_token",
+    "num_partitions",
+    "tokenizer_train_bytes",
+    "engine",
+    "ray_address",
+    "lock_timeout",
+)
 
 
 class BlockDataset(Dataset[dict[str, torch.Tensor]]):
@@ -89,41 +121,10 @@ class OrderedLMDataModule(OrderedDataModuleBase):
     pipeline_name: ClassVar[str] = NAME
     config: LMConfig
 
-    def __init__(
-        self,
-        dataset: str | None = None,
-        data_files: str | list[str] | dict[str, str | list[str]] | None = None,
-        text_column: str = "text",
-        val_fraction: float = 0.1,
-        seed: int = 0,
-        vocab_size: int = 8000,
-        batch_size: int = 32,
-        num_workers: int = 0,
-        num_proc: int | None = None,
-        cache_dir: str | None = None,
-        order: Sequence[str] | None = None,
-        enforce: bool = True,
-        block_size: int = 128,
-        tokenizer_file: str | None = None,
-        pad_vocab_multiple: int = 64,
-        dedup_threshold: float = 0.8,
-        max_documents: int | None = None,
-        dataset_config: str | None = None,
-        load_split: str = "train",
-        input_hash: InputHash = "content",
-        shuffle: bool = True,
-        eos: bool = True,
-        sample_by: SampleBy = "document",
-        eos_token: str = EOS_TOKEN,
-        num_partitions: int | None = None,
-        tokenizer_train_bytes: int = 128 << 20,
-        engine: EngineName = "local",
-        ray_address: str | None = None,
-        lock_timeout: float | None = None,
-    ) -> None:
-        super().__init__()
-        self.save_hyperparameters(logger=False)
-        self._configure(locals(), overrides=override_identity(type(self), OrderedLMDataModule, ("clean",)))
+    @config_constructor(LMConfig, _POSITIONAL_ORDER)
+    def __init__(self, arguments: dict[str, Any]) -> None:
+        """Takes :class:`~lightning_order.data.lm.config.LMConfig`'s fields as keywords."""
+        self._configure(arguments, overrides=override_identity(type(self), OrderedLMDataModule, ("clean",)))
         self._doc_hashes: dict[str, np.ndarray] = {}
 
     def clean(self, text: str) -> str:

@@ -10,7 +10,7 @@ function of plain data and nothing else.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, Literal, get_args
 
 from lightning_order.data.engine.config import (
@@ -19,6 +19,7 @@ from lightning_order.data.engine.config import (
     check_choice,
     check_int,
     check_optional_str,
+    shapes,
 )
 from lightning_order.data.text.demo import DEMO_NUMERIC_COLUMNS
 from lightning_order.data.text.vocab import check_vocab_size
@@ -33,6 +34,11 @@ CODE_VERSION = "3"
 TokenizerKind = Literal["wordpiece", "bpe"]
 
 
+def _demo(config: DataConfig) -> bool:
+    """The demo corpus's fields shape the data only when it is read (no ``dataset``)."""
+    return config.dataset is None
+
+
 @dataclass(frozen=True)
 class DataConfig(BaseDataConfig):
     """The arguments of :class:`~lightning_order.OrderedDataModule` (each documented under its field).
@@ -44,21 +50,22 @@ class DataConfig(BaseDataConfig):
 
     label_column: str = "label"
     """the column holding the class label."""
-    numeric_columns: tuple[str, ...] = ()
+    numeric_columns: Sequence[str] = ()
     """numeric columns to standardise and feed as features. Empty with the demo corpus means the demo's own numeric columns."""
     group_column: str | None = None
     """split by this column's value instead of the cleaned text (rows of a group stay together)."""
+    _: KW_ONLY  # the rest by keyword only (OrderedDataModule's positional order differs from here on)
     tokenizer: TokenizerKind = "wordpiece"
     """the tokenizer to train: ``"wordpiece"`` or ``"bpe"``."""
     max_length: int = 128
     """token ids are padded/truncated to this length."""
-    demo_size: int = 20000
+    demo_size: int = field(default=20000, metadata=shapes(key="demo.size", when=_demo))
     """rows of the demo corpus (about 190 bytes of text each)."""
     lowercase: bool = True
     """lower-case the text when cleaning."""
-    demo_sources: int = 1
+    demo_sources: int = field(default=1, metadata=shapes(key="demo.sources", when=_demo))
     """the demo corpus comes in this many contiguous blocks with different numeric scales."""
-    demo_seed: int = 0
+    demo_seed: int = field(default=0, metadata=shapes(key="demo.seed", when=_demo))
     """the demo corpus generator's seed (``seed`` only moves the split)."""
     engineered_features: tuple[str, ...] = field(default=(), metadata={"internal": True})
     """the columns ``engineer_features`` adds (set by the DataModule class, not by a config file)."""
@@ -100,31 +107,9 @@ class DataConfig(BaseDataConfig):
         """The column the split is keyed on: the group column, else the (cleaned) text."""
         return self.group_column or self.text_column
 
-    def identity(self, order: Sequence[str]) -> dict[str, Any]:
-        """Everything that shapes the prepared data, as plain data (its fingerprint is the cache key).
-
-        Args:
-            order: the data steps that will run, in order.
-        """
-        identity: dict[str, Any] = {
-            "code_version": CODE_VERSION,
-            **self.source_identity(),
-            "label_column": self.label_column,
-            "numeric_columns": list(self.numeric_columns),
-            "group_column": self.group_column,
-            "val_fraction": self.val_fraction,
-            "seed": self.seed,
-            "vocab_size": self.vocab_size,
-            "tokenizer": self.tokenizer,
-            "max_length": self.max_length,
-            "order": list(order),
-            "lowercase": self.lowercase,
-            "engineered_features": list(self.engineered_features),
-            "overrides": dict(self.overrides),
-        }
-        if self.dataset is None:
-            identity["demo"] = {"size": self.demo_size, "sources": self.demo_sources, "seed": self.demo_seed}
-        return identity
+    def fixed_identity(self) -> dict[str, Any]:
+        """The code version: bumped when a step's output changes for the same fields."""
+        return {"code_version": CODE_VERSION}
 
     def load_identity(self) -> dict[str, Any]:
         """The part of the identity that decides which rows ``load`` reads."""

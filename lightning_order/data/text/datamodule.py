@@ -9,23 +9,23 @@ fingerprint, assigning no state) and the per-rank ones in ``setup``, and serves 
 from __future__ import annotations
 
 import copy
+import inspect
 import json
-from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
+from lightning_order.data.engine.arguments import config_constructor
 from lightning_order.data.engine.config import document_arguments, override_identity
 from lightning_order.data.engine.datamodule import OrderedDataModuleBase
-from lightning_order.data.engine.inputs import InputHash
 from lightning_order.data.engine.runner import DataState, StepContext
 from lightning_order.data.text import prepare as _prepare
 from lightning_order.data.text.artefacts import read_state
 from lightning_order.data.text.batches import BATCH_KEYS, Collate
 from lightning_order.data.text.cleaning import CleanRows, clean_batch
-from lightning_order.data.text.config import CODE_VERSION, DataConfig, TokenizerKind
+from lightning_order.data.text.config import CODE_VERSION, DataConfig
 from lightning_order.data.text.features import ENGINEERED_FEATURES, engineer_batch
 from lightning_order.data.text.spec import NAME
 from lightning_order.data.text.steps import DATA_STEPS
@@ -39,6 +39,49 @@ _ATTRIBUTES: tuple[str, ...]
 _ATTRIBUTES = ("dataset", "data_files", "text_column", "label_column", "numeric_columns", "group_column")
 _ATTRIBUTES += ("val_fraction", "lowercase", "demo_size", "demo_sources", "demo_seed")
 _ATTRIBUTES += ("dataset_config", "load_split", "num_proc")
+#: The constructor's positional order (the public contract; types, defaults and docs are DataConfig's).
+_POSITIONAL_ORDER: tuple[str, ...] = (
+    "dataset",
+    "data_files",
+    "text_column",
+    "label_column",
+    "numeric_columns",
+    "group_column",
+    "val_fraction",
+    "seed",
+    "vocab_size",
+    "tokenizer",
+    "max_length",
+    "batch_size",
+    "num_workers",
+    "num_proc",
+    "cache_dir",
+    "demo_size",
+    "order",
+    "enforce",
+    "dataset_config",
+    "load_split",
+    "lowercase",
+    "demo_sources",
+    "demo_seed",
+    "shuffle",
+    "pipeline",
+    "input_hash",
+    "lock_timeout",
+)
+#: The one argument that is no config field: a Pipeline object (not a hyperparameter).
+_PIPELINE = inspect.Parameter(
+    "pipeline", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None, annotation=Pipeline | None
+)
+
+if TYPE_CHECKING:  # what mypy sees the constructor take: DataConfig's fields, and pipeline
+
+    @dataclass(frozen=True)
+    class _Arguments(DataConfig):
+        pipeline: Pipeline | None = field(default=None, kw_only=True)
+
+else:
+    _Arguments = DataConfig
 
 
 @document_arguments(
@@ -71,43 +114,14 @@ class OrderedDataModule(OrderedDataModuleBase):
     #: Names of the columns :meth:`engineer_features` adds (override with your own features).
     engineered_features: tuple[str, ...] = ENGINEERED_FEATURES
 
-    def __init__(
-        self,
-        dataset: str | None = None,
-        data_files: str | list[str] | dict[str, str | list[str]] | None = None,
-        text_column: str = "text",
-        label_column: str = "label",
-        numeric_columns: Sequence[str] = (),
-        group_column: str | None = None,
-        val_fraction: float = 0.1,
-        seed: int = 0,
-        vocab_size: int = 8000,
-        tokenizer: TokenizerKind = "wordpiece",
-        max_length: int = 128,
-        batch_size: int = 32,
-        num_workers: int = 0,
-        num_proc: int | None = None,
-        cache_dir: str | None = None,
-        demo_size: int = 20000,
-        order: Sequence[str] | None = None,
-        enforce: bool = True,
-        dataset_config: str | None = None,
-        load_split: str = "train",
-        lowercase: bool = True,
-        demo_sources: int = 1,
-        demo_seed: int = 0,
-        shuffle: bool = True,
-        pipeline: Pipeline | None = None,
-        input_hash: InputHash = "content",
-        lock_timeout: float | None = None,
-    ) -> None:
-        super().__init__()
-        # logger=False: the requested vocab_size (a target) would clash with the model's logged
-        # vocab_size (the size actually built) when Lightning merges the two sets of hparams.
-        self.save_hyperparameters(logger=False, ignore=["pipeline"])
+    @config_constructor(_Arguments, _POSITIONAL_ORDER, {"pipeline": _PIPELINE})
+    def __init__(self, arguments: dict[str, Any]) -> None:
+        """Takes :class:`~lightning_order.data.text.config.DataConfig`'s fields (and ``pipeline``) as keywords."""
+        # The generated __init__ saved the hyperparameters with logger=False: the requested
+        # vocab_size (a target) would clash with the model's logged vocab_size (the size built).
         self._configure(
-            locals(),
-            pipeline,
+            arguments,
+            arguments["pipeline"],
             engineered_features=self.engineered_features,
             overrides=override_identity(type(self), OrderedDataModule, ("clean", "engineer_features")),
         )

@@ -1,0 +1,131 @@
+"""A DataModule's constructor built from its config dataclass: each argument declared once.
+
+A pipeline's config dataclass (``DataConfig``, ``LMConfig``) declares every argument once: its
+name, type, default and docstring. :func:`config_constructor` turns it into the DataModule's
+``__init__``, as :mod:`dataclasses` builds a dataclass's own: a real function (generated source,
+like the standard library's) whose signature LightningCLI and jsonargparse read for the YAML
+schema and ``--help``, and whose frame Lightning's ``save_hyperparameters`` reads, with one
+keyword per public field (``metadata={"internal": True}`` fields are set by the class, not by
+users) in the order the DataModule has always taken them positionally.
+
+What the tools see: the runtime signature is generated; ``mypy`` sees the config class's own
+``__init__`` through the decorator's :class:`~typing.ParamSpec` (the same names, types and
+defaults, read from the same declaration). The configs make their later fields keyword-only
+(``KW_ONLY``), so ``mypy`` accepts exactly the positional prefix the configs and the DataModule
+share and no positional use that would put a value in another argument.
+"""
+
+from __future__ import annotations
+
+import inspect
+import typing
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import MISSING, fields
+from types import MappingProxyType
+from typing import Any, Concatenate, ParamSpec
+
+__all__ = ["config_constructor", "constructor_fields"]
+
+P = ParamSpec("P")
+
+#: How the DataModule's body sees the arguments: ``build(self, arguments)``, after Lightning's init.
+Build = Callable[[Any, dict[str, Any]], None]
+
+
+def constructor_fields(config: type) -> list[str]:
+    """The config fields that are constructor arguments (all but the ``internal`` ones)."""
+    return [f.name for f in fields(config) if not f.metadata.get("internal")]
+
+
+def config_constructor(
+    config: Callable[P, Any],
+    order: Sequence[str],
+    extra: Mapping[str, inspect.Parameter] = MappingProxyType({}),
+) -> Callable[[Build], Callable[Concatenate[Any, P], None]]:
+    """Decorates ``__init__(self, arguments)``: the ``__init__`` taking ``config``'s fields as keywords.
+
+    The generated ``__init__`` calls Lightning's ``__init__`` and ``save_hyperparameters`` (the
+    arguments in ``extra`` are not hyperparameters: they are objects, not config values), then
+    ``build(self, {name: value})`` with every argument.
+
+    Args:
+        config: the config dataclass whose public fields are the arguments.
+        order: every argument's name, in the positional order of the constructor.
+        extra: arguments that are no config field (``pipeline``), with their parameter.
+
+    Raises:
+        TypeError: ``order`` is not exactly the public fields and ``extra`` (at class creation).
+    """
+
+    def decorate(build: Build) -> Callable[Concatenate[Any, P], None]:
+        return typing.cast(Callable[Concatenate[Any, P], None], _Constructor(config, order, extra, build))
+
+    return decorate
+
+
+class _Constructor:
+    """Stands in the class body until the class exists, then puts the generated ``__init__`` there."""
+
+    def __init__(
+        self, config: Any, order: Sequence[str], extra: Mapping[str, inspect.Parameter], build: Build
+    ) -> None:
+        self.config, self.order, self.extra, self.build = config, tuple(order), dict(extra), build
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        # The defining class is known only now; Lightning's hyperparameter collection reads it
+        # from the frame (``__class__``), as it does for any hand-written ``__init__``.
+        setattr(owner, name, _generate(owner, self.config, self.order, self.extra, self.build))
+
+
+def _parameters(
+    config: Any, order: tuple[str, ...], extra: Mapping[str, inspect.Parameter]
+) -> list[inspect.Parameter]:
+    public = constructor_fields(config)
+    if sorted(order) != sorted([*public, *extra]):
+        raise TypeError(
+            f"{config.__name__}: the constructor order {list(order)} must name each public field "
+            f"{public} and extra argument {list(extra)} once"
+        )
+    hints = typing.get_type_hints(config)
+    by_name = {f.name: f for f in fields(config)}
+    parameters = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    for name in order:
+        if name in extra:
+            parameters.append(extra[name])
+            continue
+        item = by_name[name]
+        default = item.default if item.default is not MISSING else item.default_factory()  # type: ignore[misc]
+        parameters.append(
+            inspect.Parameter(
+                name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=default, annotation=hints[name]
+            )
+        )
+    return parameters
+
+
+def _generate(
+    owner: type, config: Any, order: tuple[str, ...], extra: Mapping[str, inspect.Parameter], build: Build
+) -> Any:
+    parameters = _parameters(config, order, extra)
+    defaults = {p.name: p.default for p in parameters[1:]}
+    arguments = ", ".join(f"{name}=__defaults__[{name!r}]" for name in order)
+    passed = ", ".join(f"{name!r}: {name}" for name in order)
+    # Generated like a dataclass's __init__: real parameters, so the frame holds each argument
+    # by name (Lightning's save_hyperparameters reads them there) and no locals() is needed.
+    source = (
+        "def __create__(__class__, __defaults__, __build__, __ignore__):\n"
+        f"    def __init__(self, {arguments}):\n"
+        "        super(__class__, self).__init__()\n"
+        "        self.save_hyperparameters(logger=False, ignore=__ignore__)\n"
+        f"        __build__(self, {{{passed}}})\n"
+        "    return __init__\n"
+    )
+    namespace: dict[str, Any] = {}
+    exec(compile(source, f"<{owner.__qualname__}.__init__ from {config.__name__}>", "exec"), {}, namespace)
+    init = namespace["__create__"](owner, defaults, build, list(extra))
+    init.__qualname__ = f"{owner.__qualname__}.__init__"
+    init.__module__ = owner.__module__
+    init.__doc__ = build.__doc__
+    init.__signature__ = inspect.Signature(parameters, return_annotation=None)
+    init.__annotations__ = {p.name: p.annotation for p in parameters[1:]} | {"return": None}
+    return init
