@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "lightning_order"
 SECTION = "## The path of a `block_size` from the YAML to the model"
 #: Modules naming a ``block_size`` that is another quantity (not the LM's sequence length).
-UNRELATED = {"data/engine/loading.py": "pyarrow's ReadOptions(block_size=...): bytes per CSV read"}
+UNRELATED = {"data/engine/reading.py": "pyarrow's ReadOptions(block_size=...): bytes per CSV read"}
 
 
 def _section() -> str:
@@ -80,6 +80,16 @@ def test_every_module_naming_block_size_is_in_the_path_or_named_as_a_reader():
         f"{sorted(undocumented)} name block_size but docs/architecture.md ('{SECTION[3:]}') does not: "
         "add the file to the table if it hands the value on, or beside it if it only reads it"
     )
+
+
+def test_every_file_the_section_names_exists():
+    modules = _modules()
+    stale = sorted(
+        name
+        for name in set(re.findall(r"`([\w/]+\.py)`", _section()))
+        if name not in modules and not name.startswith("tests/")
+    )
+    assert not stale, f"docs/architecture.md ('{SECTION[3:]}') names files the package no longer has: {stale}"
 
 
 def test_the_path_ends_at_the_model_and_starts_at_the_declaration():
