@@ -4,10 +4,15 @@ A :class:`StepRegistry` is made for one :class:`~lightning_order.order.Pipeline`
 registry for :data:`~lightning_order.STANDARD_PIPELINE`, the LM one for
 :data:`~lightning_order.LM_PIPELINE`): the pipeline is the one declaration of each step's name,
 kind and requirements, and the registry's data steps are read from it in its order
-(:meth:`StepRegistry.data_steps`). What a registration declares besides (:class:`StepSpec`: the
-data forms it takes and makes, what it ``needs`` or comes ``after`` to run at all, whose outputs it
-``consumes`` as recorded inputs) may only name steps the pipeline orders before it: a
-registration that contradicts the order is refused when it is made.
+(:meth:`StepRegistry.data_steps`). A registration declares what the pipeline cannot say, about
+the data rather than about other steps (:class:`StepSpec`): the data forms it takes and makes,
+the state it ``provides`` (``"tokenizer"``; a step with ``partitions`` provides ``"parts"``) and
+the state it ``uses`` and the state it ``fits`` (learns from, so no later step may change it),
+whose outputs it ``consumes`` as recorded inputs. That is enough to judge
+an order the user asks for with ``enforce=False``: no step of the library names another step to
+say it must come first (the pipeline says that, once). ``needs`` and ``after`` (step names that
+must or, when present, must run first) remain for users' own steps; any step a registration
+names must be one the pipeline orders before it, or the registration is refused when it is made.
 
 :func:`check_executable` judges an order from these declarations alone (see
 :mod:`lightning_order.data.engine.runner`).
@@ -39,6 +44,9 @@ class StepSpec:
     fn: StepFn
     takes: frozenset[str | None] = ROWS
     makes: str | None = None
+    uses: tuple[str, ...] = ()
+    fits: tuple[str, ...] = ()
+    provides: tuple[str, ...] = ()
     needs: tuple[str, ...] = ()
     after: tuple[str, ...] = ()
     consumes: tuple[str, ...] = ()
@@ -117,6 +125,16 @@ class StepRegistry:
         return iter(self._specs)
 
 
+def provided(spec: StepSpec) -> tuple[str, ...]:
+    """The state ``spec``'s step leaves for later steps: its ``provides``, and ``"parts"`` if it splits."""
+    return (*spec.provides, *(("parts",) if spec.partitions else ()))
+
+
+def _makers(registry: StepRegistry, what: str) -> str:
+    makers = [name for name in registry if what in provided(registry[name])]
+    return " or ".join(f"'{m}'" for m in makers) or "no registered step"
+
+
 def check_executable(
     order: Sequence[str], registry: StepRegistry, final: str | None
 ) -> list[tuple[str, str]]:
@@ -135,6 +153,8 @@ def check_executable(
         return problems
     form: str | None = None
     ran: list[str] = []
+    made: set[str] = set()
+    fitted: dict[str, str] = {}  # state -> the step that learnt from it
     for name in order:
         spec = registry[name]
         if name in ran:
@@ -142,6 +162,21 @@ def check_executable(
         if form not in spec.takes:
             wanted = " or ".join(sorted(str(t) for t in spec.takes))
             problems.append((name, f"'{name}' runs on {wanted} data, but the data is {form} at that point"))
+        problems += [
+            (name, f"'{name}' uses the {what} that {_makers(registry, what)} makes: run it before '{name}'")
+            for what in spec.uses
+            if what not in made
+        ]
+        problems += [
+            (
+                name,
+                f"'{name}' changes the {what} that '{fitted[what]}' learnt from: run it before '{fitted[what]}'",
+            )
+            for what in provided(spec)
+            if what in fitted
+        ]
+        made.update(provided(spec))
+        fitted.update(dict.fromkeys(spec.fits, name))
         problems += [(name, f"'{name}' needs '{n}' to run before it") for n in spec.needs if n not in ran]
         problems += [
             (name, f"'{a}' must run before '{name}'") for a in spec.after if a in order and a not in ran

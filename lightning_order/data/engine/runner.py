@@ -18,8 +18,12 @@ The declaration (:class:`StepSpec`):
 
 - ``takes``: the data forms the step can run on (``None`` before anything is loaded, ``"rows"``,
   ``"encoded"``, ``"shard"``); ``makes``: the form it leaves (``None``: unchanged).
+- ``uses``: state an earlier step must have left (``"parts"``, left by a step with
+  ``partitions``; ``"tokenizer"``); ``provides``: state it leaves for later steps; ``fits``:
+  state it learns from, which no later step may change.
 - ``needs``: steps that must have run before it (they must be in the order);
-  ``after``: steps that, when they are in the order, must run before it.
+  ``after``: steps that, when they are in the order, must run before it (for your own steps:
+  the library's steps name none, their order is the pipeline's).
 - ``consumes``: steps whose latest output becomes one of its recorded inputs;
   ``reads``: ``"data"`` (the current data version is an input), ``"train"`` (it learns from the
   train part: recorded as ``fitted_on``) or ``"none"``; ``writes_data``: its output is the new

@@ -34,6 +34,7 @@ from lightning_order.data.engine.config import (
 )
 from lightning_order.data.engine.ray_engine import check_ray_address
 from lightning_order.data.engine.storage import file_digest
+from lightning_order.data.lm.spec import NAME
 from lightning_order.errors import DataError
 
 __all__ = ["EOS_TOKEN", "LM_CODE_VERSION", "EngineName", "LMConfig", "SampleBy", "padded_size"]
@@ -201,7 +202,7 @@ class LMConfig(BaseDataConfig):
 
     def fixed_identity(self) -> dict[str, Any]:
         """The pipeline, its code version and, for the built-in corpus, what its text is made of."""
-        fixed: dict[str, Any] = {"pipeline": "lm", "code_version": LM_CODE_VERSION}
+        fixed: dict[str, Any] = {"pipeline": NAME, "code_version": LM_CODE_VERSION}
         if self.dataset is None:
             fixed["stdlib_corpus"] = _stdlib_corpus_identity()
         return fixed

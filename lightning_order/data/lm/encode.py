@@ -47,8 +47,7 @@ def _encode_loss(cfg: LMConfig, name: str, results: list[dict], documents: int) 
     "encode",
     takes=ROWS,
     makes="encoded",
-    needs=("split", "build_vocab"),
-    after=("clean", "dedup"),
+    uses=("parts", "tokenizer"),
     consumes=("build_vocab",),
     reads="data",
 )

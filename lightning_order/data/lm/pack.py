@@ -42,7 +42,6 @@ class BlockFile:
     "pack",
     takes=frozenset({"encoded"}),
     makes="packed",
-    needs=("encode",),
     consumes=("encode",),
     reads="none",
     writes_data=True,

@@ -38,7 +38,6 @@ class BlockView:
     "shard",
     takes=frozenset({"packed"}),
     makes="shard",
-    needs=("pack",),
     consumes=("pack",),
     reads="none",
     writes_data=True,

@@ -127,7 +127,7 @@ def build_tokenizer(cfg: Any, source: Any, engine: Any, work: Path | None) -> tu
     return tokenizer, params, sample
 
 
-@LM_STEPS.register("build_vocab", takes=ROWS, consumes=("clean",), reads="train")
+@LM_STEPS.register("build_vocab", takes=ROWS, provides=("tokenizer",), consumes=("clean",), reads="train")
 def build_vocab(ctx: StepContext, state: DataState) -> StepResult:
     """Trains the byte-level BPE on a hash-sample of the train documents, or reads ``tokenizer_file``."""
     cfg: LMConfig = ctx.config

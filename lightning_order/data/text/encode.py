@@ -194,8 +194,7 @@ def _fixed(matrix: np.ndarray) -> pa.FixedSizeListArray:
     "encode",
     takes=ROWS,
     makes="encoded",
-    needs=("split", "build_vocab"),
-    after=("clean", "engineer_features"),
+    uses=("parts", "tokenizer"),
     consumes=("fit_features", "build_vocab"),
     reads="none",
 )

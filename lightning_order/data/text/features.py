@@ -236,7 +236,7 @@ def _arrow_matrix(column: Any, width: int) -> np.ndarray:
     return np.asarray(flat.to_numpy(), dtype=np.float64).reshape(-1, width)
 
 
-@STEPS.register("engineer_features", takes=ROWS, reads="data", writes_data=True)
+@STEPS.register("engineer_features", takes=ROWS, provides=("features",), reads="data", writes_data=True)
 def engineer_features(ctx: StepContext, state: DataState) -> StepResult:
     """Step 3: adds the engineered columns to every row (``ctx.hooks["engineer_features"]`` if overridden)."""
     from lightning_order.data.engine.tables import apply_tables
@@ -263,9 +263,7 @@ def engineer_features(ctx: StepContext, state: DataState) -> StepResult:
 
 # Runs on raw rows (before encode) or on this rank's encoded shard (after shard, in setup: the
 # deliberately wrong order); never on encoded data that is not yet sharded.
-@STEPS.register(
-    "fit_features", takes=frozenset({"rows", "shard"}), after=("engineer_features",), reads="train"
-)
+@STEPS.register("fit_features", takes=frozenset({"rows", "shard"}), fits=("features",), reads="train")
 def fit_features(ctx: StepContext, state: DataState) -> StepResult:
     """Step 5: fits the features' mean and standard deviation on the data it is given (the train split)."""
     cfg: DataConfig = ctx.config

@@ -29,7 +29,6 @@ __all__ = ["shard"]
     "shard",
     takes=frozenset({"encoded"}),
     makes="shard",
-    needs=("encode",),
     consumes=("encode",),
     reads="none",
     writes_data=True,

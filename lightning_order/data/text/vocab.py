@@ -232,7 +232,7 @@ def train_tokenizer(
     return tokenizer
 
 
-@STEPS.register("build_vocab", takes=ROWS, consumes=("clean",), reads="train")
+@STEPS.register("build_vocab", takes=ROWS, provides=("tokenizer",), consumes=("clean",), reads="train")
 def build_vocab(ctx: StepContext, state: DataState) -> StepResult:
     """Step 6: trains the tokenizer on the text it is given (the cleaned train split)."""
     cfg = ctx.config

@@ -78,6 +78,15 @@ def test_each_registry_reads_its_data_steps_from_its_pipeline_once():
         assert list(registry.data_steps()) == data, spec.name
 
 
+@pytest.mark.parametrize("name", list(PIPELINES))
+def test_the_librarys_steps_name_no_step_they_must_follow(name):
+    """The order is the pipeline's, declared once: a registration says what it does to the data
+    (forms, state used, provided, fitted), never which step must come first."""
+    registry = PIPELINES[name].step_registry()
+    for step in registry:
+        assert (registry[step].needs, registry[step].after) == ((), ()), step
+
+
 @pytest.mark.parametrize("field", ["needs", "after", "consumes"])
 def test_a_registration_naming_a_step_the_pipeline_does_not_order_first_is_refused(field):
     registry = StepRegistry(STANDARD_PIPELINE)

@@ -92,17 +92,18 @@ def test_the_mandated_order_is_executable():
         (
             ["load", "split", "fit_features", "encode", "build_vocab", "shard"],
             "encode",
-            "needs 'build_vocab'",
+            "uses the tokenizer that 'build_vocab' makes",
         ),
+        (["load", "build_vocab", "encode", "split", "shard"], "encode", "uses the parts that 'split' makes"),
         (["load", "split", "build_vocab", "encode"], "encode", "must end with shard"),
         (["load", "split", "build_vocab", "encode", "clean", "shard"], "clean", "encoded"),
         (["load", "split", "build_vocab", "encode", "fit_features", "shard"], "fit_features", "encoded"),
         (
             ["load", "split", "fit_features", "build_vocab", "engineer_features", "encode", "shard"],
-            "fit_features",
-            "'engineer_features' must run before",
+            "engineer_features",
+            "'engineer_features' changes the features that 'fit_features' learnt from",
         ),
-        (["load", "split", "build_vocab", "shard", "encode"], "shard", "needs 'encode'"),
+        (["load", "split", "build_vocab", "shard", "encode"], "shard", "runs on encoded data"),
         (["load", "clean", "tokenize"], "tokenize", "no registered step"),
     ],
 )
