@@ -145,7 +145,7 @@ def test_mypy_sees_the_generated_keywords(tmp_path: Path) -> None:
         "OrderedLMDataModule(blok_size=64)\n"
     )
     result = subprocess.run(
-        [sys.executable, "-m", "mypy", "--strict", "--follow-imports=silent", "--no-incremental", str(use)],
+        [sys.executable, "-m", "mypy", "--strict", "--follow-imports=silent", str(use)],
         cwd=ROOT,
         capture_output=True,
         text=True,
