@@ -203,3 +203,19 @@ def exact_jaccard(a: str, b: str) -> float:
     """The exact Jaccard similarity of two texts' word 5-grams (what MinHash estimates); 0.0 when both have none."""
     x, y = word_grams(a), word_grams(b)
     return len(x & y) / len(x | y) if x | y else 0.0
+
+
+def private_names(*classes: type) -> set[str]:
+    """The private names of ``classes`` and their bases: class attributes and the ``self._x`` they assign."""
+    import inspect
+    import re
+
+    names: set[str] = set()
+    for cls in classes:
+        for base in cls.__mro__:
+            names |= {n for n in vars(base) if n.startswith("_") and not n.startswith("__")}
+            try:
+                names |= set(re.findall(r"self\.(_[a-z]\w*)\s*[:=]", inspect.getsource(base)))
+            except (OSError, TypeError):
+                continue
+    return names

@@ -8,12 +8,11 @@ config: tests/distributed/test_cli_ddp.py; audit: test_auditing.py.
 from __future__ import annotations
 
 import ast
-import inspect
 import re
 from pathlib import Path
 
 import pytest
-from helpers import DEMO, TINY, leaky_ledger
+from helpers import DEMO, TINY, leaky_ledger, private_names
 
 import lightning_order.cli
 from lightning_order import OrderedTextClassifier, OrderValidator, StepLedger, SymptomMonitor
@@ -70,24 +69,11 @@ def test_order_cli_help_lists_the_tools_beside_lightnings_subcommands(
         assert re.search(rf"^\s+{name}\s", out, re.MULTILINE), name
 
 
-def _private_names(*classes: type) -> set[str]:
-    """The private names of ``classes`` and their bases: class attributes and ``self._x`` they assign."""
-    names = set()
-    for cls in classes:
-        for base in cls.__mro__:
-            names |= {n for n in vars(base) if n.startswith("_") and not n.startswith("__")}
-            try:
-                names |= set(re.findall(r"self\.(_[a-z]\w*)\s*[:=]", inspect.getsource(base)))
-            except (OSError, TypeError):
-                continue
-    return names
-
-
 def test_the_cli_reads_no_private_attribute_of_jsonargparse_lightning_or_argparse() -> None:
     from jsonargparse import ArgumentParser
     from pytorch_lightning.cli import LightningArgumentParser, LightningCLI
 
-    foreign = _private_names(
+    foreign = private_names(
         LightningCLI, LightningArgumentParser, ArgumentParser, type(ArgumentParser().add_subcommands())
     )
     read = set()

@@ -7,14 +7,12 @@ with the callbacks it had, and no module of the package reads a private attribut
 from __future__ import annotations
 
 import ast
-import inspect
-import re
 from pathlib import Path
 from typing import Any
 
 import pytorch_lightning as pl
 import torch
-from helpers import ROOT, quiet_trainer
+from helpers import ROOT, private_names, quiet_trainer
 from pytorch_lightning.demos.boring_classes import BoringModel
 
 from lightning_order.ledger import CHECKPOINT_KEY
@@ -51,19 +49,8 @@ def test_pause_writes_its_entry_beside_the_other_callbacks_and_stops(tmp_path: P
     assert "PauseEntry" not in str(checkpoint.get("callbacks", {}))  # it has no state of its own
 
 
-def _trainer_private_names() -> set[str]:
-    names = set()
-    for base in pl.Trainer.__mro__:
-        names |= {n for n in vars(base) if n.startswith("_") and not n.startswith("__")}
-        try:
-            names |= set(re.findall(r"self\.(_[a-z]\w*)\s*[:=]", inspect.getsource(base)))
-        except (OSError, TypeError):
-            continue
-    return names
-
-
 def test_no_module_reads_a_private_attribute_of_the_trainer() -> None:
-    private = _trainer_private_names()
+    private = private_names(pl.Trainer)
     read = []
     for module in sorted((ROOT / "lightning_order").rglob("*.py")):
         for node in ast.walk(ast.parse(module.read_text())):
