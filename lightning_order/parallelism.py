@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from lightning_order.errors import OrderError
+from lightning_order.errors import DataError
 
 __all__ = ["DataParallel", "data_parallel", "derive_data_parallel", "mesh_data_parallel"]
 
@@ -71,7 +71,7 @@ def derive_data_parallel(
         The sampler's statement when it has one, else the mesh's, else every process a data-parallel rank.
 
     Raises:
-        OrderError: the stated size does not divide the world size, or the rank is outside it.
+        DataError: the stated size does not divide the world size, or the rank is outside it.
     """
     world, rank = max(1, int(world_size)), int(global_rank)
     if sampler_kwargs and sampler_kwargs.get("num_replicas") is not None:
@@ -82,10 +82,11 @@ def derive_data_parallel(
     else:
         return DataParallel(world, rank, world, rank, "world")
     if size < 1 or world % size or not 0 <= dp_rank < size:
-        raise OrderError(
+        raise DataError(
             f"the strategy's data-parallel size {size} and rank {dp_rank} (from its {source}) do not fit "
             f"{world} processes: the size must divide the world size and the rank lie in [0, {size}); "
-            "fix the strategy's data_parallel_size / distributed_sampler_kwargs"
+            "fix the strategy's data_parallel_size / distributed_sampler_kwargs",
+            step="shard",
         )
     return DataParallel(size, dp_rank, world, rank, source)
 

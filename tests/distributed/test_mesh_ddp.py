@@ -50,7 +50,7 @@ def test_two_data_parallel_ranks_read_disjoint_shares_and_the_validator_is_silen
 def test_sharding_by_the_global_rank_inside_a_tensor_parallel_group_stops_both_ranks(launch) -> None:
     ranks = _case(launch, "dp1xtp2-global-rank")
     for rank, result in enumerate(ranks):
-        assert result["error"] == "OrderError", result
+        assert result["rank"] == rank and result["error"] == "OrderError", result
         assert result["rules"] == ["rank-mismatch"]
         assert result["global_step"] == 0 and result["batch_hashes"] == []
         (violation,) = result["violations"]
