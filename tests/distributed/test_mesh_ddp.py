@@ -2,8 +2,9 @@
 
 All cases in one launch of tests/distributed/ddp_scripts/mesh_ddp.py (the planted error last):
 dp 1 × tp 2 (one tensor-parallel group reads identical batches), dp 2 × tp 1 (disjoint shares of
-the epoch), and dp 1 × tp 2 with the DataModule sharding by the global rank (stopped before step 1,
-the violation naming the tensor-parallel group).
+the epoch), a hand-written datamodule (no glue) sharding by the data-parallel rank and by the
+global rank, and dp 1 × tp 2 with the DataModule sharding by the global rank (both errors stopped
+before step 1, the violation naming the tensor-parallel group).
 """
 
 from __future__ import annotations
@@ -57,3 +58,22 @@ def test_sharding_by_the_global_rank_inside_a_tensor_parallel_group_stops_both_r
         assert violation["dimension"] == "tensor_parallel"
         assert "ranks 0, 1 form one tensor-parallel group (data-parallel rank 0)" in violation["message"]
         assert "distributed_sampler_kwargs" in result["message"]
+
+
+def test_a_hand_written_datamodule_sharding_by_the_data_parallel_rank_is_silent_in_a_tensor_parallel_group(
+    launch,
+) -> None:
+    ranks = _case(launch, "plain-dp1xtp2")
+    assert all("error" not in r and r["violations"] == [] and r["global_step"] == 3 for r in ranks), ranks
+    assert ranks[0]["batch_hashes"] == ranks[1]["batch_hashes"]
+
+
+def test_a_hand_written_datamodule_sharding_by_the_global_rank_is_stopped_naming_the_group(launch) -> None:
+    ranks = _case(launch, "plain-dp1xtp2-global-rank")
+    for rank, result in enumerate(ranks):
+        assert result["rank"] == rank and result["error"] == "OrderError", result
+        assert result["global_step"] == 0
+        (violation,) = result["violations"]
+        assert violation["rule"] == "rank-mismatch" and violation["dimension"] == "tensor_parallel"
+        assert "ranks 0, 1 form one tensor-parallel group (data-parallel rank 0)" in violation["message"]
+        assert "hold different train sets" in violation["message"]
