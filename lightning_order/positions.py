@@ -6,7 +6,9 @@ One rule, shared by the ``shard`` steps, the resumable loader, the resume check 
   the epoch only (the identity without shuffling), the same whatever the number of ranks;
 * the epoch is cut into *global batches* of ``world_size × batch_size`` samples; rank ``r`` reads
   samples ``[r·B, (r+1)·B)`` of each, so the ranks' batches laid side by side in rank order are the
-  global batch, and every rank reads the same count;
+  global batch, and every rank reads the same count. "Ranks" are data-parallel ranks
+  (:mod:`lightning_order.parallelism`): with a device mesh, the ranks of one tensor-parallel
+  group hold one rank ``r`` here and read the same samples;
 * what does not fill a global batch at the end of the epoch is not served that epoch (with
   shuffling, other samples each epoch), and is recorded as ``dropped``;
 * the position is ``(epoch, samples)``: global samples of the epoch consumed. It does not name the
@@ -126,8 +128,8 @@ class GlobalOrder:
     Attributes:
         size: samples in the train split.
         batch_size: samples per rank and batch.
-        world_size: ranks.
-        rank: this rank.
+        world_size: data-parallel ranks (the world size under DDP).
+        rank: this data-parallel rank.
         seed: the shuffle's seed.
         shuffle: shuffle every epoch (else the split's own order, every epoch).
     """
@@ -210,7 +212,7 @@ class TrainPosition:
         epoch_samples: global samples the epoch serves at ``global_batch``.
         global_batch: ``world_size × batch_size`` when the position was taken.
         batch_size: samples per rank and batch.
-        world_size: ranks.
+        world_size: data-parallel ranks.
         dataset_size: samples in the train split.
         seed: the shuffle's seed.
         shuffle: whether the order is shuffled.

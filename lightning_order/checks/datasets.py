@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from lightning_order.checks.estimates import RateEstimate
-from lightning_order.checks.ranks import differing_features
+from lightning_order.checks.ranks import data_parallel_groups, differing_features
 from lightning_order.rules import Violation
 
 __all__ = ["check_rank_datasets", "check_twin_rate", "twin_estimate"]
@@ -82,7 +82,11 @@ def check_rank_datasets(summaries: Sequence[Mapping[str, Any]]) -> list[Violatio
         parts = [s.get(split) for s in summaries]
         if any(p is None or p.get("random") for p in parts):
             continue
-        found = _compare_split(split, parts, ranks)
+        # Validation: whole on every rank. Train: one tensor-parallel group reads one share, so
+        # ranks are compared within their group and across groups, never as strangers inside one.
+        found = (
+            _compare_split(split, parts, ranks) if split == "val" else _compare_train(summaries, parts, ranks)
+        )
         # One finding per rule: the validation split's evidence, when it has some, is enough.
         violations += [v for v in found if (v.rule, v.steps) not in {(w.rule, w.steps) for w in violations}]
     return violations
@@ -192,6 +196,41 @@ def _compare_split(split: str, parts: list[Mapping[str, Any]], ranks: list[int])
                 )
             ]
     return _disjoint_floats(split, parts, ranks)
+
+
+def _compare_train(
+    summaries: Sequence[Mapping[str, Any]], parts: list[Mapping[str, Any]], ranks: list[int]
+) -> list[Violation]:
+    """The train split: identical within each tensor-parallel group, compared as shards across groups."""
+    groups = data_parallel_groups(summaries)
+    found: list[Violation] = []
+    for dp_rank, members in groups.items():
+        group, group_ranks = [parts[i] for i in members], [ranks[i] for i in members]
+        hashes = [_hashes(p) for p in group]
+        if len(members) < 2 or any(h is None for h in hashes):
+            continue
+        if _same_items(group, hashes):
+            found += _same_rows_floats("train", group, group_ranks)
+        elif not found:
+            found.append(_group_differs(dp_rank, group, group_ranks))
+    heads = [members[0] for members in groups.values()]
+    if len(heads) > 1:
+        found += _compare_split("train", [parts[i] for i in heads], [ranks[i] for i in heads])
+    return found
+
+
+def _group_differs(dp_rank: int, group: list[Mapping[str, Any]], ranks: list[int]) -> Violation:
+    lengths = ", ".join(f"rank {r}: {int(p.get('length', 0))}" for r, p in zip(ranks, group))
+    return Violation(
+        "rank-mismatch",
+        ("shard",),
+        f"ranks {', '.join(map(str, ranks))} form one tensor-parallel group (data-parallel rank {dp_rank}) but "
+        f"hold different train sets (train lengths: {lengths}): the data is sharded by the global rank, so the "
+        "group computes on different inputs",
+        fix="shard by the data-parallel rank and size (trainer.strategy.distributed_sampler_kwargs, or "
+        "device_mesh['data_parallel']), never by global_rank and world_size",
+        details={"item": "train", "dimension": "tensor_parallel", "ranks": ranks},
+    )
 
 
 def _same_rows_floats(split: str, parts: list[Mapping[str, Any]], ranks: list[int]) -> list[Violation]:

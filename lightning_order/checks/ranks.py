@@ -6,8 +6,13 @@ the same list and reaches the same decision. A summary may hold:
 - ``rank`` (int);
 - ``fingerprints``: ``{"manifest", "split", "statistics", "vocab"}`` -> str, from
   ``data_fingerprints()``; any disagreement is ``rank-mismatch``;
+- ``data_parallel``: ``{"size", "rank", ...}`` (:class:`lightning_order.parallelism.DataParallel`):
+  ranks of one data-parallel rank form one tensor-parallel group, which must read the same share
+  of the epoch; different data-parallel ranks must read different shares. Without it every rank
+  is its own data-parallel rank (DDP);
 - ``shard_length`` (int): rows (or batches) of the local train shard; unequal lengths make DDP
   hang at the first collective a short rank no longer reaches, so they are reported up front;
+- ``shard_start`` (int): the rank's offset in every global batch (its share of the epoch);
 - ``fitted_mean`` (list of floats) and ``feature_names``: the statistics the rank normalises
   with (from its ledger), to name an example when the statistics fingerprints differ;
 - ``feature_mean`` / ``feature_std`` (lists of floats) and ``feature_rows`` (int): per-feature
@@ -26,7 +31,7 @@ from typing import Any
 
 from lightning_order.rules import Violation
 
-__all__ = ["check_ranks", "differing_features"]
+__all__ = ["check_ranks", "check_shares", "data_parallel_groups", "differing_features"]
 
 # What each data fingerprint stands for, and the step that produced it.
 _FINGERPRINTS: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -101,6 +106,7 @@ def check_ranks(
             )
         )
 
+    violations += check_shares(summaries)
     differing = differing_features(summaries, ranks, z_max=z_max, min_rows=min_rows)
     if differing:
         shown = ", ".join(f"{name} ({why})" for name, why in differing[:4])
@@ -114,6 +120,83 @@ def check_ranks(
             )
         )
     return violations
+
+
+def data_parallel_groups(summaries: Sequence[Mapping[str, Any]]) -> dict[int, list[int]]:
+    """Data-parallel rank -> the positions in ``summaries`` of its ranks (one tensor-parallel group).
+
+    A summary without ``data_parallel`` is a data-parallel rank of its own (DDP).
+    """
+    groups: dict[int, list[int]] = {}
+    for i, s in enumerate(summaries):
+        dp = s.get("data_parallel") or {}
+        key = int(dp["rank"]) if dp.get("rank") is not None else int(s.get("rank", i))
+        groups.setdefault(key, []).append(i)
+    return groups
+
+
+def _share_violation(message: str, dimension: str, values: Mapping[int, Any]) -> Violation:
+    return Violation(
+        "rank-mismatch",
+        ("shard",),
+        message,
+        symptom="tensor-parallel collectives mix different inputs, or data-parallel ranks train on the "
+        "same samples: no error, a slower or wrong run",
+        fix="shard by the data-parallel rank and size (trainer.strategy.distributed_sampler_kwargs, or "
+        "device_mesh['data_parallel']), never by global_rank and world_size; OrderedDataModule does",
+        details={"item": "share", "dimension": dimension, "values": dict(values)},
+    )
+
+
+def check_shares(summaries: Sequence[Mapping[str, Any]]) -> list[Violation]:
+    """``rank-mismatch``: the ranks' shares of the epoch do not follow the data-parallel dimension.
+
+    Ranks of one tensor-parallel group (one data-parallel rank) must read the same share; ranks of
+    different data-parallel ranks must read different ones. The share is ``shard_start``.
+
+    Args:
+        summaries: one dict per rank (``rank``, ``data_parallel``, ``shard_start``), in rank order.
+
+    Returns:
+        At most one violation per dimension, naming the group and the ranks.
+    """
+    ranks = [int(s.get("rank", i)) for i, s in enumerate(summaries)]
+    starts = {i: s.get("shard_start") for i, s in enumerate(summaries) if s.get("shard_start") is not None}
+    if len(starts) < 2:
+        return []
+    found: list[Violation] = []
+    heads: dict[int, tuple[int, Any]] = {}  # data-parallel rank -> (global rank, its share)
+    for dp_rank, members in data_parallel_groups(summaries).items():
+        shares = {ranks[i]: starts[i] for i in members if i in starts}
+        if len(set(shares.values())) > 1 and not found:
+            found.append(
+                _share_violation(
+                    f"ranks {', '.join(map(str, shares))} form one tensor-parallel group (data-parallel rank "
+                    f"{dp_rank}) but read different shares of the epoch (offsets in the global batch: "
+                    f"{_groups(shares)}): the data is sharded by the global rank, so the group computes on "
+                    "different inputs",
+                    "tensor_parallel",
+                    shares,
+                )
+            )
+        if shares:
+            heads[dp_rank] = next(iter(shares.items()))
+    seen: dict[Any, tuple[int, int]] = {}
+    for dp_rank, (rank, start) in heads.items():
+        if start in seen:
+            other_dp, other = seen[start]
+            return [
+                *found,
+                _share_violation(
+                    f"data-parallel ranks {other_dp} and {dp_rank} (ranks {other} and {rank}) read the same "
+                    f"share of the epoch (offset {start} in every global batch): the data is not split along "
+                    "the data-parallel dimension",
+                    "data_parallel",
+                    {other: start, rank: start},
+                ),
+            ]
+        seen[start] = (dp_rank, rank)
+    return found
 
 
 def _fitted_example(summaries: Sequence[Mapping[str, Any]], ranks: list[int]) -> str:

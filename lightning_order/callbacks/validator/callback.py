@@ -43,7 +43,7 @@ from lightning_order.callbacks.validator.evidence import (
     datamodule_ledger,
     ledger_violations,
 )
-from lightning_order.callbacks.validator.gather import agree, all_gather, rank_summary
+from lightning_order.callbacks.validator.gather import agree, all_gather, rank_identity, rank_summary
 from lightning_order.callbacks.validator.labels import label_encoding_verdict
 from lightning_order.callbacks.validator.lm import is_hf_model, lm_violations, tokenizer_in_use
 from lightning_order.callbacks.validator.model_dims import model_dims, restore_violations
@@ -275,7 +275,7 @@ class OrderValidator(Callback):
         summary = rank_summary(
             trainer, dm, ledger, self.fingerprints, None if content.get("train") else train_sample[0]
         )
-        summary["content"] = {"rank": int(trainer.global_rank), **content, "model": model_dims(pl_module)}
+        summary["content"] = {**rank_identity(trainer), **content, "model": model_dims(pl_module)}
         gathered = all_gather(trainer, {"summary": summary, "violations": [v.to_dict() for v in local]})
         violations = agree([g["violations"] for g in gathered])
         contents = [g["summary"]["content"] for g in gathered]

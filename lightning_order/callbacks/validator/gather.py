@@ -16,9 +16,10 @@ import torch
 from lightning_order.callbacks.validator.batches import as_numpy, batch_field
 from lightning_order.checks.report import merge_violations
 from lightning_order.ledger import StepLedger
+from lightning_order.parallelism import data_parallel
 from lightning_order.rules import Violation
 
-__all__ = ["agree", "all_gather", "rank_summary"]
+__all__ = ["agree", "all_gather", "rank_identity", "rank_summary"]
 
 
 def all_gather(trainer: Any, obj: Any) -> list[Any]:
@@ -49,6 +50,14 @@ def agree(per_rank: list[list[dict[str, Any]]]) -> list[Violation]:
     return merge_violations(found)
 
 
+def rank_identity(trainer: Any) -> dict[str, Any]:
+    """``rank`` (global) and ``data_parallel`` (:class:`~lightning_order.parallelism.DataParallel` as a dict).
+
+    The rank checks group ranks by their data-parallel rank: one tensor-parallel group each.
+    """
+    return {"rank": int(trainer.global_rank), "data_parallel": data_parallel(trainer).to_dict()}
+
+
 def rank_summary(
     trainer: Any, dm: Any, ledger: StepLedger | None, fingerprints: Mapping[str, str], train_batch: Any
 ) -> dict[str, Any]:
@@ -64,9 +73,10 @@ def rank_summary(
     """
     shard_info = getattr(dm, "shard_info", None) if dm is not None else None
     summary: dict[str, Any] = {
-        "rank": int(trainer.global_rank),
+        **rank_identity(trainer),
         "fingerprints": dict(fingerprints),
         "shard_length": shard_info.get("length") if isinstance(shard_info, Mapping) else None,
+        "shard_start": shard_info.get("start") if isinstance(shard_info, Mapping) else None,
     }
     fitted = ledger.latest("fit_features") if ledger is not None else None
     if fitted is not None:

@@ -3,7 +3,7 @@
 Gathering only, duck-typed: any train loader with a ``position()`` returning a
 :class:`~lightning_order.positions.TrainPosition` (our :class:`~lightning_order.data.engine.loaders.ResumableLoader`)
 gives its exact global position; for any other loader the position is Lightning's own count of
-the epoch's batches times the global batch (``world_size × loader.batch_size``). The judgement is
+the epoch's batches times the global batch (data-parallel ``world_size × loader.batch_size``). The judgement is
 :func:`lightning_order.checks.resume.check_resume_position`'s.
 
 Lightning's progress counters are read where they are kept (``trainer.fit_loop.epoch_loop.batch_progress``);
@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from lightning_order.checks.loader_states import check_loader_states
+from lightning_order.parallelism import data_parallel
 from lightning_order.positions import TrainPosition
 from lightning_order.rules import Violation
 
@@ -97,7 +98,7 @@ def _progress(trainer: Any) -> tuple[int, int | None]:
 
 
 def _loader_facts(trainer: Any, loader: Any) -> dict[str, Any]:
-    world = int(trainer.world_size)
+    world = data_parallel(trainer).size  # tensor-parallel ranks of one group read one share
     batch = getattr(loader, "batch_size", None)
     return {
         "world_size": world,

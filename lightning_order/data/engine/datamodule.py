@@ -37,6 +37,7 @@ from lightning_order.data.engine.loaders import ResumableLoader, make_loader, ma
 from lightning_order.data.engine.runner import DataState, StepContext, run_steps, split_phases
 from lightning_order.ledger import StepLedger
 from lightning_order.order import Pipeline
+from lightning_order.parallelism import data_parallel
 from lightning_order.pipelines import PIPELINES, PipelineDescriptor, resolve
 from lightning_order.positions import GlobalOrder, check_position
 
@@ -50,8 +51,10 @@ class OrderedDataModuleBase(pl.LightningDataModule):
         config: the validated arguments (the pipeline's config class).
         order: the data steps that run, in order.
         cache_key: the pipeline fingerprint naming the cache folder.
-        shard_info: this rank's ``rank``, ``world_size``, ``length`` (samples it reads per epoch)
-            and ``dropped`` (samples per epoch that do not fill a global batch) after ``setup``.
+        shard_info: this rank's ``rank``, ``world_size`` (the data-parallel rank and size it was
+            sharded by: tensor-parallel ranks of one group share them), ``length`` (samples it reads
+            per epoch), ``dropped`` (samples per epoch that do not fill a global batch) and ``start``
+            (its offset in every global batch) after ``setup``.
     """
 
     #: The descriptor this DataModule belongs to (a key of :data:`lightning_order.pipelines.PIPELINES`).
@@ -183,7 +186,10 @@ class OrderedDataModuleBase(pl.LightningDataModule):
         """Loads the verified cache on this rank and runs the per-rank steps (``shard``)."""
         self._resume_position = None  # a fit restores its checkpoint after setup, never before
         trainer = getattr(self, "trainer", None)
-        world, rank = (int(trainer.world_size), int(trainer.global_rank)) if trainer else (1, 0)
+        # The data-parallel size and rank split the data: ranks of one tensor-parallel group read
+        # the same share (DESIGN.md §1e); under DDP they are the world size and global rank.
+        dp = data_parallel(trainer)
+        world, rank = dp.size, dp.rank
         path = self._ensure_prepared()
         # The published build is part of the key: a folder prepare_data rebuilt is read again,
         # never the memory map of the files it replaced.
@@ -191,7 +197,7 @@ class OrderedDataModuleBase(pl.LightningDataModule):
         if self._setup_key == key:
             return
         ledger = StepLedger.load(path)
-        ledger.rank = rank
+        ledger.rank = dp.global_rank  # the process that holds the record; its share is the shard's
         state = self._read_prepared(path, ledger)
         registry = self._registry()
         per_rank = split_phases(self.order, registry)[1]
@@ -209,6 +215,7 @@ class OrderedDataModuleBase(pl.LightningDataModule):
             "world_size": world,
             "length": stats["length"],
             "dropped": stats["dropped"],
+            "start": stats.get("start", rank * int(self.batch_size)),
         }
         self._setup_key = key
 

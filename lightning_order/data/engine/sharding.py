@@ -1,7 +1,7 @@
 """What every pipeline's ``shard`` step does and records under the global order (DESIGN.md §1e).
 
 The step decides this rank's :class:`~lightning_order.positions.GlobalOrder` from its context
-(world size, rank) and config (``batch_size``, ``seed``, ``shuffle``), refuses a split that cannot
+(the data-parallel size and rank, :mod:`lightning_order.parallelism`) and config (``batch_size``, ``seed``, ``shuffle``), refuses a split that cannot
 fill one global batch, and records one ``shard`` record whose fields both pipelines share:
 ``params`` (``layout="global-batch"``, ``batch_size``, ``global_batch``, ``seed``, ``shuffle``) and
 ``stats`` (``length``: samples this rank reads per epoch, ``world_size``, ``dropped``: samples per

@@ -172,3 +172,32 @@ def test_ranks_with_different_tokenizers_get_the_tokenizers_fix_alone():
     assert "tokenizer.json" in v.fix and "random_split" not in v.fix
     same = [{**s, "tokenizer": "f" * 32} for s in summaries]
     assert "random_split" in check_rank_datasets(same)[-1].fix  # the split's own finding, as before
+
+
+def _mesh_rank(rank: int, tp: int, train, val) -> dict:
+    return {"rank": rank, "data_parallel": {"size": 2, "rank": rank // tp}, "train": train, "val": val}
+
+
+def test_a_datamodule_sharding_by_the_data_parallel_rank_is_silent_inside_tensor_parallel_groups():
+    # dp 2 x tp 2: ranks 0, 1 read share A, ranks 2, 3 share B (the same rows inside a group).
+    val = _split(range(1000, 1100))
+    shares = [_split(range(0, 100), _float([0.0])), _split(range(100, 200), _float([0.0]))]
+    summaries = [_mesh_rank(r, 2, shares[r // 2], val) for r in range(4)]
+    assert check_rank_datasets(summaries) == []
+
+
+def test_different_train_sets_inside_a_tensor_parallel_group_are_rank_mismatch_naming_the_group():
+    val = _split(range(1000, 1100))
+    summaries = [_mesh_rank(r, 2, _split(range(100 * r, 100 * r + 100)), val) for r in range(4)]
+    (violation,) = check_rank_datasets(summaries)
+    assert violation.rule == "rank-mismatch" and violation.details["dimension"] == "tensor_parallel"
+    assert "ranks 0, 1 form one tensor-parallel group (data-parallel rank 0)" in violation.message
+    assert "distributed_sampler_kwargs" in violation.fix
+
+
+def test_per_rank_statistics_inside_a_tensor_parallel_group_are_still_shard_before_normalize():
+    val = _split(range(1000, 1100))
+    ids = range(100)
+    summaries = [_mesh_rank(r, 2, _split(ids, _float([0.1 * r])), val) for r in range(2)]
+    (violation,) = check_rank_datasets(summaries)
+    assert violation.rule == "shard-before-normalize"

@@ -64,3 +64,40 @@ def test_differing_statistics_name_the_feature_normalised_differently():
     )
     (violation,) = check_ranks([a, b])
     assert "'amount' is normalised with mean 1e+03 on rank 0, 9e+03 on rank 1" in violation.message
+
+
+def _meshed(dp_size: int, tp_size: int, starts: list[int]) -> list[dict]:
+    """One summary per rank of a dp_size x tp_size mesh (tensor-parallel ranks adjacent), with its share."""
+    return [
+        summary(r, data_parallel={"size": dp_size, "rank": r // tp_size}, shard_start=start)
+        for r, start in enumerate(starts)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("dp", "tp", "starts"),
+    [(1, 2, [0, 0]), (2, 1, [0, 8]), (2, 2, [0, 0, 8, 8]), (4, 1, [0, 8, 16, 24])],
+)
+def test_shares_that_follow_the_data_parallel_dimension_pass(dp, tp, starts):
+    assert check_ranks(_meshed(dp, tp, starts)) == []
+
+
+def test_ranks_of_one_tensor_parallel_group_reading_different_shares_is_rank_mismatch_naming_the_group():
+    (violation,) = check_ranks(_meshed(2, 2, [0, 8, 16, 24]))  # sharded by the global rank
+    assert violation.rule == "rank-mismatch" and violation.steps == ("shard",)
+    assert violation.details["dimension"] == "tensor_parallel"
+    assert "ranks 0, 1 form one tensor-parallel group (data-parallel rank 0)" in violation.message
+    assert "rank 0: 0; rank 1: 8" in violation.message
+    assert "distributed_sampler_kwargs" in violation.fix
+
+
+def test_data_parallel_ranks_reading_the_same_share_is_rank_mismatch_naming_the_dimension():
+    (violation,) = check_ranks(_meshed(2, 2, [0, 0, 0, 0]))  # every rank reads the whole first share
+    assert violation.details["dimension"] == "data_parallel"
+    assert "data-parallel ranks 0 and 1 (ranks 0 and 2) read the same share" in violation.message
+
+
+def test_without_mesh_facts_every_rank_is_its_own_data_parallel_rank():
+    assert check_ranks([summary(0, shard_start=0), summary(1, shard_start=8)]) == []
+    (violation,) = check_ranks([summary(0, shard_start=0), summary(1, shard_start=0)])
+    assert violation.details["dimension"] == "data_parallel"

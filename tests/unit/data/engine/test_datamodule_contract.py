@@ -386,6 +386,30 @@ def test_every_rank_gets_an_equal_shard_of_one_prepared_cache(
     assert len(together) == len(alone) and all(torch.equal(a, b) for a, b in zip(together, alone))
 
 
+def test_a_mesh_shards_by_the_data_parallel_rank_so_a_tensor_parallel_group_reads_one_share(
+    ready: Any, flavour: Flavour
+) -> None:
+    """dp 2 × tp 2 (ModelParallelStrategy's distributed_sampler_kwargs): ranks 0, 1 read share 0, ranks 2, 3 share 1."""
+    batches, shares = [], []
+    for rank in range(4):
+        dm = _make(flavour, ready.cache_root)
+        kwargs = {"num_replicas": 2, "rank": rank // 2}  # what ModelParallelStrategy states
+        dm.trainer = SimpleNamespace(
+            world_size=4, global_rank=rank, strategy=SimpleNamespace(distributed_sampler_kwargs=kwargs)
+        )
+        dm.setup("fit")
+        info = dm.shard_info
+        assert (info["rank"], info["world_size"], info["start"]) == (rank // 2, 2, rank // 2 * BATCH_SIZE)
+        shard = dm.ledger.latest("shard")
+        assert shard.rank == rank and shard.stats["world_size"] == 2
+        assert shard.params["global_batch"] == 2 * BATCH_SIZE
+        shares.append(shard.output)
+        batches.append([batch["input_ids"] for batch in dm.train_dataloader()])
+    assert shares[0] == shares[1] != shares[2] == shares[3]
+    same = [all(torch.equal(a, b) for a, b in zip(batches[i], batches[i + 1])) for i in (0, 2)]
+    assert same == [True, True] and not torch.equal(batches[0][0], batches[2][0])
+
+
 # -- every config under configs/ -------------------------------------------------------------------
 SMALL_ARGS = {
     "standard": ["--data.demo_size=200", "--data.vocab_size=200", "--data.max_length=32"],
