@@ -193,14 +193,10 @@ def _sample_facts(batch: Any, eos_id: int | None, bos_id: int | None = None) -> 
     if ids is None or ids.ndim != 2 or not ids.size:
         return {}
     facts: dict[str, Any] = {"max_token_id": int(ids.max())}
-    # The whole block: the inputs and the one token that only shifted labels hold (labels equal
-    # to the inputs, for a model that shifts them, hold no other token).
+    # The whole block: the inputs and the one token that only the labels hold.
     tail = (
         labels[:, -1:]
-        if labels is not None
-        and labels.ndim == 2
-        and labels.shape[0] == ids.shape[0]
-        and not np.array_equal(labels, ids)
+        if labels is not None and labels.ndim == 2 and labels.shape[0] == ids.shape[0]
         else None
     )
     if tail is not None:
