@@ -82,7 +82,9 @@ def _loss_against(model: torch.nn.Module, batch: dict[str, torch.Tensor], target
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(BUILDERS))
-def test_hf_model_trains_with_zero_glue_on_the_next_token_loss(tmp_path: Path, cache: Path, name: str) -> None:
+def test_hf_model_trains_with_zero_glue_on_the_next_token_loss(
+    tmp_path: Path, cache: Path, name: str
+) -> None:
     dm = _dm(cache)
     model = BUILDERS[name](dm)
     validator = OrderValidator()
