@@ -242,12 +242,16 @@ def label_shift_violations(dm: Any, module: Any, sample_rows: int) -> list[Viola
     ``transformers`` causal LM in ``module`` fed train batches whose labels are already shifted.
 
     Draws no batch unless ``module`` is or wraps such a model (tokenizer or not: a ``run_clm.py``
-    datamodule exposes none).
+    datamodule exposes none). Only dict batches holding ``labels`` count, the form ``model(**batch)``
+    passes to the model's loss; a tuple ``(x, y)`` (nanoGPT's) is the targets of the module's own
+    cross-entropy, where shifted labels are right.
     """
     model = hf_causal_lm(module)
     if model is None or dm is None:
         return []
     batch, _ = sample_batch(dm, "train_dataloader", sample_rows)
+    if not isinstance(batch, Mapping) or "labels" not in batch:
+        return []
     ids, labels = as_numpy(batch_field(batch, "input_ids")), as_numpy(batch_field(batch, "labels"))
     if ids is None or labels is None or ids.ndim != 2 or ids.shape != labels.shape:
         return []

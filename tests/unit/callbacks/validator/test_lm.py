@@ -149,3 +149,14 @@ def test_labels_in_the_models_own_convention_are_silent():
     assert label_shift_violations(_Blocks(shifted=False), _gpt2_wrapped(), 16) == []  # transformers shifts
     reference = OrderedCausalLM(vocab_size=64, padded_vocab_size=64, block_size=8, n_layer=1, n_embd=16)
     assert label_shift_violations(_Blocks(shifted=True), reference, 16) == []  # OrderedCausalLM does not
+
+
+def test_tuple_batches_are_the_modules_own_targets_and_silent():
+    """nanoGPT's ``(x, y)`` feeds the module's own cross-entropy on the HF model's logits: shifted is right."""
+
+    class Tuples(_Blocks):
+        def train_dataloader(self):
+            rows = [(row["input_ids"], row["labels"]) for row in self.rows]
+            return torch.utils.data.DataLoader(rows, batch_size=4)
+
+    assert label_shift_violations(Tuples(shifted=True), _gpt2_wrapped(), 16) == []
