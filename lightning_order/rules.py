@@ -120,6 +120,12 @@ RULES: dict[str, Rule] = {
         "(OrderedLMDataModule does it by default), or open every one with the tokenizer's declared "
         "BOS token (Llama's add_bos_token); never use the end-of-text id as padding",
     ),
+    "labels-shifted-twice": Rule(
+        "labels already shifted by one were fed to a model that shifts them itself (a transformers causal LM)",
+        "the model learns the token after next: the loss stays high, generations are garbled, every step runs",
+        'OrderedLMDataModule(batch_format="hf") (or "auto", chosen from the model at setup); in a hand-written '
+        "pipeline pass labels equal to input_ids (-100 where no loss is wanted) and let the model shift them",
+    ),
 }
 
 

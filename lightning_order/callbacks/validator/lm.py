@@ -32,12 +32,21 @@ import numpy as np
 from lightning_order.callbacks.validator.batches import as_numpy, batch_field, sample_batch
 from lightning_order.callbacks.validator.evidence import datamodule_ledger, spec_of
 from lightning_order.callbacks.validator.model_dims import model_dims
+from lightning_order.checks.label_shift import check_label_shift, preshifted_rows
 from lightning_order.checks.lm import check_lm, eos_evidence, lm_ledger_evidence
 from lightning_order.fingerprints import is_tokenizer, tokenizer_fingerprint
+from lightning_order.models.hf import hf_causal_lm
 from lightning_order.pipelines import PIPELINES, spec_of_class
 from lightning_order.rules import Violation
 
-__all__ = ["is_hf_model", "is_lm", "lm_evidence", "lm_violations", "tokenizer_in_use"]
+__all__ = [
+    "is_hf_model",
+    "is_lm",
+    "label_shift_violations",
+    "lm_evidence",
+    "lm_violations",
+    "tokenizer_in_use",
+]
 
 log = logging.getLogger(__name__)
 
@@ -228,8 +237,29 @@ def lm_evidence(dm: Any, module: Any, batch: Any, setup_fp: str | None = None) -
     return evidence
 
 
+def label_shift_violations(dm: Any, module: Any, sample_rows: int) -> list[Violation]:
+    """``labels-shifted-twice`` (:func:`~lightning_order.checks.label_shift.check_label_shift`): a
+    ``transformers`` causal LM in ``module`` fed train batches whose labels are already shifted.
+
+    Draws no batch unless ``module`` is or wraps such a model (tokenizer or not: a ``run_clm.py``
+    datamodule exposes none). Only dict batches holding ``labels`` count, the form ``model(**batch)``
+    passes to the model's loss; a tuple ``(x, y)`` (nanoGPT's) is the targets of the module's own
+    cross-entropy, where shifted labels are right.
+    """
+    model = hf_causal_lm(module)
+    if model is None or dm is None:
+        return []
+    batch, _ = sample_batch(dm, "train_dataloader", sample_rows)
+    if not isinstance(batch, Mapping) or "labels" not in batch:
+        return []
+    ids, labels = as_numpy(batch_field(batch, "input_ids")), as_numpy(batch_field(batch, "labels"))
+    if ids is None or labels is None or ids.ndim != 2 or ids.shape != labels.shape:
+        return []
+    return check_label_shift(True, preshifted_rows(ids, labels), int(ids.shape[0]), type(model).__name__)
+
+
 def lm_violations(dm: Any, module: Any, sample_rows: int, setup_fp: str | None = None) -> list[Violation]:
-    """The LM checks of an LM run (nothing for another datamodule).
+    """The LM checks of an LM run (nothing for another datamodule), and :func:`label_shift_violations`.
 
     Args:
         dm: the datamodule.
@@ -237,14 +267,15 @@ def lm_violations(dm: Any, module: Any, sample_rows: int, setup_fp: str | None =
         sample_rows: train rows sampled.
         setup_fp: :func:`tokenizer_in_use` at the validator's ``setup``.
     """
+    shifted = label_shift_violations(dm, module, sample_rows)
     tokenizer = _tokenizer(dm) if dm is not None else None
     if tokenizer is None or not (is_lm(dm) or is_tokenizer(tokenizer)):
-        return []  # no tokenizer the zero-glue check could read: no batch is drawn for nothing
+        return shifted  # no tokenizer the zero-glue check could read: no batch is drawn for nothing
     batch, _ = sample_batch(dm, "train_dataloader", sample_rows)
     if not is_lm(dm, batch):
-        return []
+        return shifted
     evidence = lm_evidence(dm, module, batch, setup_fp)
-    found = check_lm(evidence)
+    found = [*shifted, *check_lm(evidence)]
     eos = eos_evidence(evidence)
     if eos is not None and not eos[0].hits and not any(v.rule == "pack-without-eos" for v in found):
         log.info(

@@ -37,7 +37,7 @@ from lightning_order.data.engine.storage import file_digest
 from lightning_order.data.lm.spec import NAME
 from lightning_order.errors import DataError
 
-__all__ = ["EOS_TOKEN", "LM_CODE_VERSION", "EngineName", "LMConfig", "SampleBy", "padded_size"]
+__all__ = ["EOS_TOKEN", "LM_CODE_VERSION", "BatchFormat", "EngineName", "LMConfig", "SampleBy", "padded_size"]
 
 #: Bump when an LM step's output changes for the same config, so old caches are not reused.
 LM_CODE_VERSION = "3"
@@ -47,6 +47,9 @@ EOS_TOKEN = "<|endoftext|>"
 SampleBy = Literal["document", "paragraph", "line"]
 #: The engines the per-partition work can run on.
 EngineName = Literal["local", "ray"]
+#: How a block becomes a batch: ``"shifted"`` labels (``OrderedCausalLM``), ``"hf"`` unshifted labels
+#: and an attention mask (``transformers`` causal LMs shift them), ``"auto"`` from the model at setup.
+BatchFormat = Literal["auto", "shifted", "hf"]
 #: What an end-of-text token looks like: a control marker (``<...>`` or ``[...]``, no space inside),
 #: never ordinary text, which cleaning would delete from every document.
 _MARKER = re.compile(r"<[^<>\s]+>|\[[^\[\]\s]+\]")
@@ -100,6 +103,8 @@ class LMConfig(BaseDataConfig):
     """a hash of each overridden step's source (``clean``; set by the DataModule class)."""
     eos: bool = True
     """end every document with the end-of-text token. ``False`` packs documents without boundaries (``pack-without-eos``: refused unless ``enforce=False``; for experiments)."""
+    batch_format: BatchFormat = field(default="auto", metadata=SERVES)
+    """the batches' form: ``"shifted"`` (``input_ids`` = block[:-1], ``labels`` = block[1:], for ``OrderedCausalLM``), ``"hf"`` (``input_ids`` = ``labels`` = block[:-1] and an all-ones ``attention_mask``: ``transformers`` causal LMs shift the labels themselves) or ``"auto"`` (``"hf"`` when the trainer's module is or wraps a ``transformers`` causal LM at ``setup``, else ``"shifted"``). The chosen one is recorded in the ledger's ``info["batch_format"]``; the prepared data does not depend on it."""
 
     def validate(self) -> None:
         """The shared checks (:meth:`BaseDataConfig.validate`), then the LM fields."""
@@ -156,6 +161,13 @@ class LMConfig(BaseDataConfig):
             fix="'local' or 'ray' (pip install 'lightning-order[ray]')",
         )
         check_ray_address(self.ray_address)
+        check_choice(
+            "batch_format",
+            self.batch_format,
+            get_args(BatchFormat),
+            step="shard",
+            fix="'hf' for transformers causal LMs (they shift labels themselves), 'shifted' for OrderedCausalLM",
+        )
         if not isinstance(self.eos_token, str) or not self.eos_token.strip():
             raise DataError(
                 f"eos_token must be a non-empty string, got {self.eos_token!r}; e.g. '</s>'",

@@ -6,7 +6,9 @@ The thin shell of :class:`~lightning_order.data.OrderedDataModule`, running the 
 the pipeline), ``prepare_data`` runs the steps before ``shard`` once (rank 0, under a file lock,
 into a cache folder named by the pipeline fingerprint, published atomically and verified before
 use), ``setup`` runs ``shard`` on every rank. Batches are ``{"input_ids", "labels"}``, long,
-``B × block_size``; ``labels`` are ``input_ids`` shifted by one.
+``B × block_size``: ``labels`` are ``input_ids`` shifted by one (``batch_format="shifted"``), or,
+for ``transformers`` causal LMs that shift labels themselves (``batch_format="hf"``), equal to
+``input_ids``, with an ``attention_mask``; ``"auto"`` chooses at ``setup`` from the trainer's model.
 """
 
 from __future__ import annotations
@@ -32,11 +34,22 @@ from lightning_order.data.lm.spec import NAME
 from lightning_order.data.lm.steps import LM_DATA_STEPS
 from lightning_order.fingerprints import tokenizer_fingerprint
 from lightning_order.ledger import StepLedger
+from lightning_order.models.hf import hf_causal_lm
 
-__all__ = ["LM_BATCH_KEYS", "LM_DATA_STEPS", "BlockDataset", "OrderedLMDataModule"]
+__all__ = [
+    "HF_BATCH_KEYS",
+    "LM_BATCH_KEYS",
+    "LM_DATA_STEPS",
+    "BlockDataset",
+    "OrderedLMDataModule",
+    "block_batch",
+    "choose_batch_format",
+]
 
 #: The keys of every LM batch.
 LM_BATCH_KEYS: tuple[str, ...] = ("input_ids", "labels")
+#: The keys of a ``batch_format="hf"`` batch: every LM batch key and the attention mask.
+HF_BATCH_KEYS: tuple[str, ...] = (*LM_BATCH_KEYS, "attention_mask")
 #: The constructor's positional order (the public contract; types, defaults and docs are LMConfig's).
 _POSITIONAL_ORDER: tuple[str, ...] = (
     "dataset",
@@ -68,19 +81,53 @@ _POSITIONAL_ORDER: tuple[str, ...] = (
     "engine",
     "ray_address",
     "lock_timeout",
+    "batch_format",
 )
 
 
+def block_batch(blocks: torch.Tensor, batch_format: str = "shifted") -> dict[str, torch.Tensor]:
+    """The batch (or item) of stored blocks of ``block_size + 1`` tokens, in ``batch_format``.
+
+    ``"shifted"``: ``input_ids = block[:-1]``, ``labels = block[1:]`` (the model does not shift).
+    ``"hf"``: ``input_ids = labels = block[:-1]`` and an all-ones ``attention_mask``: a
+    ``transformers`` causal LM shifts the labels inside its loss, so it learns token ``t -> t + 1``
+    on the same ``block_size`` inputs; the block's last token is no target here (it is the next
+    block's first input), ``block_size - 1`` targets a block instead of ``block_size``.
+    """
+    inputs = blocks[..., :-1]
+    if batch_format == "hf":
+        return {"input_ids": inputs, "labels": inputs.clone(), "attention_mask": torch.ones_like(inputs)}
+    return {"input_ids": inputs, "labels": blocks[..., 1:]}
+
+
+def choose_batch_format(requested: str, module: Any) -> dict[str, Any]:
+    """The batch format for ``module``, and why: ``{"format", "requested", "model"}`` (plain data, for the ledger).
+
+    ``"auto"`` is ``"hf"`` when ``module`` is or wraps a ``transformers`` causal LM (it shifts the
+    labels itself; :func:`~lightning_order.models.hf.hf_causal_lm`), else ``"shifted"``.
+    """
+    model = hf_causal_lm(module)
+    chosen = requested if requested != "auto" else ("hf" if model is not None else "shifted")
+    return {
+        "format": chosen,
+        "requested": requested,
+        "model": None if model is None else type(model).__name__,
+    }
+
+
 class BlockDataset(Dataset[dict[str, torch.Tensor]]):
-    """Packed blocks as ``{"input_ids": block[:-1], "labels": block[1:]}`` (long tensors).
+    """Packed blocks as :func:`block_batch` items (long tensors): by default ``{"input_ids": block[:-1], "labels": block[1:]}``.
 
     ``blocks`` may be memory-mapped and ``index`` chooses this rank's rows, so a rank holds only
     what a batch reads. ``__getitems__`` reads a whole batch with one numpy fancy index.
     """
 
-    def __init__(self, blocks: np.ndarray, index: np.ndarray | None = None) -> None:
+    def __init__(
+        self, blocks: np.ndarray, index: np.ndarray | None = None, batch_format: str = "shifted"
+    ) -> None:
         self.blocks = blocks
         self.index = index
+        self.batch_format = batch_format
 
     def __len__(self) -> int:
         return len(self.blocks) if self.index is None else len(self.index)
@@ -91,18 +138,18 @@ class BlockDataset(Dataset[dict[str, torch.Tensor]]):
 
     def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
         block = torch.from_numpy(np.asarray(self.blocks[int(self._rows(index))], dtype=np.int64))
-        return {"input_ids": block[:-1], "labels": block[1:]}
+        return block_batch(block, self.batch_format)
 
     def __getitems__(self, indices: Sequence[int]) -> dict[str, torch.Tensor]:
         blocks = torch.from_numpy(np.asarray(self.blocks[self._rows(indices)], dtype=np.int64))
-        return {"input_ids": blocks[:, :-1], "labels": blocks[:, 1:]}
+        return block_batch(blocks, self.batch_format)
 
 
 def collate_blocks(items: Any) -> dict[str, torch.Tensor]:
     """A batch from ``BlockDataset.__getitems__`` (already stacked) or from a list of items."""
     if isinstance(items, dict):
         return items
-    return {key: torch.stack([item[key] for item in items]) for key in LM_BATCH_KEYS}
+    return {key: torch.stack([item[key] for item in items]) for key in items[0]}
 
 
 @document_arguments(LMConfig)
@@ -126,6 +173,7 @@ class OrderedLMDataModule(OrderedDataModuleBase):
         """Takes :class:`~lightning_order.data.lm.config.LMConfig`'s fields as keywords."""
         self._configure(arguments, overrides=override_identity(type(self), OrderedLMDataModule, ("clean",)))
         self._doc_hashes: dict[str, np.ndarray] = {}
+        self._batch_format: dict[str, Any] | None = None
 
     def clean(self, text: str) -> str:
         """Step 2: cleans one document. Override to change the cleaning (``super().clean(text)`` first, usually).
@@ -190,10 +238,30 @@ class OrderedLMDataModule(OrderedDataModuleBase):
     def _assign(self, state: DataState, ledger: StepLedger) -> None:
         self._train, self._val = state.parts["train"], state.parts["val"]
 
+    def setup(self, stage: str | None = None) -> None:
+        """Loads the verified cache, runs ``shard`` on this rank, and chooses the batch format.
+
+        ``batch_format="auto"`` is decided from the trainer's module now (``"hf"`` for a
+        ``transformers`` causal LM, else ``"shifted"``); the choice is recorded in the ledger's
+        ``info["batch_format"]`` (``{"format", "requested", "model"}``).
+        """
+        super().setup(stage)
+        trainer = getattr(self, "trainer", None)
+        module = getattr(trainer, "lightning_module", None) if trainer is not None else None
+        self._batch_format = choose_batch_format(self.config.batch_format, module)
+        self.ledger.info["batch_format"] = dict(self._batch_format)
+
+    @property
+    def batch_format(self) -> str:
+        """The batches' format, ``"shifted"`` or ``"hf"`` (``"auto"`` is decided at ``setup``; ``"shifted"`` before it)."""
+        if self._batch_format is not None:
+            return str(self._batch_format["format"])
+        return "shifted" if self.config.batch_format == "auto" else str(self.config.batch_format)
+
     def _dataset(self, data: Any) -> BlockDataset:
         if isinstance(data, BlockView):
-            return BlockDataset(data.blocks, data.index)
-        return BlockDataset(data)
+            return BlockDataset(data.blocks, data.index, self.batch_format)
+        return BlockDataset(data, batch_format=self.batch_format)
 
     def blocks(self, split: str) -> np.ndarray:
         """The packed blocks (``n × (block_size + 1)`` int32): this rank's for ``"train"`` (those it reads in the first epoch), all for ``"val"``.

@@ -6,7 +6,7 @@ import pytest
 import torch
 from nanogpt import EOS, corpus, split, train_tokenizer
 
-from lightning_order.callbacks.validator.lm import is_lm, lm_evidence
+from lightning_order.callbacks.validator.lm import is_lm, label_shift_violations, lm_evidence, lm_violations
 
 
 class _Data:
@@ -112,3 +112,51 @@ def test_a_bos_first_packing_is_a_packing_with_boundaries(bos_tokenizer, wrapped
     assert [v.rule for v in found] == rules
     if rules:  # the message names both boundaries it looked for
         assert f"no end-of-text id (0) nor start-of-document id ({bos_id})" in found[0].message
+
+
+class _Blocks:
+    """A hand-written datamodule with no tokenizer (``run_clm.py``'s): blocks served in one label convention."""
+
+    def __init__(self, shifted: bool) -> None:
+        blocks = torch.arange(16 * 9).reshape(16, 9) % 64
+        inputs = blocks[:, :-1]
+        labels = blocks[:, 1:] if shifted else inputs.clone()
+        self.rows = [{"input_ids": i, "labels": lab} for i, lab in zip(inputs, labels)]
+
+    def train_dataloader(self):
+        return torch.utils.data.DataLoader(self.rows, batch_size=4)
+
+
+def _gpt2_wrapped():
+    transformers = pytest.importorskip("transformers")
+    import pytorch_lightning as pl
+
+    config = transformers.GPT2Config(n_layer=1, n_head=2, n_embd=16, vocab_size=64, n_positions=8)
+    wrapper = pl.LightningModule()
+    wrapper.model = transformers.GPT2LMHeadModel(config)
+    return wrapper
+
+
+def test_shifted_labels_into_a_transformers_causal_lm_are_caught_with_no_tokenizer():
+    [violation] = lm_violations(_Blocks(shifted=True), _gpt2_wrapped(), sample_rows=16)
+    assert violation.rule == "labels-shifted-twice"
+    assert "GPT2LMHeadModel" in violation.message and "16 of 16 sampled train rows" in violation.message
+
+
+def test_labels_in_the_models_own_convention_are_silent():
+    from lightning_order import OrderedCausalLM
+
+    assert label_shift_violations(_Blocks(shifted=False), _gpt2_wrapped(), 16) == []  # transformers shifts
+    reference = OrderedCausalLM(vocab_size=64, padded_vocab_size=64, block_size=8, n_layer=1, n_embd=16)
+    assert label_shift_violations(_Blocks(shifted=True), reference, 16) == []  # OrderedCausalLM does not
+
+
+def test_tuple_batches_are_the_modules_own_targets_and_silent():
+    """nanoGPT's ``(x, y)`` feeds the module's own cross-entropy on the HF model's logits: shifted is right."""
+
+    class Tuples(_Blocks):
+        def train_dataloader(self):
+            rows = [(row["input_ids"], row["labels"]) for row in self.rows]
+            return torch.utils.data.DataLoader(rows, batch_size=4)
+
+    assert label_shift_violations(Tuples(shifted=True), _gpt2_wrapped(), 16) == []

@@ -23,8 +23,8 @@ ORDER = ("load", "clean")
 
 #: Fields that only serve the data: the key never changes with them.
 SERVING = {"num_proc", "batch_size", "num_workers", "shuffle", "cache_dir", "enforce", "lock_timeout"}
-#: LM fields that choose where the work runs: the prepared data is the same.
-LM_SERVING = SERVING | {"engine", "ray_address"}
+#: LM fields that choose where the work runs, or how blocks are served: the prepared data is the same.
+LM_SERVING = SERVING | {"engine", "ray_address", "batch_format"}
 
 
 def _other_values(tmp_path: Path) -> dict[str, Any]:
@@ -73,6 +73,7 @@ def _other_values(tmp_path: Path) -> dict[str, Any]:
         "sample_by": "line",
         "eos_token": "</s>",
         "num_partitions": 4,
+        "batch_format": "hf",
         "tokenizer_train_bytes": 1 << 20,
         "engine": "ray",
         "ray_address": "auto",

@@ -20,3 +20,20 @@ def test_an_eos_token_that_is_ordinary_text_is_refused_at_construction(tmp_path,
 @pytest.mark.parametrize("eos_token", ["<|endoftext|>", "</s>", "[SEP]", "<eos>", "<｜end▁of▁sentence｜>"])
 def test_control_markers_are_accepted_as_eos_token(tmp_path, eos_token):
     assert OrderedLMDataModule(cache_dir=str(tmp_path), eos_token=eos_token).config.eos_token == eos_token
+
+
+@pytest.mark.parametrize("batch_format", ["HF", "unshifted", None])
+def test_an_unknown_batch_format_is_refused_at_construction(tmp_path, batch_format):
+    with pytest.raises(DataError) as info:
+        OrderedLMDataModule(cache_dir=str(tmp_path), batch_format=batch_format)
+    message = str(info.value)
+    assert info.value.step == "shard" and "batch_format must be one of auto, shifted, hf" in message
+    assert "'hf' for transformers causal LMs" in message and "\n" not in message
+
+
+def test_the_batch_format_serves_the_data_and_leaves_the_cache_key(tmp_path):
+    keys = {
+        OrderedLMDataModule(cache_dir=str(tmp_path), batch_format=f).cache_key
+        for f in ("auto", "shifted", "hf")
+    }
+    assert len(keys) == 1

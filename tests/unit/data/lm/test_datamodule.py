@@ -93,6 +93,28 @@ def test_batches_are_long_and_labels_are_inputs_shifted_by_one(dm: OrderedLMData
         assert tuple([*inputs, labels[-1]]) in stored  # each row is one stored block of block_size + 1
 
 
+def test_hf_batches_hold_unshifted_labels_and_an_attention_mask(dm: OrderedLMDataModule) -> None:
+    """``batch_format="hf"``: the same rows' inputs, labels equal to them (the model shifts), a mask of ones."""
+    torch = __import__("torch")
+    shifted = next(iter(dm.train_dataloader()))
+    hf = OrderedLMDataModule(**SMALL, cache_dir=dm.cache_dir, batch_format="hf")
+    hf.setup("fit")  # no trainer: the requested format, recorded with no model
+    assert hf.batch_format == "hf"
+    assert hf.ledger.info["batch_format"] == {"format": "hf", "requested": "hf", "model": None}
+    batch = next(iter(hf.train_dataloader()))
+    assert set(batch) == {"input_ids", "labels", "attention_mask"}
+    assert torch.equal(batch["input_ids"], shifted["input_ids"])
+    assert torch.equal(batch["labels"], batch["input_ids"]) and batch["labels"].dtype == torch.long
+    assert batch["attention_mask"].dtype == torch.long and bool(batch["attention_mask"].all())
+    val = next(iter(hf.val_dataloader()))
+    assert torch.equal(val["labels"], val["input_ids"]) and "attention_mask" in val
+
+
+def test_auto_batch_format_without_a_transformers_model_is_shifted(dm: OrderedLMDataModule) -> None:
+    assert dm.config.batch_format == "auto" and dm.batch_format == "shifted"
+    assert dm.ledger.info["batch_format"] == {"format": "shifted", "requested": "auto", "model": None}
+
+
 def test_every_block_holds_one_eos_per_document_boundary(dm: OrderedLMDataModule) -> None:
     """Computed independently: each train document encoded alone, its end placed after its tokens.
 
