@@ -78,6 +78,7 @@ def test_dims_and_batches(prepared):
         "world_size": 1,
         "length": total // 16 * 16,
         "dropped": total % 16,
+        "start": 0,  # the first global sample of this data-parallel rank's share
     }
 
 
