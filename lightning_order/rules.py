@@ -126,6 +126,12 @@ RULES: dict[str, Rule] = {
         'OrderedLMDataModule(batch_format="hf") (or "auto", chosen from the model at setup); in a hand-written '
         "pipeline pass labels equal to input_ids (-100 where no loss is wanted) and let the model shift them",
     ),
+    "labels-not-shifted": Rule(
+        "labels equal to the inputs were fed to a model that does not shift them (OrderedCausalLM)",
+        "the model learns to copy its input: the loss falls towards zero while it learns nothing to predict",
+        'OrderedLMDataModule(batch_format="shifted") (or "auto") for OrderedCausalLM; in a hand-written '
+        "pipeline pass labels = input_ids shifted by one (labels[:, :-1] == input_ids[:, 1:])",
+    ),
 }
 
 

@@ -15,7 +15,14 @@ import numpy as np
 
 from lightning_order.rules import Violation
 
-__all__ = ["IGNORE_INDEX", "PRESHIFTED_SHARE", "check_label_shift", "preshifted_rows"]
+__all__ = [
+    "IGNORE_INDEX",
+    "PRESHIFTED_SHARE",
+    "check_label_shift",
+    "check_unshifted_labels",
+    "preshifted_rows",
+    "unshifted_rows",
+]
 
 #: The share of sampled rows with pre-shifted labels from which a self-shifting model is fed them
 #: (a row of one repeated token is both shifted and not, and a few odd rows must not hide the rest).
@@ -63,5 +70,40 @@ def check_label_shift(
             "already shifted by one (labels[:, :-1] == input_ids[:, 1:]): it would train on the token after next; "
             'use OrderedLMDataModule(batch_format="hf") (or "auto"), or labels equal to input_ids',
             details={"preshifted_rows": preshifted, "rows": rows, "model": model},
+        )
+    ]
+
+
+def unshifted_rows(input_ids: np.ndarray, labels: np.ndarray) -> int:
+    """The rows whose labels equal their inputs, position by position (the ``transformers`` convention).
+
+    Positions labelled ``-100`` are left out; a row whose labels are also its inputs shifted by one
+    (one repeated token) is not counted, since it shows neither convention.
+    """
+    if input_ids.ndim != 2 or input_ids.shape != labels.shape or input_ids.shape[1] < 2:
+        return 0
+    shifted = _rows_equal(input_ids[:, 1:], labels[:, :-1])
+    return int((_rows_equal(input_ids, labels) & ~shifted).sum())
+
+
+def check_unshifted_labels(unshifted: int, rows: int, model: str = "the model") -> list[Violation]:
+    """``labels-not-shifted``: a model that does not shift labels (it predicts ``labels[t]`` at position
+    ``t``) fed labels equal to its inputs on (almost) every sampled row: it would learn to copy.
+
+    Args:
+        unshifted: sampled train rows whose labels equal their inputs (:func:`unshifted_rows`).
+        rows: the sampled train rows.
+        model: the model's class name, for the message.
+    """
+    if rows <= 0 or unshifted < PRESHIFTED_SHARE * rows:
+        return []
+    return [
+        Violation(
+            "labels-not-shifted",
+            ("train", "shard"),
+            f"{model} predicts labels[t] at position t without shifting them, and {unshifted} of {rows} sampled "
+            "train rows hold labels equal to their inputs: it would learn to copy its input; "
+            'use OrderedLMDataModule(batch_format="shifted") (or "auto")',
+            details={"unshifted_rows": unshifted, "rows": rows, "model": model},
         )
     ]

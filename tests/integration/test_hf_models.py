@@ -134,3 +134,17 @@ def test_shifted_batches_into_an_hf_model_are_refused_before_step_1(tmp_path: Pa
         "requested": "shifted",
         "model": "GPT2LMHeadModel",
     }
+
+
+@pytest.mark.slow
+def test_hf_batches_into_ordered_causal_lm_are_refused_before_step_1(tmp_path: Path, cache: Path) -> None:
+    """The mirror of the old bug: labels equal to the inputs, fed to a model that does not shift them."""
+    from lightning_order import OrderedCausalLM
+
+    dm = _dm(cache, batch_format="hf")
+    model = OrderedCausalLM(**dm.dims)
+    trainer = quiet_trainer(tmp_path, [OrderValidator()], max_steps=3, limit_val_batches=0)
+    with pytest.raises(OrderError) as err:
+        trainer.fit(model, dm)
+    assert err.value.rules == ["labels-not-shifted"] and trainer.global_step == 0
+    assert "OrderedCausalLM" in str(err.value) and 'batch_format="shifted"' in str(err.value)

@@ -32,7 +32,12 @@ import numpy as np
 from lightning_order.callbacks.validator.batches import as_numpy, batch_field, sample_batch
 from lightning_order.callbacks.validator.evidence import datamodule_ledger, spec_of
 from lightning_order.callbacks.validator.model_dims import model_dims
-from lightning_order.checks.label_shift import check_label_shift, preshifted_rows
+from lightning_order.checks.label_shift import (
+    check_label_shift,
+    check_unshifted_labels,
+    preshifted_rows,
+    unshifted_rows,
+)
 from lightning_order.checks.lm import check_lm, eos_evidence, lm_ledger_evidence
 from lightning_order.fingerprints import is_tokenizer, tokenizer_fingerprint
 from lightning_order.models.hf import hf_causal_lm
@@ -238,16 +243,21 @@ def lm_evidence(dm: Any, module: Any, batch: Any, setup_fp: str | None = None) -
 
 
 def label_shift_violations(dm: Any, module: Any, sample_rows: int) -> list[Violation]:
-    """``labels-shifted-twice`` (:func:`~lightning_order.checks.label_shift.check_label_shift`): a
-    ``transformers`` causal LM in ``module`` fed train batches whose labels are already shifted.
+    """The labels against the model's loss convention, from sampled train batches.
 
-    Draws no batch unless ``module`` is or wraps such a model (tokenizer or not: a ``run_clm.py``
-    datamodule exposes none). Only dict batches holding ``labels`` count, the form ``model(**batch)``
-    passes to the model's loss; a tuple ``(x, y)`` (nanoGPT's) is the targets of the module's own
-    cross-entropy, where shifted labels are right.
+    ``labels-shifted-twice`` (:func:`~lightning_order.checks.label_shift.check_label_shift`): a
+    ``transformers`` causal LM in ``module`` fed labels already shifted; ``labels-not-shifted``
+    (:func:`~lightning_order.checks.label_shift.check_unshifted_labels`): an
+    :class:`~lightning_order.OrderedCausalLM` (which does not shift) fed labels equal to its inputs.
+    Draws no batch for any other module (tokenizer or not: a ``run_clm.py`` datamodule exposes
+    none). Only dict batches holding ``labels`` count, the form ``model(**batch)`` passes to the
+    model's loss; a tuple ``(x, y)`` (nanoGPT's) is the targets of the module's own cross-entropy.
     """
+    from lightning_order.models.causal_lm import OrderedCausalLM
+
     model = hf_causal_lm(module)
-    if model is None or dm is None:
+    ours = isinstance(module, OrderedCausalLM)
+    if (model is None and not ours) or dm is None:
         return []
     batch, _ = sample_batch(dm, "train_dataloader", sample_rows)
     if not isinstance(batch, Mapping) or "labels" not in batch:
@@ -255,7 +265,10 @@ def label_shift_violations(dm: Any, module: Any, sample_rows: int) -> list[Viola
     ids, labels = as_numpy(batch_field(batch, "input_ids")), as_numpy(batch_field(batch, "labels"))
     if ids is None or labels is None or ids.ndim != 2 or ids.shape != labels.shape:
         return []
-    return check_label_shift(True, preshifted_rows(ids, labels), int(ids.shape[0]), type(model).__name__)
+    rows = int(ids.shape[0])
+    if model is not None:
+        return check_label_shift(True, preshifted_rows(ids, labels), rows, type(model).__name__)
+    return check_unshifted_labels(unshifted_rows(ids, labels), rows, type(module).__name__)
 
 
 def lm_violations(dm: Any, module: Any, sample_rows: int, setup_fp: str | None = None) -> list[Violation]:
