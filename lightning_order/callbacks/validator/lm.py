@@ -33,6 +33,7 @@ from lightning_order.callbacks.validator.batches import as_numpy, batch_field, s
 from lightning_order.callbacks.validator.evidence import datamodule_ledger, spec_of
 from lightning_order.callbacks.validator.model_dims import model_dims
 from lightning_order.checks.label_shift import (
+    IGNORE_INDEX,
     check_label_shift,
     check_unshifted_labels,
     preshifted_rows,
@@ -47,6 +48,7 @@ from lightning_order.rules import Violation
 __all__ = [
     "is_hf_model",
     "is_lm",
+    "judges_labels",
     "label_shift_violations",
     "lm_evidence",
     "lm_violations",
@@ -60,8 +62,8 @@ _EOS_NAMES = ("<|endoftext|>", "</s>", "<|end_of_text|>", "<eos>", "[EOS]")
 #: Start-of-document tokens (Llama's ``add_bos_token``: every document opens with one, none ends with
 #: end-of-text): with no recorded rate, a block holding one holds a document boundary too.
 _BOS_NAMES = ("<s>", "<|begin_of_text|>", "<|startoftext|>", "<bos>", "[BOS]")
-#: The label of positions left out of the loss (``transformers``' and ``cross_entropy``'s default).
-_IGNORE_INDEX = -100
+#: ``label_shift_violations(batch=...)`` left out: the caller drew none (a drawn batch may be ``None``).
+_UNDRAWN: Any = object()
 
 
 def _tokenizer(dm: Any) -> Any:
@@ -79,7 +81,7 @@ def tokenizer_in_use(dm: Any) -> str | None:
 
 
 def _same_where_kept(ids: np.ndarray, labels: np.ndarray) -> bool:
-    kept = labels != _IGNORE_INDEX  # transformers masks padding out of the loss with -100
+    kept = labels != IGNORE_INDEX  # transformers masks padding out of the loss with -100
     return bool(kept.any() and np.array_equal(ids[kept], labels[kept]))
 
 
@@ -242,7 +244,15 @@ def lm_evidence(dm: Any, module: Any, batch: Any, setup_fp: str | None = None) -
     return evidence
 
 
-def label_shift_violations(dm: Any, module: Any, sample_rows: int) -> list[Violation]:
+def judges_labels(module: Any) -> bool:
+    """Whether :func:`label_shift_violations` judges ``module``'s labels: a ``transformers`` causal LM
+    (it shifts them itself) or an :class:`~lightning_order.OrderedCausalLM` (it does not)."""
+    from lightning_order.models.causal_lm import OrderedCausalLM
+
+    return hf_causal_lm(module) is not None or isinstance(module, OrderedCausalLM)
+
+
+def label_shift_violations(dm: Any, module: Any, sample_rows: int, batch: Any = _UNDRAWN) -> list[Violation]:
     """The labels against the model's loss convention, from sampled train batches.
 
     ``labels-shifted-twice`` (:func:`~lightning_order.checks.label_shift.check_label_shift`): a
@@ -252,14 +262,13 @@ def label_shift_violations(dm: Any, module: Any, sample_rows: int) -> list[Viola
     Draws no batch for any other module (tokenizer or not: a ``run_clm.py`` datamodule exposes
     none). Only dict batches holding ``labels`` count, the form ``model(**batch)`` passes to the
     model's loss; a tuple ``(x, y)`` (nanoGPT's) is the targets of the module's own cross-entropy.
+    ``batch``: the sampled train batch when the caller drew it already (drawn here otherwise).
     """
-    from lightning_order.models.causal_lm import OrderedCausalLM
-
-    model = hf_causal_lm(module)
-    ours = isinstance(module, OrderedCausalLM)
-    if (model is None and not ours) or dm is None:
+    if not judges_labels(module) or dm is None:
         return []
-    batch, _ = sample_batch(dm, "train_dataloader", sample_rows)
+    if batch is _UNDRAWN:
+        batch, _ = sample_batch(dm, "train_dataloader", sample_rows)
+    model = hf_causal_lm(module)
     if not isinstance(batch, Mapping) or "labels" not in batch:
         return []
     ids, labels = as_numpy(batch_field(batch, "input_ids")), as_numpy(batch_field(batch, "labels"))
@@ -280,12 +289,13 @@ def lm_violations(dm: Any, module: Any, sample_rows: int, setup_fp: str | None =
         sample_rows: train rows sampled.
         setup_fp: :func:`tokenizer_in_use` at the validator's ``setup``.
     """
-    shifted = label_shift_violations(dm, module, sample_rows)
     tokenizer = _tokenizer(dm) if dm is not None else None
-    if tokenizer is None or not (is_lm(dm) or is_tokenizer(tokenizer)):
-        return shifted  # no tokenizer the zero-glue check could read: no batch is drawn for nothing
-    batch, _ = sample_batch(dm, "train_dataloader", sample_rows)
-    if not is_lm(dm, batch):
+    readable = tokenizer is not None and (is_lm(dm) or is_tokenizer(tokenizer))
+    if dm is None or not (readable or judges_labels(module)):
+        return []  # nothing to judge: no batch is drawn for nothing
+    batch, _ = sample_batch(dm, "train_dataloader", sample_rows)  # one draw serves every check here
+    shifted = label_shift_violations(dm, module, sample_rows, batch)
+    if not readable or not is_lm(dm, batch):
         return shifted
     evidence = lm_evidence(dm, module, batch, setup_fp)
     found = [*shifted, *check_lm(evidence)]
