@@ -84,7 +84,13 @@ def _trainer(mesh: str, callbacks: list, max_steps: int) -> pl.Trainer:
 
 
 def _data(cache: str, **overrides) -> OrderedLMDataModule:
-    settings = {"max_documents": 200, "vocab_size": 300, "block_size": 32, "batch_size": 4, "cache_dir": cache}
+    settings = {
+        "max_documents": 200,
+        "vocab_size": 300,
+        "block_size": 32,
+        "batch_size": 4,
+        "cache_dir": cache,
+    }
     return OrderedLMDataModule(**{**settings, **overrides})
 
 
