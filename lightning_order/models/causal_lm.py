@@ -23,6 +23,7 @@ from torch.nn import functional as F
 from torchmetrics.text import Perplexity
 
 from lightning_order import compat as pl
+from lightning_order.models.sharding import shard_decoder
 
 __all__ = ["OrderedCausalLM"]
 
@@ -134,6 +135,14 @@ class OrderedCausalLM(pl.LightningModule):
     def get_output_embeddings(self) -> nn.Linear:
         """The output head (``padded_vocab_size`` rows; tied to the embedding by default)."""
         return self.lm_head
+
+    def configure_model(self) -> None:
+        """Shards the model under ``ModelParallelStrategy`` (FSDP2 over ``data_parallel``, the MLPs
+        split over ``tensor_parallel``: :mod:`lightning_order.models.sharding`); a no-op under any
+        other strategy, and when applied already."""
+        mesh = self.device_mesh
+        if mesh is not None:
+            shard_decoder(self, self.blocks, mesh)
 
     def forward(self, batch: Batch | torch.Tensor) -> torch.Tensor:
         """Logits (B × T × ``padded_vocab_size``), the padding ids' masked to ``-inf``."""

@@ -27,11 +27,20 @@ def print_lm_summary(
     ppl = metrics.get("val_ppl", math.exp(metrics["val_loss"]) if "val_loss" in metrics else None)
     if ppl is not None:
         console.print(Text.assemble(("validation perplexity: ", "bold"), f"{ppl:.2f}"))
-    if stage == "fit" and model is not None:
+    if stage == "fit" and model is not None and _sharded(model):
+        # Only rank 0 prints: a forward of a sharded model needs every rank's collectives.
+        console.print("no sampled continuation: the model is sharded across ranks (DTensor parameters)")
+    elif stage == "fit" and model is not None:
         prompt, continuation = sample_continuation(model, datamodule)
         if prompt is not None:
             console.print(Text("sampled continuation (prompt, then the model's text):", style="bold"))
             console.print(Text.assemble((prompt, "cyan"), continuation))
+
+
+def _sharded(model: Any) -> bool:
+    """Whether ``model`` holds DTensor parameters (FSDP2 or tensor parallelism)."""
+    parameters = getattr(model, "parameters", None)
+    return callable(parameters) and any(type(p).__name__ == "DTensor" for p in parameters())
 
 
 def sample_continuation(

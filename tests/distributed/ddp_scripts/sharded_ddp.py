@@ -1,0 +1,201 @@
+"""Sharded models on 2 CPU ranks (gloo): OrderedCausalLM under FSDP2 and tensor parallelism (issue #36).
+
+Usage: python sharded_ddp.py OUT_DIR CACHE_DIR [4]
+With ``4`` (four ranks), only the 2-D mesh: ``2d`` (dp 2 × tp 2, FSDP2 and tensor parallelism
+together) correct, and ``2d-block-size`` planted.
+One launch, its cases one after another in the same process group (each Trainer builds its own
+device mesh), on one prepared cache. ``fsdp2`` is dp 2 × tp 1 (``fully_shard`` over the data-parallel
+dimension), ``tp`` is dp 1 × tp 2 (the MLPs split by ``ColwiseParallel`` / ``RowwiseParallel``):
+
+- ``<mesh>``: the correct run, 3 steps: the validator must be silent; records what the parameters are
+  (a DTensor's global and local rows);
+- ``tp-vocab-parallel``: a model whose token embedding is split by rows across the tensor-parallel
+  group (a vocab-parallel embedding, untied head): each rank holds half the rows, the check must read
+  the global table and stay silent;
+- ``<mesh>-token-added``: a token added to the tokenizer after the model was built;
+- ``<mesh>-block-size``: a model of 16 positions on blocks of 32;
+- ``<mesh>-short-table``: a model of 256 rows for a 300-token tokenizer (token ids beyond the table);
+- ``fsdp2-resume``: 2 steps, saved with ``trainer.save_checkpoint`` (a folder: Lightning's distributed
+  checkpoint), resumed to 4; ``fsdp2-straight``: the same 4 steps in one run;
+- ``fsdp2-resume-changed``: the same checkpoint resumed on other data (fewer documents).
+
+Writes OUT_DIR/rank<r>.json, a key per case, after every case.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytorch_lightning as pl
+import xxhash
+from pytorch_lightning.strategies import ModelParallelStrategy
+
+from lightning_order import OrderedCausalLM, OrderedLMDataModule, OrderError, OrderValidator
+from lightning_order.distributed import release_process_group
+
+MESHES = {"fsdp2": (2, 1), "tp": (1, 2), "2d": (2, 2)}
+MODEL = {"n_layer": 1, "n_head": 2, "n_embd": 16}
+
+
+class VocabParallelLM(OrderedCausalLM):
+    """The token embedding split by rows over the tensor-parallel group (a vocab-parallel embedding)."""
+
+    def configure_model(self) -> None:
+        from torch.distributed.tensor import Replicate
+        from torch.distributed.tensor.parallel import RowwiseParallel, parallelize_module
+
+        if self.device_mesh is not None and not getattr(self, "_vocab_split", False):
+            style = RowwiseParallel(input_layouts=Replicate())
+            parallelize_module(self, self.device_mesh["tensor_parallel"], {"token_embedding": style})
+            self._vocab_split = True
+
+
+class BatchHashes(pl.Callback):
+    def __init__(self) -> None:
+        self.hashes: list[str] = []
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        self.hashes.append(xxhash.xxh3_64_hexdigest(batch["input_ids"].cpu().numpy().tobytes()))
+
+
+def _rows(weight) -> dict:
+    local = weight.to_local() if hasattr(weight, "to_local") else weight
+    return {"type": type(weight).__name__, "global": list(weight.shape), "local": list(local.shape)}
+
+
+def _trainer(mesh: str, callbacks: list, max_steps: int) -> pl.Trainer:
+    dp, tp = MESHES[mesh]
+    return pl.Trainer(
+        accelerator="cpu",
+        devices=dp * tp,
+        strategy=ModelParallelStrategy(data_parallel_size=dp, tensor_parallel_size=tp),
+        max_steps=max_steps,
+        callbacks=callbacks,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+        limit_val_batches=0,
+    )
+
+
+def _data(cache: str, **overrides) -> OrderedLMDataModule:
+    settings = {
+        "max_documents": 200,
+        "vocab_size": 300,
+        "block_size": 32,
+        "batch_size": 4,
+        "cache_dir": cache,
+    }
+    return OrderedLMDataModule(**{**settings, **overrides})
+
+
+def _model(case: str, dm: OrderedLMDataModule) -> OrderedCausalLM:
+    dims = dict(dm.dims)
+    if case.endswith("block-size"):
+        dims["block_size"] = 16
+    if case.endswith("short-table"):
+        dims.update(vocab_size=256, padded_vocab_size=256)
+    if case == "tp-vocab-parallel":
+        return VocabParallelLM(**dims, **MODEL, tie_weights=False)
+    return OrderedCausalLM(**dims, **MODEL)
+
+
+def _fit(trainer: pl.Trainer, model, dm, validator: OrderValidator, ckpt_path: str | None = None) -> dict:
+    result: dict = {}
+    try:
+        trainer.fit(model, dm, ckpt_path=ckpt_path)
+    except OrderError as err:
+        result.update(error="OrderError", rules=err.rules, message=str(err))
+    result.update(
+        rank=trainer.global_rank,
+        global_step=trainer.global_step,
+        violations=[
+            {"rule": v.rule, "message": v.message, "dimension": (v.details or {}).get("dimension")}
+            for v in (validator.violations or [])
+        ],
+    )
+    return result
+
+
+def run(cache: str, case: str) -> dict:
+    mesh = case.split("-")[0]
+    dm = _data(cache)
+    model = _model(case, dm)
+    if case.endswith("token-added"):
+        dm.tokenizer.add_special_tokens(["<pad>"])  # after the model was built: the classic mistake
+    validator, batches = OrderValidator(), BatchHashes()
+    result = _fit(_trainer(mesh, [validator, batches], 3), model, dm, validator)
+    result.update(
+        batch_hashes=batches.hashes,
+        embedding=_rows(model.token_embedding.weight),
+        mlp=_rows(model.blocks[0].mlp[0].weight),
+    )
+    return result
+
+
+def run_resume(cache: str, folder: Path) -> dict[str, dict]:
+    """Straight 4 steps; 2 steps saved to a distributed checkpoint, resumed to 4; and on other data."""
+    out: dict[str, dict] = {}
+    straight = BatchHashes()
+    dm = _data(cache)
+    validator = OrderValidator()
+    out["fsdp2-straight"] = _fit(_trainer("fsdp2", [validator, straight], 4), _model("", dm), dm, validator)
+    out["fsdp2-straight"]["batch_hashes"] = straight.hashes
+
+    dm = _data(cache)
+    first = _trainer("fsdp2", [OrderValidator()], 2)
+    first.fit(_model("", dm), dm)
+    first.save_checkpoint(folder)
+    out["fsdp2-saved"] = {"is_dir": folder.is_dir(), "files": sorted(p.name for p in folder.iterdir())}
+
+    dm, resumed, validator = _data(cache), BatchHashes(), OrderValidator()
+    result = _fit(_trainer("fsdp2", [validator, resumed], 4), _model("", dm), dm, validator, str(folder))
+    out["fsdp2-resume"] = {**result, "batch_hashes": resumed.hashes}
+
+    dm, validator = _data(cache + "-other", max_documents=150), OrderValidator()
+    counter = BatchHashes()
+    result = _fit(_trainer("fsdp2", [validator, counter], 4), _model("", dm), dm, validator, str(folder))
+    out["fsdp2-resume-changed"] = {**result, "batch_hashes": counter.hashes}
+    return out
+
+
+CASES = (
+    "fsdp2",
+    "tp",
+    "tp-vocab-parallel",
+    "fsdp2-token-added",
+    "tp-token-added",
+    "fsdp2-block-size",
+    "tp-block-size",
+    "fsdp2-short-table",
+    "tp-short-table",
+)
+
+
+def main() -> None:
+    out, cache = Path(sys.argv[1]), sys.argv[2]
+    results: dict = {}
+    if sys.argv[3:] == ["4"]:
+        for case in ("2d", "2d-block-size"):
+            results[case] = run(cache, case)
+            (out / f"rank{results[case]['rank']}.json").write_text(json.dumps(results))
+        return
+    for case in CASES:
+        results[case] = run(cache, case)
+        (out / f"rank{results[case]['rank']}.json").write_text(json.dumps(results))
+    folder = out / "checkpoint"
+    results.update(run_resume(cache, folder))
+    rank = results["fsdp2"]["rank"]
+    (out / f"rank{rank}.json").write_text(json.dumps(results))
+    if rank == 0:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
+    release_process_group()  # else gloo may abort the process at exit (SIGABRT)
