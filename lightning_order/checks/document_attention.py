@@ -17,8 +17,9 @@ from lightning_order.rules import Violation
 
 __all__ = ["LEAK_TOLERANCE", "check_document_attention", "misplaced_position_rows"]
 
-#: The largest change of a later document's logits, when the previous document's tokens change, that
-#: still counts as none (kernels may add in another order; a leak moves logits by far more).
+#: The largest change of a later document's logits when the previous document's tokens change, as a
+#: share of the change of that document's end-of-text logits, that still counts as none (kernels may add in
+#: another order; a model that attends across the boundary moves them by a sizeable share).
 LEAK_TOLERANCE = 1e-3
 
 
@@ -51,7 +52,8 @@ def check_document_attention(
         misplaced: sampled rows whose positions do not restart exactly after end-of-text ids
             (:func:`misplaced_position_rows`).
         leak: the largest change of the next document's logits when the previous document's tokens
-            change (a probe forward); ``None`` when no probe ran.
+            change, as a share of the change of that document's end-of-text logits (a probe forward);
+            ``None`` when no probe ran.
         model: the model's class name, for the message.
     """
     if rows <= 0:
@@ -73,7 +75,7 @@ def check_document_attention(
         details["leak"] = leak
         found.append(
             f"{model} ignores the document boundaries: changing the previous document's tokens moved the next "
-            f"document's logits by {leak:.3g}; use OrderedCausalLM, or feed a transformers model no "
+            f"document's logits by {leak:.3g} times the move of its own end-of-text's; use OrderedCausalLM, or feed a transformers model no "
             "attention_mask and set model.config.use_cache = False (transformers reads packed position_ids "
             "only then)"
         )

@@ -7,7 +7,10 @@ the LM checks already drew: whether it holds ``position_ids`` and whether they r
 after each end-of-text id; then one probe, cheap and side-effect free: one row holding a document
 boundary is run through the model twice (eval mode, no gradients, the training mode restored),
 once with the tokens of the document before the boundary changed, and the next document's logits
-are compared. A model that keeps documents apart gives the same logits. The probe runs for the
+are compared with how far the logits of that document's end-of-text move (a token unchanged
+that may attend to the changed ones: a relative figure, since a small model at random
+initialisation moves little either way). A model that keeps documents apart gives
+the same logits. The probe runs for the
 models whose call form is known: :class:`~lightning_order.OrderedCausalLM` (the batch) and a
 ``transformers`` causal LM in the module (the batch as keywords, as ``model(**batch)`` trains).
 """
@@ -62,7 +65,8 @@ def _logits(module: Any, inputs: dict[str, torch.Tensor]) -> torch.Tensor | None
 
 
 def probe_leak(module: Any, batch: Mapping[str, Any], eos_id: int) -> float | None:
-    """How far the next document's logits move when the previous document's tokens change; ``None``: no probe.
+    """How far the next document's logits move when the previous document's tokens change, relative to how
+    far the logits of that document's end-of-text move (0: kept apart); ``None``: no probe.
 
     One row of ``batch`` with a boundary, its ``labels`` left out; the tokens before its first
     end-of-text id are rotated by one (the same ids, another text; the end-of-text id kept, so the
@@ -93,8 +97,17 @@ def probe_leak(module: Any, batch: Mapping[str, Any], eos_id: int) -> float | No
         module.train(was_training)
     if before is None or after is None:
         return None
-    diff = (before[0, eos_at + 1 :] - after[0, eos_at + 1 :]).float()
-    return float(diff[torch.isfinite(diff)].abs().max()) if diff.numel() else None
+    moved = _largest((before[0] - after[0]).float())
+    # The end-of-text token is unchanged and may attend to the changed tokens: the reference move.
+    reference, next_document = float(moved[eos_at]), moved[eos_at + 1 :]
+    if not next_document.numel() or reference == 0.0:
+        return None  # the model's logits do not depend on the earlier tokens at all: nothing to compare
+    return float(next_document.max()) / reference
+
+
+def _largest(diff: torch.Tensor) -> torch.Tensor:
+    """Per position, the largest absolute change of a finite logit (padding rows are ``-inf`` in both)."""
+    return torch.where(torch.isfinite(diff), diff.abs(), torch.zeros_like(diff)).amax(dim=-1)
 
 
 def document_violations(dm: Any, module: Any, batch: Any, eos_id: int | None) -> list[Violation]:
