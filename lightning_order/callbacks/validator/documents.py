@@ -58,9 +58,10 @@ def _logits(module: Any, inputs: dict[str, torch.Tensor]) -> torch.Tensor | None
 
     model = hf_causal_lm(module)
     if model is not None:
-        return model(**inputs).logits
+        logits: torch.Tensor = model(**inputs).logits
+        return logits
     if isinstance(module, OrderedCausalLM):
-        return module(inputs)
+        return torch.as_tensor(module(inputs))
     return None  # an unknown call form: no probe
 
 
