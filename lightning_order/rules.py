@@ -132,6 +132,14 @@ RULES: dict[str, Rule] = {
         'OrderedLMDataModule(batch_format="shifted") (or "auto") for OrderedCausalLM; in a hand-written '
         "pipeline pass labels = input_ids shifted by one (labels[:, :-1] == input_ids[:, 1:])",
     ),
+    "attention-crosses-documents": Rule(
+        "with document-aware packing on, attention still crosses a document boundary in a packed block",
+        "each document is predicted from the unrelated one packed before it: training runs, and the model "
+        "learns to lean on context it will not have at inference",
+        "serve position_ids that restart at 0 after every end-of-text id (OrderedLMDataModule("
+        "document_attention=True) does), and a model that honours them: OrderedCausalLM, or a transformers "
+        "model fed no attention_mask and built with use_cache=False",
+    ),
 }
 
 

@@ -8,7 +8,9 @@ itself, so it can only be built once the data is known. Pre-norm transformer blo
 learned position embeddings, and by default an output head *tied* to the token embedding (one
 table of ``padded_vocab_size`` rows; ``tie_weights=False`` gives the head its own). The logits of
 the padding rows (ids ``>= vocab_size``) are masked out, so perplexity is over the real tokens and
-sampling never returns a padding id. Validation perplexity comes from torchmetrics.
+sampling never returns a padding id. Validation perplexity comes from torchmetrics. A batch
+with ``position_ids`` (``OrderedLMDataModule(document_attention=True)``) keeps packed documents
+apart: positions from it, and a block-diagonal causal mask (:mod:`lightning_order.models.attention`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from torch.nn import functional as F
 from torchmetrics.text import Perplexity
 
 from lightning_order import compat as pl
+from lightning_order.models.attention import document_mask
 from lightning_order.models.sharding import shard_decoder
 
 __all__ = ["OrderedCausalLM"]
@@ -43,12 +46,15 @@ class _Block(nn.Module):
         self.mlp = nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width))
         self.drop = nn.Dropout(dropout)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         batch, length, width = x.shape
         q, k, v = self.qkv(self.norm1(x)).split(width, dim=2)
         q, k, v = (t.view(batch, length, self.heads, width // self.heads).transpose(1, 2) for t in (q, k, v))
         p = self.dropout if self.training else 0.0
-        attended = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)
+        if mask is None:
+            attended = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)
+        else:  # causal within each document only (the mask holds the causality)
+            attended = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
         x = x + self.drop(self.proj(attended.transpose(1, 2).reshape(batch, length, width)))
         return x + self.drop(self.mlp(self.norm2(x)))
 
@@ -145,17 +151,23 @@ class OrderedCausalLM(pl.LightningModule):
             shard_decoder(self, self.blocks, mesh)
 
     def forward(self, batch: Batch | torch.Tensor) -> torch.Tensor:
-        """Logits (B × T × ``padded_vocab_size``), the padding ids' masked to ``-inf``."""
+        """Logits (B × T × ``padded_vocab_size``), the padding ids' masked to ``-inf``.
+
+        A batch holding ``position_ids`` (B × T, restarting at 0 at each document start) takes its
+        positions from them, and each token attends only to earlier tokens of its own document.
+        """
         ids = batch["input_ids"] if isinstance(batch, dict) else batch
+        position_ids = batch.get("position_ids") if isinstance(batch, dict) else None
         length = ids.shape[1]
         if length > self.hparams.block_size:
             raise ValueError(
                 f"sequence of {length} tokens is longer than block_size={self.hparams.block_size}"
             )
-        positions = torch.arange(length, device=ids.device)
+        positions = torch.arange(length, device=ids.device) if position_ids is None else position_ids
+        mask = None if position_ids is None else document_mask(position_ids)
         x = self.drop(self.token_embedding(ids) + self.position_embedding(positions))
         for block in self.blocks:
-            x = block(x)
+            x = block(x, mask)
         logits = self.lm_head(self.norm(x))
         if self.hparams.padded_vocab_size > self.hparams.vocab_size:
             logits[..., self.hparams.vocab_size :] = float("-inf")

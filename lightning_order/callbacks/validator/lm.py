@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from lightning_order.callbacks.validator.batches import as_numpy, batch_field, sample_batch
+from lightning_order.callbacks.validator.documents import document_violations
 from lightning_order.callbacks.validator.evidence import datamodule_ledger, spec_of
 from lightning_order.callbacks.validator.model_dims import model_dims
 from lightning_order.checks.label_shift import (
@@ -281,7 +282,8 @@ def label_shift_violations(dm: Any, module: Any, sample_rows: int, batch: Any = 
 
 
 def lm_violations(dm: Any, module: Any, sample_rows: int, setup_fp: str | None = None) -> list[Violation]:
-    """The LM checks of an LM run (nothing for another datamodule), and :func:`label_shift_violations`.
+    """The LM checks of an LM run (nothing for another datamodule), :func:`label_shift_violations`, and
+    with document-aware packing on, :func:`~lightning_order.callbacks.validator.documents.document_violations`.
 
     Args:
         dm: the datamodule.
@@ -298,7 +300,7 @@ def lm_violations(dm: Any, module: Any, sample_rows: int, setup_fp: str | None =
     if not readable or not is_lm(dm, batch):
         return shifted
     evidence = lm_evidence(dm, module, batch, setup_fp)
-    found = [*shifted, *check_lm(evidence)]
+    found = [*shifted, *check_lm(evidence), *document_violations(dm, module, batch, evidence.get("eos_id"))]
     eos = eos_evidence(evidence)
     if eos is not None and not eos[0].hits and not any(v.rule == "pack-without-eos" for v in found):
         log.info(

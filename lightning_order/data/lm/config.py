@@ -105,6 +105,8 @@ class LMConfig(BaseDataConfig):
     """end every document with the end-of-text token. ``False`` packs documents without boundaries (``pack-without-eos``: refused unless ``enforce=False``; for experiments)."""
     batch_format: BatchFormat = field(default="auto", metadata=SERVES)
     """the batches' form: ``"shifted"`` (``input_ids`` = block[:-1], ``labels`` = block[1:], for ``OrderedCausalLM``), ``"hf"`` (``input_ids`` = ``labels`` = block[:-1] and an all-ones ``attention_mask``: ``transformers`` causal LMs shift the labels themselves) or ``"auto"`` (``"hf"`` when the trainer's module is or wraps a ``transformers`` causal LM at ``setup``, else ``"shifted"``). The chosen one is recorded in the ledger's ``info["batch_format"]``; the prepared data does not depend on it."""
+    document_attention: bool = field(default=False, metadata=SERVES)
+    """keep packed documents apart: batches also hold ``position_ids`` that restart at 0 after each end-of-text id (a BOS there is position 0), which ``OrderedCausalLM`` turns into a block-diagonal causal mask and ``transformers`` models read as packed sequences (the ``"hf"`` form then has no ``attention_mask``; build the model with ``use_cache=False``). Recorded in the ledger's ``info["document_attention"]``; the prepared data does not depend on it."""
 
     def validate(self) -> None:
         """The shared checks (:meth:`BaseDataConfig.validate`), then the LM fields."""
@@ -161,6 +163,7 @@ class LMConfig(BaseDataConfig):
             fix="'local' or 'ray' (pip install 'lightning-order[ray]')",
         )
         check_ray_address(self.ray_address)
+        check_bool("document_attention", self.document_attention, step="shard")
         check_choice(
             "batch_format",
             self.batch_format,

@@ -9,6 +9,7 @@ use), ``setup`` runs ``shard`` on every rank. Batches are ``{"input_ids", "label
 ``B × block_size``: ``labels`` are ``input_ids`` shifted by one (``batch_format="shifted"``), or,
 for ``transformers`` causal LMs that shift labels themselves (``batch_format="hf"``), equal to
 ``input_ids``, with an ``attention_mask``; ``"auto"`` chooses at ``setup`` from the trainer's model.
+``document_attention=True`` adds per-document ``position_ids`` (:mod:`lightning_order.models.attention`).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from lightning_order.data.lm.spec import NAME
 from lightning_order.data.lm.steps import LM_DATA_STEPS
 from lightning_order.fingerprints import tokenizer_fingerprint
 from lightning_order.ledger import StepLedger
+from lightning_order.models.attention import document_positions
 from lightning_order.models.hf import hf_causal_lm
 
 __all__ = [
@@ -44,6 +46,7 @@ __all__ = [
     "OrderedLMDataModule",
     "block_batch",
     "choose_batch_format",
+    "document_batch",
 ]
 
 #: The keys of every LM batch.
@@ -82,10 +85,13 @@ _POSITIONAL_ORDER: tuple[str, ...] = (
     "ray_address",
     "lock_timeout",
     "batch_format",
+    "document_attention",
 )
 
 
-def block_batch(blocks: torch.Tensor, batch_format: str = "shifted") -> dict[str, torch.Tensor]:
+def block_batch(
+    blocks: torch.Tensor, batch_format: str = "shifted", eos_id: int | None = None
+) -> dict[str, torch.Tensor]:
     """The batch (or item) of stored blocks of ``block_size + 1`` tokens, in ``batch_format``.
 
     ``"shifted"``: ``input_ids = block[:-1]``, ``labels = block[1:]`` (the model does not shift).
@@ -93,11 +99,25 @@ def block_batch(blocks: torch.Tensor, batch_format: str = "shifted") -> dict[str
     ``transformers`` causal LM shifts the labels inside its loss, so it learns token ``t -> t + 1``
     on the same ``block_size`` inputs; the block's last token is no target here (it is the next
     block's first input), ``block_size - 1`` targets a block instead of ``block_size``.
+
+    ``eos_id`` (``document_attention=True``) adds ``position_ids`` that restart at 0 after each
+    ``eos_id`` (:func:`~lightning_order.models.attention.document_positions`); the ``"hf"`` form then
+    has no ``attention_mask``, because ``transformers`` keeps packed documents apart by their
+    ``position_ids`` only when no mask is given (``DataCollatorWithFlattening``'s form).
     """
     inputs = blocks[..., :-1]
+    if eos_id is not None:
+        return document_batch(blocks, batch_format, eos_id)
     if batch_format == "hf":
         return {"input_ids": inputs, "labels": inputs.clone(), "attention_mask": torch.ones_like(inputs)}
     return {"input_ids": inputs, "labels": blocks[..., 1:]}
+
+
+def document_batch(blocks: torch.Tensor, batch_format: str, eos_id: int) -> dict[str, torch.Tensor]:
+    """:func:`block_batch` of ``document_attention=True``: the labels of ``batch_format`` and per-document ``position_ids``."""
+    inputs = blocks[..., :-1]
+    labels = inputs.clone() if batch_format == "hf" else blocks[..., 1:]
+    return {"input_ids": inputs, "labels": labels, "position_ids": document_positions(inputs, eos_id)}
 
 
 def choose_batch_format(requested: str, module: Any) -> dict[str, Any]:
@@ -123,11 +143,16 @@ class BlockDataset(Dataset[dict[str, torch.Tensor]]):
     """
 
     def __init__(
-        self, blocks: np.ndarray, index: np.ndarray | None = None, batch_format: str = "shifted"
+        self,
+        blocks: np.ndarray,
+        index: np.ndarray | None = None,
+        batch_format: str = "shifted",
+        eos_id: int | None = None,
     ) -> None:
         self.blocks = blocks
         self.index = index
         self.batch_format = batch_format
+        self.eos_id = eos_id  # set: per-document position_ids (document_attention=True)
 
     def __len__(self) -> int:
         return len(self.blocks) if self.index is None else len(self.index)
@@ -138,11 +163,11 @@ class BlockDataset(Dataset[dict[str, torch.Tensor]]):
 
     def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
         block = torch.from_numpy(np.asarray(self.blocks[int(self._rows(index))], dtype=np.int64))
-        return block_batch(block, self.batch_format)
+        return block_batch(block, self.batch_format, self.eos_id)
 
     def __getitems__(self, indices: Sequence[int]) -> dict[str, torch.Tensor]:
         blocks = torch.from_numpy(np.asarray(self.blocks[self._rows(indices)], dtype=np.int64))
-        return block_batch(blocks, self.batch_format)
+        return block_batch(blocks, self.batch_format, self.eos_id)
 
 
 def collate_blocks(items: Any) -> dict[str, torch.Tensor]:
@@ -243,13 +268,15 @@ class OrderedLMDataModule(OrderedDataModuleBase):
 
         ``batch_format="auto"`` is decided from the trainer's module now (``"hf"`` for a
         ``transformers`` causal LM, else ``"shifted"``); the choice is recorded in the ledger's
-        ``info["batch_format"]`` (``{"format", "requested", "model"}``).
+        ``info["batch_format"]`` (``{"format", "requested", "model"}``), ``document_attention`` in
+        ``info["document_attention"]``.
         """
         super().setup(stage)
         trainer = getattr(self, "trainer", None)
         module = getattr(trainer, "lightning_module", None) if trainer is not None else None
         self._batch_format = choose_batch_format(self.config.batch_format, module)
         self.ledger.info["batch_format"] = dict(self._batch_format)
+        self.ledger.info["document_attention"] = bool(self.config.document_attention)
 
     @property
     def batch_format(self) -> str:
@@ -259,9 +286,10 @@ class OrderedLMDataModule(OrderedDataModuleBase):
         return "shifted" if self.config.batch_format == "auto" else str(self.config.batch_format)
 
     def _dataset(self, data: Any) -> BlockDataset:
+        eos_id = self.eos_token_id if self.config.document_attention else None
         if isinstance(data, BlockView):
-            return BlockDataset(data.blocks, data.index, self.batch_format)
-        return BlockDataset(data, batch_format=self.batch_format)
+            return BlockDataset(data.blocks, data.index, self.batch_format, eos_id)
+        return BlockDataset(data, batch_format=self.batch_format, eos_id=eos_id)
 
     def blocks(self, split: str) -> np.ndarray:
         """The packed blocks (``n × (block_size + 1)`` int32): this rank's for ``"train"`` (those it reads in the first epoch), all for ``"val"``.

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from lightning_order import OrderedCausalLM
+from lightning_order.models.attention import document_positions
 
 DIMS = {"vocab_size": 100, "padded_vocab_size": 128, "block_size": 16}
 #: The step methods log; without a Trainer Lightning warns and logs nothing (it supports calling them so).
@@ -77,3 +78,46 @@ def test_val_perplexity_is_exp_of_the_loss() -> None:
     loss = model.training_step(batch, 0)  # dropout is 0 by default: the same loss in both steps
     model.validation_step(batch, 0)
     assert model.val_ppl.compute().item() == pytest.approx(math.exp(loss.item()), rel=1e-4)
+
+
+def _two_documents(eos: int = 1) -> tuple[torch.Tensor, torch.Tensor, int]:
+    torch.manual_seed(0)
+    ids = torch.randint(2, 100, (2, 16))
+    ids[:, 6] = eos  # the first document ends at 6; the next starts at 7
+    return ids, document_positions(ids, eos), 7
+
+
+def test_position_ids_keep_documents_apart() -> None:
+    """With position_ids, the next document's logits do not move when the previous document's tokens change."""
+    model = OrderedCausalLM(**DIMS, n_layer=2, n_embd=32).eval()
+    ids, positions, start = _two_documents()
+    changed = ids.clone()
+    changed[:, :6] = torch.randint(2, 100, (2, 6))
+    with torch.no_grad():
+        apart = model({"input_ids": ids, "position_ids": positions})
+        apart_changed = model({"input_ids": changed, "position_ids": positions})
+        plain = model({"input_ids": ids})
+        plain_changed = model({"input_ids": changed})
+    real = slice(0, DIMS["vocab_size"])
+    assert torch.equal(apart[:, start:, real], apart_changed[:, start:, real])
+    assert not torch.allclose(plain[:, start:, real], plain_changed[:, start:, real])  # today's: it leaks
+
+
+def test_a_document_is_read_as_if_it_opened_the_block() -> None:
+    """Positions from position_ids: the next document's logits equal those of it alone at the block start."""
+    model = OrderedCausalLM(**DIMS, n_layer=2, n_embd=32).eval()
+    ids, positions, start = _two_documents()
+    with torch.no_grad():
+        packed = model({"input_ids": ids, "position_ids": positions})[:, start:, : DIMS["vocab_size"]]
+        alone = model({"input_ids": ids[:, start:]})[..., : DIMS["vocab_size"]]
+    assert torch.allclose(packed, alone, atol=1e-5)
+
+
+def test_without_position_ids_the_forward_is_unchanged() -> None:
+    """One document per row: position_ids 0..T-1 give the plain causal model's logits."""
+    model = OrderedCausalLM(**DIMS, n_layer=2, n_embd=32).eval()
+    ids = torch.randint(2, 100, (2, 16))
+    with torch.no_grad():
+        plain = model({"input_ids": ids})
+        positions = model({"input_ids": ids, "position_ids": torch.arange(16).expand(2, 16)})
+    assert torch.allclose(plain[..., :100], positions[..., :100], atol=1e-5)

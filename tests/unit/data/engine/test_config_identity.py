@@ -24,7 +24,7 @@ ORDER = ("load", "clean")
 #: Fields that only serve the data: the key never changes with them.
 SERVING = {"num_proc", "batch_size", "num_workers", "shuffle", "cache_dir", "enforce", "lock_timeout"}
 #: LM fields that choose where the work runs, or how blocks are served: the prepared data is the same.
-LM_SERVING = SERVING | {"engine", "ray_address", "batch_format"}
+LM_SERVING = SERVING | {"engine", "ray_address", "batch_format", "document_attention"}
 
 
 def _other_values(tmp_path: Path) -> dict[str, Any]:
@@ -74,6 +74,7 @@ def _other_values(tmp_path: Path) -> dict[str, Any]:
         "eos_token": "</s>",
         "num_partitions": 4,
         "batch_format": "hf",
+        "document_attention": True,
         "tokenizer_train_bytes": 1 << 20,
         "engine": "ray",
         "ray_address": "auto",

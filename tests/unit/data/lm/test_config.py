@@ -37,3 +37,17 @@ def test_the_batch_format_serves_the_data_and_leaves_the_cache_key(tmp_path):
         for f in ("auto", "shifted", "hf")
     }
     assert len(keys) == 1
+
+
+@pytest.mark.parametrize("value", ["true", 1, None])
+def test_document_attention_must_be_a_bool(tmp_path, value):
+    with pytest.raises(DataError) as info:
+        OrderedLMDataModule(cache_dir=str(tmp_path), document_attention=value)
+    assert info.value.step == "shard" and "document_attention must be true or false" in str(info.value)
+
+
+def test_document_attention_serves_the_data_and_leaves_the_cache_key(tmp_path):
+    keys = {
+        OrderedLMDataModule(cache_dir=str(tmp_path), document_attention=on).cache_key for on in (False, True)
+    }
+    assert len(keys) == 1

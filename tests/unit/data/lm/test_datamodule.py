@@ -110,6 +110,44 @@ def test_hf_batches_hold_unshifted_labels_and_an_attention_mask(dm: OrderedLMDat
     assert torch.equal(val["labels"], val["input_ids"]) and "attention_mask" in val
 
 
+@pytest.mark.parametrize("batch_format", ["shifted", "hf"])
+def test_document_attention_adds_per_document_positions(dm: OrderedLMDataModule, batch_format: str) -> None:
+    """The same rows and labels as without the option, and ``position_ids`` restarting after each end-of-text;
+    the ``"hf"`` form drops the all-ones mask (transformers reads packed positions only without one)."""
+    torch = __import__("torch")
+    plain = OrderedLMDataModule(**SMALL, cache_dir=dm.cache_dir, batch_format=batch_format)
+    plain.setup("fit")
+    docs = OrderedLMDataModule(
+        **SMALL, cache_dir=dm.cache_dir, batch_format=batch_format, document_attention=True
+    )
+    docs.setup("fit")
+    assert docs.cache_path == plain.cache_path  # the same prepared blocks
+    assert docs.ledger.info["document_attention"] is True and plain.ledger.info["document_attention"] is False
+    boundaries = 0
+    for loader in ("train_dataloader", "val_dataloader"):
+        for before, after, _ in zip(getattr(plain, loader)(), getattr(docs, loader)(), range(10)):
+            assert set(after) == {"input_ids", "labels", "position_ids"}
+            assert torch.equal(after["input_ids"], before["input_ids"])
+            assert torch.equal(after["labels"], before["labels"])
+            ids, positions = after["input_ids"], after["position_ids"]
+            assert positions.dtype == torch.long and (positions[:, 0] == 0).all()
+            after_eos = ids[:, :-1] == docs.eos_token_id
+            boundaries += int(after_eos.sum())
+            assert (positions[:, 1:][after_eos] == 0).all()
+            assert (positions[:, 1:][~after_eos] == positions[:, :-1][~after_eos] + 1).all()
+    assert boundaries > 0  # the batches compared hold document boundaries
+
+
+def test_without_document_attention_batches_are_unchanged(dm: OrderedLMDataModule) -> None:
+    """Off (the default): today's keys and values, bit for bit, from the stored blocks."""
+    torch = __import__("torch")
+    assert dm.config.document_attention is False and dm.ledger.info["document_attention"] is False
+    batch = next(iter(dm.val_dataloader()))
+    blocks = torch.from_numpy(np.asarray(dm.blocks("val")[: len(batch["input_ids"])], dtype=np.int64))
+    assert set(batch) == {"input_ids", "labels"}
+    assert torch.equal(batch["input_ids"], blocks[:, :-1]) and torch.equal(batch["labels"], blocks[:, 1:])
+
+
 def test_auto_batch_format_without_a_transformers_model_is_shifted(dm: OrderedLMDataModule) -> None:
     assert dm.config.batch_format == "auto" and dm.batch_format == "shifted"
     assert dm.ledger.info["batch_format"] == {"format": "shifted", "requested": "auto", "model": None}
