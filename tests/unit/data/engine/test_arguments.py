@@ -44,7 +44,7 @@ LM_CONTRACT = [
     ("dataset_config", None), ("load_split", "train"), ("input_hash", "content"), ("shuffle", True),
     ("eos", True), ("sample_by", "document"), ("eos_token", "<|endoftext|>"), ("num_partitions", None),
     ("tokenizer_train_bytes", 128 << 20), ("engine", "local"), ("ray_address", None),
-    ("lock_timeout", None), ("batch_format", "auto"),
+    ("lock_timeout", None), ("batch_format", "auto"), ("tokenizer", None), ("bos_token", "auto"),
 ]  # fmt: skip
 CASES = [(OrderedDataModule, DataConfig, TEXT_CONTRACT), (OrderedLMDataModule, LMConfig, LM_CONTRACT)]
 
