@@ -66,11 +66,11 @@ def test_a_missing_transformers_is_named_with_the_install(
     trained: OrderedLMDataModule, monkeypatch: Any
 ) -> None:
     monkeypatch.setitem(sys.modules, "transformers", None)  # import transformers raises ImportError
-    trained._hf_tokenizer = None
+    dm = OrderedLMDataModule(cache_dir=trained.cache_dir, **SMALL)  # the warm cache, no wrapper built yet
     with pytest.raises(
         ImportError, match=r"needs the optional dependency transformers .*pip install transformers"
     ):
-        _ = trained.hf_tokenizer
+        _ = dm.hf_tokenizer
 
 
 def test_the_saved_folder_loads_with_autotokenizer_and_encodes_as_the_blocks(
