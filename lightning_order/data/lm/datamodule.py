@@ -200,7 +200,9 @@ class OrderedLMDataModule(OrderedDataModuleBase):
         if "clean" not in self.config.overrides:
             return {}  # the default cleaning runs in the workers without this object
         clone = copy.copy(self)
-        clone.__dict__.update(trainer=None, _ledger=None, _tokenizer=None, _train=None, _val=None)
+        clone.__dict__.update(
+            trainer=None, _ledger=None, _tokenizer=None, _hf_tokenizer=None, _train=None, _val=None
+        )
         return {"clean": clone.clean}
 
     # -- what the model and the checks read ------------------------------------------------
