@@ -66,7 +66,8 @@ def write_lm_prepared(folder: Path, state: DataState, ledger: StepLedger, config
 
     The manifest's ``info`` receives the dims (``vocab_size``, ``padded_vocab_size``,
     ``block_size``), the end-of-text token and id, the documents per file of each split, and the
-    data fingerprints (``manifest``, ``split``, ``vocab``, ``corpus``).
+    data fingerprints (``manifest``, ``split``, ``vocab``, ``corpus``), the BOS (``bos_token``,
+    ``bos_id``) and the special tokens a Hugging Face tokenizer of the data declares (``special_tokens``).
     """
     documents = state.extra.get("documents", {})
     counts: dict[str, list[int]] = {}
@@ -94,12 +95,24 @@ def write_lm_prepared(folder: Path, state: DataState, ledger: StepLedger, config
         pad_vocab_multiple=multiple,
         eos_token=config.eos_token,
         eos_id=state.tokenizer.token_to_id(config.eos_token),
+        **_document_start(ledger),
         documents=counts,
         data_fingerprints=fps,
     )
     ledger.info["files"] = file_records(folder, skip=(MANIFEST_NAME, TEMP_MARKER, "work"))
     with storage_errors("save", folder):
         ledger.save(folder)
+
+
+def _document_start(ledger: StepLedger) -> dict[str, Any]:
+    """``bos_token``, ``bos_id`` and the Hugging Face ``special_tokens`` ``build_vocab`` decided (:mod:`.bos`)."""
+    record = ledger.latest("build_vocab")
+    stats = record.stats if record is not None else {}
+    return {
+        "bos_token": record.params.get("bos_token") if record is not None else None,
+        "bos_id": stats.get("bos_id"),
+        "special_tokens": dict(stats.get("hf_special_tokens") or {}),
+    }
 
 
 def _unreadable(path: Path, err: Exception) -> DataError:

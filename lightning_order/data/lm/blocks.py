@@ -141,6 +141,7 @@ def encode_documents(
     where: str = "",
     vocab_size: int | None = None,
     measure_loss: bool = False,
+    bos_id: int | None = None,
 ) -> TokenStream:
     """Encodes ``docs`` into one int32 stream, ``eos_id`` after each document, in bounded pieces.
 
@@ -159,13 +160,14 @@ def encode_documents(
         vocab_size: refuse an id at or above it (a tokenizer whose ids exceed its size).
         measure_loss: count the characters no token covers (a supplied tokenizer may lose
             some; a byte-level BPE never does, and is not measured).
+        bos_id: the id put before every document (``None``: none; :mod:`~.bos`).
 
     Raises:
         DataError: a document encodes to the end-of-text id itself (naming it), or an id is not
             below ``vocab_size``.
     """
     with text_as_text(tokenizer):
-        return _encode(tokenizer, docs, eos_id, where, vocab_size, measure_loss)
+        return _encode(tokenizer, docs, eos_id, where, vocab_size, measure_loss, bos_id)
 
 
 def _encode(
@@ -175,6 +177,7 @@ def _encode(
     where: str,
     vocab_size: int | None,
     measure_loss: bool,
+    bos_id: int | None = None,
 ) -> TokenStream:
     encode = getattr(tokenizer, "encode_batch_fast", tokenizer.encode_batch)
     if measure_loss:  # the fast path gives no offsets
@@ -183,6 +186,8 @@ def _encode(
     lengths = np.zeros(len(docs), dtype=np.int64)
     chunks: list[np.ndarray] = []  # each document's pieces, then its end-of-text id
     eos = np.array([] if eos_id is None else [eos_id], dtype=np.int32)
+    bos = np.array([] if bos_id is None else [bos_id], dtype=np.int32)
+    opened = -1  # the last document whose BOS is in chunks (every document yields a piece)
     done = 0  # documents whose end-of-text id is in chunks
     highest = -1
     lost = characters = 0
@@ -191,6 +196,9 @@ def _encode(
             while done < owner:
                 chunks.append(eos)
                 done += 1
+            if owner != opened:
+                chunks.append(bos)
+                opened = owner
             ids = np.asarray(encoding.ids, dtype=np.int32)
             if measure_loss:
                 found = piece_loss(ids, encoding.offsets, text, unk_id)
@@ -213,7 +221,7 @@ def _encode(
             f"{vocab_size}: an id beyond the model's table; use a tokenizer whose ids are all below its size",
             step="encode",
         )
-    ends = np.cumsum(lengths + len(eos)) - 1
+    ends = np.cumsum(lengths + len(bos) + len(eos)) - 1
     ids = np.concatenate(chunks) if chunks else np.empty(0, dtype=np.int32)
     return TokenStream(ids, ends, lost, characters, int((lengths == 0).sum()))
 

@@ -35,12 +35,24 @@ from lightning_order.data.engine.config import (
 from lightning_order.data.engine.ray_engine import check_ray_address
 from lightning_order.data.engine.storage import file_digest
 from lightning_order.data.lm.spec import NAME
+from lightning_order.data.lm.tokenizer_source import TokenizerSource, read_source
 from lightning_order.errors import DataError
 
-__all__ = ["EOS_TOKEN", "LM_CODE_VERSION", "BatchFormat", "EngineName", "LMConfig", "SampleBy", "padded_size"]
+__all__ = [
+    "AUTO",
+    "EOS_TOKEN",
+    "LM_CODE_VERSION",
+    "BatchFormat",
+    "EngineName",
+    "LMConfig",
+    "SampleBy",
+    "padded_size",
+]
 
 #: Bump when an LM step's output changes for the same config, so old caches are not reused.
 LM_CODE_VERSION = "3"
+#: ``bos_token``'s default: what a supplied tokenizer adds (none for a trained BPE; :mod:`.bos`).
+AUTO = "auto"
 #: The end-of-text token ``build_vocab`` declares and ``encode`` puts after every document.
 EOS_TOKEN = "<|endoftext|>"
 #: How ``dataset="text"`` files are cut into documents (``datasets``' text builder's ``sample_by``).
@@ -108,6 +120,13 @@ class LMConfig(BaseDataConfig):
     document_attention: bool = field(default=False, metadata=SERVES)
     """keep packed documents apart: batches also hold ``position_ids`` that restart at 0 after each end-of-text id (a BOS there is position 0), which ``OrderedCausalLM`` turns into a block-diagonal causal mask and ``transformers`` models read as packed sequences (the ``"hf"`` form then has no ``attention_mask``; build the model with ``use_cache=False``). Recorded in the ledger's ``info["document_attention"]``; the prepared data does not depend on it."""
 
+    tokenizer: str | Any | None = field(
+        default=None, metadata=shapes(value=lambda config: config.tokenizer_source_digest)
+    )
+    """a tokenizer to use instead of training one: a local ``tokenizer.json``, a local Hugging Face tokenizer folder (``tokenizer.json`` with ``tokenizer_config.json`` / ``special_tokens_map.json``) or, from Python, a ``transformers.PreTrainedTokenizerFast``; read once when the DataModule is built and recorded by a hash of its content (never its path); a name that is not a local path is refused (no hub download). It must hold ``eos_token`` as a special token. Not with ``tokenizer_file``."""
+    bos_token: str | None = "auto"
+    """the token put at the start of every document in the blocks, and added by the tokenizer handed to users so a prompt encodes as a document starts: ``"auto"`` (what the supplied tokenizer adds: its config's ``add_bos_token``, else the token its post-processor puts first, e.g. ``<s>``; none for a trained BPE), ``None`` (no BOS), or a control marker (e.g. ``"<s>"``: declared by a trained BPE, a special token of a supplied one). Recorded by ``build_vocab`` and ``encode``."""
+
     def validate(self) -> None:
         """The shared checks (:meth:`BaseDataConfig.validate`), then the LM fields."""
         super().validate()
@@ -153,6 +172,7 @@ class LMConfig(BaseDataConfig):
                 "a local tokenizer.json, or tokenizer_file=None to train a byte-level BPE on the train split",
                 step="build_vocab",
             )
+        self._validate_tokenizer()
         check_bool("eos", self.eos, step="encode")
         check_choice("sample_by", self.sample_by, get_args(SampleBy), step="load")
         check_choice(
@@ -200,6 +220,47 @@ class LMConfig(BaseDataConfig):
             least=1 << 10,
             fix="e.g. 134217728 (128 MB)",
         )
+
+    def _validate_tokenizer(self) -> None:
+        """``tokenizer`` read now (a missing path is refused at construction), ``bos_token`` checked."""
+        if self.tokenizer is not None and self.tokenizer_file is not None:
+            raise DataError(
+                "tokenizer and tokenizer_file were both given: pass one (tokenizer= takes a tokenizer.json, a "
+                "local Hugging Face tokenizer folder or a PreTrainedTokenizerFast)",
+                step="build_vocab",
+            )
+        _ = self.tokenizer_source
+        bos = self.bos_token
+        if bos is not None and bos != AUTO and not (isinstance(bos, str) and _MARKER.fullmatch(bos)):
+            raise DataError(
+                f"bos_token must be 'auto', None or a control marker like '<s>' or '<|begin_of_text|>', got {bos!r}",
+                step="build_vocab",
+            )
+        if bos == self.eos_token:
+            raise DataError(
+                f"bos_token and eos_token are both {bos!r}: a document's start must differ from its end; "
+                "pass bos_token=None for no BOS",
+                step="build_vocab",
+            )
+
+    @cached_property
+    def tokenizer_source(self) -> TokenizerSource | None:
+        """``tokenizer`` read once (:func:`~.tokenizer_source.read_source`); ``None`` when not given."""
+        return None if self.tokenizer is None else read_source(self.tokenizer)
+
+    @property
+    def tokenizer_source_digest(self) -> str | None:
+        """The content hash of ``tokenizer`` (``None`` when not given): what enters the cache key."""
+        source = self.tokenizer_source
+        return None if source is None else source.digest
+
+    @property
+    def supplied_label(self) -> str | None:
+        """How messages name a supplied tokenizer (``None``: the tokenizer is trained)."""
+        if self.tokenizer_file is not None:
+            return f"tokenizer_file {self.tokenizer_file!r}"
+        source = self.tokenizer_source
+        return None if source is None else source.label
 
     @cached_property
     def tokenizer_digest(self) -> str | None:

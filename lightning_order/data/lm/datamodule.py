@@ -30,6 +30,7 @@ from lightning_order.data.engine.runner import DataState
 from lightning_order.data.lm.artefacts import read_blocks, read_documents
 from lightning_order.data.lm.config import LMConfig
 from lightning_order.data.lm.documents import clean_document
+from lightning_order.data.lm.hf_tokenizer import hf_tokenizer_of, save_beside_checkpoints
 from lightning_order.data.lm.shard import BlockView
 from lightning_order.data.lm.spec import NAME
 from lightning_order.data.lm.steps import LM_DATA_STEPS
@@ -86,6 +87,8 @@ _POSITIONAL_ORDER: tuple[str, ...] = (
     "lock_timeout",
     "batch_format",
     "document_attention",
+    "tokenizer",
+    "bos_token",
 )
 
 
@@ -199,6 +202,13 @@ class OrderedLMDataModule(OrderedDataModuleBase):
         self._configure(arguments, overrides=override_identity(type(self), OrderedLMDataModule, ("clean",)))
         self._doc_hashes: dict[str, np.ndarray] = {}
         self._batch_format: dict[str, Any] | None = None
+        self._hf_tokenizer: tuple[Any, Any] | None = None  # (the tokenizer it wraps, the wrapper)
+        if self.config.tokenizer_source is not None and self.config.tokenizer_source.kind == "object":
+            # A checkpoint holds the hyperparameters and is read with weights_only=True: the object
+            # is named by its content hash there, never pickled.
+            self.hparams["tokenizer"] = (
+                f"{self.config.tokenizer_source.name} xxh3:{self.config.tokenizer_source.digest}"
+            )
 
     def clean(self, text: str) -> str:
         """Step 2: cleans one document. Override to change the cleaning (``super().clean(text)`` first, usually).
@@ -215,7 +225,9 @@ class OrderedLMDataModule(OrderedDataModuleBase):
         if "clean" not in self.config.overrides:
             return {}  # the default cleaning runs in the workers without this object
         clone = copy.copy(self)
-        clone.__dict__.update(trainer=None, _ledger=None, _tokenizer=None, _train=None, _val=None)
+        clone.__dict__.update(
+            trainer=None, _ledger=None, _tokenizer=None, _hf_tokenizer=None, _train=None, _val=None
+        )
         return {"clean": clone.clean}
 
     # -- what the model and the checks read ------------------------------------------------
@@ -228,6 +240,43 @@ class OrderedLMDataModule(OrderedDataModuleBase):
     def eos_token(self) -> str:
         """The end-of-text token (``eos_token``, default ``<|endoftext|>``)."""
         return str(self._manifest().info.get("eos_token", self.config.eos_token))
+
+    @property
+    def bos_token(self) -> str | None:
+        """The token every document starts with in the blocks (``None``: none), as ``build_vocab`` decided."""
+        found = self._manifest().info.get("bos_token")
+        return None if found is None else str(found)
+
+    @property
+    def hf_tokenizer(self) -> Any:
+        """The tokenizer in use as a ``transformers.PreTrainedTokenizerFast``, its special tokens set.
+
+        eos, bos (as the blocks start a document), pad (the supplied one, else eos) and unk (if
+        any): ``hf_tokenizer(prompt).input_ids`` are the tokens the blocks hold after a document
+        boundary. Built on first use from ``dm.tokenizer`` (a copy); needs ``transformers``.
+
+        Raises:
+            ImportError: ``transformers`` is not installed.
+        """
+        tokenizer = self.tokenizer
+        if self._hf_tokenizer is None or self._hf_tokenizer[0] is not tokenizer:
+            self._hf_tokenizer = (tokenizer, hf_tokenizer_of(tokenizer, self._special_tokens()))
+        return self._hf_tokenizer[1]
+
+    def _special_tokens(self) -> dict[str, str]:
+        return dict(self._manifest().info.get("special_tokens") or {"eos_token": self.eos_token})
+
+    def state_dict(self) -> dict[str, Any]:
+        """The train position (see the base class); also writes the tokenizer beside the checkpoints.
+
+        Lightning asks for it when it saves a checkpoint: on global rank zero the tokenizer is
+        written with ``save_pretrained`` into ``tokenizer/`` in the checkpoint callback's
+        ``dirpath`` (:mod:`~lightning_order.data.lm.hf_tokenizer`), once per content.
+        """
+        trainer = getattr(self, "trainer", None)
+        if trainer is not None:
+            save_beside_checkpoints(trainer, self.tokenizer, self._special_tokens())
+        return super().state_dict()
 
     def documents(self, split: str) -> Sequence[str]:
         """The cleaned, deduplicated documents of ``split`` (``"train"`` or ``"val"``), in canonical order.

@@ -90,7 +90,7 @@ def _tokenizer_figure(params: dict[str, Any], stats: dict[str, Any]) -> str | No
     if params.get("source") == "supplied":
         digest = str(params.get("xxh3") or "?")[:12]
         return (
-            f"supplied {params.get('tokenizer_file', 'tokenizer file')} (content hash {digest}), {sized}; "
+            f"supplied {params.get('tokenizer_file') or params.get('tokenizer') or 'tokenizer file'} (content hash {digest}), {sized}; "
             "trained elsewhere: it learned nothing from this run's splits"
         )
     if params.get("source") == "trained":

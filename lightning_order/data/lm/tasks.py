@@ -290,7 +290,7 @@ def encode_partition(item: dict[str, Any]) -> dict[str, Any]:
     """Token ids of one file's documents, one end-of-text id after each, written as an int32 ``.npy``.
 
     Item keys: ``documents``, ``file``, ``tokenizer`` (a ``tokenizer.json`` path), ``eos_id``
-    (``None``: no end-of-text, a wrong order), ``vocab_size``, ``out`` (the ``.npy`` path),
+    (``None``: no end-of-text, a wrong order), ``bos_id`` (``None``: no BOS), ``vocab_size``, ``out`` (the ``.npy`` path),
     ``part``, ``measure_loss`` (count the characters the tokenizer loses: a supplied one).
     """
     from tokenizers import Tokenizer
@@ -306,6 +306,7 @@ def encode_partition(item: dict[str, Any]) -> dict[str, Any]:
         texts,
         item["eos_id"],
         where=where,
+        bos_id=item.get("bos_id"),
         vocab_size=item["vocab_size"],
         measure_loss=bool(item.get("measure_loss")),
     )

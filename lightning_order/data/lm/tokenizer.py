@@ -28,6 +28,7 @@ __all__ = [
     "bounded_byte_level",
     "character_loss",
     "check_encode_loss",
+    "parse_tokenizer",
     "piece_loss",
     "read_tokenizer",
     "text_as_text",
@@ -63,22 +64,27 @@ def _train_batches(docs: Iterable[str], size: int = 2048) -> Iterator[list[str]]
 
 
 def train_byte_bpe(
-    docs: Iterable[str], vocab_size: int, eos_token: str = EOS_TOKEN, length: int | None = None
+    docs: Iterable[str],
+    vocab_size: int,
+    eos_token: str = EOS_TOKEN,
+    length: int | None = None,
+    bos_token: str | None = None,
 ) -> Tokenizer:
     """A byte-level BPE trained on ``docs``; ``eos_token`` is id 0, declared here and nowhere later.
 
     Args:
         docs: the documents (any iterable: read once, at most :data:`TRAIN_CHARS` of each).
-        vocab_size: the target size, the end-of-text token included.
+        vocab_size: the target size, the special tokens included.
         eos_token: the end-of-text token.
         length: how many documents, when ``docs`` has no ``len`` (for the trainer's progress).
+        bos_token: a beginning-of-document token to declare too (id 1), or ``None``.
     """
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = bounded_byte_level()
     tokenizer.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
-        special_tokens=[eos_token],
+        special_tokens=[eos_token, *([bos_token] if bos_token else [])],
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
@@ -131,10 +137,33 @@ def read_tokenizer(path: str, eos_token: str = EOS_TOKEN, digest: str | None = N
             step="build_vocab",
         )
     try:
-        tokenizer = Tokenizer.from_str(data.decode("utf-8"))
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise DataError(
+            f"tokenizer_file {path!r} is not a readable tokenizer.json (not UTF-8); save it with Tokenizer.save(), "
+            "or pass tokenizer_file=None to train one",
+            step="build_vocab",
+        ) from err
+    return parse_tokenizer(text, found, eos_token, f"tokenizer_file {path!r}")
+
+
+def parse_tokenizer(text: str, digest: str, eos_token: str, label: str) -> SuppliedTokenizer:
+    """A supplied tokenizer's ``tokenizer.json`` text parsed and checked as the pipeline needs it.
+
+    Args:
+        text: the ``tokenizer.json`` content.
+        digest: its content hash (recorded).
+        eos_token: the end-of-text token it must hold as a special token.
+        label: how messages name it (``tokenizer_file '<path>'``, ``tokenizer '<folder>'``).
+
+    Raises:
+        DataError: unparsable, no end-of-text special token, or an id not below its size.
+    """
+    try:
+        tokenizer = Tokenizer.from_str(text)
     except Exception as err:  # tokenizers raises a bare Exception on a corrupt file
         raise DataError(
-            f"tokenizer_file {path!r} is not a readable tokenizer.json ({type(err).__name__}: {str(err)[:120]}); "
+            f"{label} is not a readable tokenizer.json ({type(err).__name__}: {str(err)[:120]}); "
             "save it with Tokenizer.save(), or pass tokenizer_file=None to train one",
             step="build_vocab",
         ) from err
@@ -148,25 +177,25 @@ def read_tokenizer(path: str, eos_token: str = EOS_TOKEN, digest: str | None = N
     eos_id = tokenizer.token_to_id(eos_token)
     if eos_id is None:
         raise DataError(
-            f"tokenizer_file {path!r} has no end-of-text token {eos_token!r}: documents could not be "
+            f"{label} has no end-of-text token {eos_token!r}: documents could not be "
             f"separated when packed; pass its own end-of-text token as eos_token= (e.g. '</s>'), or add it "
             f"as a special token before saving (tokenizer.add_special_tokens([{eos_token!r}])), or train one "
             "(tokenizer_file=None)",
             step="build_vocab",
         )
-    _check_eos_is_special(tokenizer, eos_token, path)
+    _check_eos_is_special(tokenizer, eos_token, label)
     size = tokenizer.get_vocab_size(with_added_tokens=True)
     top = max(tokenizer.get_vocab(with_added_tokens=True).values(), default=-1)
     if top >= size or eos_id >= size:
         raise DataError(
-            f"tokenizer_file {path!r} gives id {max(top, eos_id)} but holds {size} tokens: ids must be below its "
+            f"{label} gives id {max(top, eos_id)} but holds {size} tokens: ids must be below its "
             "size (the model's table is sized from it); re-save the tokenizer with contiguous ids",
             step="build_vocab",
         )
-    return SuppliedTokenizer(tokenizer, found, tuple(switched_off))
+    return SuppliedTokenizer(tokenizer, digest, tuple(switched_off))
 
 
-def _check_eos_is_special(tokenizer: Tokenizer, eos_token: str, path: str) -> None:
+def _check_eos_is_special(tokenizer: Tokenizer, eos_token: str, label: str) -> None:
     """The end-of-text token must be one of the tokenizer's special tokens, never an ordinary piece of text."""
     added = {t.content: t.special for t in tokenizer.get_added_tokens_decoder().values()}
     if not added.get(eos_token, False):
@@ -176,7 +205,7 @@ def _check_eos_is_special(tokenizer: Tokenizer, eos_token: str, path: str) -> No
             else "an ordinary token of its vocabulary"
         )
         raise DataError(
-            f"eos_token {eos_token!r} is {kind} in tokenizer_file {path!r}: text could encode to it and "
+            f"eos_token {eos_token!r} is {kind} in {label}: text could encode to it and "
             "documents could not be told apart from it; pass the tokenizer's own end-of-text special token "
             f"as eos_token= (its special tokens: {sorted(k for k, v in added.items() if v)[:8]}), or declare it "
             f"with tokenizer.add_special_tokens([{eos_token!r}]) before saving",

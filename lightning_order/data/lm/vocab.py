@@ -25,13 +25,17 @@ import xxhash
 
 from lightning_order.data.engine.runner import ROWS, DataState, StepContext, StepResult, train_data
 from lightning_order.data.lm import tasks
-from lightning_order.data.lm.config import LMConfig, padded_size
+from lightning_order.data.lm.bos import choose_bos, set_prompt_processor
+from lightning_order.data.lm.config import AUTO, LMConfig, padded_size
 from lightning_order.data.lm.registry import LM_STEPS, engine_of
 from lightning_order.data.lm.tokenizer import (
     MAX_CHARACTER_LOSS,
+    SuppliedTokenizer,
     character_loss,
+    parse_tokenizer,
     read_tokenizer,
     train_byte_bpe,
+    unknown_id,
 )
 from lightning_order.errors import DataError
 
@@ -54,6 +58,15 @@ def sample_threshold(hashes: np.ndarray, sizes: np.ndarray, cap: int) -> tuple[i
     total = np.cumsum(sizes[order])
     taken = max(1, int(np.searchsorted(total, cap, side="right")))
     return int(hashes[order[taken - 1]]), taken, int(total[taken - 1])
+
+
+def _read_supplied(cfg: LMConfig) -> SuppliedTokenizer:
+    """The supplied tokenizer: ``tokenizer_file`` read now (its hash checked), or ``tokenizer``'s snapshot parsed."""
+    if cfg.tokenizer_file is not None:
+        return read_tokenizer(cfg.tokenizer_file, cfg.eos_token, digest=cfg.tokenizer_digest)
+    found = cfg.tokenizer_source
+    assert found is not None  # supplied_label said so
+    return parse_tokenizer(found.text, found.digest, cfg.eos_token, found.label)
 
 
 def _sample(source: Any, threshold: int, hashed: list[dict[str, np.ndarray]]) -> Iterator[str]:
@@ -96,27 +109,33 @@ def build_tokenizer(cfg: Any, source: Any, engine: Any, work: Path | None) -> tu
         "sample_fingerprint": digest.hexdigest(),
         "rows": len(hashes),
     }
-    if cfg.tokenizer_file is not None:
-        supplied = read_tokenizer(cfg.tokenizer_file, cfg.eos_token, digest=cfg.tokenizer_digest)
+    label = cfg.supplied_label
+    if label is not None:
+        supplied = _read_supplied(cfg)
         probe = [t for _, t in zip(range(_LOSS_SAMPLE), _sample(source, threshold, hashed))]
         lost, total = character_loss(supplied.tokenizer, probe)
         if total and lost / total > MAX_CHARACTER_LOSS:
             raise DataError(
-                f"tokenizer_file {cfg.tokenizer_file!r} cannot encode {lost} of {total} characters of "
+                f"{label} cannot encode {lost} of {total} characters of "
                 f"{len(probe)} train documents ({lost / total:.2%}; it has no unknown token and no byte "
                 "fallback, so they would vanish from the data): use a tokenizer that covers the text "
                 "(a byte-level BPE, or one with byte_fallback), or tokenizer_file=None to train one",
                 step="build_vocab",
             )
-        params = {
-            "source": "supplied",
-            "tokenizer_file": str(cfg.tokenizer_file),
-            "xxh3": supplied.digest,
-            "switched_off": list(supplied.switched_off),
-        }
+        params = {"source": "supplied", "xxh3": supplied.digest, "switched_off": list(supplied.switched_off)}
+        if cfg.tokenizer_file is not None:
+            params["tokenizer_file"] = str(cfg.tokenizer_file)
+        else:
+            given = cfg.tokenizer_source
+            if given is not None:
+                params.update(tokenizer=given.name, tokenizer_kind=given.kind, declared=dict(given.special))
         return supplied.tokenizer, params, {**sample, "character_loss": lost / total if total else 0.0}
     tokenizer = train_byte_bpe(
-        _sample(source, threshold, hashed), cfg.vocab_size, eos_token=cfg.eos_token, length=documents
+        _sample(source, threshold, hashed),
+        cfg.vocab_size,
+        eos_token=cfg.eos_token,
+        length=documents,
+        bos_token=cfg.bos_token if cfg.bos_token != AUTO else None,
     )
     params = {
         "source": "trained",
@@ -127,18 +146,44 @@ def build_tokenizer(cfg: Any, source: Any, engine: Any, work: Path | None) -> tu
     return tokenizer, params, sample
 
 
+def hf_special_tokens(cfg: LMConfig, tokenizer: Any, bos_token: str | None) -> dict[str, str]:
+    """The special tokens a Hugging Face tokenizer of the data declares: eos, bos, pad, unk (those it has).
+
+    ``pad_token`` is the supplied folder's or object's own when it declares one the tokenizer
+    holds, else the end-of-text token (no new row: the blocks hold no padding); ``unk_token`` the
+    model's unknown token, if any.
+    """
+    found = {"eos_token": cfg.eos_token}
+    if bos_token is not None:
+        found["bos_token"] = bos_token
+    declared = cfg.tokenizer_source.special if cfg.tokenizer_source is not None else {}
+    pad = declared.get("pad_token")
+    found["pad_token"] = pad if pad is not None and tokenizer.token_to_id(pad) is not None else cfg.eos_token
+    unk = unknown_id(tokenizer)
+    if unk is not None:
+        found["unk_token"] = tokenizer.id_to_token(unk)
+    return found
+
+
 @LM_STEPS.register("build_vocab", takes=ROWS, provides=("tokenizer",), consumes=("clean",), reads="train")
 def build_vocab(ctx: StepContext, state: DataState) -> StepResult:
     """Trains the byte-level BPE on a hash-sample of the train documents, or reads ``tokenizer_file``."""
     cfg: LMConfig = ctx.config
     tokenizer, params, stats = build_tokenizer(cfg, train_data(state), engine_of(ctx), ctx.work)
+    # One decision for a document's start, recorded: the blocks and the tokenizer users get agree.
+    bos = choose_bos(
+        cfg.bos_token, tokenizer, cfg.tokenizer_source, cfg.supplied_label or "the trained tokenizer"
+    )
+    set_prompt_processor(tokenizer, bos)
     size = tokenizer.get_vocab_size(with_added_tokens=True)
-    params["pad_vocab_multiple"] = cfg.pad_vocab_multiple
+    params.update(pad_vocab_multiple=cfg.pad_vocab_multiple, bos_token=bos.token, bos_source=bos.origin)
     stats.update(
         vocab_size=size,
         padded_vocab_size=padded_size(size, cfg.pad_vocab_multiple),
         eos_id=tokenizer.token_to_id(cfg.eos_token),
-        special_tokens=[cfg.eos_token],
+        bos_id=bos.id,
+        special_tokens=[cfg.eos_token, *([bos.token] if bos.token else [])],
+        hf_special_tokens=hf_special_tokens(cfg, tokenizer, bos.token),
     )
     from lightning_order.fingerprints import tokenizer_fingerprint
 

@@ -266,3 +266,41 @@ def test_a_rejected_command_line_is_the_relevant_line_only(
     assert len(lines) == 2 and lines[1].startswith("  see `lightning-order")
     for word in words:
         assert word in lines[0], (word, lines[0])
+
+
+# -- the LM tokenizer keys from a YAML (issue #34) --------------------------------------------
+@pytest.mark.slow
+def test_lm_tokenizer_and_bos_token_from_a_yaml_config(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``data.tokenizer`` (a local Hugging Face folder) and ``data.bos_token`` from a config: prepared,
+    recorded, trained, and the tokenizer written beside the checkpoint."""
+    from lm_tokenizers import llama_style_folder
+
+    from lightning_order.data.lm.corpus import stdlib_corpus
+
+    pytest.importorskip("transformers")
+    folder = llama_style_folder(tmp_path / "llama", stdlib_corpus(200))
+    config = tmp_path / "tokenizer.yaml"
+    config.write_text(
+        "# The LM demo with a supplied Llama-style tokenizer folder: its <s> starts every document.\n"
+        f"data:\n  tokenizer: {folder}\n  eos_token: </s>\n  bos_token: auto\n"
+        "  max_documents: 200\n  block_size: 16\n  num_proc: 1\n"
+        f"  cache_dir: {tmp_path / 'cache'}\n",
+        encoding="utf-8",
+    )
+    lm_demo = str(Path(DEMO).with_name("lm-demo.yaml"))
+    args = ["--config", lm_demo, "--config", str(config), "--trainer.default_root_dir", str(tmp_path)]
+    assert main(["prepare", *args]) == 0
+    (manifest,) = find_manifests(tmp_path / "cache")
+    ledger = StepLedger.load(manifest)
+    vocab = ledger.latest("build_vocab")
+    assert (vocab.params["tokenizer"], vocab.params["tokenizer_kind"]) == (str(folder), "folder")
+    assert (vocab.params["bos_token"], ledger.latest("encode").params["bos_token"]) == ("<s>", "<s>")
+    fit = ["--trainer.limit_train_batches=3", "--trainer.max_epochs=1", "--trainer.enable_progress_bar=false"]
+    fit += ["--trainer.limit_val_batches=1", "--trainer.check_val_every_n_epoch=1"]  # a checkpoint at its end
+    fit += ["--model.init_args.n_layer=1", "--model.init_args.n_embd=32", "--model.init_args.n_head=2"]
+    assert main(["fit", *args, *fit]) == 0
+    (saved,) = tmp_path.glob("**/tokenizer/tokenizer_config.json")
+    assert list(saved.parent.parent.glob("*.ckpt"))  # beside the checkpoint
+    capsys.readouterr()

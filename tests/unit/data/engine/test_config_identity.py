@@ -67,6 +67,7 @@ def _other_values(tmp_path: Path) -> dict[str, Any]:
         # language modelling
         "block_size": 64,
         "tokenizer_file": str(tokenizer),
+        "bos_token": "<s>",
         "pad_vocab_multiple": 8,
         "dedup_threshold": 0.9,
         "max_documents": 10,
@@ -121,6 +122,7 @@ def test_text_key_changes_exactly_for_the_shaping_fields(tmp_path: Path, source:
 @pytest.mark.parametrize("source", ["builtin", "files"])
 def test_lm_key_changes_exactly_for_the_shaping_fields(tmp_path: Path, source: str) -> None:
     values = _other_values(tmp_path)
+    values["tokenizer"] = values["tokenizer_file"]  # LMConfig.tokenizer is a supplied tokenizer's path
     names = {f.name for f in fields(LMConfig)}
     if source == "builtin":
         base: dict[str, Any] = {}

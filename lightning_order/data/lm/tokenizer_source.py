@@ -1,0 +1,163 @@
+"""The ``tokenizer=`` argument read once: a ``tokenizer.json``, a local Hugging Face folder, or an object.
+
+Whatever form a supplied tokenizer takes, it is reduced here to the same plain snapshot
+(:class:`TokenizerSource`): the ``tokenizer.json`` text, the special tokens its Hugging Face
+config declares (``bos_token``, ``eos_token``, ``pad_token``, ``unk_token``) and whether that
+config says to add a BOS, hashed together. The hash is of the content, never the path: a folder
+moved elsewhere keeps its cache, a file edited in place gets a new one. The snapshot is taken
+when the DataModule is built and ``build_vocab`` reads the snapshot, so the data always matches
+the key, even if the object is changed afterwards.
+
+No hub access: a string that is not a local file or folder is refused (``datasets``' or
+``transformers``' caches are never consulted), and ``transformers`` is never imported here (an
+object is read through its ``backend_tokenizer``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import xxhash
+
+from lightning_order.errors import DataError
+
+__all__ = ["HF_CONFIG_FILES", "SPECIAL_NAMES", "TokenizerSource", "read_source"]
+
+#: The Hugging Face config files of a tokenizer folder read for its special tokens (when present).
+HF_CONFIG_FILES: tuple[str, ...] = ("tokenizer_config.json", "special_tokens_map.json")
+#: The special tokens a Hugging Face tokenizer declares that the pipeline reads.
+SPECIAL_NAMES: tuple[str, ...] = ("bos_token", "eos_token", "pad_token", "unk_token")
+
+
+@dataclass(frozen=True)
+class TokenizerSource:
+    """A supplied tokenizer as plain data (see the module docstring).
+
+    Attributes:
+        kind: ``"file"`` (a ``tokenizer.json``), ``"folder"`` (a local Hugging Face tokenizer folder)
+            or ``"object"`` (a ``PreTrainedTokenizerFast`` or ``tokenizers.Tokenizer``).
+        name: the path, or the object's class name (for messages and the ledger).
+        text: the ``tokenizer.json`` content.
+        special: the special tokens its Hugging Face config declares (:data:`SPECIAL_NAMES`).
+        add_bos: the config's ``add_bos_token`` when it states one (``transformers`` rebuilds
+            the post-processor from it on load), else ``None`` (the post-processor decides).
+        digest: the xxh3-128 of all of it.
+    """
+
+    kind: str
+    name: str
+    text: str = field(repr=False)
+    special: dict[str, str]
+    add_bos: bool | None
+    digest: str
+
+    @property
+    def label(self) -> str:
+        """How messages name it: ``tokenizer '<path>'``."""
+        return f"tokenizer {self.name!r}"
+
+
+def _digest(text: str, special: dict[str, str], add_bos: bool | None) -> str:
+    digest = xxhash.xxh3_128(text.encode("utf-8"))
+    digest.update(json.dumps({"special": special, "add_bos": add_bos}, sort_keys=True).encode())
+    return digest.hexdigest()
+
+
+def _token_text(value: Any) -> str | None:
+    """A special token as the config writes it: a string, or an ``AddedToken`` dict with ``content``."""
+    if isinstance(value, str) and value:
+        return value
+    if isinstance(value, dict) and isinstance(value.get("content"), str) and value["content"]:
+        return str(value["content"])
+    return None
+
+
+def _read_json(path: Path, what: str) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as err:
+        raise DataError(
+            f"{what} {str(path)!r} is not readable JSON ({type(err).__name__}: {str(err)[:120]}); "
+            "save the tokenizer again with save_pretrained()",
+            step="build_vocab",
+        ) from err
+    if not isinstance(data, dict):
+        raise DataError(
+            f"{what} {str(path)!r} must hold a JSON object, got {type(data).__name__}", step="build_vocab"
+        )
+    return data
+
+
+def _from_folder(folder: Path, name: str) -> TokenizerSource:
+    main = folder / "tokenizer.json"
+    if not main.is_file():
+        raise DataError(
+            f"tokenizer {name!r} is a folder without a tokenizer.json (a slow, sentencepiece-only tokenizer?): "
+            "save its fast form there with AutoTokenizer.from_pretrained(folder).save_pretrained(folder), "
+            "or pass the path of a tokenizer.json",
+            step="build_vocab",
+        )
+    try:
+        text = main.read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise DataError(f"tokenizer {name!r}: {main} cannot be read ({err})", step="build_vocab") from err
+    special: dict[str, str] = {}
+    add_bos: bool | None = None
+    for config_name in reversed(HF_CONFIG_FILES):  # tokenizer_config.json read last: it wins
+        path = folder / config_name
+        if not path.is_file():
+            continue
+        data = _read_json(path, config_name)
+        special.update({k: t for k in SPECIAL_NAMES if (t := _token_text(data.get(k))) is not None})
+        if isinstance(data.get("add_bos_token"), bool):
+            add_bos = bool(data["add_bos_token"])
+    return TokenizerSource("folder", name, text, special, add_bos, _digest(text, special, add_bos))
+
+
+def _from_object(value: Any) -> TokenizerSource:
+    backend = getattr(value, "backend_tokenizer", value)
+    to_str = getattr(backend, "to_str", None)
+    if not callable(to_str):
+        raise DataError(
+            f"tokenizer must be a path (a tokenizer.json or a local Hugging Face tokenizer folder), a "
+            f"transformers.PreTrainedTokenizerFast or a tokenizers.Tokenizer, got {type(value).__name__}; "
+            "a slow tokenizer has no tokenizer.json: use its fast form (use_fast=True)",
+            step="build_vocab",
+        )
+    text = str(to_str())
+    special = {
+        k: t for k in SPECIAL_NAMES if (t := _token_text(str(getattr(value, k, "") or ""))) is not None
+    }
+    name = type(value).__name__
+    return TokenizerSource("object", name, text, special, None, _digest(text, special, None))
+
+
+def read_source(value: Any) -> TokenizerSource:
+    """Reads ``value`` (a path or an object, see the module docstring) once into a :class:`TokenizerSource`.
+
+    Raises:
+        DataError: a path that is not a local file or folder (no hub download), a folder without
+            ``tokenizer.json``, unreadable files, or an object with no ``tokenizer.json`` form.
+    """
+    if not isinstance(value, (str, os.PathLike)):
+        return _from_object(value)
+    name = os.fspath(value)
+    path = Path(name).expanduser()
+    if path.is_dir():
+        return _from_folder(path, name)
+    if not path.is_file():
+        raise DataError(
+            f"tokenizer {name!r} is not a local file or folder (names on the Hugging Face hub are not "
+            "downloaded): pass the path of a tokenizer.json or of a folder saved with save_pretrained(), "
+            "a PreTrainedTokenizerFast object, or tokenizer=None to train a byte-level BPE",
+            step="build_vocab",
+        )
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise DataError(f"tokenizer {name!r} cannot be read ({err})", step="build_vocab") from err
+    return TokenizerSource("file", name, text, {}, None, _digest(text, {}, None))
