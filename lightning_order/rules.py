@@ -132,6 +132,14 @@ RULES: dict[str, Rule] = {
         'OrderedLMDataModule(batch_format="shifted") (or "auto") for OrderedCausalLM; in a hand-written '
         "pipeline pass labels = input_ids shifted by one (labels[:, :-1] == input_ids[:, 1:])",
     ),
+    "mixture-off-weight": Rule(
+        "the train tokens drawn from a mixture's sources stray from their stated weights beyond the tolerance",
+        "the model trains on another mixture than the one stated: a source is over- or under-represented, "
+        "and the run's results cannot be compared with the weights it claims",
+        "give every source enough train blocks for its weight (more documents, a smaller block_size, or "
+        "weights the data can meet), or state a wider mixture_tolerance; in a hand-written pipeline draw "
+        "train blocks so each source's token share matches its weight",
+    ),
 }
 
 

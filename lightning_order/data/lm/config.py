@@ -34,10 +34,20 @@ from lightning_order.data.engine.config import (
 )
 from lightning_order.data.engine.ray_engine import check_ray_address
 from lightning_order.data.engine.storage import file_digest
+from lightning_order.data.lm.mixture import LMSource, normalise_sources, sources_identity
 from lightning_order.data.lm.spec import NAME
 from lightning_order.errors import DataError
 
-__all__ = ["EOS_TOKEN", "LM_CODE_VERSION", "BatchFormat", "EngineName", "LMConfig", "SampleBy", "padded_size"]
+__all__ = [
+    "EOS_TOKEN",
+    "LM_CODE_VERSION",
+    "BatchFormat",
+    "EngineName",
+    "LMConfig",
+    "LMSource",
+    "SampleBy",
+    "padded_size",
+]
 
 #: Bump when an LM step's output changes for the same config, so old caches are not reused.
 LM_CODE_VERSION = "3"
@@ -105,9 +115,20 @@ class LMConfig(BaseDataConfig):
     """end every document with the end-of-text token. ``False`` packs documents without boundaries (``pack-without-eos``: refused unless ``enforce=False``; for experiments)."""
     batch_format: BatchFormat = field(default="auto", metadata=SERVES)
     """the batches' form: ``"shifted"`` (``input_ids`` = block[:-1], ``labels`` = block[1:], for ``OrderedCausalLM``), ``"hf"`` (``input_ids`` = ``labels`` = block[:-1] and an all-ones ``attention_mask``: ``transformers`` causal LMs shift the labels themselves) or ``"auto"`` (``"hf"`` when the trainer's module is or wraps a ``transformers`` causal LM at ``setup``, else ``"shifted"``). The chosen one is recorded in the ledger's ``info["batch_format"]``; the prepared data does not depend on it."""
+    sources: list[LMSource] | dict[str, float] | None = field(
+        default=None,
+        metadata=shapes(
+            when=lambda config: config.sources is not None, value=lambda config: config.mixture_identity
+        ),
+    )
+    """a weighted mixture instead of ``dataset``/``data_files``: a list of ``LMSource(path, weight, name=None, dataset="text")`` (YAML: a list of mappings with ``path`` and ``weight``) or a mapping path -> weight. The sources are cleaned and deduplicated together, split by document, packed per source, and the train blocks drawn so each source's token share matches its weight (recorded in the ledger's ``pack`` record, ``mixture``); ``max_documents`` applies per source."""
+    mixture_tolerance: float = field(default=0.01, metadata=SERVES)
+    """with ``sources``: the most a source's realised share of the train tokens may stray from its weight (0.01: one percentage point) before the validator reports ``mixture-off-weight``."""
 
     def validate(self) -> None:
-        """The shared checks (:meth:`BaseDataConfig.validate`), then the LM fields."""
+        """The mixture's sources (before the shared checks: they replace ``dataset``), the shared checks (:meth:`BaseDataConfig.validate`), then the LM fields."""
+        if self.sources is not None:
+            self._validate_sources()
         super().validate()
         check_int(
             "vocab_size",
@@ -198,6 +219,28 @@ class LMConfig(BaseDataConfig):
             fix="e.g. 134217728 (128 MB)",
         )
 
+    def _validate_sources(self) -> None:
+        object.__setattr__(self, "sources", normalise_sources(self.sources))
+        if self.dataset is not None or self.data_files is not None:
+            raise DataError(
+                f"sources replaces dataset and data_files (got dataset={self.dataset!r}, data_files="
+                f"{self.data_files!r}); leave them out and give each source its files (and builder: "
+                "LMSource(path=..., weight=..., dataset='json'))",
+                step="load",
+            )
+        tolerance = self.mixture_tolerance
+        if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or not 0 <= tolerance < 1:
+            raise DataError(
+                f"mixture_tolerance must be a fraction in [0, 1), got {tolerance!r}; e.g. 0.01 (one point)",
+                step="shard",
+            )
+        _ = self.mixture_identity  # each source's files, read (and checked) now
+
+    @cached_property
+    def mixture_identity(self) -> list[dict[str, Any]] | None:
+        """Each source's name, builder, weight and files' identity (``None`` without ``sources``)."""
+        return None if self.sources is None else sources_identity(self)
+
     @cached_property
     def tokenizer_digest(self) -> str | None:
         """The xxh3 hash of ``tokenizer_file``'s bytes (``None`` when the tokenizer is trained)."""
@@ -208,14 +251,16 @@ class LMConfig(BaseDataConfig):
         ident: dict[str, Any] = {**self.source_identity(), "max_documents": self.max_documents}
         if self.dataset == "text":
             ident["sample_by"] = self.sample_by
-        if self.dataset is None:
+        if self.sources is not None:
+            ident["sources"] = self.mixture_identity
+        elif self.dataset is None:
             ident["stdlib_corpus"] = _stdlib_corpus_identity()
         return ident
 
     def fixed_identity(self) -> dict[str, Any]:
         """The pipeline, its code version and, for the built-in corpus, what its text is made of."""
         fixed: dict[str, Any] = {"pipeline": NAME, "code_version": LM_CODE_VERSION}
-        if self.dataset is None:
+        if self.dataset is None and self.sources is None:
             fixed["stdlib_corpus"] = _stdlib_corpus_identity()
         return fixed
 

@@ -82,6 +82,8 @@ _POSITIONAL_ORDER: tuple[str, ...] = (
     "ray_address",
     "lock_timeout",
     "batch_format",
+    "sources",
+    "mixture_tolerance",
 )
 
 
@@ -233,7 +235,10 @@ class OrderedLMDataModule(OrderedDataModuleBase):
     def _read_prepared(self, path: Path, ledger: StepLedger) -> DataState:
         arrays = read_blocks(path)
         self._doc_hashes = {"train": arrays["train_doc_hashes"], "val": arrays["val_doc_hashes"]}
-        return DataState(parts={"train": arrays["train"], "val": arrays["val"]}, form="packed")
+        pack = ledger.latest("pack")  # a mixture's record: shard draws the train blocks by weight from it
+        mixture = pack.stats.get("mixture") if pack is not None else None
+        extra = {"mixture": mixture} if mixture else {}
+        return DataState(parts={"train": arrays["train"], "val": arrays["val"]}, form="packed", extra=extra)
 
     def _assign(self, state: DataState, ledger: StepLedger) -> None:
         self._train, self._val = state.parts["train"], state.parts["val"]
