@@ -14,8 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from lightning_order import OrderedLMDataModule
-from lightning_order.data.lm.mixture import LMSource
+from lightning_order import LMSource, OrderedLMDataModule
 
 WEB = ("the", "cat", "sat", "on", "mat", "dog", "ran", "far", "away", "home", "with", "red", "hat")
 CODE = ("def", "return", "if", "else", "for", "in", "range", "print", "yield", "lambda", "import", "class")

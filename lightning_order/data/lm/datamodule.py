@@ -14,6 +14,7 @@ for ``transformers`` causal LMs that shift labels themselves (``batch_format="hf
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
@@ -174,6 +175,8 @@ class OrderedLMDataModule(OrderedDataModuleBase):
     def __init__(self, arguments: dict[str, Any]) -> None:
         """Takes :class:`~lightning_order.data.lm.config.LMConfig`'s fields as keywords."""
         self._configure(arguments, overrides=override_identity(type(self), OrderedLMDataModule, ("clean",)))
+        if self.config.sources is not None:  # plain data in checkpoints, which load with weights_only=True
+            self.hparams["sources"] = [dataclasses.asdict(s) for s in self.config.sources]
         self._doc_hashes: dict[str, np.ndarray] = {}
         self._batch_format: dict[str, Any] | None = None
 

@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lightning_order import DataError, OrderedLMDataModule
+from lightning_order import DataError, LMSource, OrderedLMDataModule
 from lightning_order.data.lm.config import LMConfig
-from lightning_order.data.lm.mixture import LMSource, mixture_counts, mixture_index
+from lightning_order.data.lm.mixture import mixture_counts, mixture_index
 from tests.mixtures import mixture_dm, source_shares, write_sources
 
 
