@@ -135,3 +135,37 @@ def test_audit_shows_the_mixture(mixed: OrderedLMDataModule) -> None:
     figures = dict(lm_figures(mixed.ledger))
     assert figures["mixture"].startswith("web: weight 0.700, drawn 0.700 of the train tokens")
     assert "code: weight 0.300" in figures["mixture"] and "(tolerance ±1 points)" in figures["mixture"]
+
+
+def test_a_yaml_list_of_sources_instantiates_through_the_cli(corpus: Path, tmp_path: Path) -> None:
+    import yaml
+
+    from lightning_order.cli import OrderCLI, descriptor_of_command
+
+    config = {
+        "trainer": {"accelerator": "cpu", "devices": 1, "max_steps": 1, "default_root_dir": str(tmp_path)},
+        "model": {
+            "class_path": "lightning_order.OrderedCausalLM",
+            "init_args": {"n_layer": 1, "n_head": 2, "n_embd": 16},
+        },
+        "data": {
+            "sources": [
+                {"path": str(corpus / "web" / "docs.txt"), "weight": 0.7, "name": "web"},
+                {"path": str(corpus / "code" / "docs.txt"), "weight": 0.3, "name": "code"},
+            ],
+            "sample_by": "paragraph",
+            "vocab_size": 300,
+            "block_size": 16,
+            "num_proc": 1,
+            "cache_dir": str(tmp_path / "cache"),
+        },
+    }
+    path = tmp_path / "mixture.yaml"
+    path.write_text(yaml.safe_dump(config))
+    cli = OrderCLI(
+        args=["--config", str(path)], run=False, pipeline=descriptor_of_command(["--config", str(path)])
+    )
+    sources = cli.datamodule.config.sources
+    assert [(s.name, s.weight) for s in sources] == [("web", 0.7), ("code", 0.3)]
+    assert cli.model.hparams["vocab_size"] == cli.datamodule.dims["vocab_size"]
+    assert cli.datamodule.ledger.latest("pack").stats["mixture"]["sources"] == ["web", "code"]
