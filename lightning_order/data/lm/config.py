@@ -236,6 +236,11 @@ class LMConfig(BaseDataConfig):
             )
         _ = self.mixture_identity  # each source's files, read (and checked) now
 
+    @property
+    def source_list(self) -> tuple[LMSource, ...]:
+        """The mixture's sources, checked and named (empty without ``sources``)."""
+        return normalise_sources(self.sources) or ()
+
     @cached_property
     def mixture_identity(self) -> list[dict[str, Any]] | None:
         """Each source's name, builder, weight and files' identity (``None`` without ``sources``)."""

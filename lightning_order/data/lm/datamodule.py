@@ -176,7 +176,7 @@ class OrderedLMDataModule(OrderedDataModuleBase):
         """Takes :class:`~lightning_order.data.lm.config.LMConfig`'s fields as keywords."""
         self._configure(arguments, overrides=override_identity(type(self), OrderedLMDataModule, ("clean",)))
         if self.config.sources is not None:  # plain data in checkpoints, which load with weights_only=True
-            self.hparams["sources"] = [dataclasses.asdict(s) for s in self.config.sources]
+            self.hparams["sources"] = [dataclasses.asdict(s) for s in self.config.source_list]
         self._doc_hashes: dict[str, np.ndarray] = {}
         self._batch_format: dict[str, Any] | None = None
 

@@ -40,7 +40,7 @@ def load(ctx: StepContext, state: DataState) -> StepResult:
             "dataset": cfg.dataset or ("mixture" if cfg.sources else "stdlib-docs"),
             "corpus": corpus,
             "partitions": count,
-            **({"sources": [s.name for s in cfg.sources]} if cfg.sources else {}),
+            **({"sources": [s.name for s in cfg.source_list]} if cfg.sources else {}),
         },
         # Where the work ran is a statistic: no fingerprint (the manifest's included) depends on it.
         stats={

@@ -6,14 +6,15 @@ deduplicated *together* (a near-duplicate across sources is one document), split
 document's hash (so each source is split at ``val_fraction``), encoded and packed *per source*
 (``split`` writes each source's documents to files of their own: a block never spans two sources).
 
-The weights act on the train order only: :func:`mixture_index` draws, from each source's range of
-train blocks, as many blocks as its weight asks of the split's total (a seeded permutation of the
-source's blocks, repeated when it must be upsampled, cut when downsampled), interleaved so every
-prefix of the order holds the sources near their weights. The global order
-(:mod:`lightning_order.positions`) then serves that index like any train split, so batches, ranks
-and the exact mid-epoch resume are unchanged. The trade-off: the draw is fixed by the seed, so a
-downsampled source serves the same subset of its blocks every epoch (in another order each epoch
-with ``shuffle``); its other blocks are never served.
+The weights act on the train order only: each epoch draws, from each source's range of train
+blocks, as many blocks as its weight asks of the split's total (:func:`mixture_index`: an endless
+run of seeded permutations of the source's blocks, each epoch where the last stopped, so a
+downsampled source serves all its blocks over the epochs and an upsampled one repeats them),
+interleaved so every prefix holds the sources near their weights. :class:`MixedOrder` reads the
+positions of the global order (:mod:`lightning_order.positions`) through that draw, so batches,
+ranks and the exact mid-epoch resume are those of any train split. The trade-off: an epoch holds
+as many blocks as the split (an upsampled source repeats blocks within an epoch), and a block is
+the unit of the shares (a source's share is counted in whole blocks of ``block_size + 1`` tokens).
 
 Plain data and numpy only; :func:`mixture_record` is what ``pack`` records and the
 ``mixture-off-weight`` check (:mod:`lightning_order.checks.mixture`) reads.
@@ -24,20 +25,25 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from dataclasses import fields as dataclass_fields
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import xxhash
 
 from lightning_order.errors import DataError
+from lightning_order.positions import GlobalOrder, epoch_order
 
 __all__ = [
     "MIXTURE_SEED",
     "SOURCE_COLUMN",
     "LMSource",
+    "MixedOrder",
     "mixture_counts",
     "mixture_figure",
     "mixture_index",
+    "mixed_order",
     "mixture_record",
     "normalise_sources",
     "read_sources",
@@ -150,7 +156,7 @@ def source_config(cfg: Any, source: LMSource) -> Any:
 def sources_identity(cfg: Any) -> list[dict[str, Any]]:
     """Each source's name, builder, weight and files' identity (content hashes): the mixture's cache identity."""
     out = []
-    for source in cfg.sources:
+    for source in cfg.source_list:
         sub = source_config(cfg, source)
         out.append(
             {
@@ -177,7 +183,7 @@ def read_sources(cfg: Any, work: Path) -> tuple[Any, dict[str, Any]]:
 
     chunks: list[Any] = []
     rows, text_bytes, nulls, per_source = 0, 0, 0, []
-    for i, source in enumerate(cfg.sources):
+    for i, source in enumerate(cfg.source_list):
         found, info = read_input(source_config(cfg, source), work / f"source-{i:03d}")
         chunks.extend(replace(c, index=len(chunks) + j, origin=i) for j, c in enumerate(found.sources))
         rows += found.rows
@@ -206,30 +212,87 @@ def mixture_counts(blocks: Sequence[int], weights: Sequence[float]) -> list[int]
     return counts
 
 
-def mixture_index(blocks: Sequence[int], counts: Sequence[int], seed: int) -> np.ndarray:
-    """The mixed train order's block rows (int64): ``counts[s]`` of source ``s``'s range, interleaved by weight.
+def _source_draw(size: int, count: int, seed: int, source: int, epoch: int) -> np.ndarray:
+    """Draws ``[epoch·count, (epoch+1)·count)`` of source ``source``'s endless run of seeded permutations of ``range(size)``."""
+    first, stop = epoch * count, (epoch + 1) * count
+    passes = range(first // size, -(-stop // size))
+    perms = [
+        np.random.Generator(
+            np.random.PCG64([int(seed) & ((1 << 64) - 1), MIXTURE_SEED, source, k])
+        ).permutation(size)
+        for k in passes
+    ]
+    start = first - passes[0] * size
+    return np.concatenate(perms)[start : start + count].astype(np.int64)
+
+
+def mixture_index(blocks: Sequence[int], counts: Sequence[int], seed: int, epoch: int = 0) -> np.ndarray:
+    """The block rows (int64) epoch ``epoch`` serves: ``counts[s]`` of source ``s``'s range, interleaved by weight.
 
     Source ``s`` owns rows ``[sum(blocks[:s]), sum(blocks[:s+1]))`` of the train block file. Its
-    draw is a seeded permutation of its rows, repeated whole while ``counts[s]`` exceeds them,
-    and the first rows of one more permutation for the rest. The sources are interleaved by the
-    place of each draw in its own sequence (``(k + 0.5) / counts[s]``), so every prefix holds
-    each source close to its share.
+    rows are drawn from an endless run of seeded permutations of them, ``counts[s]`` an epoch,
+    each epoch where the last stopped: a downsampled source serves all its blocks over the
+    epochs, an upsampled one repeats them. The sources are interleaved by the place of each draw
+    in its own epoch (``(k + 0.5) / counts[s]``), so every prefix holds each source near its share.
     """
     starts = np.concatenate([[0], np.cumsum(np.asarray(blocks, dtype=np.int64))])
     rows, keys, owners = [], [], []
     for s, (size, count) in enumerate(zip(blocks, counts)):
         if count == 0 or size == 0:
             continue
-        rng = np.random.Generator(np.random.PCG64([int(seed) & ((1 << 64) - 1), MIXTURE_SEED, s]))
-        passes = -(-int(count) // int(size))
-        drawn = np.concatenate([rng.permutation(int(size)) for _ in range(passes)])[: int(count)]
-        rows.append(drawn.astype(np.int64) + starts[s])
+        rows.append(_source_draw(int(size), int(count), seed, s, int(epoch)) + starts[s])
         keys.append((np.arange(count, dtype=np.float64) + 0.5) / count)
         owners.append(np.full(count, s, dtype=np.int64))
     if not rows:
         return np.empty(0, dtype=np.int64)
     order = np.lexsort((np.concatenate(owners), np.concatenate(keys)))
     return np.concatenate(rows)[order]
+
+
+@dataclass(frozen=True)
+class MixedOrder(GlobalOrder):
+    """The global order of a mixture's train split: the positions of :class:`GlobalOrder`, read through each epoch's draw.
+
+    A position names a place in the epoch's draw (:func:`mixture_index`), whose rows it serves:
+    the order is still a function of the seed and the epoch alone, the same on any number of
+    ranks, so a run resumed mid-epoch continues exactly where it stopped.
+
+    Attributes:
+        blocks: train blocks per source.
+        counts: blocks drawn per source each epoch (summing to ``size``).
+    """
+
+    blocks: tuple[int, ...] = ()
+    counts: tuple[int, ...] = ()
+
+    def draw(self, epoch: int) -> np.ndarray:
+        """The block rows of epoch ``epoch``'s draw, in the mixture's interleaved order."""
+        return mixture_index(self.blocks, self.counts, self.seed, epoch)
+
+    def rank_indices(self, epoch: int, start: int = 0) -> np.ndarray:
+        """The block rows this rank reads in ``epoch`` from global position ``start`` on."""
+        rows: np.ndarray = self.draw(epoch)[super().rank_indices(epoch, start)]
+        return rows
+
+    def digest(self, epoch: int) -> str:
+        """A short hash of the epoch's rows in order: the seed, the shuffle, the draw and the weights show in it."""
+        rows = self.draw(epoch)[epoch_order(self.size, self.seed, epoch, self.shuffle)]
+        return xxhash.xxh3_64_hexdigest(rows.tobytes())
+
+    def shares(self, epoch: int = 0) -> list[float]:
+        """Each source's share of the blocks ``epoch`` serves (its whole global batches)."""
+        served = self.draw(epoch)[
+            epoch_order(self.size, self.seed, epoch, self.shuffle)[: self.epoch_samples]
+        ]
+        owners = np.searchsorted(np.cumsum(self.blocks), served, side="right")
+        counts = np.bincount(owners, minlength=len(self.blocks))
+        return [float(c) / len(served) if len(served) else 0.0 for c in counts.tolist()]
+
+
+def mixed_order(order: GlobalOrder, mixture: Mapping[str, Any]) -> MixedOrder:
+    """``order`` (a ``shard`` step's) read through the draw of ``mixture`` (``pack``'s record)."""
+    fields = {f.name: getattr(order, f.name) for f in dataclass_fields(GlobalOrder)}
+    return MixedOrder(**fields, blocks=tuple(mixture["train_blocks"]), counts=tuple(mixture["drawn_blocks"]))
 
 
 def mixture_record(

@@ -55,7 +55,7 @@ def pack(ctx: StepContext, state: DataState) -> StepResult:
     fp = fingerprint("lm-pack", LM_CODE_VERSION, dict(ctx.inputs), cfg.block_size)
     folder = scratch(ctx, "pack")
     blocks, stats = {}, {}
-    sources = len(cfg.sources) if cfg.sources else 1
+    sources = len(cfg.source_list) or 1
     for name, stream in state.parts.items():
         # a mixture's files are source by source (split.py): each source's blocks and tail apart
         per = len(stream.paths) // sources
@@ -114,7 +114,7 @@ def pack(ctx: StepContext, state: DataState) -> StepResult:
     if sources > 1 and "train" in blocks:
         tokens = {name: stats[f"{name}_source_tokens"] for name in blocks}
         stats["mixture"] = mixture_record(
-            cfg.sources, tokens, stats["train_source_blocks"], width, cfg.seed, cfg.mixture_tolerance
+            cfg.source_list, tokens, stats["train_source_blocks"], width, cfg.seed, cfg.mixture_tolerance
         )
     part_fps = {name: fingerprint(fp, name) for name in blocks}
     return StepResult(

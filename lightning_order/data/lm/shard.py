@@ -14,11 +14,10 @@ import numpy as np
 from lightning_order.data.engine.runner import DataState, StepContext, StepResult
 from lightning_order.data.engine.sharding import plan_shard
 from lightning_order.data.lm.blocks import stride_shard
-from lightning_order.data.lm.mixture import mixture_index
+from lightning_order.data.lm.mixture import MixedOrder, mixed_order
 from lightning_order.data.lm.registry import LM_STEPS
-from lightning_order.positions import GlobalOrder, epoch_order
 
-__all__ = ["BlockView", "mixed_blocks", "served_shares", "shard"]
+__all__ = ["BlockView", "shard"]
 
 
 @dataclass(frozen=True)
@@ -52,35 +51,20 @@ def shard(ctx: StepContext, state: DataState) -> StepResult:
     part is the blocks it reads in the first epoch (equal counts on every rank).
     """
     train = state.parts["train"]
+    if len(train) < ctx.world_size:  # the message of earlier versions, which users match on
+        stride_shard(len(train), ctx.world_size, ctx.rank)
+    plan = plan_shard(ctx, len(train), ctx.inputs["pack"], name="lm-shard", what="blocks")
     mixture = state.extra.get("mixture")
-    served = train if mixture is None else mixed_blocks(train, mixture)
-    if len(served) < ctx.world_size:  # the message of earlier versions, which users match on
-        stride_shard(len(served), ctx.world_size, ctx.rank)
-    plan = plan_shard(ctx, len(served), ctx.inputs["pack"], name="lm-shard", what="blocks")
-    extra = {**state.extra, "served": served, "global_order": plan.order}
-    first = plan.order.rank_indices(0)
-    mine = BlockView(train, first if mixture is None else served.index[first])
+    # a mixture: the same positions, read through each epoch's draw by weight (data/lm/mixture.py)
+    order = plan.order if mixture is None else mixed_order(plan.order, mixture)
+    extra = {**state.extra, "served": train, "global_order": order}
     params, stats = plan.params, plan.stats
-    if mixture is not None:  # what the epoch really serves, and the tolerance it is judged by now
+    if isinstance(order, MixedOrder):  # what the first epoch serves, and the tolerance it is judged by now
         params = {**params, "mixture_tolerance": float(ctx.config.mixture_tolerance)}
-        stats = {**stats, "mixture_shares": served_shares(served.index, mixture["train_blocks"], plan.order)}
+        stats = {**stats, "mixture_shares": order.shares(0)}
     return StepResult(
-        replace(state, parts={**state.parts, "train": mine}, extra=extra),
+        replace(state, parts={**state.parts, "train": BlockView(train, order.rank_indices(0))}, extra=extra),
         plan.output,
         params=params,
         stats=stats,
     )
-
-
-def mixed_blocks(train: Any, mixture: dict[str, Any]) -> BlockView:
-    """A mixture's train split as served: the drawn rows of the block file (:func:`~.mixture.mixture_index`)."""
-    index = mixture_index(mixture["train_blocks"], mixture["drawn_blocks"], mixture["seed"])
-    return BlockView(train, index)
-
-
-def served_shares(index: np.ndarray, blocks: list[int], order: GlobalOrder) -> list[float]:
-    """Each source's share of the blocks the first epoch serves (whole global batches of the drawn order)."""
-    rows = index[epoch_order(order.size, order.seed, 0, order.shuffle)[: order.epoch_samples]]
-    owners = np.searchsorted(np.cumsum(blocks), rows, side="right")
-    counts = np.bincount(owners, minlength=len(blocks))
-    return [float(c) / len(rows) if len(rows) else 0.0 for c in counts.tolist()]

@@ -27,7 +27,7 @@ def split(ctx: StepContext, state: DataState) -> StepResult:
     cfg: LMConfig = ctx.config
     docs = partitioned(ctx, state.data, "all", int(state.extra["partitions"]))
     out = {name: scratch(ctx, "split", name) for name in ("train", "val")}
-    sources = len(cfg.sources) if cfg.sources else 1  # a mixture: each source's files apart (mixture.py)
+    sources = len(cfg.source_list) or 1  # a mixture: each source's files apart (mixture.py)
     mixed = {"sources": sources, "partitions": docs.count} if sources > 1 else {}
     items = [
         {

@@ -129,6 +129,31 @@ def test_the_draw_shares_the_total_by_weight_upsampling_and_interleaving() -> No
     assert not np.array_equal(index, mixture_index([10, 90], [50, 50], seed=1))
 
 
+def test_each_epoch_draws_on_so_a_downsampled_source_serves_all_its_blocks() -> None:
+    blocks, counts = [10, 90], [50, 50]  # the second source gives 50 of its 90 blocks an epoch
+    epochs = [mixture_index(blocks, counts, seed=0, epoch=e) for e in range(2)]
+    code = [e[e >= 10] for e in epochs]
+    assert len(set(code[0].tolist())) == 50 and set(code[0].tolist()) | set(code[1].tolist()) == set(
+        range(10, 100)
+    )
+    assert all((e < 10).sum() == 50 for e in epochs)  # the shares hold every epoch
+    # the order is a function of the seed and the epoch alone
+    assert np.array_equal(epochs[1], mixture_index(blocks, counts, seed=0, epoch=1))
+
+
+def test_the_mixed_order_serves_the_same_rows_on_one_rank_or_two() -> None:
+    from lightning_order.data.lm.mixture import MixedOrder
+
+    one = MixedOrder(100, 4, 1, 0, seed=3, blocks=(10, 90), counts=(50, 50))
+    two = [MixedOrder(100, 2, 2, r, seed=3, blocks=(10, 90), counts=(50, 50)) for r in range(2)]
+    for epoch in (0, 1):
+        whole = one.rank_indices(epoch).reshape(-1, 4)
+        halves = np.concatenate([t.rank_indices(epoch).reshape(-1, 2) for t in two], axis=1)
+        assert np.array_equal(whole, halves)
+        assert np.array_equal(one.rank_indices(epoch, start=40), one.rank_indices(epoch)[40:])
+    assert one.digest(0) != one.digest(1) and one.shares(0) == [0.5, 0.5]
+
+
 def test_audit_shows_the_mixture(mixed: OrderedLMDataModule) -> None:
     from lightning_order.data.lm.figures import lm_figures
 
