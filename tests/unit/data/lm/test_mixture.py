@@ -154,12 +154,22 @@ def test_the_mixed_order_serves_the_same_rows_on_one_rank_or_two() -> None:
     assert one.digest(0) != one.digest(1) and one.shares(0) == [0.5, 0.5]
 
 
-def test_audit_shows_the_mixture(mixed: OrderedLMDataModule) -> None:
-    from lightning_order.data.lm.figures import lm_figures
+def test_audit_shows_the_mixture_and_judges_it(mixed: OrderedLMDataModule) -> None:
+    import io
 
-    figures = dict(lm_figures(mixed.ledger))
-    assert figures["mixture"].startswith("web: weight 0.700, drawn 0.700 of the train tokens")
-    assert "code: weight 0.300" in figures["mixture"] and "(tolerance ±1 points)" in figures["mixture"]
+    from rich.console import Console
+
+    from lightning_order.cli import audit
+    from lightning_order.cli.auditing import AUDIT_OK
+
+    buffer = io.StringIO()
+    code = audit(mixed.cache_path, console=Console(file=buffer, width=400, soft_wrap=True))
+    line = next(row for row in buffer.getvalue().splitlines() if row.startswith("mixture: "))
+    assert code == AUDIT_OK and "no violation" in buffer.getvalue()
+    assert line.startswith("mixture: web: weight 0.700, drawn 0.700 of the train tokens (")
+    assert "code: weight 0.300, drawn 0.300 of the train tokens" in line and line.endswith(
+        "(tolerance ±1 points)"
+    )
 
 
 def test_a_yaml_list_of_sources_instantiates_through_the_cli(corpus: Path, tmp_path: Path) -> None:
