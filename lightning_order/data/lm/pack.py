@@ -58,6 +58,12 @@ def pack(ctx: StepContext, state: DataState) -> StepResult:
     sources = len(cfg.source_list) or 1
     for name, stream in state.parts.items():
         # a mixture's files are source by source (split.py): each source's blocks and tail apart
+        if sources > 1 and len(stream.paths) != state.extra.get("source_files"):
+            raise DataError(
+                f"the {name} split's files no longer hold each source apart (a step re-partitioned the documents "
+                "after split): a mixture packs per source; run clean and dedup before split (the mandated order)",
+                step="pack",
+            )
         per = len(stream.paths) // sources
         groups = [range(s * per, (s + 1) * per) for s in range(sources)]
         whole = [t // width for t in stream.tokens]

@@ -204,3 +204,11 @@ def test_a_yaml_list_of_sources_instantiates_through_the_cli(corpus: Path, tmp_p
     assert [(s.name, s.weight) for s in sources] == [("web", 0.7), ("code", 0.3)]
     assert cli.model.hparams["vocab_size"] == cli.datamodule.dims["vocab_size"]
     assert cli.datamodule.ledger.latest("pack").stats["mixture"]["sources"] == ["web", "code"]
+
+
+def test_a_mixture_cleaned_again_after_the_split_is_refused_by_pack(corpus: Path, tmp_path: Path) -> None:
+    order = ["load", "split", "clean", "dedup", "build_vocab", "encode", "pack", "shard"]
+    dm = mixture_dm(corpus, tmp_path, order=order, enforce=False)
+    with pytest.raises(DataError, match="a mixture packs per source") as err:
+        dm.prepare_data()
+    assert err.value.step == "pack" and "mandated order" in str(err.value)
