@@ -56,6 +56,7 @@ def test_a_near_duplicate_across_sources_is_one_document_and_every_source_is_spl
     split = dm.ledger.latest("split").stats
     assert sum(split["train_source_rows"]) + sum(split["val_source_rows"]) == 320
     assert all(v > 0 for v in [*split["train_source_rows"], *split["val_source_rows"]])
+    assert len(dm.documents("train")) == sum(split["train_source_rows"])
 
 
 def test_the_validation_blocks_are_packed_per_source_too(mixed: OrderedLMDataModule) -> None:
@@ -212,3 +213,16 @@ def test_a_mixture_cleaned_again_after_the_split_is_refused_by_pack(corpus: Path
     with pytest.raises(DataError, match="a mixture packs per source") as err:
         dm.prepare_data()
     assert err.value.step == "pack" and "mandated order" in str(err.value)
+
+
+def test_a_source_too_small_for_one_block_is_mixture_off_weight(tmp_path: Path) -> None:
+    from lightning_order.pipelines import descriptor_for
+
+    write_sources(tmp_path / "data")
+    (tmp_path / "data" / "code" / "docs.txt").write_text("def f\n")  # 3 tokens and an end-of-text: no block
+    dm = mixture_dm(tmp_path / "data", tmp_path / "cache")
+    dm.setup("fit")
+    assert dm.ledger.latest("pack").stats["mixture"]["drawn_blocks"][1] == 0
+    [violation] = descriptor_for(ledger=dm.ledger).check(dm.ledger)
+    assert violation.rule == "mixture-off-weight" and violation.details["sources"] == ["web", "code"]
+    assert "source 'code': weight 30.00%, realised 0.00%" in violation.message
