@@ -26,6 +26,7 @@ _LAZY: dict[str, str] = {
     "OrderedDataModule": "lightning_order.data.text.datamodule",
     "make_demo_corpus": "lightning_order.data.text.demo",
     "OrderedLMDataModule": "lightning_order.data.lm.datamodule",
+    "LMSource": "lightning_order.data.lm.mixture",
     "CacheWarning": "lightning_order.errors",
     "CheckpointError": "lightning_order.errors",
     "DataError": "lightning_order.errors",
@@ -69,6 +70,7 @@ if TYPE_CHECKING:
     from lightning_order.callbacks import SymptomMonitor as SymptomMonitor
     from lightning_order.checks.symptoms import Diagnosis as Diagnosis
     from lightning_order.data.lm.datamodule import OrderedLMDataModule as OrderedLMDataModule
+    from lightning_order.data.lm.mixture import LMSource as LMSource
     from lightning_order.data.text.datamodule import OrderedDataModule as OrderedDataModule
     from lightning_order.data.text.demo import make_demo_corpus as make_demo_corpus
     from lightning_order.errors import CacheWarning as CacheWarning

@@ -140,6 +140,14 @@ RULES: dict[str, Rule] = {
         "document_attention=True) does), and a model that honours them: OrderedCausalLM, or a transformers "
         "model fed no attention_mask and built with use_cache=False",
     ),
+    "mixture-off-weight": Rule(
+        "the train tokens drawn from a mixture's sources stray from their stated weights beyond the tolerance",
+        "the model trains on another mixture than the one stated: a source is over- or under-represented, "
+        "and the run's results cannot be compared with the weights it claims",
+        "give every source enough train blocks for its weight (more documents, a smaller block_size, or "
+        "weights the data can meet), or state a wider mixture_tolerance; in a hand-written pipeline draw "
+        "train blocks so each source's token share matches its weight",
+    ),
 }
 
 

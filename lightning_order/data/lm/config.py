@@ -34,6 +34,7 @@ from lightning_order.data.engine.config import (
 )
 from lightning_order.data.engine.ray_engine import check_ray_address
 from lightning_order.data.engine.storage import file_digest
+from lightning_order.data.lm.mixture import LMSource, normalise_sources, sources_identity
 from lightning_order.data.lm.spec import NAME
 from lightning_order.data.lm.tokenizer_source import TokenizerSource, read_source
 from lightning_order.errors import DataError
@@ -45,6 +46,7 @@ __all__ = [
     "BatchFormat",
     "EngineName",
     "LMConfig",
+    "LMSource",
     "SampleBy",
     "padded_size",
 ]
@@ -126,9 +128,20 @@ class LMConfig(BaseDataConfig):
     """a tokenizer to use instead of training one: a local ``tokenizer.json``, a local Hugging Face tokenizer folder (``tokenizer.json`` with ``tokenizer_config.json`` / ``special_tokens_map.json``) or, from Python, a ``transformers.PreTrainedTokenizerFast``; read once when the DataModule is built and recorded by a hash of its content (never its path); a name that is not a local path is refused (no hub download). It must hold ``eos_token`` as a special token. Not with ``tokenizer_file``."""
     bos_token: str | None = "auto"
     """the token put at the start of every document in the blocks, and added by the tokenizer handed to users so a prompt encodes as a document starts: ``"auto"`` (what the supplied tokenizer adds: its config's ``add_bos_token``, else the token its post-processor puts first, e.g. ``<s>``; none for a trained BPE), ``None`` (no BOS), or a control marker (e.g. ``"<s>"``: declared by a trained BPE, a special token of a supplied one). Recorded by ``build_vocab`` and ``encode``."""
+    sources: list[LMSource] | dict[str, float] | None = field(
+        default=None,
+        metadata=shapes(
+            when=lambda config: config.sources is not None, value=lambda config: config.mixture_identity
+        ),
+    )
+    """a weighted mixture instead of ``dataset``/``data_files``: a list of ``LMSource(path, weight, name=None, dataset="text")`` (YAML: a list of mappings with ``path`` and ``weight``) or a mapping path -> weight. The sources are cleaned and deduplicated together, split by document, packed per source, and the train blocks drawn so each source's token share matches its weight (recorded in the ledger's ``pack`` record, ``mixture``); ``max_documents`` applies per source."""
+    mixture_tolerance: float = field(default=0.01, metadata=SERVES)
+    """with ``sources``: the most a source's realised share of the train tokens may stray from its weight (0.01: one percentage point) before the validator reports ``mixture-off-weight``."""
 
     def validate(self) -> None:
-        """The shared checks (:meth:`BaseDataConfig.validate`), then the LM fields."""
+        """The mixture's sources (before the shared checks: they replace ``dataset``), the shared checks (:meth:`BaseDataConfig.validate`), then the LM fields."""
+        if self.sources is not None:
+            self._validate_sources()
         super().validate()
         check_int(
             "vocab_size",
@@ -262,6 +275,33 @@ class LMConfig(BaseDataConfig):
         source = self.tokenizer_source
         return None if source is None else source.label
 
+    def _validate_sources(self) -> None:
+        object.__setattr__(self, "sources", normalise_sources(self.sources))
+        if self.dataset is not None or self.data_files is not None:
+            raise DataError(
+                f"sources replaces dataset and data_files (got dataset={self.dataset!r}, data_files="
+                f"{self.data_files!r}); leave them out and give each source its files (and builder: "
+                "LMSource(path=..., weight=..., dataset='json'))",
+                step="load",
+            )
+        tolerance = self.mixture_tolerance
+        if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or not 0 <= tolerance < 1:
+            raise DataError(
+                f"mixture_tolerance must be a fraction in [0, 1), got {tolerance!r}; e.g. 0.01 (one point)",
+                step="shard",
+            )
+        _ = self.mixture_identity  # each source's files, read (and checked) now
+
+    @property
+    def source_list(self) -> tuple[LMSource, ...]:
+        """The mixture's sources, checked and named (empty without ``sources``)."""
+        return normalise_sources(self.sources) or ()
+
+    @cached_property
+    def mixture_identity(self) -> list[dict[str, Any]] | None:
+        """Each source's name, builder, weight and files' identity (``None`` without ``sources``)."""
+        return None if self.sources is None else sources_identity(self)
+
     @cached_property
     def tokenizer_digest(self) -> str | None:
         """The xxh3 hash of ``tokenizer_file``'s bytes (``None`` when the tokenizer is trained)."""
@@ -272,14 +312,16 @@ class LMConfig(BaseDataConfig):
         ident: dict[str, Any] = {**self.source_identity(), "max_documents": self.max_documents}
         if self.dataset == "text":
             ident["sample_by"] = self.sample_by
-        if self.dataset is None:
+        if self.sources is not None:
+            ident["sources"] = self.mixture_identity
+        elif self.dataset is None:
             ident["stdlib_corpus"] = _stdlib_corpus_identity()
         return ident
 
     def fixed_identity(self) -> dict[str, Any]:
         """The pipeline, its code version and, for the built-in corpus, what its text is made of."""
         fixed: dict[str, Any] = {"pipeline": NAME, "code_version": LM_CODE_VERSION}
-        if self.dataset is None:
+        if self.dataset is None and self.sources is None:
             fixed["stdlib_corpus"] = _stdlib_corpus_identity()
         return fixed
 

@@ -15,6 +15,7 @@ for ``transformers`` causal LMs that shift labels themselves (``batch_format="hf
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
@@ -89,6 +90,8 @@ _POSITIONAL_ORDER: tuple[str, ...] = (
     "document_attention",
     "tokenizer",
     "bos_token",
+    "sources",
+    "mixture_tolerance",
 )
 
 
@@ -200,6 +203,8 @@ class OrderedLMDataModule(OrderedDataModuleBase):
     def __init__(self, arguments: dict[str, Any]) -> None:
         """Takes :class:`~lightning_order.data.lm.config.LMConfig`'s fields as keywords."""
         self._configure(arguments, overrides=override_identity(type(self), OrderedLMDataModule, ("clean",)))
+        if self.config.sources is not None:  # plain data in checkpoints, which load with weights_only=True
+            self.hparams["sources"] = [dataclasses.asdict(s) for s in self.config.source_list]
         self._doc_hashes: dict[str, np.ndarray] = {}
         self._batch_format: dict[str, Any] | None = None
         self._hf_tokenizer: tuple[Any, Any] | None = None  # (the tokenizer it wraps, the wrapper)
@@ -307,7 +312,10 @@ class OrderedLMDataModule(OrderedDataModuleBase):
     def _read_prepared(self, path: Path, ledger: StepLedger) -> DataState:
         arrays = read_blocks(path)
         self._doc_hashes = {"train": arrays["train_doc_hashes"], "val": arrays["val_doc_hashes"]}
-        return DataState(parts={"train": arrays["train"], "val": arrays["val"]}, form="packed")
+        pack = ledger.latest("pack")  # a mixture's record: shard draws the train blocks by weight from it
+        mixture = pack.stats.get("mixture") if pack is not None else None
+        extra = {"mixture": mixture} if mixture else {}
+        return DataState(parts={"train": arrays["train"], "val": arrays["val"]}, form="packed", extra=extra)
 
     def _assign(self, state: DataState, ledger: StepLedger) -> None:
         self._train, self._val = state.parts["train"], state.parts["val"]

@@ -121,6 +121,7 @@ class ChunkSource:
         path: an Arrow IPC file holding the ``text`` column (the built-in corpus), or ``None``.
         dataset: a memory-mapped ``datasets.Dataset`` (pickled by reference to its files).
         column: the text column.
+        origin: the index of its source in a mixture (``None``: the only source).
     """
 
     index: int
@@ -129,6 +130,7 @@ class ChunkSource:
     path: str | None = None
     dataset: Any = None
     column: str = "text"
+    origin: int | None = None
 
     def table(self) -> pa.Table:
         """The chunk's rows (a zero-copy slice of the memory-mapped source)."""

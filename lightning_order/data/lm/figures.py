@@ -156,4 +156,8 @@ def lm_figures(ledger: StepLedger) -> list[tuple[str, str]]:
     dropped = _pair(pack, "train_dropped_tokens", "val_dropped_tokens")
     if dropped:
         rows.append(("dropped tokens", dropped + " (the last tail shorter than a block)"))
+    if isinstance(pack.get("mixture"), dict):
+        from lightning_order.data.lm.mixture import mixture_figure
+
+        rows.append(("mixture", mixture_figure(pack["mixture"])))
     return rows

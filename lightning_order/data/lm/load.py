@@ -23,19 +23,25 @@ __all__ = ["load"]
 def load(ctx: StepContext, state: DataState) -> StepResult:
     """Reads the documents (the standard library's documentation, or ``text_column`` of a dataset) as chunks."""
     from lightning_order.data.lm.documents import read_input
+    from lightning_order.data.lm.mixture import read_sources
 
     cfg: LMConfig = ctx.config
     work = ctx.work if ctx.work is not None else Path(".")
-    chunks, info = read_input(cfg, work)
+    chunks, info = read_sources(cfg, work) if cfg.sources else read_input(cfg, work)
     count = partition_count(chunks.text_bytes, cfg.num_partitions)
     engine = engine_of(ctx)
     getattr(engine, "start", lambda weight: None)(chunks.text_bytes)  # workers forked before any thread pool
-    corpus = info.get("corpus") or fingerprint("files", cfg.input_identity)
+    corpus = info.get("corpus") or fingerprint("files", cfg.mixture_identity or cfg.input_identity)
     fp = fingerprint("lm-load", LM_CODE_VERSION, cfg.load_identity(), corpus)
     return StepResult(
         replace(state, data=chunks, extra={**state.extra, "partitions": count}),
         fp,
-        params={"dataset": cfg.dataset or "stdlib-docs", "corpus": corpus, "partitions": count},
+        params={
+            "dataset": cfg.dataset or ("mixture" if cfg.sources else "stdlib-docs"),
+            "corpus": corpus,
+            "partitions": count,
+            **({"sources": [s.name for s in cfg.source_list]} if cfg.sources else {}),
+        },
         # Where the work ran is a statistic: no fingerprint (the manifest's included) depends on it.
         stats={
             "rows": chunks.rows,
@@ -43,5 +49,6 @@ def load(ctx: StepContext, state: DataState) -> StepResult:
             "null_rows": info["null_rows"],
             "engine": engine.name,
             "workers": engine.workers,
+            **({"source_rows": info["source_rows"]} if cfg.sources else {}),
         },
     )

@@ -15,6 +15,7 @@ from lightning_order.data.engine.runner import DataState, StepContext, StepResul
 from lightning_order.data.engine.storage import allocate_array
 from lightning_order.data.lm import tasks
 from lightning_order.data.lm.config import LM_CODE_VERSION, LMConfig
+from lightning_order.data.lm.mixture import mixture_record
 from lightning_order.data.lm.registry import LM_STEPS, engine_of, scratch
 from lightning_order.errors import DataError
 from lightning_order.ledger import fingerprint
@@ -54,10 +55,22 @@ def pack(ctx: StepContext, state: DataState) -> StepResult:
     fp = fingerprint("lm-pack", LM_CODE_VERSION, dict(ctx.inputs), cfg.block_size)
     folder = scratch(ctx, "pack")
     blocks, stats = {}, {}
+    sources = len(cfg.source_list) or 1
     for name, stream in state.parts.items():
+        # a mixture's files are source by source (split.py): each source's blocks and tail apart
+        if sources > 1 and len(stream.paths) != state.extra.get("source_files"):
+            raise DataError(
+                f"the {name} split's files no longer hold each source apart (a step re-partitioned the documents "
+                "after split): a mixture packs per source; run clean and dedup before split (the mandated order)",
+                step="pack",
+            )
+        per = len(stream.paths) // sources
+        groups = [range(s * per, (s + 1) * per) for s in range(sources)]
         whole = [t // width for t in stream.tokens]
-        tails = sum(t % width for t in stream.tokens)
-        rows = sum(whole) + tails // width
+        group_rows = [
+            sum(whole[i] for i in g) + sum(stream.tokens[i] % width for i in g) // width for g in groups
+        ]
+        rows = sum(group_rows)
         if rows == 0:
             raise DataError(
                 f"block_size={cfg.block_size} cannot be filled: the {name} split holds {sum(stream.tokens)} tokens, "
@@ -68,7 +81,10 @@ def pack(ctx: StepContext, state: DataState) -> StepResult:
         path = folder / name / "blocks.npy"
         path.parent.mkdir(parents=True)
         allocate_array(path, (rows, width), np.int32)  # on disk now: a full disk is ENOSPC, never a SIGBUS
-        offsets = np.concatenate([[0], np.cumsum(whole)]).tolist()
+        starts = np.concatenate([[0], np.cumsum(group_rows)]).tolist()
+        offsets: list[int] = []
+        for g, start in zip(groups, starts):
+            offsets.extend(np.concatenate([[start], start + np.cumsum([whole[i] for i in g])]).tolist()[:-1])
         items = [
             {
                 "tokens": stream.paths[i],
@@ -80,21 +96,32 @@ def pack(ctx: StepContext, state: DataState) -> StepResult:
             for i in range(len(stream.paths))
         ]
         packed = engine_of(ctx).map(tasks.pack_partition, items, desc=f"pack {name}")
-        tail = np.concatenate([np.empty(0, dtype=np.int32), *(p["tail"] for p in packed)])
-        count = len(tail) // width
-        eos = sum(p["eos"] for p in packed)
-        if count:
-            out = np.load(path, mmap_mode="r+")
-            out[offsets[-1] : offsets[-1] + count] = tail[: count * width].reshape(count, width)
-            out.flush()
-            del out
-            eos += int(np.count_nonzero(tail[: count * width] == eos_id)) if eos_id is not None else 0
+        eos, dropped = sum(p["eos"] for p in packed), 0
+        for g, start in zip(groups, starts):
+            tail = np.concatenate([np.empty(0, dtype=np.int32), *(packed[i]["tail"] for i in g)])
+            count = len(tail) // width
+            if count:
+                first = start + sum(whole[i] for i in g)
+                out = np.load(path, mmap_mode="r+")
+                out[first : first + count] = tail[: count * width].reshape(count, width)
+                out.flush()
+                del out
+                eos += int(np.count_nonzero(tail[: count * width] == eos_id)) if eos_id is not None else 0
+            dropped += int(len(tail) - count * width)
         blocks[name] = BlockFile(str(path), rows, width)
         stats[f"{name}_blocks"] = rows
-        stats[f"{name}_dropped_tokens"] = int(len(tail) - count * width)
+        stats[f"{name}_dropped_tokens"] = dropped
         stats[f"{name}_eos_tokens"] = eos  # 0 without end-of-text: the workers counted none
+        if sources > 1:
+            stats[f"{name}_source_blocks"] = group_rows
+            stats[f"{name}_source_tokens"] = [sum(stream.tokens[i] for i in g) for g in groups]
     train_tokens = blocks["train"].rows * width if "train" in blocks else 0
     stats["eos_rate"] = stats.get("train_eos_tokens", 0) / train_tokens if train_tokens else 0.0
+    if sources > 1 and "train" in blocks:
+        tokens = {name: stats[f"{name}_source_tokens"] for name in blocks}
+        stats["mixture"] = mixture_record(
+            cfg.source_list, tokens, stats["train_source_blocks"], width, cfg.seed, cfg.mixture_tolerance
+        )
     part_fps = {name: fingerprint(fp, name) for name in blocks}
     return StepResult(
         replace(state, parts=blocks, part_fps=part_fps),

@@ -14,6 +14,7 @@ import numpy as np
 from lightning_order.data.engine.runner import DataState, StepContext, StepResult
 from lightning_order.data.engine.sharding import plan_shard
 from lightning_order.data.lm.blocks import stride_shard
+from lightning_order.data.lm.mixture import MixedOrder, mixed_order
 from lightning_order.data.lm.registry import LM_STEPS
 
 __all__ = ["BlockView", "shard"]
@@ -53,12 +54,17 @@ def shard(ctx: StepContext, state: DataState) -> StepResult:
     if len(train) < ctx.world_size:  # the message of earlier versions, which users match on
         stride_shard(len(train), ctx.world_size, ctx.rank)
     plan = plan_shard(ctx, len(train), ctx.inputs["pack"], name="lm-shard", what="blocks")
-    extra = {**state.extra, "served": train, "global_order": plan.order}
+    mixture = state.extra.get("mixture")
+    # a mixture: the same positions, read through each epoch's draw by weight (data/lm/mixture.py)
+    order = plan.order if mixture is None else mixed_order(plan.order, mixture)
+    extra = {**state.extra, "served": train, "global_order": order}
+    params, stats = plan.params, plan.stats
+    if isinstance(order, MixedOrder):  # what the first epoch serves, and the tolerance it is judged by now
+        params = {**params, "mixture_tolerance": float(ctx.config.mixture_tolerance)}
+        stats = {**stats, "mixture_shares": order.shares(0)}
     return StepResult(
-        replace(
-            state, parts={**state.parts, "train": BlockView(train, plan.order.rank_indices(0))}, extra=extra
-        ),
+        replace(state, parts={**state.parts, "train": BlockView(train, order.rank_indices(0))}, extra=extra),
         plan.output,
-        params=plan.params,
-        stats=plan.stats,
+        params=params,
+        stats=stats,
     )

@@ -26,7 +26,10 @@ LM_SPEC = PipelineSpec(
     config="lightning_order.data.lm.config:LMConfig",
     preparation="lightning_order.data.lm.prepare:PREPARATION",
     steps="lightning_order.data.lm.steps:LM_STEPS",
-    ledger_checks=("lightning_order.checks.lm:check_lm_records",),
+    ledger_checks=(
+        "lightning_order.checks.lm:check_lm_records",
+        "lightning_order.checks.mixture:check_mixture_records",
+    ),
     config_checks=("lightning_order.checks.lm:check_lm_config",),
     summary="lightning_order.data.lm.figures:print_lm_summary",
     figures="lightning_order.data.lm.figures:lm_figures",

@@ -27,8 +27,18 @@ def split(ctx: StepContext, state: DataState) -> StepResult:
     cfg: LMConfig = ctx.config
     docs = partitioned(ctx, state.data, "all", int(state.extra["partitions"]))
     out = {name: scratch(ctx, "split", name) for name in ("train", "val")}
+    sources = len(cfg.source_list) or 1  # a mixture: each source's files apart (mixture.py)
+    mixed = {"sources": sources, "partitions": docs.count} if sources > 1 else {}
+    files = docs.count * sources  # what pack checks: each source's files apart, as written here
     items = [
-        {"documents": docs, "partition": p, "val_fraction": cfg.val_fraction, "seed": cfg.seed, "out": out}
+        {
+            "documents": docs,
+            "partition": p,
+            "val_fraction": cfg.val_fraction,
+            "seed": cfg.seed,
+            "out": out,
+            **mixed,
+        }
         for p in range(docs.count)
     ]
     results = engine_of(ctx).map(tasks.split_partition, items, weight=docs.text_bytes, desc="split")
@@ -43,13 +53,21 @@ def split(ctx: StepContext, state: DataState) -> StepResult:
                 "use more documents or another val_fraction",
                 step="split",
             )
-        parts[name] = DocumentSet(
-            out[name], docs.count, True, rows, sum(r[name]["text_bytes"] for r in results)
-        )
+        parts[name] = DocumentSet(out[name], files, True, rows, sum(r[name]["text_bytes"] for r in results))
         part_fps[name] = fingerprint(fp, name, [r[name]["digest"] for r in results])
         stats[f"{name}_rows"] = rows
+        if mixed:
+            stats[f"{name}_source_rows"] = [
+                sum(r[name]["source_rows"][s] for r in results) for s in range(sources)
+            ]
     return StepResult(
-        replace(state, data=None, parts=parts, part_fps=part_fps),
+        replace(
+            state,
+            data=None,
+            parts=parts,
+            part_fps=part_fps,
+            extra={**state.extra, "source_files": files} if mixed else state.extra,
+        ),
         fp,
         parts=part_fps,
         params=params,

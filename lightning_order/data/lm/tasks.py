@@ -33,6 +33,7 @@ from lightning_order.data.engine.partitions import (
     write_table,
 )
 from lightning_order.data.engine.storage import save_array
+from lightning_order.data.lm.mixture import SOURCE_COLUMN
 from lightning_order.errors import DataError
 
 __all__ = [
@@ -44,6 +45,7 @@ __all__ = [
     "merge_partition",
     "pack_partition",
     "sample_partition",
+    "split_by_source",
     "split_partition",
 ]
 
@@ -79,7 +81,7 @@ def clean_chunk(item: dict[str, Any]) -> dict[str, Any]:
         ``rows_in``, ``rows``, ``dropped_empty``, ``dropped_null``, ``bom_stripped``,
         ``text_bytes`` and ``fragments`` (partition -> fragment path).
     """
-    from lightning_order.data.lm.documents import clean_document
+    from lightning_order.data.lm.documents import Chunks, clean_document
 
     reader, index = item["source"]
     texts, name = reader.texts(index, keep_nulls=True), f"f{index:06d}"
@@ -97,6 +99,9 @@ def clean_chunk(item: dict[str, Any]) -> dict[str, Any]:
     del texts
     table = _keyed_table(kept)
     del kept
+    origin = reader.sources[index].origin if isinstance(reader, Chunks) else None
+    if origin is not None:  # a mixture: each document keeps its source's index
+        table = table.append_column(SOURCE_COLUMN, pa.array(np.full(table.num_rows, origin, np.int32)))
     count = int(item["partitions"])
     partition = (table.column("key_lo").to_numpy() % np.uint64(count)).astype(np.int64)
     out = Path(item["out"])
@@ -256,8 +261,11 @@ def confirm_pairs(item: dict[str, Any]) -> dict[str, Any]:
 def split_partition(item: dict[str, Any]) -> dict[str, Any]:
     """Partition ``p``'s kept rows to train or validation by the seeded hash of their split key.
 
-    Item keys: ``documents``, ``partition``, ``val_fraction``, ``seed``, ``out`` (part -> folder).
-    Each part's file keeps the canonical order and gains ``doc_hash`` (the unseeded key hash).
+    Item keys: ``documents``, ``partition``, ``val_fraction``, ``seed``, ``out`` (part -> folder),
+    ``sources`` (a mixture's source count; absent or 1: one source).
+    Each part's file keeps the canonical order and gains ``doc_hash`` (the unseeded key hash). In a
+    mixture of ``S`` sources over ``P`` partitions, source ``s``'s rows of partition ``p`` go to
+    file ``s·P + p`` (each source's files together, so ``pack`` never joins two sources in a block).
     """
     from lightning_order.data.engine.keys import text_key_hashes
 
@@ -267,11 +275,37 @@ def split_partition(item: dict[str, Any]) -> dict[str, Any]:
     seeded, unseeded = text_key_hashes(table.column("text"), (int(item["seed"]), None))
     flags = val_mask(seeded, float(item["val_fraction"]))
     table = table.append_column("doc_hash", pa.array(unseeded.view(np.int64)))
+    sources = int(item.get("sources") or 1)
+    if sources > 1:
+        return split_by_source(table, flags, p, int(item["partitions"]), sources, item["out"])
     out = {}
     for name, chosen in (("train", ~flags), ("val", flags)):
         part = table.filter(pa.array(chosen))
         write_table(part, Path(item["out"][name]) / f"part-{p:05d}.arrow")
         out[name] = {"rows": part.num_rows, "text_bytes": _text_bytes(part), "digest": table_digest(part)}
+    return out
+
+
+def split_by_source(
+    table: pa.Table, flags: np.ndarray, p: int, partitions: int, sources: int, folders: dict[str, str]
+) -> dict[str, Any]:
+    """A mixture's partition ``p`` split: each side's rows of source ``s`` written to file ``s·P + p``."""
+    origin = table.column(SOURCE_COLUMN).to_numpy() if table.num_rows else np.empty(0, np.int32)
+    out: dict[str, Any] = {}
+    for name, chosen in (("train", ~flags), ("val", flags)):
+        files = []
+        for s in range(sources):
+            part = table.filter(pa.array(chosen & (origin == s)))
+            write_table(part, Path(folders[name]) / f"part-{s * partitions + p:05d}.arrow")
+            files.append(
+                {"rows": part.num_rows, "text_bytes": _text_bytes(part), "digest": table_digest(part)}
+            )
+        out[name] = {
+            "rows": sum(f["rows"] for f in files),
+            "text_bytes": sum(f["text_bytes"] for f in files),
+            "digest": [f["digest"] for f in files],
+            "source_rows": [f["rows"] for f in files],
+        }
     return out
 
 

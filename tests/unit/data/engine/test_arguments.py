@@ -45,7 +45,7 @@ LM_CONTRACT = [
     ("eos", True), ("sample_by", "document"), ("eos_token", "<|endoftext|>"), ("num_partitions", None),
     ("tokenizer_train_bytes", 128 << 20), ("engine", "local"), ("ray_address", None),
     ("lock_timeout", None), ("batch_format", "auto"), ("document_attention", False),
-    ("tokenizer", None), ("bos_token", "auto"),
+    ("tokenizer", None), ("bos_token", "auto"), ("sources", None), ("mixture_tolerance", 0.01),
 ]  # fmt: skip
 CASES = [(OrderedDataModule, DataConfig, TEXT_CONTRACT), (OrderedLMDataModule, LMConfig, LM_CONTRACT)]
 

@@ -24,7 +24,7 @@ ORDER = ("load", "clean")
 #: Fields that only serve the data: the key never changes with them.
 SERVING = {"num_proc", "batch_size", "num_workers", "shuffle", "cache_dir", "enforce", "lock_timeout"}
 #: LM fields that choose where the work runs, or how blocks are served: the prepared data is the same.
-LM_SERVING = SERVING | {"engine", "ray_address", "batch_format", "document_attention"}
+LM_SERVING = SERVING | {"engine", "ray_address", "batch_format", "document_attention", "mixture_tolerance"}
 
 
 def _other_values(tmp_path: Path) -> dict[str, Any]:
@@ -80,6 +80,8 @@ def _other_values(tmp_path: Path) -> dict[str, Any]:
         "engine": "ray",
         "ray_address": "auto",
         "eos": False,
+        "sources": {str(files / "a.txt"): 1.0},  # a mixture of one source: the built-in corpus replaced
+        "mixture_tolerance": 0.05,
     }
 
 
@@ -133,8 +135,9 @@ def test_lm_key_changes_exactly_for_the_shaping_fields(tmp_path: Path, source: s
         base = {"dataset": "text", "data_files": values["data_files"]}
         other = tmp_path / "b.txt"
         other.write_text("another document\n", encoding="utf-8")
-        values = {**values, "dataset": "json", "data_files": str(other)}
-        expected = names - LM_SERVING
+        # sources replaces dataset and data_files (refused together): left at its default here.
+        values = {**values, "dataset": "json", "data_files": str(other), "sources": None}
+        expected = names - LM_SERVING - {"sources"}
     assert _changed(LMConfig, lm_cache_key, base, values) == expected
 
 
