@@ -17,16 +17,9 @@ def test_fit_ddp_config_on_two_cpu_processes(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_fit_the_lm_demo_sharded_with_model_parallel_strategy_on_two_cpu_processes(tmp_path: Path) -> None:
-    """``--config configs/lm-demo.yaml --config configs/lm-sharded.yaml``: FSDP2 on 2 processes (issue #36)."""
+    """``--config configs/lm-sharded.yaml``: FSDP2 on 2 processes (issue #36)."""
     small = ["--data.max_documents=300", "--trainer.max_steps=6", "--trainer.check_val_every_n_epoch=1"]
-    proc = fit_command(
-        tmp_path,
-        ROOT / "configs" / "lm-demo.yaml",
-        "--config",
-        str(ROOT / "configs" / "lm-sharded.yaml"),
-        *small,
-        cwd=tmp_path,
-    )
+    proc = fit_command(tmp_path, ROOT / "configs" / "lm-sharded.yaml", *small, cwd=tmp_path)
     assert proc.stdout.count("final metrics") == 1
     assert "shard [rank 0]" in proc.stdout and "the order is correct" in proc.stdout
     assert "validation perplexity" in proc.stdout

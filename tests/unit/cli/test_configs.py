@@ -33,7 +33,7 @@ def _name(config: Path) -> str:
 def test_every_config_is_covered() -> None:
     names = [p.name for p in CONFIGS]
     assert set(names) >= {"demo.yaml", "ddp.yaml", "csv.yaml"}
-    assert [n for n in names if n.startswith("lm-")] == ["lm-ddp.yaml", "lm-demo.yaml"]
+    assert [n for n in names if n.startswith("lm-")] == ["lm-ddp.yaml", "lm-demo.yaml", "lm-sharded.yaml"]
     assert [p.name for p in K8S_CONFIGS] == ["lm-ray-prepare.yaml", "train-job.yaml"]
 
 
