@@ -300,7 +300,9 @@ def lm_violations(dm: Any, module: Any, sample_rows: int, setup_fp: str | None =
         return shifted
     evidence = lm_evidence(dm, module, batch, setup_fp)
     found = [*shifted, *check_lm(evidence)]
-    found += token_violations(dm, tokenizer, batch, evidence.get("eos_id"), _bos_id(dm, tokenizer), sample_rows)
+    found += token_violations(
+        dm, tokenizer, batch, evidence.get("eos_id"), _bos_id(dm, tokenizer), sample_rows
+    )
     eos = eos_evidence(evidence)
     if eos is not None and not eos[0].hits and not any(v.rule == "pack-without-eos" for v in found):
         log.info(
