@@ -16,7 +16,6 @@ tests/integration/test_zero_glue_matrix.py.
 
 from __future__ import annotations
 
-import os
 import re
 from functools import cache
 from typing import Any
@@ -115,6 +114,13 @@ def prepared_text(
     train, val = [clean(d) for d in train_raw], [clean(d) for d in val_raw]
     bpe_texts = {"train": train, "all": train + val, "raw": train_raw}[bpe_on]
     return train, val, bpe_texts
+
+
+def seat() -> tuple[int, int]:
+    """``(rank, world size)`` of this process in the process group (``(0, 1)`` outside one)."""
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        return torch.distributed.get_rank(), torch.distributed.get_world_size()
+    return 0, 1
 
 
 def group_texts(examples: dict[str, list], block_size: int = BLOCK) -> dict[str, list]:
@@ -217,8 +223,7 @@ class ClmData(pl.LightningDataModule):
 
     def train_dataloader(self) -> DataLoader:
         if self.sampler == "seed-rank":
-            rank = int(os.environ.get("LOCAL_RANK", "0"))
-            world = int(os.environ.get("WORLD_SIZE", "1"))
+            rank, world = seat()
             sampler = DistributedSampler(self.train_set, num_replicas=world, rank=rank, seed=rank)
             return DataLoader(self.train_set, self.batch_size, sampler=sampler, collate_fn=self.collate)
         return DataLoader(self.train_set, self.batch_size, shuffle=True, collate_fn=self.collate)
