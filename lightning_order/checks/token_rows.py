@@ -13,7 +13,14 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["attended", "document_lengths", "document_starts", "is_padded", "last_attended"]
+__all__ = [
+    "LENGTHS_PADDED_SHARE",
+    "attended",
+    "document_lengths",
+    "document_starts",
+    "is_padded",
+    "last_attended",
+]
 
 
 def attended(input_ids: np.ndarray, attention_mask: np.ndarray | None) -> np.ndarray:
@@ -23,11 +30,16 @@ def attended(input_ids: np.ndarray, attention_mask: np.ndarray | None) -> np.nda
     return attention_mask.astype(bool)
 
 
-def is_padded(attention_mask: np.ndarray | None) -> bool:
-    """Whether the rows are padded documents: at least half of them hold a masked position."""
+#: The share of rows holding padding from which lengths are read per row: a padded sample whose long
+#: documents were truncated to one width has few padded rows, and a packed sample at most a last block.
+LENGTHS_PADDED_SHARE = 0.1
+
+
+def is_padded(attention_mask: np.ndarray | None, share: float = 0.5) -> bool:
+    """Whether the rows are padded documents: at least ``share`` of them hold a masked position."""
     if attention_mask is None or attention_mask.ndim != 2 or not attention_mask.size:
         return False
-    return bool((attention_mask == 0).any(axis=1).mean() >= 0.5)
+    return bool((attention_mask == 0).any(axis=1).mean() >= share)
 
 
 def last_attended(mask: np.ndarray) -> np.ndarray:
@@ -72,11 +84,20 @@ def document_lengths(
 ) -> np.ndarray:
     """The lengths of the documents seen whole, in tokens (end-of-text included).
 
-    Padded rows: the attended positions of each row. Packed blocks: the spans between two
-    consecutive end-of-text ids of one row (a document cut by the block's edge is not seen whole).
+    Padded rows (:data:`LENGTHS_PADDED_SHARE` of them holding padding): the attended positions of
+    each row that ends with the end-of-text id (any row when it is unknown), so that a document
+    chunked into rows is not read as documents of the chunk's width. Packed blocks: the spans
+    between two consecutive end-of-text ids of one row (a document cut by the block's edge is not
+    seen whole).
     """
-    if is_padded(attention_mask):
-        return attended(input_ids, attention_mask).sum(axis=1)
+    if is_padded(attention_mask, LENGTHS_PADDED_SHARE):
+        mask = attended(input_ids, attention_mask)
+        lengths = mask.sum(axis=1)
+        if eos_id is None:
+            return lengths
+        last = last_attended(mask)
+        ends = input_ids[np.arange(len(last)), np.maximum(last, 0)] == eos_id
+        return lengths[ends & (last >= 0)]
     if eos_id is None:
         return np.zeros(0, dtype=np.int64)
     mask = attended(input_ids, attention_mask)

@@ -100,6 +100,15 @@ ROWS: dict[str, tuple[str, dict[str, dict[str, Any]]]] = {
     "padded-without-eos": ("documents-without-eos", {"C": {"no_eos": True}}),
     "re-tokenized-resume": ("resume-data-changed", {"A": {"tokenizer_seed": 1}, "B": {"tokenizer_seed": 1}}),
 }
+#: What the message of each row built here names (the step's evidence, then the fix in ``fix``).
+MESSAGES = {
+    "eos-label-masked": "the pad id is the end-of-text id",
+    "truncated": "documents were truncated before packing",
+    "labels-shifted-twice": "shifts labels inside its loss",
+    "bos-twice": "open with BOS twice",
+    "bos-on-train-only": "validation document starts",
+    "padded-without-eos": "its post-processor: '<s> $A'",
+}
 CASES = [(row, shape) for row, (_, shapes) in ROWS.items() for shape in shapes]
 
 
@@ -192,3 +201,18 @@ def test_each_planted_bug_is_caught_before_step_1(row, shape, b_folders, tmp_pat
     error, steps = _fit(*_pipeline(shape, shapes[shape], b_folders))
     assert error is not None and error.rules == [rule] and steps == 0, error
     assert all(v.fix for v in error.violations)
+    assert row not in MESSAGES or MESSAGES[row] in str(error)
+
+
+@pytest.mark.parametrize("shape", ["A", "C"])
+def test_truncated_documents_are_caught_from_the_data_alone(shape, b_folders):
+    """The tokenizer's truncation reset by a later call (what the validator reads is gone): the
+    lengths of the documents seen whole still pile up at the cut, with the count and the length."""
+    dm, model = _pipeline(shape, ROWS["truncated"][1][shape], b_folders)
+    dm.tokenizer("a later call without truncation")
+    assert dm.tokenizer.backend_tokenizer.truncation is None
+    error, steps = _fit(dm, model)
+    assert error is not None and error.rules == ["documents-truncated"] and steps == 0
+    length = {"A": CUT + 1, "C": 48}[shape]
+    assert f"exactly {length} tokens long" in str(error) and "truncates to" not in str(error)
+    assert "truncation=False" in error.violations[0].fix or "no_truncation" in error.violations[0].fix

@@ -154,5 +154,5 @@ def token_violations(
     if bos_id is not None and bos_id != eos_id:
         found += _bos_violations(dm, ids, mask, eos_id, bos_id, facts, sample_rows)
     pile = length_pile(document_lengths(ids, mask, eos_id))
-    found += check_truncation(facts.max_length, pile, type(tokenizer).__name__)
+    found += check_truncation(facts.max_length, pile, f"the tokenizer in use ({type(tokenizer).__name__})")
     return found

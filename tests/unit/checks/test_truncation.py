@@ -26,7 +26,9 @@ def test_padded_lengths_by_attention_mask():
     mask = np.zeros((10, 8), dtype=int)
     for i in range(10):
         mask[i, : 3 + i % 6] = 1
-    assert document_lengths(np.ones((10, 8), dtype=int), mask, EOS).tolist() == [3 + i % 6 for i in range(10)]
+    assert document_lengths(np.ones((10, 8), dtype=int), mask, None).tolist() == [
+        3 + i % 6 for i in range(10)
+    ]
 
 
 def test_a_tokenizer_that_truncates_is_named_with_its_length():
@@ -40,3 +42,16 @@ def test_natural_lengths_and_no_limit_are_silent():
     assert length_pile(np.array([5] * 7)) is None  # fewer than MIN_PILE
     assert length_pile(np.array([30] * 10 + [40])) is None  # the pile is not at the longest length
     assert check_truncation(10**30, None) == []  # model_max_length's "no limit"
+
+
+def test_padded_rows_count_as_whole_documents_only_when_they_end_with_end_of_text():
+    ids = np.full((20, 10), 5)
+    mask = np.ones((20, 10), dtype=int)
+    ids[:, -1] = EOS  # 16 rows of one truncated width, ending with </s> (a template re-adds it)
+    for i in range(16, 20):  # 4 shorter documents, padded
+        mask[i, 4 + i % 3 :] = 0
+        ids[i, 3 + i % 3] = EOS
+    assert sorted(document_lengths(ids, mask, EOS).tolist()) == [4, 5, 5, 6] + [10] * 16
+    assert length_pile(document_lengths(ids, mask, EOS)) == Pile(10, 16, 20)
+    ids[:16, -1] = 5  # chunks of longer documents: their ends are in the next row
+    assert length_pile(document_lengths(ids, mask, EOS)) is None
