@@ -63,6 +63,7 @@ class LlamaData(pl.LightningDataModule):
         no_eos: the post-processor ``<s> $A`` (Llama's): padded rows never end with ``</s>``.
         bos_twice: ``"<s>" + text`` tokenized by a post-processor that adds ``<s>`` again.
         bos_train_only: validation tokenized with ``add_special_tokens=False`` (``</s>`` appended by hand).
+        bos_never: every split tokenized so, while the tokenizer handed over for inference adds ``<s>``.
         split_chunks: documents cut into rows of :data:`CHUNK` tokens, the rows split at random.
         bpe_on: see ``run_clm.prepared_text`` (``"all"``, ``"raw"``: the tokenizer bugs).
         dedup: see ``run_clm.split_documents`` (``"after"``: the bug).
@@ -77,6 +78,7 @@ class LlamaData(pl.LightningDataModule):
         no_eos: bool = False,
         bos_twice: bool = False,
         bos_train_only: bool = False,
+        bos_never: bool = False,
         split_chunks: bool = False,
         bpe_on: str = "train",
         dedup: str = "before",
@@ -85,6 +87,7 @@ class LlamaData(pl.LightningDataModule):
         super().__init__()
         self.batch_size, self.mask_pad_labels, self.no_eos = batch_size, mask_pad_labels, no_eos
         self.bos_twice, self.bos_train_only, self.split_chunks = bos_twice, bos_train_only, split_chunks
+        self.bos_never = bos_never
         self.bpe_on, self.dedup, self.max_length = bpe_on, dedup, max_length
         self.tokenizer: Any = None
 
@@ -105,7 +108,8 @@ class LlamaData(pl.LightningDataModule):
             cut = round(len(rows) * (1 - VAL_SHARE))
             train_rows, val_rows = [rows[i] for i in order[:cut]], [rows[i] for i in order[cut:]]
         else:
-            train_rows, val_rows = self._encode(train), self._encode(val, special=not self.bos_train_only)
+            train_rows = self._encode(train, special=not self.bos_never)
+            val_rows = self._encode(val, special=not (self.bos_train_only or self.bos_never))
         self.train_set, self.val_set = _Rows(train_rows), _Rows(val_rows)
 
     def collate(self, features: list[dict]) -> dict[str, torch.Tensor]:

@@ -216,3 +216,12 @@ def test_truncated_documents_are_caught_from_the_data_alone(shape, b_folders):
     length = {"A": CUT + 1, "C": 48}[shape]
     assert f"exactly {length} tokens long" in str(error) and "truncates to" not in str(error)
     assert "truncation=False" in error.violations[0].fix or "no_truncation" in error.violations[0].fix
+
+
+def test_rows_without_the_bos_the_tokenizer_adds_at_inference_are_caught(b_folders):
+    dm, model = _pipeline("C", {"bos_never": True}, b_folders)
+    assert dm.tokenizer("a").input_ids[0] == dm.tokenizer.bos_token_id  # what generation will feed the model
+    error, steps = _fit(dm, model)
+    assert error is not None and error.rules == ["bos-mismatch"] and steps == 0
+    assert "the tokenizer adds BOS at inference, and only 0 of" in str(error)
+    assert error.violations[0].details["adds_bos"] is True
