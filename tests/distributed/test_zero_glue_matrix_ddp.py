@@ -15,6 +15,8 @@ EXPECTED = {
     "C": [],
     "eos-label-masked-A": ["eos-label-masked"],
     "bos-on-train-only-C": ["bos-mismatch"],
+    "truncated-A": ["documents-truncated"],
+    "padded-without-eos-C": ["documents-without-eos"],
     "seed-rank-A": ["ranks-read-same-data"],
     "all-data-A": ["ranks-read-same-data"],
     "seed-rank-B": ["ranks-read-same-data"],

@@ -15,6 +15,7 @@ leaves its facts unknown, and an unknown fact never raises a violation by itself
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -39,6 +40,7 @@ log = logging.getLogger(__name__)
 _PROBE = "a"
 
 
+@dataclass(frozen=True)
 class TokenizerFacts:
     """What the validator reads off a tokenizer for these checks (``None``: unknown).
 
@@ -46,19 +48,19 @@ class TokenizerFacts:
         pad_id: the pad id.
         max_length: the truncation length, ``None`` when it does not truncate.
         template: what the post-processor adds around a text, as ``"<s> $A </s>"``.
-        adds_bos: whether the post-processor opens a text with ``bos_id``.
+        first_id: the first id of an encoded text (BOS when the post-processor adds one).
     """
 
-    def __init__(
-        self, pad_id: int | None, max_length: int | None, template: str | None, first: int | None
-    ) -> None:
-        self.pad_id, self.max_length, self.template, self._first = pad_id, max_length, template, first
+    pad_id: int | None
+    max_length: int | None
+    template: str | None
+    first_id: int | None
 
     def adds(self, bos_id: int | None) -> bool | None:
         """Whether an encoded text opens with ``bos_id`` (``None`` when unknown)."""
         if bos_id is None or self.template is None:
             return None
-        return self._first == bos_id
+        return self.first_id == bos_id
 
 
 def _backend(tokenizer: Any) -> Any:

@@ -9,6 +9,8 @@ the steps trained into ``rank<r>.json``:
 - ``A``, ``B``, ``C``: the three correct pipelines;
 - ``eos-label-masked-A``: run_clm.py's pipeline with ``pad_token = eos_token``;
 - ``bos-on-train-only-C``: the Llama-style pipeline, validation tokenized without ``<s>``;
+- ``truncated-A``: run_clm.py's pipeline tokenizing with ``truncation=True, max_length=20``;
+- ``padded-without-eos-C``: the Llama-style pipeline with a ``<s> $A`` post-processor;
 - ``seed-rank-A``, ``all-data-A``, ``seed-rank-B``, ``all-data-B``: the rank rows (a
   ``DistributedSampler(seed=rank)``; every rank reading all data, ``use_distributed_sampler=False``).
 """
@@ -52,6 +54,8 @@ def cases(folder: Path) -> dict[str, tuple[Any, type, dict[str, Any]]]:
         "C": (lambda: LlamaData(), LlamaModel, {}),
         "eos-label-masked-A": (lambda: ClmData(pad_is_eos=True), ClmModel, {}),
         "bos-on-train-only-C": (lambda: LlamaData(bos_train_only=True), LlamaModel, {}),
+        "truncated-A": (lambda: ClmData(max_length=20), ClmModel, {}),
+        "padded-without-eos-C": (lambda: LlamaData(no_eos=True), LlamaModel, {}),
         "seed-rank-A": (lambda: ClmData(sampler="seed-rank"), ClmModel, {}),
         "all-data-A": (lambda: ClmData(), ClmModel, all_data),
         "seed-rank-B": (lambda: SeedRankBinData(folder), TinyGPT, {}),
