@@ -92,12 +92,13 @@ def document_lengths(
     """
     if is_padded(attention_mask, LENGTHS_PADDED_SHARE):
         mask = attended(input_ids, attention_mask)
-        lengths = mask.sum(axis=1)
+        lengths: np.ndarray = mask.sum(axis=1)
         if eos_id is None:
             return lengths
         last = last_attended(mask)
         ends = input_ids[np.arange(len(last)), np.maximum(last, 0)] == eos_id
-        return lengths[ends & (last >= 0)]
+        whole: np.ndarray = lengths[ends & (last >= 0)]
+        return whole
     if eos_id is None:
         return np.zeros(0, dtype=np.int64)
     mask = attended(input_ids, attention_mask)

@@ -84,8 +84,10 @@ def _max_length(tokenizer: Any) -> int | None:
 def _probe(tokenizer: Any) -> tuple[str | None, int | None]:
     """``(template, first id)`` of a probe text through the backend's post-processor."""
     encode = getattr(_backend(tokenizer), "encode", None)
+    if not callable(encode):
+        return None, None
     try:
-        encoding = encode(_PROBE) if callable(encode) else None
+        encoding = encode(_PROBE)
         tokens, special, ids = encoding.tokens, encoding.special_tokens_mask, encoding.ids
     except Exception as err:  # not a tokenizers backend: what it adds stays unknown
         log.debug("OrderValidator: tokenizer not probed (%s)", err)
