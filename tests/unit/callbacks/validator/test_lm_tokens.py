@@ -37,3 +37,10 @@ def test_a_tokenizers_tokenizer_with_truncation_and_padding_on():
 def test_an_object_that_is_no_tokenizer_leaves_every_fact_unknown():
     facts = tokenizer_facts(object())
     assert (facts.pad_id, facts.max_length, facts.template, facts.adds(1)) == (None, None, None, None)
+
+
+def test_truncation_to_model_max_length_is_read_with_that_length():
+    tokenizer = llama_tokenizer(TEXTS)
+    tokenizer.model_max_length = 16
+    tokenizer(TEXTS, truncation=True)  # no max_length: transformers cuts at model_max_length
+    assert tokenizer_facts(tokenizer).max_length == 16
