@@ -148,6 +148,31 @@ RULES: dict[str, Rule] = {
         "weights the data can meet), or state a wider mixture_tolerance; in a hand-written pipeline draw "
         "train blocks so each source's token share matches its weight",
     ),
+    "eos-label-masked": Rule(
+        "the end-of-text token is masked out of the loss (label -100): the pad id is the end-of-text id",
+        "the model never learns to stop: generations run on past the end of a document; every step runs",
+        "give the tokenizer a distinct pad token (tokenizer.add_special_tokens({'pad_token': '<pad>'}) before the "
+        "model is sized), or build labels with a collator that masks by attention_mask, not by the pad id",
+    ),
+    "bos-mismatch": Rule(
+        "documents start differently in training than at inference: BOS twice, on one split only, or missing",
+        "a start-of-document token the model never saw (or saw twice) at inference: worse first tokens, "
+        "validation loss that does not measure training's task",
+        "let the tokenizer add BOS exactly once, the same way for every split (no '<s>' in the text when its "
+        "post-processor adds one; the same add_special_tokens for train and validation)",
+    ),
+    "documents-truncated": Rule(
+        "documents were truncated by the tokenizer before packing: their ends are lost",
+        "the model never sees the end of long documents (nor their end-of-text): generations stop short or run on",
+        "tokenize without truncation (tokenizer.no_truncation(), or truncation=False) and let packing cut blocks; "
+        "truncate only padded rows that must fit the context, and say so",
+    ),
+    "documents-without-eos": Rule(
+        "padded (not packed) training rows never end with the end-of-text token",
+        "the model never learns to stop: generations run on to the length limit",
+        "end every row with the end-of-text token: a post-processor template '<s> $A </s>' (Llama tokenizers add "
+        "'<s>' only: add_eos_token=True), or append tokenizer.eos_token_id before padding",
+    ),
 }
 
 

@@ -32,6 +32,7 @@ import numpy as np
 from lightning_order.callbacks.validator.batches import as_numpy, batch_field, sample_batch
 from lightning_order.callbacks.validator.documents import document_violations
 from lightning_order.callbacks.validator.evidence import datamodule_ledger, spec_of
+from lightning_order.callbacks.validator.lm_tokens import token_violations
 from lightning_order.callbacks.validator.model_dims import model_dims
 from lightning_order.checks.label_shift import (
     IGNORE_INDEX,
@@ -301,6 +302,9 @@ def lm_violations(dm: Any, module: Any, sample_rows: int, setup_fp: str | None =
         return shifted
     evidence = lm_evidence(dm, module, batch, setup_fp)
     found = [*shifted, *check_lm(evidence), *document_violations(dm, module, batch, evidence.get("eos_id"))]
+    found += token_violations(
+        dm, tokenizer, batch, evidence.get("eos_id"), _bos_id(dm, tokenizer), sample_rows
+    )
     eos = eos_evidence(evidence)
     if eos is not None and not eos[0].hits and not any(v.rule == "pack-without-eos" for v in found):
         log.info(

@@ -1,0 +1,162 @@
+"""What the validator gathers on how documents start and end in an LM run's rows (issue #37).
+
+The sampled train batch :func:`~lightning_order.callbacks.validator.lm.lm_violations` draws (and a
+validation sample, only where a BOS id exists) and facts read off the tokenizer in use: its pad
+id, the truncation it applies (``tokenizers``' ``Tokenizer.truncation``, or a ``transformers``
+tokenizer's backend: still set by the last ``tokenizer(..., truncation=True)`` call), and what its
+post-processor adds around a text (a probe encoded through the backend, which leaves the
+``transformers`` wrapper's truncation state alone). The judgements are pure:
+:mod:`~lightning_order.checks.eos_labels` (``eos-label-masked``, ``documents-without-eos``),
+:mod:`~lightning_order.checks.bos` (``bos-mismatch``), :mod:`~lightning_order.checks.truncation`
+(``documents-truncated``). Gathering only, over duck-typed objects: a tokenizer that tells nothing
+leaves its facts unknown, and an unknown fact never raises a violation by itself.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from lightning_order.callbacks.validator.batches import as_numpy, batch_field, sample_batch
+from lightning_order.checks.bos import check_bos, count_starts
+from lightning_order.checks.eos_labels import (
+    check_eos_labels,
+    check_rows_end,
+    masked_eos_rows,
+    unterminated_rows,
+)
+from lightning_order.checks.token_rows import document_lengths, document_starts
+from lightning_order.checks.truncation import check_truncation, length_pile
+from lightning_order.rules import Violation
+
+__all__ = ["TokenizerFacts", "token_violations", "tokenizer_facts"]
+
+log = logging.getLogger(__name__)
+
+#: What a tokenizer's post-processor is probed with.
+_PROBE = "a"
+
+
+@dataclass(frozen=True)
+class TokenizerFacts:
+    """What the validator reads off a tokenizer for these checks (``None``: unknown).
+
+    Attributes:
+        pad_id: the pad id.
+        max_length: the truncation length, ``None`` when it does not truncate.
+        template: what the post-processor adds around a text, as ``"<s> $A </s>"``.
+        first_id: the first id of an encoded text (BOS when the post-processor adds one).
+    """
+
+    pad_id: int | None
+    max_length: int | None
+    template: str | None
+    first_id: int | None
+
+    def adds(self, bos_id: int | None) -> bool | None:
+        """Whether an encoded text opens with ``bos_id`` (``None`` when unknown)."""
+        if bos_id is None or self.template is None:
+            return None
+        return self.first_id == bos_id
+
+
+def _backend(tokenizer: Any) -> Any:
+    return getattr(tokenizer, "backend_tokenizer", tokenizer)
+
+
+def _pad_id(tokenizer: Any) -> int | None:
+    pad = getattr(tokenizer, "pad_token_id", None)
+    if isinstance(pad, int):
+        return pad
+    padding = getattr(_backend(tokenizer), "padding", None)  # a tokenizers.Tokenizer with padding on
+    return padding.get("pad_id") if isinstance(padding, dict) else None
+
+
+def _max_length(tokenizer: Any) -> int | None:
+    truncation = getattr(_backend(tokenizer), "truncation", None)
+    length = truncation.get("max_length") if isinstance(truncation, dict) else None
+    return int(length) if isinstance(length, int) else None
+
+
+def _probe(tokenizer: Any) -> tuple[str | None, int | None]:
+    """``(template, first id)`` of a probe text through the backend's post-processor."""
+    encode = getattr(_backend(tokenizer), "encode", None)
+    if not callable(encode):
+        return None, None
+    try:
+        encoding = encode(_PROBE)
+        tokens, special, ids = encoding.tokens, encoding.special_tokens_mask, encoding.ids
+    except Exception as err:  # not a tokenizers backend: what it adds stays unknown
+        log.debug("OrderValidator: tokenizer not probed (%s)", err)
+        return None, None
+    parts: list[str] = []
+    for token, is_special in zip(tokens, special):
+        part = token if is_special else "$A"
+        if not parts or parts[-1] != part or is_special:
+            parts.append(part)
+    return " ".join(parts), (int(ids[0]) if ids else None)
+
+
+def tokenizer_facts(tokenizer: Any) -> TokenizerFacts:
+    """:class:`TokenizerFacts` of ``tokenizer`` (a ``tokenizers.Tokenizer`` or a ``transformers`` one).
+
+    The truncation is read before the probe, so that nothing the validator encodes changes it.
+    """
+    max_length = _max_length(tokenizer)
+    template, first = _probe(tokenizer)
+    return TokenizerFacts(_pad_id(tokenizer), max_length, template, first)
+
+
+def _arrays(batch: Any) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None]:
+    ids = as_numpy(batch_field(batch, "input_ids"))
+    if ids is None or ids.ndim != 2 or not ids.size:
+        return None, None, None
+    labels, mask = as_numpy(batch_field(batch, "labels")), as_numpy(batch_field(batch, "attention_mask"))
+    return ids, (labels if labels is not None and labels.shape == ids.shape else None), mask
+
+
+def _bos_violations(
+    dm: Any, ids: np.ndarray, mask: np.ndarray | None, eos_id: int | None, bos_id: int, facts: TokenizerFacts,
+    rows: int,
+) -> list[Violation]:  # fmt: skip
+    train = count_starts(document_starts(ids, mask, eos_id, bos_id), bos_id)
+    val_batch, _ = sample_batch(dm, "val_dataloader", rows)
+    val_ids, _, val_mask = _arrays(val_batch)
+    val = (
+        count_starts(document_starts(val_ids, val_mask, eos_id, bos_id), bos_id)
+        if val_ids is not None
+        else None
+    )
+    return check_bos(train, val, facts.adds(bos_id), bos_id)
+
+
+def token_violations(
+    dm: Any, tokenizer: Any, batch: Any, eos_id: int | None, bos_id: int | None, sample_rows: int
+) -> list[Violation]:
+    """``eos-label-masked``, ``documents-without-eos``, ``bos-mismatch`` and ``documents-truncated``.
+
+    Args:
+        dm: the datamodule (its validation loader is sampled where a BOS id exists).
+        tokenizer: the tokenizer in use.
+        batch: the sampled train batch.
+        eos_id: the end-of-text id, ``None`` when unknown.
+        bos_id: the start-of-document id, ``None`` when the tokenizer has none.
+        sample_rows: rows of the validation sample.
+    """
+    ids, labels, mask = _arrays(batch)
+    if ids is None:
+        return []
+    facts = tokenizer_facts(tokenizer)
+    found: list[Violation] = []
+    if eos_id is not None and labels is not None:
+        found += check_eos_labels(*masked_eos_rows(ids, labels, mask, eos_id), facts.pad_id, eos_id)
+    if eos_id is not None:
+        found += check_rows_end(*unterminated_rows(ids, mask, eos_id), eos_id, facts.template or "")
+    if bos_id is not None and bos_id != eos_id:
+        found += _bos_violations(dm, ids, mask, eos_id, bos_id, facts, sample_rows)
+    pile = length_pile(document_lengths(ids, mask, eos_id))
+    found += check_truncation(facts.max_length, pile, f"the tokenizer in use ({type(tokenizer).__name__})")
+    return found

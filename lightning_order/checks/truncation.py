@@ -1,0 +1,88 @@
+"""``documents-truncated``: documents cut by the tokenizer before packing.
+
+Two signals, either enough: the supplied tokenizer truncates (read off a ``tokenizers``
+``Tokenizer.truncation`` or a ``transformers`` tokenizer's backend by the gatherer), and the
+data: the lengths of the documents seen whole pile up at their maximum (truncation cuts every
+long document to the same length, which no natural corpus does). The pile must hold
+:data:`MIN_PILE` documents and :data:`PILE_SHARE` of those seen, at the longest length seen, so
+a few documents of equal length never decide. Pure functions of plain numbers; the lengths come
+from :func:`~lightning_order.checks.token_rows.document_lengths`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from lightning_order.rules import Violation
+
+__all__ = ["MIN_PILE", "PILE_SHARE", "Pile", "check_truncation", "length_pile"]
+
+#: Documents at one length before it is a pile.
+MIN_PILE = 8
+#: The share of documents seen whole at one length before it is a pile.
+PILE_SHARE = 0.25
+#: A ``max_length`` at or above this is ``model_max_length``'s "no limit" sentinel, not a truncation.
+NO_LIMIT = 10**9
+
+
+@dataclass(frozen=True)
+class Pile:
+    """Documents seen whole whose lengths pile up at the longest length seen.
+
+    Attributes:
+        length: the length (tokens, end-of-text included).
+        count: documents of that length.
+        seen: documents seen whole.
+    """
+
+    length: int
+    count: int
+    seen: int
+
+
+def length_pile(lengths: np.ndarray) -> Pile | None:
+    """The pile at the longest length, when it holds :data:`MIN_PILE` and :data:`PILE_SHARE` of the documents."""
+    lengths = np.asarray(lengths)
+    lengths = lengths[lengths > 0]
+    if not lengths.size:
+        return None
+    longest = int(lengths.max())
+    count = int((lengths == longest).sum())
+    if count < MIN_PILE or count < PILE_SHARE * lengths.size:
+        return None
+    return Pile(longest, count, int(lengths.size))
+
+
+def check_truncation(
+    max_length: int | None, pile: Pile | None, where: str = "the tokenizer"
+) -> list[Violation]:
+    """``documents-truncated`` when the tokenizer truncates or the lengths pile up.
+
+    Args:
+        max_length: the supplied tokenizer's truncation length, ``None`` when it does not truncate.
+        pile: :func:`length_pile` of the sampled train rows.
+        where: the tokenizer's name, for the message.
+    """
+    if max_length is not None and max_length >= NO_LIMIT:
+        max_length = None
+    if max_length is None and pile is None:
+        return []
+    found = []
+    if max_length is not None:
+        found.append(f"{where} truncates to {max_length} tokens")
+    if pile is not None:
+        found.append(
+            f"{pile.count} of {pile.seen} documents seen whole in the sampled train rows are exactly "
+            f"{pile.length} tokens long, the longest length seen"
+        )
+    return [
+        Violation(
+            "documents-truncated",
+            ("encode", "pack"),
+            "documents were truncated before packing: " + "; ".join(found) + ". Tokenize without truncation "
+            "(truncation=False, or tokenizer.no_truncation()) and let packing cut blocks",
+            details={"max_length": max_length, "pile": asdict(pile) if pile is not None else None},
+        )
+    ]

@@ -1,0 +1,57 @@
+"""checks/truncation.py (and the lengths of checks/token_rows.py): ``documents-truncated``."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lightning_order.checks.token_rows import document_lengths
+from lightning_order.checks.truncation import Pile, check_truncation, length_pile
+
+EOS = 0
+
+
+def test_spans_between_end_of_text_ids_pile_up_at_the_truncation_length():
+    rows = np.ones((12, 40), dtype=int)
+    rows[:, [3, 24, 39]] = EOS  # a 21-token document (20 + end-of-text) in every block, then another cut
+    lengths = document_lengths(rows, None, EOS)
+    assert sorted(set(lengths.tolist())) == [15, 21]
+    pile = length_pile(lengths)
+    assert pile == Pile(21, 12, 24)
+    (v,) = check_truncation(None, pile)
+    assert v.rule == "documents-truncated" and "12 of 24" in v.message and "exactly 21 tokens" in v.message
+    assert "truncation=False" in v.fix or "no_truncation" in v.fix
+
+
+def test_padded_lengths_by_attention_mask():
+    mask = np.zeros((10, 8), dtype=int)
+    for i in range(10):
+        mask[i, : 3 + i % 6] = 1
+    assert document_lengths(np.ones((10, 8), dtype=int), mask, None).tolist() == [
+        3 + i % 6 for i in range(10)
+    ]
+
+
+def test_a_tokenizer_that_truncates_is_named_with_its_length():
+    (v,) = check_truncation(48, None, "PreTrainedTokenizerFast")
+    assert "PreTrainedTokenizerFast truncates to 48 tokens" in v.message and v.details["max_length"] == 48
+
+
+def test_natural_lengths_and_no_limit_are_silent():
+    lengths = np.random.default_rng(0).integers(10, 200, size=300)
+    assert length_pile(lengths) is None
+    assert length_pile(np.array([5] * 7)) is None  # fewer than MIN_PILE
+    assert length_pile(np.array([30] * 10 + [40])) is None  # the pile is not at the longest length
+    assert check_truncation(10**30, None) == []  # model_max_length's "no limit"
+
+
+def test_padded_rows_count_as_whole_documents_only_when_they_end_with_end_of_text():
+    ids = np.full((20, 10), 5)
+    mask = np.ones((20, 10), dtype=int)
+    ids[:, -1] = EOS  # 16 rows of one truncated width, ending with </s> (a template re-adds it)
+    for i in range(16, 20):  # 4 shorter documents, padded
+        mask[i, 4 + i % 3 :] = 0
+        ids[i, 3 + i % 3] = EOS
+    assert sorted(document_lengths(ids, mask, EOS).tolist()) == [4, 5, 5, 6] + [10] * 16
+    assert length_pile(document_lengths(ids, mask, EOS)) == Pile(10, 16, 20)
+    ids[:16, -1] = 5  # chunks of longer documents: their ends are in the next row
+    assert length_pile(document_lengths(ids, mask, EOS)) is None
