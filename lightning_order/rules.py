@@ -132,6 +132,15 @@ RULES: dict[str, Rule] = {
         'OrderedLMDataModule(batch_format="shifted") (or "auto") for OrderedCausalLM; in a hand-written '
         "pipeline pass labels = input_ids shifted by one (labels[:, :-1] == input_ids[:, 1:])",
     ),
+    "ranks-read-same-data": Rule(
+        "data-parallel ranks read the same samples: the epoch is not split between them",
+        "every step averages gradients of repeated samples: an N-rank run learns from a fraction of the "
+        "data at N times the cost, and part of the data is never read; no error, the loss looks fine",
+        "let Lightning build the DistributedSampler (use_distributed_sampler=True, the default), or give "
+        "every rank the same sampler seed and its own rank (DistributedSampler(dataset, seed=SEED) with "
+        "the strategy's num_replicas/rank); an iterable loader must draw by rank (seed + rank, or a "
+        "share of the stream per rank)",
+    ),
 }
 
 
