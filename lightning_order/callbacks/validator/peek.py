@@ -10,7 +10,8 @@ without the validator (issue #37, item 9). What reading can move, and how each i
   streams, ``datasets``' ``IterableDataset``): its state is saved before reading and loaded back
   after;
 - any other iterable dataset is read through a shallow copy whose lists, dicts and sets are
-  copied too, so counters and buffers the dataset keeps on itself stay where they were. One that
+  copied too, so counters and buffers the dataset keeps on itself stay where they were; a
+  sampler is walked the same way (a resumable sampler moves its position when iterated). One that
   is its own iterator, or keeps an open iterator on itself, cannot be read without consuming it:
   it is not read (the checks that need its batches are skipped, never the run's data).
 
@@ -29,7 +30,7 @@ from typing import Any
 import torch
 from pytorch_lightning.utilities.seed import isolate_rng
 
-__all__ = ["peek_batches", "untouched"]
+__all__ = ["peek_batches", "readable", "untouched"]
 
 log = logging.getLogger(__name__)
 
@@ -48,23 +49,24 @@ def _generators(loader: Any) -> list[torch.Generator]:
 
 
 @contextmanager
-def untouched(loader: Any) -> Iterator[None]:
-    """Random states (global and the sampler's generators) and a stateful dataset's state, put back on exit.
+def untouched(loader: Any, *others: Any) -> Iterator[None]:
+    """Random states (global and the sampler's generators) and stateful objects' states, put back on exit.
 
     Args:
         loader: the dataloader about to be read (its ``dataset``, ``sampler``, ``batch_sampler``).
+        *others: more objects about to be read (a sampler): their ``state_dict`` is loaded back.
     """
-    dataset = getattr(loader, "dataset", None)
     saved = [(g, g.get_state()) for g in _generators(loader)]
-    state = copy.deepcopy(dataset.state_dict()) if _stateful(dataset) else None
+    owners = [o for o in (getattr(loader, "dataset", None), *others) if _stateful(o)]
+    states = [(o, copy.deepcopy(o.state_dict())) for o in owners]
     try:
         with isolate_rng():
             yield
     finally:
         for generator, generator_state in saved:
             generator.set_state(generator_state)
-        if state is not None:
-            dataset.load_state_dict(state)  # type: ignore[union-attr]  # _stateful checked it
+        for owner, state in states:
+            owner.load_state_dict(state)
 
 
 def _stateful(dataset: Any) -> bool:
@@ -73,16 +75,22 @@ def _stateful(dataset: Any) -> bool:
     )
 
 
-def _readable(dataset: Any) -> Any:
-    """What to iterate instead of ``dataset`` so that it does not advance, or ``None`` (unreadable)."""
-    if _stateful(dataset):
-        return dataset  # read in place; untouched() loads its state back
-    if iter(dataset) is dataset or isinstance(dataset, Iterator):
+def readable(iterable: Any) -> Any:
+    """What to iterate instead of ``iterable`` (a dataset, a sampler) so that it does not advance.
+
+    The object itself when it has ``state_dict`` / ``load_state_dict`` (read it inside
+    :func:`untouched`, which loads its state back); else a shallow copy whose lists, dicts and
+    sets are copied; ``None`` when it cannot be read without consuming it (its own iterator, or
+    an open iterator kept on it).
+    """
+    if _stateful(iterable):
+        return iterable
+    if isinstance(iterable, Iterator):  # never iter() it to find out: that may move it already
         return None  # its own iterator: reading it is consuming it
-    attributes = vars(dataset) if hasattr(dataset, "__dict__") else {}
+    attributes = vars(iterable) if hasattr(iterable, "__dict__") else {}
     if any(isinstance(v, Iterator) for v in attributes.values()):
         return None  # an open iterator on itself: a copy would share and advance it
-    twin = copy.copy(dataset)
+    twin = copy.copy(iterable)
     for name, value in attributes.items():
         if isinstance(value, _CONTAINERS):
             setattr(twin, name, copy.copy(value))
@@ -93,7 +101,7 @@ def peek_batches(loader: Any, rows: int) -> list[Any]:
     """The first batches of an iterable-dataset loader, up to ``rows`` rows, without consuming it.
 
     Read in this process (no workers: the run's own workers are never started here), through
-    :func:`_readable`, inside :func:`untouched`.
+    :func:`readable`, inside :func:`untouched`.
 
     Args:
         loader: a ``DataLoader`` over an ``IterableDataset``.
@@ -106,14 +114,14 @@ def peek_batches(loader: Any, rows: int) -> list[Any]:
     dataset = getattr(loader, "dataset", None)
     batches: list[Any] = []
     with untouched(loader):
-        readable = _readable(dataset) if dataset is not None else None
-        if readable is None:
+        twin = readable(dataset) if dataset is not None else None
+        if twin is None:
             log.debug(
                 "OrderValidator: %s cannot be read without consuming it: not sampled", type(dataset).__name__
             )
             return []
         reader = torch.utils.data.DataLoader(
-            readable,
+            twin,
             batch_size=getattr(loader, "batch_size", None),
             collate_fn=getattr(loader, "collate_fn", None),
             drop_last=bool(getattr(loader, "drop_last", False)),

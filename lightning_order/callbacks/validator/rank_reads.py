@@ -23,11 +23,12 @@ from typing import Any
 import numpy as np
 import torch
 import xxhash
+from torch.utils.data import BatchSampler
 
 from lightning_order.callbacks.validator.content import hash_items
 from lightning_order.callbacks.validator.gather import all_gather, rank_identity
 from lightning_order.callbacks.validator.items import leaf_array, leaves
-from lightning_order.callbacks.validator.peek import peek_batches, untouched
+from lightning_order.callbacks.validator.peek import peek_batches, readable, untouched
 from lightning_order.checks.rank_data import check_rank_reads
 from lightning_order.rules import Violation
 
@@ -54,12 +55,20 @@ def _train_loader(trainer: Any) -> Any:
     return loader if isinstance(loader, torch.utils.data.DataLoader) else None
 
 
-def _epoch_indices(loader: Any) -> list[int]:
-    """The indices the loader's sampler yields this epoch, in order (random states put back)."""
-    sampler = loader.batch_sampler if loader.batch_sampler is not None else loader.sampler
+def _epoch_indices(loader: Any) -> list[int] | None:
+    """The indices the loader's sampler yields this epoch, in order, or ``None`` (not readable).
+
+    Walked on a copy (:func:`~.peek.readable`: a resumable sampler moves its position when
+    iterated) with the random states put back. A custom batch sampler is walked itself.
+    """
+    batches = loader.batch_sampler
+    source = batches if batches is not None and not isinstance(batches, BatchSampler) else loader.sampler
     order: list[int] = []
-    with untouched(loader):
-        for drawn in sampler:
+    with untouched(loader, source):
+        twin = readable(source)
+        if twin is None:
+            return None
+        for drawn in twin:
             order.extend(int(i) for i in (drawn if isinstance(drawn, (list, tuple)) else [drawn]))
     return order
 
@@ -89,6 +98,8 @@ def _map_style(loader: Any) -> dict[str, Any]:
         return {}
     with untouched(loader):  # reading items may draw random numbers (augmentation)
         order = _epoch_indices(loader)
+        if order is None:
+            return {}
         first = [h[1] for h in hash_items([dataset[i] for i in order[:FIRST_ROWS]])]
         identity = _identity(dataset)
     space = min(length, MAX_INDICES)

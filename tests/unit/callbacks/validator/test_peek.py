@@ -6,9 +6,9 @@ import itertools
 
 import torch
 from streams import CountingStream, GetBatch, TokenStream, batch_hash, documents, token_array
-from torch.utils.data import DataLoader, IterableDataset, RandomSampler
+from torch.utils.data import DataLoader, IterableDataset, RandomSampler, Sampler
 
-from lightning_order.callbacks.validator.peek import peek_batches, untouched
+from lightning_order.callbacks.validator.peek import peek_batches, readable, untouched
 
 
 def _first(loader: DataLoader, count: int = 3) -> list[str]:
@@ -67,3 +67,20 @@ def test_untouched_puts_a_samplers_generator_back() -> None:
         list(loader.sampler)
     fresh = RandomSampler(range(10), generator=torch.Generator().manual_seed(3))
     assert list(loader.sampler) == list(fresh)
+
+
+class _Cursor(Sampler):
+    """A resumable sampler: iterating it moves its position (the next pass starts later)."""
+
+    def __init__(self) -> None:
+        self.start = 0
+
+    def __iter__(self):
+        start, self.start = self.start, 5
+        return iter(range(start, 10))
+
+
+def test_a_sampler_that_moves_when_iterated_is_walked_on_a_copy() -> None:
+    sampler = _Cursor()
+    assert list(readable(sampler)) == list(range(10))
+    assert sampler.start == 0 and list(sampler) == list(range(10))
