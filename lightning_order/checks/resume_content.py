@@ -43,7 +43,7 @@ def sample_indices(length: int, count: int = SAMPLE_ITEMS) -> list[int]:
     """The fixed indices sampled from a split of ``length`` items (the same for the same length)."""
     if length <= count:
         return list(range(length))
-    return np.sort(np.random.default_rng(0).choice(length, size=count, replace=False)).tolist()
+    return [int(i) for i in np.sort(np.random.default_rng(0).choice(length, size=count, replace=False))]
 
 
 def _split_changes(stored: Mapping[str, Any], current: Mapping[str, Any]) -> list[tuple[str, str]]:
