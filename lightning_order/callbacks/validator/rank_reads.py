@@ -55,7 +55,7 @@ def _train_loader(trainer: Any) -> Any:
     return loader if isinstance(loader, torch.utils.data.DataLoader) else None
 
 
-def _epoch_indices(loader: Any) -> list[int] | None:
+def _epoch_indices(loader: Any) -> np.ndarray | None:
     """The indices the loader's sampler yields this epoch, in order, or ``None`` (not readable).
 
     Walked on a copy (:func:`~.peek.readable`: a resumable sampler moves its position when
@@ -63,14 +63,13 @@ def _epoch_indices(loader: Any) -> list[int] | None:
     """
     batches = loader.batch_sampler
     source = batches if batches is not None and not isinstance(batches, BatchSampler) else loader.sampler
-    order: list[int] = []
     with untouched(loader, source):
         twin = readable(source)
         if twin is None:
             return None
-        for drawn in twin:
-            order.extend(int(i) for i in (drawn if isinstance(drawn, (list, tuple)) else [drawn]))
-    return order
+        if source is loader.sampler:  # one index at a time: read straight into an array (millions)
+            return np.fromiter((int(i) for i in twin), dtype=np.int64)
+        return np.asarray([int(i) for drawn in twin for i in drawn], dtype=np.int64)
 
 
 def _identity(dataset: Any) -> str:
@@ -100,12 +99,11 @@ def _map_style(loader: Any) -> dict[str, Any]:
         order = _epoch_indices(loader)
         if order is None:
             return {}
-        first = [h[1] for h in hash_items([dataset[i] for i in order[:FIRST_ROWS]])]
+        first = [h[1] for h in hash_items([dataset[int(i)] for i in order[:FIRST_ROWS]])]
         identity = _identity(dataset)
     space = min(length, MAX_INDICES)
     read = np.zeros(space, dtype=bool)
-    indices = np.asarray(order, dtype=np.int64)
-    read[indices[(indices >= 0) & (indices < space)]] = True
+    read[order[(order >= 0) & (order < space)]] = True
     return {
         "first": first,
         "reads": {"dataset": identity, "space": space, "bitmap": np.packbits(read).tobytes()},
