@@ -33,6 +33,7 @@ def _case(launch: list[dict], case: str) -> list[dict]:
     ("case", "evidence", "shares"),
     [
         ("sampler-seed-rank", "sampler", "read by more than one rank"),
+        ("nanogpt-seed-rank", "sampler", "read by more than one rank"),
         ("all-data", "sampler", "100.0% of it is read by more than one rank and 0.0% is never read"),
         ("get-batch-same-seed", "batches", "identical first train batches"),
     ],
@@ -57,7 +58,14 @@ def test_distributed_sampler_seeded_by_rank_reports_the_shares_repeated_and_neve
 
 @pytest.mark.parametrize(
     "case",
-    ["lightning-sampler", "sampler-same-seed", "get-batch-seed-rank", "ordered-lm", "tp-group-all-data"],
+    [
+        "lightning-sampler",
+        "sampler-same-seed",
+        "get-batch-seed-rank",
+        "ordered-lm",
+        "nanogpt",
+        "tp-group-all-data",
+    ],
 )
 def test_correct_loaders_are_silent(launch, case) -> None:
     ranks = _case(launch, case)

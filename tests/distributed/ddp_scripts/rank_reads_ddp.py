@@ -10,6 +10,8 @@ Planted: ``sampler-seed-rank`` (``DistributedSampler(seed=rank)``), ``all-data``
 (nanoGPT's ``get_batch`` seeded alike on every rank). Correct: ``lightning-sampler`` (Lightning's
 own ``DistributedSampler``), ``sampler-same-seed`` (``DistributedSampler(seed=0)`` by hand),
 ``get-batch-seed-rank`` (seed ``1337 + rank``), ``ordered-lm`` (``OrderedLMDataModule``),
+``nanogpt`` (tests/nanogpt.py's correct pipeline; planted: ``nanogpt-seed-rank``, its loader with
+``DistributedSampler(seed=rank)``),
 ``tp-group-all-data`` (``ModelParallelStrategy`` dp 1 × tp 2, both ranks reading all rows: one
 tensor-parallel group reads the same batches by design). Item 9: ``stream-with`` /
 ``stream-without``: a stateful per-rank token stream with and without ``OrderValidator()``.
@@ -22,10 +24,11 @@ import sys
 import warnings
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests/, for streams.py
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests/, for streams.py and nanogpt.py
 
 import pytorch_lightning as pl
 import torch
+from nanogpt import VOCAB, BinData, TinyGPT, prepare
 from pytorch_lightning.strategies import ModelParallelStrategy
 from streams import FirstBatches, GetBatch, Rows, TinyModel, TokenStream, documents, stream_steps, token_array
 from torch.utils.data import DataLoader, DistributedSampler
@@ -141,6 +144,22 @@ def run_lm(cache: str) -> dict:
     return _fit(_trainer([validator, batches]), model, dm, validator, batches)
 
 
+class SeedPerRankBinData(BinData):
+    """nanoGPT's shape (``train.bin`` windows) with a ``DistributedSampler`` seeded by the rank."""
+
+    def train_dataloader(self) -> DataLoader:
+        rank, world = self.trainer.global_rank, self.trainer.world_size
+        sampler = DistributedSampler(self.train_set, num_replicas=world, rank=rank, seed=rank)
+        return DataLoader(self.train_set, batch_size=self.batch_size, sampler=sampler)
+
+
+def run_nanogpt(folder: Path, data_cls: type) -> dict:
+    """The pipeline of tests/nanogpt.py (each rank prepares the same files in its own folder)."""
+    prepare(folder)
+    validator, batches = OrderValidator(), FirstBatches()
+    return _fit(_trainer([validator, batches]), TinyGPT(VOCAB), data_cls(folder), validator, batches)
+
+
 def run_stream(with_validator: bool) -> dict:
     """A finite stateful stream, a share of the documents per rank, one epoch: every step trained?"""
     docs = documents(length=60)  # every rank's share yields as many batches (DDP needs it)
@@ -164,6 +183,9 @@ def main() -> None:
         results[case] = run_case(case)
         (out / f"rank{results[case]['rank']}.json").write_text(json.dumps(results))
     results["ordered-lm"] = run_lm(str(cache_root / "lm"))
+    rank = results["ordered-lm"]["rank"]
+    results["nanogpt-seed-rank"] = run_nanogpt(cache_root / f"nanogpt-{rank}", SeedPerRankBinData)
+    results["nanogpt"] = run_nanogpt(cache_root / f"nanogpt-{rank}", BinData)
     results["stream-with"] = run_stream(True)
     results["stream-without"] = run_stream(False)
     (out / f"rank{results['ordered-lm']['rank']}.json").write_text(json.dumps(results))
