@@ -173,6 +173,15 @@ RULES: dict[str, Rule] = {
         "end every row with the end-of-text token: a post-processor template '<s> $A </s>' (Llama tokenizers add "
         "'<s>' only: add_eos_token=True), or append tokenizer.eos_token_id before padding",
     ),
+    "ranks-read-same-data": Rule(
+        "data-parallel ranks read the same samples: the epoch is not split between them",
+        "every step averages gradients of repeated samples: an N-rank run learns from a fraction of the "
+        "data at N times the cost, and part of the data is never read; no error, the loss looks fine",
+        "let Lightning build the DistributedSampler (use_distributed_sampler=True, the default), or give "
+        "every rank the same sampler seed and its own rank (DistributedSampler(dataset, seed=SEED) with "
+        "the strategy's num_replicas/rank); an iterable loader must draw by rank (seed + rank, or a "
+        "share of the stream per rank)",
+    ),
 }
 
 

@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from lightning_order.callbacks.validator.evidence import KEY_HASH
+from lightning_order.callbacks.validator.peek import peek_batches, untouched
 
 __all__ = ["as_numpy", "batch_field", "batch_inputs", "observed_dims", "sample_batch"]
 
@@ -26,7 +27,8 @@ def sample_batch(dm: Any, loader_name: str, rows: int) -> tuple[Any, int | None]
     """Up to ``rows`` rows of a datamodule's dataloader, collated as one batch, and the dataset size.
 
     Map-style datasets are indexed directly (a fixed seed, so every rank samples the same rows of
-    the same data) without starting workers; iterable ones yield their first batches.
+    the same data) without starting workers; iterable ones yield their first batches, read without
+    consuming the stream (:func:`~lightning_order.callbacks.validator.peek.peek_batches`).
 
     Args:
         dm: the datamodule.
@@ -54,15 +56,11 @@ def sample_batch(dm: Any, loader_name: str, rows: int) -> tuple[Any, int | None]
             return None, 0
         picked = np.sort(np.random.default_rng(0).choice(size, size=min(rows, size), replace=False))
         getitems = getattr(dataset, "__getitems__", None)
-        items = getitems(picked.tolist()) if callable(getitems) else [dataset[int(i)] for i in picked]
+        with untouched(loader):  # an item that draws random numbers (augmentation) leaves the run's alone
+            items = getitems(picked.tolist()) if callable(getitems) else [dataset[int(i)] for i in picked]
         return collate(items), size
-    batches, seen = [], 0
-    for batch in loader:
-        batches.append(batch)
-        labels = batch_field(batch, "labels")
-        seen += len(labels if labels is not None else batch[0])
-        if seen >= rows:
-            break
+    # Read without consuming: the run must start on the batch it would have started on without us.
+    batches = peek_batches(loader, rows)
     return (_concat(batches) if batches else None), None
 
 

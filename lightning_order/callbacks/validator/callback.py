@@ -54,7 +54,9 @@ from lightning_order.callbacks.validator.position import (
     resumed_at,
     saved_position,
 )
-from lightning_order.callbacks.validator.state import CheckpointSeen, Done, ValidatorState
+from lightning_order.callbacks.validator.rank_reads import rank_read_violations
+from lightning_order.callbacks.validator.resume_content import content_sample, stored_content
+from lightning_order.callbacks.validator.state import CheckpointSeen, Done, ValidatorState, saved_state
 from lightning_order.checkpoint import early_checkpoint
 from lightning_order.checks.datasets import check_rank_datasets, same_rows_compared
 from lightning_order.checks.lm import fit_fixes_to_model
@@ -69,6 +71,7 @@ from lightning_order.checks.resume import (
     stored_fingerprints,
     stored_position,
 )
+from lightning_order.checks.resume_content import check_resume_content
 from lightning_order.compat import Callback
 from lightning_order.errors import CheckpointError, OrderError, OrderWarning
 from lightning_order.ledger import CHECKPOINT_KEY, fingerprint
@@ -154,6 +157,8 @@ class OrderValidator(Callback):
         # State (saved in checkpoints, restored as saved): the data the weights were trained on.
         self.fingerprints: dict[str, str] = {}
         self.dims: dict[str, Any] = {}
+        #: Without a ledger: the tokenizer's fingerprint and item hashes of each split (resume proof).
+        self.content: dict[str, Any] = {}
         #: The data position (epoch, global samples of it consumed, seed, global batch, ...): the one
         #: a restored checkpoint held, then this run's as of its latest save.
         self.position: dict[str, Any] | None = None
@@ -192,25 +197,13 @@ class OrderValidator(Callback):
         live = saved_position(trainer) if trainer is not None else None
         self.position = live or self.position  # the latest position saved (outside a fit: kept)
         state: dict[str, Any] = {"fingerprints": dict(self.fingerprints), "dims": dict(self.dims)}
-        if self.position is not None:
-            state["position"] = dict(self.position)
-        return state
+        optional = {"position": self.position, "content": self.content}  # absent when there is none
+        return {**state, **{key: dict(value) for key, value in optional.items() if value}}
 
     @override
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        # Exactly what state_dict saved; older or foreign states may lack keys (or hold a
-        # "version"): default them, never fail a resume on that. Something else is no state of ours.
-        if not isinstance(state_dict, Mapping) or not isinstance(
-            state_dict.get("fingerprints") or {}, Mapping
-        ):
-            raise CheckpointError(
-                f"the checkpoint's OrderValidator state is not what OrderValidator saves (got "
-                f"{type(state_dict).__name__}): the checkpoint is damaged or was written by something else; "
-                "resume from an intact checkpoint"
-            )
-        self.fingerprints = {str(k): str(v) for k, v in (state_dict.get("fingerprints") or {}).items()}
-        self.dims = dict(state_dict.get("dims") or {})
-        self.position = dict(state_dict["position"]) if state_dict.get("position") else None
+        # Exactly what state_dict saved, older states defaulted; anything else raises CheckpointError.
+        self.fingerprints, self.dims, self.position, self.content = saved_state(state_dict)
         self._state.seen.add(CheckpointSeen.STATE)
 
     @override
@@ -245,6 +238,8 @@ class OrderValidator(Callback):
         )
         # Compared across ranks, and with the model check's: a token added from here on is a change.
         content["tokenizer"] = state.tokenizer = tokenizer_in_use(dm)
+        # No ledger to prove the data on resume: its tokenizer and sampled items go into checkpoints.
+        self.content = state.content = content_sample(trainer, dm, state.tokenizer) if ledger is None else {}
         local: list[Violation] = []
         if ledger is not None:
             # A hand-written datamodule (lightning_order.recording) is judged on the steps it declares.
@@ -334,6 +329,7 @@ class OrderValidator(Callback):
             local = check_resume_position(stored, resumed)
             violations = agree(all_gather(trainer, [v.to_dict() for v in local]))
             self._act(trainer, violations, "OrderValidator (resume, before the first resumed step)")
+        self._act(trainer, rank_read_violations(trainer), "OrderValidator (what each rank reads)")
         ledger = datamodule_ledger(trainer.datamodule)  # type: ignore[attr-defined]  # set by Lightning, undeclared
         if self.record and ledger is not None:
             shard, optim = ledger.latest("shard"), ledger.latest("configure_optimizers")
@@ -386,6 +382,7 @@ class OrderValidator(Callback):
         if state.resume_unchecked:
             local += check_resume(self.fingerprints, state.fingerprints)
             local += check_resume_proof(self.fingerprints, state.fingerprints)
+            local += check_resume_content(self.content, state.content)
             state.done.add(Done.RESUME_CHECKED)
         self._act(trainer, agree(all_gather(trainer, [v.to_dict() for v in local])), where)
 
@@ -412,6 +409,7 @@ class OrderValidator(Callback):
         stored = stored_fingerprints(checkpoint, self.state_key, owner=OrderValidator.__qualname__)
         state = self._state
         local = check_resume(stored, state.fingerprints) + check_resume_proof(stored, state.fingerprints)
+        local += check_resume_content(stored_content(checkpoint, self.state_key), state.content)
         state.done.add(Done.RESUME_CHECKED)
         state.seen.add(CheckpointSeen.FILE)
         state.stored_position = stored_position(checkpoint, self.state_key, owner=OrderValidator.__qualname__)

@@ -6,17 +6,21 @@ needs. Two sets say where the run stands: how a checkpoint of this run has shown
 (:class:`CheckpointSeen`) and which once-per-run steps are done (:class:`Done`); a hook asks them
 a question (:attr:`ValidatorState.resuming`, :attr:`ValidatorState.resume_unchecked`) instead of
 combining flags. Nothing here goes into a checkpoint: the callback's ``state_dict`` saves the
-data's identity and position, kept as the callback's public attributes.
+data's identity, content sample and position, kept as the callback's public attributes;
+:func:`saved_state` reads them back.
 """
 
 from __future__ import annotations
 
 import weakref
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import Any, NamedTuple
 
-__all__ = ["CheckpointSeen", "Done", "ValidatorState"]
+from lightning_order.errors import CheckpointError
+
+__all__ = ["CheckpointSeen", "Done", "SavedState", "ValidatorState", "saved_state"]
 
 
 class CheckpointSeen(Enum):
@@ -52,6 +56,8 @@ class ValidatorState:
         observed: what sampled batches showed about the dims of a datamodule without ``dims``.
         evidence: what the latest checks had to go on (overlap, label encoding, same-row floats).
         tokenizer: the fingerprint of the tokenizer in use at ``setup``, or ``None``.
+        content: this run's content sample for a datamodule without a ledger (the tokenizer and
+            item hashes per split, :mod:`lightning_order.checks.resume_content`), else empty.
         seen: how a checkpoint of this run has shown itself.
         done: the once-per-run steps that have happened.
         stored_position: the data position in the checkpoint's file, as the resume check read it.
@@ -68,6 +74,7 @@ class ValidatorState:
     observed: dict[str, Any] = field(default_factory=dict)
     evidence: dict[str, Any] = field(default_factory=dict)
     tokenizer: str | None = None
+    content: dict[str, Any] = field(default_factory=dict)
     seen: set[CheckpointSeen] = field(default_factory=set)
     done: set[Done] = field(default_factory=set)
     stored_position: dict[str, Any] | None = None
@@ -84,3 +91,36 @@ class ValidatorState:
     def resume_unchecked(self) -> bool:
         """Whether a restored state still waits for the resume check (no file was read first)."""
         return CheckpointSeen.STATE in self.seen and Done.RESUME_CHECKED not in self.done
+
+
+class SavedState(NamedTuple):
+    """What ``OrderValidator.state_dict`` saves (the callback's public attributes of the same names)."""
+
+    fingerprints: dict[str, str]
+    dims: dict[str, Any]
+    position: dict[str, Any] | None
+    content: dict[str, Any]
+
+
+def saved_state(state_dict: Any) -> SavedState:
+    """What ``OrderValidator.state_dict`` saved, read back.
+
+    Older or foreign states may lack keys (or hold a ``"version"``): they are defaulted, never a
+    failed resume.
+
+    Raises:
+        CheckpointError: the state is no state of ``OrderValidator``'s (damaged, or written by
+            something else).
+    """
+    if not isinstance(state_dict, Mapping) or not isinstance(state_dict.get("fingerprints") or {}, Mapping):
+        raise CheckpointError(
+            f"the checkpoint's OrderValidator state is not what OrderValidator saves (got "
+            f"{type(state_dict).__name__}): the checkpoint is damaged or was written by something else; "
+            "resume from an intact checkpoint"
+        )
+    return SavedState(
+        fingerprints={str(k): str(v) for k, v in (state_dict.get("fingerprints") or {}).items()},
+        dims=dict(state_dict.get("dims") or {}),
+        position=dict(state_dict["position"]) if state_dict.get("position") else None,
+        content=dict(state_dict.get("content") or {}),
+    )

@@ -7,7 +7,13 @@ from __future__ import annotations
 import pytest
 
 from lightning_order import STANDARD_PIPELINE, OrderValidator
-from lightning_order.callbacks.validator.state import CheckpointSeen, Done, ValidatorState
+from lightning_order.callbacks.validator.state import (
+    CheckpointSeen,
+    Done,
+    SavedState,
+    ValidatorState,
+    saved_state,
+)
 
 
 def test_a_fresh_state_is_no_resume_and_has_done_nothing():
@@ -80,3 +86,10 @@ def test_views_before_setup_are_empty_and_read_only():
     assert dict(validator.observed) == {} and dict(validator.evidence) == {}
     with pytest.raises(TypeError):
         validator.observed["max_token_id"] = 1  # type: ignore[index]
+
+
+def test_saved_state_reads_back_the_content_sample_and_defaults_older_states() -> None:
+    content = {"tokenizer": "t", "splits": {"train": {"length": 3, "hashes": [1, 2, 3]}}}
+    saved = saved_state({"fingerprints": {}, "dims": {"vocab_size": 9}, "content": content})
+    assert saved == SavedState({}, {"vocab_size": 9}, None, content)
+    assert saved_state({}).content == {}
