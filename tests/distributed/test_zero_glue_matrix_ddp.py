@@ -22,8 +22,6 @@ EXPECTED = {
     "seed-rank-B": ["ranks-read-same-data"],
     "all-data-B": ["ranks-read-same-data"],
 }
-#: Cases whose rule is on another branch (emptied at merge).
-PENDING = {"seed-rank-A", "all-data-A", "seed-rank-B", "all-data-B"}
 
 
 @pytest.fixture(scope="module")
@@ -37,8 +35,6 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> list[dict]:
 @pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(EXPECTED))
 def test_each_shape_under_ddp_silent_or_caught_on_both_ranks(results, case):
-    if case in PENDING and any(r[case]["rules"] != EXPECTED[case] for r in results):
-        pytest.skip("rule on another branch")
     for rank, result in enumerate(results):
         assert result[case]["rules"] == EXPECTED[case], result
         assert result[case]["rank"] == rank

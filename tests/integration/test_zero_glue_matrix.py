@@ -39,8 +39,6 @@ PENDING = {
     ("bpe-on-raw-text", "B"),
     ("bpe-on-raw-text", "C"),
     ("dedup-after-split", "A"),
-    ("re-tokenized-resume", "A"),
-    ("re-tokenized-resume", "B"),
 }
 
 #: Block size of the planted B variants (nanogpt's).
