@@ -56,6 +56,18 @@ def corpus(documents: int = DOCUMENTS, seed: int = 0) -> tuple[str, ...]:
     return tuple(dict.fromkeys(docs))
 
 
+def with_footers(docs: list[str], share: float, seed: int = 0) -> list[str]:
+    """``share`` of the documents end with one of three fixed footers (~50 tokens each, web
+    boilerplate): distinct documents that share a phrase longer than a window, never twins."""
+    words = np.random.default_rng(7)  # the same three footers on both sides
+    footers = [
+        " ".join("".join(words.choice(_SYLLABLES, size=3)) for _ in range(int(words.integers(30, 40))))
+        for _ in range(3)
+    ]
+    rng = np.random.default_rng(seed)
+    return [d + "\n" + footers[i % 3] if rng.random() < share else d for i, d in enumerate(docs)]
+
+
 def split(docs: tuple[str, ...], seed: int = 0) -> tuple[list[str], list[str]]:
     """By a hash of each document's text: a document and its exact twin land on the same side."""
     to_val = [xxhash.xxh64_intdigest(d.encode(), seed=seed) % 1000 < VAL_SHARE * 1000 for d in docs]
@@ -106,6 +118,7 @@ def prepare(
     bos: bool = False,
     twins: float = 0.0,
     dtype: Any = np.uint16,
+    footers: float = 0.0,
 ) -> dict[str, Any]:
     """The offline preparation: ``train.bin``, ``val.bin``, ``tokenizer.json`` in ``folder``.
 
@@ -119,12 +132,16 @@ def prepare(
         twins: the share of validation documents replaced by an exact copy of a train document
             (the leak a split without dedup makes).
         dtype: the ids' dtype on disk.
+        footers: the share of documents (both splits) ending with a shared footer
+            (:func:`with_footers`): a correct pipeline whose splits share phrases.
 
     Returns:
         What was written: the split sizes, the share of validation tokens in twins.
     """
     folder.mkdir(parents=True, exist_ok=True)
     train, val = split(corpus(documents, seed))
+    if footers:
+        train, val = with_footers(train, footers), with_footers(val, footers, seed=1)
     planted = 0
     if twins:
         rng = np.random.default_rng(0)
