@@ -29,6 +29,9 @@ def folders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "no-eos": {"eos": False},
         "twins": {"twins": 0.19},
         "bos-first": {"eos": False, "bos": True},  # Llama's add_bos_token: <s> opens each, none ends
+        "small": {"documents": 360},  # #37: stopped with "exact duplicates straddle the split"
+        "footers": {"documents": 360, "footers": 0.3},  # shared phrases longer than a window
+        "twins-5": {"twins": 0.05},
     }
     for name, options in variants.items():
         prepare(root / name, **options)
@@ -118,6 +121,27 @@ def test_validation_documents_with_a_train_twin_are_caught(folders):
     assert error is not None and error.rules == ["train-val-overlap"] and steps == 0
     estimate = error.violations[0].details["estimate"]
     assert estimate["hits"] >= estimate["min_hits"] and estimate["interval"][0] > 0.01
+
+
+@pytest.mark.parametrize("variant", ["small", "footers"])
+def test_a_correct_pipeline_whose_documents_share_phrases_is_silent(folders, variant):
+    # 13 % of the footers corpus's validation windows have an identical train window (a shared
+    # ~80-token footer); no validation document is in train.
+    dm = BinData(folders[variant])
+    dm.setup("fit")
+    validator, error, steps = _fit(dm, TinyGPT(len(dm.tokenizer)))
+    assert error is None and validator.violations == [] and steps == 1
+    assert validator.evidence["overlap"] == "token-stream"  # every window against all train tokens
+
+
+def test_five_percent_twin_documents_are_caught_from_every_window(folders):
+    dm = BinData(folders["twins-5"])
+    dm.setup("fit")
+    _, error, steps = _fit(dm, TinyGPT(len(dm.tokenizer)))
+    assert error is not None and error.rules == ["train-val-overlap"] and steps == 0
+    (violation,) = error.violations
+    assert violation.details["estimate"]["exact"] and violation.details["rate"] > 0.01
+    assert "whole documents that the train split holds too" in violation.message
 
 
 # -- docs/lm.md "Your own LM pipeline", run as written ---------------------------------------------
