@@ -13,9 +13,12 @@ import re
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
+import torch
 from helpers import ROOT, quiet_trainer
-from nanogpt import BinData, LatePadData, PadUsedData, TinyGPT, corpus, prepare
+from nanogpt import BLOCK, BinData, LatePadData, PadUsedData, TinyGPT, corpus, prepare
+from torch.utils.data import DataLoader
 
 from lightning_order import OrderError, OrderValidator
 
@@ -142,6 +145,42 @@ def test_five_percent_twin_documents_are_caught_from_every_window(folders):
     (violation,) = error.violations
     assert violation.details["estimate"]["exact"] and violation.details["rate"] > 0.01
     assert "whole documents that the train split holds too" in violation.message
+
+
+class _Stream(torch.utils.data.IterableDataset):
+    """A torchtitan-style stream of ``(x, y)`` windows, ``stride`` tokens apart; ``plant`` replaces
+    its fourth window by another array's window (a phrase that recurs across documents)."""
+
+    def __init__(self, tokens: np.ndarray, stride: int = 8, plant: np.ndarray | None = None) -> None:
+        self.tokens, self.stride, self.plant = np.asarray(tokens, dtype=np.int64), stride, plant
+
+    def __iter__(self):
+        for n, start in enumerate(range(0, self.tokens.size - BLOCK - 1, self.stride)):
+            chunk = self.tokens[start : start + BLOCK + 1] if n != 3 or self.plant is None else self.plant
+            yield torch.from_numpy(chunk[:-1].copy()), torch.from_numpy(chunk[1:].copy())
+
+
+def test_one_window_in_512_of_an_iterable_split_is_a_sample_not_a_leak(folders):
+    # #37 item 9: the rows read from a stream of unknown size are a sample; one twin in 512 (a phrase
+    # recurring across documents) is under the minimum of hits, so the correct pipeline trains.
+    class StreamData(BinData):
+        def setup(self, stage: str) -> None:
+            super().setup(stage)
+            train = np.asarray(self.train_set.data, dtype=np.int64)
+            self.train_stream = _Stream(train)
+            self.val_stream = _Stream(np.asarray(self.val_set.data), plant=train[800 : 800 + BLOCK + 1])
+
+        def train_dataloader(self) -> DataLoader:
+            return DataLoader(self.train_stream, batch_size=self.batch_size)
+
+        def val_dataloader(self) -> DataLoader:
+            return DataLoader(self.val_stream, batch_size=self.batch_size)
+
+    dm = StreamData(folders["correct"])
+    dm.setup("fit")
+    validator, error, steps = _fit(dm, TinyGPT(len(dm.tokenizer)))
+    assert error is None and validator.violations == [] and steps == 1
+    assert validator.evidence["overlap"] == "rows-sample"
 
 
 # -- docs/lm.md "Your own LM pipeline", run as written ---------------------------------------------

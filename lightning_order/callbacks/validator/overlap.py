@@ -98,7 +98,11 @@ def overlap_check(
     if not train_inputs or not val_inputs or len(train_inputs) != len(val_inputs):
         return None, []
     found = check_row_overlap(
-        row_hashes(*train_inputs), row_hashes(*val_inputs), train_rows=train_rows, threshold=threshold
+        row_hashes(*train_inputs),
+        row_hashes(*val_inputs),
+        train_rows=train_rows,
+        threshold=threshold,
+        unknown_size=train_rows is None,  # an iterable split: its rows read are a sample (#37)
     )
     return "rows-sample", found
 

@@ -76,15 +76,21 @@ def test_a_phrase_shared_by_distinct_documents_is_no_twin_whatever_its_length():
     assert result.twins == 0 and check_window_overlap(result) == []
     # The old identical-window rate would have called it a leak.
     train_windows = {bytes(w) for w in np.lib.stride_tricks.sliding_window_view(_stream(train_docs), WINDOW)}
-    identical = np.mean([bytes(w) in train_windows for w in np.lib.stride_tricks.sliding_window_view(val, WINDOW)])
+    identical = np.mean(
+        [bytes(w) in train_windows for w in np.lib.stride_tricks.sliding_window_view(val, WINDOW)]
+    )
     assert identical > 0.1
 
 
 def test_without_a_separator_runs_of_two_windows_stand_for_documents():
     rng = np.random.default_rng(3)
     train = rng.integers(1, 5000, size=20_000)
-    val = np.r_[rng.integers(1, 5000, size=500), train[100 : 100 + 3 * WINDOW], rng.integers(1, 5000, size=500)]
-    phrase = np.r_[rng.integers(1, 5000, size=500), train[900 : 900 + WINDOW + 10], rng.integers(1, 5000, size=500)]
+    val = np.r_[
+        rng.integers(1, 5000, size=500), train[100 : 100 + 3 * WINDOW], rng.integers(1, 5000, size=500)
+    ]
+    phrase = np.r_[
+        rng.integers(1, 5000, size=500), train[900 : 900 + WINDOW + 10], rng.integers(1, 5000, size=500)
+    ]
     assert window_overlap(val, [train], WINDOW).twins == 3 * WINDOW - WINDOW + 1
     assert window_overlap(phrase, [train], WINDOW).twins == 0
 
