@@ -271,6 +271,15 @@ class PerRankTokenizerData(BinData):
         return PreTrainedTokenizerFast(tokenizer_object=train_tokenizer(list(corpus(DOCUMENTS, seed=rank))))
 
 
+class PerRankBlockData(BinData):
+    """The block size read per process (``BLOCK`` on rank 0, twice that on rank 1: a per-rank
+    config or environment variable); the tokenizer and files are the same on every rank."""
+
+    def __init__(self, folder: Path, **kwargs: Any) -> None:
+        super().__init__(folder, **kwargs)
+        self.block_size = BLOCK * (1 + int(os.environ.get("LOCAL_RANK", "0")))
+
+
 class _Documents(Dataset):
     def __init__(self, rows: list[torch.Tensor]) -> None:
         self.rows = rows
