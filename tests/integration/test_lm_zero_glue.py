@@ -245,3 +245,35 @@ def test_the_docs_example_ledger_sees_a_tokenizer_retrained_at_the_same_size(exa
     with pytest.raises(OrderError) as caught:
         example["train"](tmp_path / "data", [])  # a warm cache: nothing is prepared again
     assert "vocab-changed-after-init" in caught.value.rules
+
+
+def test_the_docs_glue_encoding_then_packing_each_split_in_turn_is_silent(example, tmp_path):
+    # #37: the docs' ledger lines, one split encoded and packed after the other, gave missing-step.
+    from lightning_order import LM_PIPELINE, record_step
+
+    class PerSplit(example["Prepare"]):
+        @record_step("encode", pipeline=LM_PIPELINE, params={"eos": True})
+        def encode_split(self, tokenizer, docs):
+            eos = tokenizer.token_to_id(example["EOS"])
+            return np.asarray(
+                [t for e in tokenizer.encode_batch(docs) for t in (*e.ids, eos)], dtype=np.uint16
+            )
+
+        @record_step("pack", pipeline=LM_PIPELINE)
+        def pack(self, ids, name):
+            ids.tofile(self.folder / f"{name}.bin")
+            return ids
+
+        def run(self):
+            train, val = self.split(self.dedup(self.clean(self.load())))
+            tokenizer = self.build_vocab(train)
+            for name, docs in (("train", train), ("val", val)):
+                self.pack(self.encode_split(tokenizer, docs), name)
+            self.ledger.save(self.folder)
+
+    PerSplit(tmp_path, corpus()).run()
+    dm = example["BinData"](tmp_path)
+    dm.setup("fit")
+    assert dm.ledger.steps()[-4:] == ["encode", "pack", "encode", "pack"] and dm.ledger.steps()[0] == "load"
+    validator, error, steps = _fit(dm, example["TinyGPT"](len(dm.tokenizer)))
+    assert error is None and validator.violations == [] and steps == 1
