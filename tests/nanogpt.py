@@ -280,6 +280,38 @@ class PerRankBlockData(BinData):
         self.block_size = BLOCK * (1 + int(os.environ.get("LOCAL_RANK", "0")))
 
 
+class PackedSplitData(BinData):
+    """Split after packing: the windows of one stream of every document (``train.bin`` then
+    ``val.bin``), ``random_split`` 90/10 with a seeded generator, so every document has windows on
+    both sides; ``stride`` 1 is nanoGPT's every window, ``block_size + 1`` packed blocks."""
+
+    def __init__(self, folder: Path, stride: int = 1, **kwargs: Any) -> None:
+        super().__init__(folder, **kwargs)
+        self.stride = stride
+
+    def setup(self, stage: str) -> None:
+        super().setup(stage)
+        both = np.concatenate([np.asarray(self.train_set.data), np.asarray(self.val_set.data)])
+        windows = _Strided(both, self.block_size, self.stride)
+        generator = torch.Generator().manual_seed(0)
+        self.train_set, self.val_set = torch.utils.data.random_split(windows, [0.9, 0.1], generator=generator)
+
+
+class _Strided(Dataset):
+    """Windows of ``block_size + 1`` tokens of one array, ``stride`` tokens apart."""
+
+    def __init__(self, data: np.ndarray, block_size: int, stride: int) -> None:
+        self.data, self.block_size, self.stride = data, block_size, stride
+
+    def __len__(self) -> int:
+        return (len(self.data) - self.block_size - 1) // self.stride + 1
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        start = i * self.stride
+        chunk = torch.from_numpy(self.data[start : start + self.block_size + 1].astype(np.int64))
+        return chunk[:-1], chunk[1:]
+
+
 class _Documents(Dataset):
     def __init__(self, rows: list[torch.Tensor]) -> None:
         self.rows = rows

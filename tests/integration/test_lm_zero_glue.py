@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import torch
 from helpers import ROOT, quiet_trainer
-from nanogpt import BLOCK, BinData, LatePadData, PadUsedData, TinyGPT, corpus, prepare
+from nanogpt import BLOCK, BinData, LatePadData, PackedSplitData, PadUsedData, TinyGPT, corpus, prepare
 from torch.utils.data import DataLoader
 
 from lightning_order import OrderError, OrderValidator
@@ -181,6 +181,17 @@ def test_one_window_in_512_of_an_iterable_split_is_a_sample_not_a_leak(folders):
     validator, error, steps = _fit(dm, TinyGPT(len(dm.tokenizer)))
     assert error is None and validator.violations == [] and steps == 1
     assert validator.evidence["overlap"] == "rows-sample"
+
+
+@pytest.mark.parametrize("stride", [1, BLOCK + 1], ids=["every-window", "packed-blocks"])
+def test_a_split_after_packing_is_caught(folders, stride):
+    # #37 item 4: random_split of the windows (or blocks) of one stream of every document.
+    dm = PackedSplitData(folders["correct"], stride=stride)
+    dm.setup("fit")
+    validator, error, steps = _fit(dm, TinyGPT(len(dm.tokenizer)))
+    assert error is not None and error.rules == ["train-val-overlap"] and steps == 0
+    assert validator.evidence["overlap"] == "token-subsets" and "after packing" in str(error)
+    assert error.violations[0].details["estimate"]["rate"] > 0.9
 
 
 # -- docs/lm.md "Your own LM pipeline", run as written ---------------------------------------------

@@ -12,7 +12,9 @@ validation document with an exact twin in train gives windows identical to train
 the rate is of windows, not documents. When both splits' windows are cut from flat token arrays
 (nanoGPT's ``train.bin``), every validation window is checked against every train token
 (:mod:`lightning_order.checks.windows`: whole documents matched, not shared phrases), evidence
-``"token-stream"``. Document-level overlap is exact when the datamodule
+``"token-stream"``. When both splits are subsets of one dataset of windows of one stream
+(``random_split`` after packing), the windows' places in the stream decide
+(:mod:`lightning_order.checks.packed_split`), evidence ``"token-subsets"``. Document-level overlap is exact when the datamodule
 keeps one ``key_hash`` per document (``OrderedLMDataModule`` does; see docs/lm.md).
 """
 
@@ -25,10 +27,11 @@ from pytorch_lightning.utilities.rank_zero import rank_zero_info
 
 from lightning_order.callbacks.validator.batches import batch_inputs, sample_batch
 from lightning_order.callbacks.validator.evidence import split_key_hashes
-from lightning_order.callbacks.validator.tokens import chunks, separator_ids, split_stream
+from lightning_order.callbacks.validator.tokens import chunks, separator_ids, split_stream, subset_windows
 from lightning_order.checks.datasets import check_twin_rate, twin_estimate
 from lightning_order.checks.estimates import MIN_HITS, RateEstimate
 from lightning_order.checks.leakage import check_key_overlap, check_row_overlap, row_hashes
+from lightning_order.checks.packed_split import check_packed_split, cut_windows
 from lightning_order.checks.windows import check_window_overlap, window_overlap
 from lightning_order.rules import Violation
 
@@ -56,7 +59,8 @@ def overlap_check(
 
     Returns:
         ``(evidence, violations)``: ``"key-hash"`` (both splits' key hashes), ``"token-stream"``
-        (every validation window against all train tokens), ``"content"``
+        (every validation window against all train tokens), ``"token-subsets"`` (a split after
+        packing found from the windows' places in one stream), ``"content"``
         (every train item's content hash), ``"content-sample"`` (the same items sampled on every
         rank), ``"rows-sample"`` (sampled rows' inputs) or ``None`` (nothing to compare).
     """
@@ -78,6 +82,21 @@ def overlap_check(
                 f"that train holds too ({result.rate:.2%}); no violation (threshold {threshold:.1%})"
             )
         return "token-stream", found
+    packed = subset_windows(dm)
+    if packed is not None:  # random_split of the windows of one stream: a split after packing
+        cut = cut_windows(
+            packed["stream"],
+            packed["train_starts"],
+            packed["val_starts"],
+            packed["window"],
+            packed["stride"],
+            separator_ids(dm),
+        )
+        found = check_packed_split(
+            cut, whole=packed["whole"], threshold=threshold, stride=packed["stride"], window=packed["window"]
+        )
+        if found:
+            return "token-subsets", found
     train_part, val_part = (content or {}).get("train"), (content or {}).get("val")
     if train_part and val_part and not train_part.get("random") and not val_part.get("random"):
         # Hashes of every item's inputs (or of the same sample on every rank): the twin rate.

@@ -18,7 +18,7 @@ import torch
 
 from lightning_order.callbacks.validator.items import is_label, leaf_array, leaves, split_dataset
 
-__all__ = ["CHUNK_TOKENS", "chunks", "separator_ids", "split_stream"]
+__all__ = ["CHUNK_TOKENS", "MAX_VAL_WINDOWS", "chunks", "separator_ids", "split_stream", "subset_windows"]
 
 #: Train tokens hashed per chunk (64 MiB of uint64 hashes per pass at most).
 CHUNK_TOKENS = 1 << 23
@@ -62,12 +62,22 @@ def split_stream(dm: Any, split: str) -> tuple[np.ndarray, int] | None:
         ``None`` when the split has no such array.
     """
     dataset, _ = split_dataset(dm, split) if dm is not None else (None, None)
-    if dataset is None or not len(dataset):
-        return None
+    found = _stream_of(dataset)
+    return None if found is None else (found[0], int(found[1].size) + 1)
+
+
+def _item_ids(dataset: Any, index: int) -> np.ndarray | None:
     try:
-        first = _input_ids(dataset[0])
+        return _input_ids(dataset[index])
     except Exception:  # an item that cannot be read by index: no stream
         return None
+
+
+def _stream_of(dataset: Any) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(tokens, first item's ids)`` when ``dataset`` holds the flat array its first item starts."""
+    if dataset is None or not hasattr(dataset, "__dict__") or not len(dataset):
+        return None
+    first = _item_ids(dataset, 0)
     if first is None or not first.size:
         return None
     for value in vars(dataset).values():
@@ -75,8 +85,60 @@ def split_stream(dm: Any, split: str) -> tuple[np.ndarray, int] | None:
         if tokens is None or tokens.size < len(dataset) or tokens.size < first.size:
             continue
         if np.array_equal(np.asarray(tokens[: first.size], dtype=np.int64), first.astype(np.int64)):
-            return tokens, int(first.size) + 1
+            return tokens, first
     return None
+
+
+#: Validation windows checked at most for a split made after packing (a uniform sample above).
+MAX_VAL_WINDOWS = 100_000
+
+
+def subset_windows(dm: Any) -> dict[str, Any] | None:
+    """Both splits as subsets of one dataset of windows cut from one token stream, or ``None``.
+
+    ``torch.utils.data.Subset`` (what ``random_split`` returns) of the same dataset on both
+    sides, that dataset holding the flat token array (see :func:`split_stream`) and its item 1
+    starting 1, ``window - 1`` or ``window`` tokens after item 0 (the stride).
+
+    Returns:
+        ``{"stream", "train_starts", "val_starts", "window", "stride", "whole"}``: the stream
+        offsets of every train window and of the validation windows checked (all of them, or a
+        seeded sample of :data:`MAX_VAL_WINDOWS`).
+    """
+    train, _ = split_dataset(dm, "train") if dm is not None else (None, None)
+    val, _ = split_dataset(dm, "val") if dm is not None else (None, None)
+    subset = torch.utils.data.Subset
+    if not isinstance(train, subset) or not isinstance(val, subset) or train.dataset is not val.dataset:
+        return None
+    base = train.dataset
+    found = _stream_of(base)
+    second = _item_ids(base, 1) if found is not None and len(base) > 1 else None
+    if found is None or second is None:
+        return None
+    tokens, first = found
+    width = first.size
+    stride = next(
+        (
+            s
+            for s in (1, width, width + 1)
+            if tokens.size >= s + width and np.array_equal(np.asarray(tokens[s : s + width]), second)
+        ),
+        None,
+    )
+    if stride is None:
+        return None
+    val_index = np.asarray(val.indices, dtype=np.int64)
+    whole = val_index.size <= MAX_VAL_WINDOWS
+    if not whole:
+        val_index = np.random.default_rng(0).choice(val_index, size=MAX_VAL_WINDOWS, replace=False)
+    return {
+        "stream": tokens,
+        "train_starts": np.asarray(train.indices, dtype=np.int64) * stride,
+        "val_starts": val_index * stride,
+        "window": width + 1,
+        "stride": stride,
+        "whole": whole,
+    }
 
 
 #: Token names that end or open a document, looked up when the tokenizer names none.
