@@ -14,23 +14,37 @@ Timed: :func:`~lightning_order.checks.windows.window_overlap` (hash every valida
 pass over all train tokens in chunks, the twin decision), beside a floor measured in the same run
 on the same array: one read of every train token (``tokens.sum()``). The 1 B-token figure is
 extrapolated from the per-token cost measured on ``--extrapolate-tokens`` train tokens (a full
-run at 1 B needs 2 GB for the uint16 tokens alone; said so in the output).
+run at 1 B needs 2 GB for the uint16 tokens alone; said so in the output). Last, the time
+``OrderValidator()`` adds before step 1 on a nanoGPT-style run (``train.bin`` / ``val.bin``
+memory maps read as every window, a two-layer model), median of ``--fit-start-repeats`` runs
+with and without it, alternating, at each ``--fit-start-tokens``.
 
 Example:
     python benchmarks/bench_window_overlap.py --sizes 10000 100000 1000000 --shares 0 0.01 0.05 0.2 \
-        --seeds 20 --extrapolate-tokens 20000000 --json /tmp/bench_window_overlap.json
+        --seeds 20 --extrapolate-tokens 20000000 --fit-start-tokens 1000000 10000000 \
+        --json /tmp/bench_window_overlap.json
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
+import tempfile
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
+import pytorch_lightning as pl
+import torch
+from torch.utils.data import DataLoader
 
+from lightning_order import OrderValidator
 from lightning_order.checks.windows import check_window_overlap, window_overlap
+
+warnings.filterwarnings("ignore")
+logging.getLogger("pytorch_lightning").setLevel(logging.ERROR)
 
 EOS = 0
 WINDOW = 33  # block_size 32, as tests/nanogpt.py
@@ -90,6 +104,84 @@ def measure(train: np.ndarray, val: np.ndarray, threshold: float) -> dict:
     return {"seconds": seconds, "floor_s": floor_s, "detected": bool(found), "rate": result.rate, "_": floor}
 
 
+class _Windows(torch.utils.data.Dataset):
+    """nanoGPT's data: every window of ``WINDOW`` tokens of a memory-mapped ``.bin``."""
+
+    def __init__(self, path: Path) -> None:
+        self.data = np.memmap(path, dtype=np.uint16, mode="r")
+
+    def __len__(self) -> int:
+        return len(self.data) - WINDOW
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        chunk = torch.from_numpy(self.data[i : i + WINDOW].astype(np.int64))
+        return chunk[:-1], chunk[1:]
+
+
+class _Data(pl.LightningDataModule):
+    def __init__(self, folder: Path) -> None:
+        super().__init__()
+        self.folder = folder
+
+    def setup(self, stage: str) -> None:
+        self.train_set, self.val_set = _Windows(self.folder / "train.bin"), _Windows(self.folder / "val.bin")
+
+    def train_dataloader(self) -> DataLoader:
+        return DataLoader(self.train_set, batch_size=8, shuffle=True)
+
+    def val_dataloader(self) -> DataLoader:
+        return DataLoader(self.val_set, batch_size=8)
+
+
+class _Model(pl.LightningModule):
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed, self.head = torch.nn.Embedding(VOCAB, 16), torch.nn.Linear(16, VOCAB)
+
+    def training_step(self, batch: tuple, batch_idx: int) -> torch.Tensor:
+        x, y = batch
+        return torch.nn.functional.cross_entropy(self.head(self.embed(x)).flatten(0, 1), y.flatten())
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+class _FirstStep(pl.Callback):
+    def __init__(self) -> None:
+        self.at: float | None = None
+
+    def on_train_batch_start(self, *args: object) -> None:
+        self.at = self.at or time.perf_counter()
+
+
+def before_step_one(train_tokens: int, repeats: int) -> dict:
+    """Seconds from ``trainer.fit`` to step 1 with and without ``OrderValidator()``, alternating."""
+    rng = np.random.default_rng(0)
+    train, val, _ = corpus(rng, train_tokens, max(train_tokens // 10, 50_000), 0.0)
+    times: dict[bool, list[float]] = {True: [], False: []}
+    with tempfile.TemporaryDirectory() as folder:
+        train.tofile(Path(folder) / "train.bin")
+        val.tofile(Path(folder) / "val.bin")
+        for _ in range(repeats):
+            for validate in (False, True):
+                first = _FirstStep()
+                callbacks = [first, OrderValidator()] if validate else [first]
+                trainer = pl.Trainer(
+                    max_steps=1, limit_val_batches=0, logger=False, enable_checkpointing=False,
+                    enable_progress_bar=False, enable_model_summary=False, callbacks=callbacks,
+                )  # fmt: skip
+                start = time.perf_counter()
+                trainer.fit(_Model(), _Data(Path(folder)))
+                times[validate].append((first.at or time.perf_counter()) - start)
+    without, with_ = float(np.median(times[False])), float(np.median(times[True]))
+    return {
+        "train_tokens": int(train.size),
+        "without_s": without,
+        "with_s": with_,
+        "added_s": with_ - without,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
@@ -99,17 +191,23 @@ def main() -> None:
     parser.add_argument("--min-val-tokens", type=int, default=50_000)
     parser.add_argument("--threshold", type=float, default=0.01)
     parser.add_argument("--extrapolate-tokens", type=int, default=20_000_000)
+    parser.add_argument("--fit-start-tokens", type=int, nargs="*", default=[1_000_000, 10_000_000])
+    parser.add_argument("--fit-start-repeats", type=int, default=3)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
 
     rows = []
-    print(f"{'train windows':>13} {'planted':>8} {'detected':>9} {'rate seen':>10} {'time s':>8} {'x floor':>8}")
+    print(
+        f"{'train windows':>13} {'planted':>8} {'detected':>9} {'rate seen':>10} {'time s':>8} {'x floor':>8}"
+    )
     for size in args.sizes:
         for share in args.shares:
             runs = []
             for seed in range(args.seeds):
                 rng = np.random.default_rng(seed)
-                train, val, planted = corpus(rng, size, max(int(size * args.val_share), args.min_val_tokens), share)
+                train, val, planted = corpus(
+                    rng, size, max(int(size * args.val_share), args.min_val_tokens), share
+                )
                 runs.append({**measure(train, val, args.threshold), "planted": planted})
             row = {
                 "train_windows": size,
@@ -145,8 +243,18 @@ def main() -> None:
         f"({per_token * 1e9:.1f} ns per train token, {extrapolated['ratio_to_floor']:.0f}x one read of them); "
         f"extrapolated (not run) to 1 B train tokens: {per_token * 1e9:.0f} s"
     )
+    fit_start = []
+    for tokens in args.fit_start_tokens:
+        fit_start.append(before_step_one(tokens, args.fit_start_repeats))
+        f = fit_start[-1]
+        print(
+            f"nanoGPT-style run, {f['train_tokens']} train tokens: step 1 after {f['without_s']:.2f} s without, "
+            f"{f['with_s']:.2f} s with OrderValidator(): +{f['added_s']:.2f} s before step 1"
+        )
     if args.json:
-        args.json.write_text(json.dumps({"rows": rows, "one_billion": extrapolated}, indent=2))
+        args.json.write_text(
+            json.dumps({"rows": rows, "one_billion": extrapolated, "fit_start": fit_start}, indent=2)
+        )
 
 
 if __name__ == "__main__":

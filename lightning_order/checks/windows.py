@@ -12,8 +12,8 @@ distinct documents share a phrase. A full pass answers it without sampling:
 3. a validation token is *covered* when a validation n-gram holding it occurs in train; a
    validation window counts as a twin when it lies inside a validation document whose every
    token is covered (:func:`twin_windows`; documents are the spans between the tokenizer's
-   end-of-text or BOS ids). Without a known separator, a covered run of two windows or more
-   stands for a document.
+   end-of-text or BOS ids, or the rare id that closes most matches). Without any separator, a
+   covered run of two windows or more stands for a document.
 
 Why whole documents and not identical windows: a twin document is covered from separator to
 separator; a phrase shared by distinct documents (a footer, a licence, a quotation) is matched
@@ -109,7 +109,7 @@ def find_ngrams(val_hashes: np.ndarray, train_chunks: Iterable[np.ndarray], n: i
     if not wanted.size:
         return np.zeros(val_hashes.size, dtype=bool)
     # A bit table on the top bits rejects almost every train n-gram with one gather.
-    bits = int(min(30, max(16, np.ceil(np.log2(wanted.size)) + 4)))
+    bits = int(min(27, max(16, np.ceil(np.log2(wanted.size)) + 4)))  # a table of 128 MiB at most
     shift = np.uint64(64 - bits)
     table = np.zeros(1 << bits, dtype=bool)
     table[wanted >> shift] = True
@@ -142,8 +142,10 @@ def twin_windows(
 
     With ``separators`` (end-of-text / BOS ids), a document is the span between two separators
     and is a twin when every one of its tokens is covered (:func:`find_ngrams`); its windows,
-    separators included, are twins. Without, a covered run of at least ``2 * window`` tokens
-    stands for a document (a phrase shared verbatim over two windows counts as a duplicate).
+    separators included, are twins. Without, the end-of-text id is read off the data (a rare id
+    that closes most matches of a window or more); failing that, a covered run of at least
+    ``2 * window`` tokens stands for a document (a phrase shared verbatim over two windows
+    counts as a duplicate).
 
     Args:
         tokens: the validation tokens.
@@ -158,6 +160,25 @@ def twin_windows(
     return _twins(np.asarray(tokens), _covered(found, len(tokens), n), window, tuple(separators))[0]
 
 
+def _inferred_separator(tokens: np.ndarray, covered: np.ndarray, window: int) -> tuple[int, ...]:
+    """The end-of-text id, read off the data when no tokenizer names it.
+
+    A twin document's match ends at its end-of-text token, and so does a footer's: when one
+    rare id (under 2 % of the tokens) closes most covered runs of a window or more, it is the
+    separator. Shared phrases in the middle of documents end anywhere: no id is inferred.
+    """
+    edges = np.flatnonzero(np.diff(np.r_[0, covered.astype(np.int8), 0]))
+    starts, ends = edges[::2], edges[1::2]
+    last = tokens[ends[(ends - starts) >= window] - 1]
+    if last.size < 2:
+        return ()
+    ids, counts = np.unique(last, return_counts=True)
+    best = int(ids[np.argmax(counts)])
+    if counts.max() * 2 < last.size or np.count_nonzero(tokens == best) > 0.02 * tokens.size:
+        return ()
+    return (best,)
+
+
 def _twins(
     tokens: np.ndarray, covered: np.ndarray, window: int, separators: tuple[int, ...]
 ) -> tuple[np.ndarray, int]:
@@ -165,6 +186,7 @@ def _twins(
     length = covered.size
     if length < window:
         return np.zeros(0, dtype=bool), 0
+    separators = separators or _inferred_separator(tokens, covered, window)
     is_sep = np.isin(tokens, np.asarray(separators, dtype=np.int64)) if separators else None
     if is_sep is not None and is_sep.any():
         # Documents: spans between separators; a separator counts as covered, being shared by all.
