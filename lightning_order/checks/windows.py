@@ -160,21 +160,28 @@ def twin_windows(
     return _twins(np.asarray(tokens), _covered(found, len(tokens), n), window, tuple(separators))[0]
 
 
-def _inferred_separator(tokens: np.ndarray, covered: np.ndarray, window: int) -> tuple[int, ...]:
+def _inferred_separator(
+    tokens: np.ndarray, covered: np.ndarray, window: int, tail: int = 8
+) -> tuple[int, ...]:
     """The end-of-text id, read off the data when no tokenizer names it.
 
-    A twin document's match ends at its end-of-text token, and so does a footer's: when one
-    rare id (under 2 % of the tokens) closes most covered runs of a window or more, it is the
-    separator. Shared phrases in the middle of documents end anywhere: no id is inferred.
+    A twin document's match ends at its end-of-text token, and so does a footer's (give or take
+    the next document's first tokens, which train often holds after the same footer too): when
+    one rare id (under 2 % of the tokens) is among the last ``tail`` tokens of most covered runs
+    of a window or more, it is the separator. Phrases shared in the middle of documents end
+    anywhere: no id is inferred.
     """
     edges = np.flatnonzero(np.diff(np.r_[0, covered.astype(np.int8), 0]))
     starts, ends = edges[::2], edges[1::2]
-    last = tokens[ends[(ends - starts) >= window] - 1]
-    if last.size < 2:
+    ends = ends[(ends - starts) >= window]
+    if ends.size < 2:
         return ()
-    ids, counts = np.unique(last, return_counts=True)
+    tail = min(tail, window)
+    last = tokens[ends[:, None] - 1 - np.arange(tail)[None, :]]  # runs are at least a window long
+    pairs = np.unique(np.stack([np.repeat(np.arange(ends.size), tail), last.ravel()]), axis=1)
+    ids, counts = np.unique(pairs[1], return_counts=True)
     best = int(ids[np.argmax(counts)])
-    if counts.max() * 2 < last.size or np.count_nonzero(tokens == best) > 0.02 * tokens.size:
+    if counts.max() * 2 < ends.size or np.count_nonzero(tokens == best) > 0.02 * tokens.size:
         return ()
     return (best,)
 
