@@ -68,8 +68,8 @@ def cut_windows(
 
 def _separated(
     stream: np.ndarray, first: np.ndarray, second: np.ndarray, window: int, seps: np.ndarray
-) -> bool:
-    """Whether a separator lies between the end of the document part of ``first`` and ``second``.
+) -> np.ndarray:
+    """For each pair, whether a separator lies between the end of the document part of ``first`` and ``second``.
 
     Looks at the tokens from the last token of the earlier window to the first of the later one
     (or, when they overlap, at the overlap): a separator there means two documents.
@@ -79,7 +79,8 @@ def _separated(
     width = int((hi - lo).max()) + 1 if lo.size else 1
     index = np.minimum(lo[:, None] + np.arange(width)[None, :], stream.size - 1)
     inside = np.arange(width)[None, :] <= (hi - lo)[:, None]
-    return (np.isin(np.asarray(stream)[index], seps) & inside).any(axis=1)
+    separated: np.ndarray = (np.isin(np.asarray(stream)[index], seps) & inside).any(axis=1)
+    return separated
 
 
 def check_packed_split(

@@ -56,7 +56,9 @@ def check_rank_settings(summaries: Sequence[Mapping[str, Any]], ranks: list[int]
             )
         ]
     for split in ("val", "train"):
-        shapes = {r: (s.get(split) or {}).get("shapes") for r, s in zip(ranks, summaries)}
+        shapes: dict[int, dict[str, Any]] = {
+            r: (s.get(split) or {}).get("shapes") or {} for r, s in zip(ranks, summaries)
+        }
         if any(not v for v in shapes.values()) or len({repr(v) for v in shapes.values()}) < 2:
             continue
         keys = [k for k in shapes[ranks[0]] if len({repr(v.get(k)) for v in shapes.values()}) > 1]

@@ -197,7 +197,7 @@ def _twins(
     is_sep = np.isin(tokens, np.asarray(separators, dtype=np.int64)) if separators else None
     if is_sep is not None and is_sep.any():
         # Documents: spans between separators; a separator counts as covered, being shared by all.
-        doc = np.cumsum(is_sep) - is_sep  # a separator belongs to the document it closes
+        doc: np.ndarray = np.cumsum(is_sep) - is_sep  # a separator belongs to the document it closes
         uncovered = np.bincount(doc, weights=~(covered | is_sep), minlength=int(doc[-1]) + 1)
         sizes = np.bincount(doc, minlength=int(doc[-1]) + 1)
         twin_doc = (uncovered == 0) & (sizes > 1)

@@ -110,7 +110,7 @@ def subset_windows(dm: Any) -> dict[str, Any] | None:
     subset = torch.utils.data.Subset
     if not isinstance(train, subset) or not isinstance(val, subset) or train.dataset is not val.dataset:
         return None
-    base = train.dataset
+    base: Any = train.dataset
     found = _stream_of(base)
     second = _item_ids(base, 1) if found is not None and len(base) > 1 else None
     if found is None or second is None:
@@ -155,7 +155,7 @@ def separator_ids(dm: Any) -> tuple[int, ...]:
     if tokenizer is None:
         return ()
     found = {getattr(tokenizer, name, None) for name in ("eos_token_id", "bos_token_id")}
-    lookup = getattr(tokenizer, "token_to_id", None) or getattr(tokenizer, "convert_tokens_to_ids", None)
+    lookup: Any = getattr(tokenizer, "token_to_id", None) or getattr(tokenizer, "convert_tokens_to_ids", None)
     unknown = getattr(tokenizer, "unk_token_id", None)
     for name in _SEPARATORS if lookup is not None else ():
         try:
