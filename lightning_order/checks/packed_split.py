@@ -57,9 +57,9 @@ def cut_windows(
     # Windows sharing two tokens or more hold the same text: cut whatever the separators say.
     shared = (near_before & (val - before < window - 1)) | (near_after & (after - val < window - 1))
     if not separators:
-        return near_before | near_after
+        return np.asarray(near_before | near_after, dtype=bool)
     seps = np.asarray(separators, dtype=np.int64)
-    return (
+    return np.asarray(
         shared
         | (near_before & ~_separated(stream, before, val, window, seps))
         | (near_after & ~_separated(stream, val, after, window, seps))
