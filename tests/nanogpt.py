@@ -12,6 +12,9 @@ document's text (a document and its twin land on the same side), trains a byte-l
 train documents (``<|endoftext|>`` declared as a special token) and ends every document with it.
 Each bug is one argument of :func:`prepare` or one subclass that changes only what the bug
 changes. Used by tests/integration/test_lm_zero_glue.py and tests/distributed/ddp_scripts/lm_zero_glue_ddp.py.
+Correct variants that share phrases: ``prepare(footers=...)`` (#37). Bugs of #37: ``PackedSplitData``
+(split after packing: ``random_split`` of every window, or of packed blocks, of one stream) and
+``PerRankBlockData`` (another ``block_size`` on rank 1).
 """
 
 from __future__ import annotations
