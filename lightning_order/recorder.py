@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -94,14 +95,31 @@ def _rank(owner: Any) -> int:
     return 0
 
 
-def _ledger(owner: Any, pipeline: Pipeline, step: str) -> StepLedger:
+#: What each recorded step read, by ledger, in this process: ``[(step, read fingerprints)]``.
+_READS: weakref.WeakKeyDictionary[StepLedger, list[tuple[str, tuple[str, ...]]]] = weakref.WeakKeyDictionary()
+
+
+def _new_run(ledger: StepLedger, step: str, fps: Sequence[str]) -> bool:
+    """Whether recording ``step`` now starts a new run of the pipeline (Lightning calls setup again).
+
+    A step repeated on the very data it read before starts a new run; repeated on other data
+    (another split: ``encode(train)``, ``pack(train)``, then ``encode(val)``) it is the same run.
+    Without what the earlier records read (a ledger loaded from disk), a step already there that
+    is not just repeated on the next part (``clean(train)``, ``clean(val)``) starts a new run.
+    """
+    records = ledger.records
+    if not records or records[-1].step == step or not any(r.step == step for r in records):
+        return False
+    reads = _READS.get(ledger)
+    if reads is None or len(reads) != len(records):
+        return True
+    return any(name == step and read == tuple(fps) for name, read in reads)
+
+
+def _ledger(owner: Any, pipeline: Pipeline, step: str, fps: Sequence[str] = ()) -> StepLedger:
     ledger = getattr(owner, "ledger", None)
-    records = ledger.records if isinstance(ledger, StepLedger) else []
-    # A step already in the ledger, not just repeated on another part (clean(train), clean(val)),
-    # starts a new run of the pipeline (Lightning calls setup again): judge that run on its own.
-    if not isinstance(ledger, StepLedger) or (
-        records[-1].step != step and any(r.step == step for r in records)
-    ):
+    # A step repeated on the data it read before starts a new run of the pipeline: judged on its own.
+    if not isinstance(ledger, StepLedger) or _new_run(ledger, step, fps):
         info = {"declared_steps": ledger.info.get("declared_steps")} if isinstance(ledger, StepLedger) else {}
         ledger = StepLedger(info={k: v for k, v in info.items() if v}, rank=_rank(owner))
         owner.ledger = ledger
@@ -148,7 +166,8 @@ def _write(
     params: Mapping[str, Any] | None = None,
     stats: Mapping[str, Any] | None = None,
 ) -> StepRecord:
-    ledger = _ledger(owner, pipeline, step)
+    ledger = _ledger(owner, pipeline, step, fps)
+    reads = _READS.get(ledger, []) if len(_READS.get(ledger, [])) == len(ledger.records) else None
     inputs = _inputs(ledger, pipeline, step, fps)
     kind = pipeline[step].kind
     parts: dict[str, str] = {}
@@ -164,9 +183,12 @@ def _write(
     fitted_on = None
     if kind == "fitted" and fps and _producer(ledger, fps[0]) is not None:
         fitted_on = fps[0]  # what it learned from; unknown data is left unjudged, never guessed
-    return ledger.record(
+    record = ledger.record(
         step, inputs=inputs, output=output, fitted_on=fitted_on, parts=parts, params=params, stats=stats
     )
+    if reads is not None:
+        _READS[ledger] = [*reads, (step, tuple(fps))]
+    return record
 
 
 def _mapping(value: Any, what: str, step: str) -> dict[str, Any]:

@@ -12,6 +12,9 @@ document's text (a document and its twin land on the same side), trains a byte-l
 train documents (``<|endoftext|>`` declared as a special token) and ends every document with it.
 Each bug is one argument of :func:`prepare` or one subclass that changes only what the bug
 changes. Used by tests/integration/test_lm_zero_glue.py and tests/distributed/ddp_scripts/lm_zero_glue_ddp.py.
+Correct variants that share phrases: ``prepare(footers=...)`` (#37). Bugs of #37: ``PackedSplitData``
+(split after packing: ``random_split`` of every window, or of packed blocks, of one stream) and
+``PerRankBlockData`` (another ``block_size`` on rank 1).
 """
 
 from __future__ import annotations
@@ -54,6 +57,18 @@ def corpus(documents: int = DOCUMENTS, seed: int = 0) -> tuple[str, ...]:
         lines = np.array_split(picked, int(rng.integers(2, 5)))
         docs.append("\n".join(" ".join(line) for line in lines).capitalize() + ".")
     return tuple(dict.fromkeys(docs))
+
+
+def with_footers(docs: list[str], share: float, seed: int = 0) -> list[str]:
+    """``share`` of the documents end with one of three fixed footers (~50 tokens each, web
+    boilerplate): distinct documents that share a phrase longer than a window, never twins."""
+    words = np.random.default_rng(7)  # the same three footers on both sides
+    footers = [
+        " ".join("".join(words.choice(_SYLLABLES, size=3)) for _ in range(int(words.integers(30, 40))))
+        for _ in range(3)
+    ]
+    rng = np.random.default_rng(seed)
+    return [d + "\n" + footers[i % 3] if rng.random() < share else d for i, d in enumerate(docs)]
 
 
 def split(docs: tuple[str, ...], seed: int = 0) -> tuple[list[str], list[str]]:
@@ -106,6 +121,7 @@ def prepare(
     bos: bool = False,
     twins: float = 0.0,
     dtype: Any = np.uint16,
+    footers: float = 0.0,
 ) -> dict[str, Any]:
     """The offline preparation: ``train.bin``, ``val.bin``, ``tokenizer.json`` in ``folder``.
 
@@ -119,12 +135,16 @@ def prepare(
         twins: the share of validation documents replaced by an exact copy of a train document
             (the leak a split without dedup makes).
         dtype: the ids' dtype on disk.
+        footers: the share of documents (both splits) ending with a shared footer
+            (:func:`with_footers`): a correct pipeline whose splits share phrases.
 
     Returns:
         What was written: the split sizes, the share of validation tokens in twins.
     """
     folder.mkdir(parents=True, exist_ok=True)
     train, val = split(corpus(documents, seed))
+    if footers:
+        train, val = with_footers(train, footers), with_footers(val, footers, seed=1)
     planted = 0
     if twins:
         rng = np.random.default_rng(0)
@@ -252,6 +272,47 @@ class PerRankTokenizerData(BinData):
 
         rank = int(os.environ.get("LOCAL_RANK", "0"))
         return PreTrainedTokenizerFast(tokenizer_object=train_tokenizer(list(corpus(DOCUMENTS, seed=rank))))
+
+
+class PerRankBlockData(BinData):
+    """The block size read per process (``BLOCK`` on rank 0, twice that on rank 1: a per-rank
+    config or environment variable); the tokenizer and files are the same on every rank."""
+
+    def __init__(self, folder: Path, **kwargs: Any) -> None:
+        super().__init__(folder, **kwargs)
+        self.block_size = BLOCK * (1 + int(os.environ.get("LOCAL_RANK", "0")))
+
+
+class PackedSplitData(BinData):
+    """Split after packing: the windows of one stream of every document (``train.bin`` then
+    ``val.bin``), ``random_split`` 90/10 with a seeded generator, so every document has windows on
+    both sides; ``stride`` 1 is nanoGPT's every window, ``block_size + 1`` packed blocks."""
+
+    def __init__(self, folder: Path, stride: int = 1, **kwargs: Any) -> None:
+        super().__init__(folder, **kwargs)
+        self.stride = stride
+
+    def setup(self, stage: str) -> None:
+        super().setup(stage)
+        both = np.concatenate([np.asarray(self.train_set.data), np.asarray(self.val_set.data)])
+        windows = _Strided(both, self.block_size, self.stride)
+        generator = torch.Generator().manual_seed(0)
+        self.train_set, self.val_set = torch.utils.data.random_split(windows, [0.9, 0.1], generator=generator)
+
+
+class _Strided(Dataset):
+    """Windows of ``block_size + 1`` tokens of one array, ``stride`` tokens apart."""
+
+    def __init__(self, data: np.ndarray, block_size: int, stride: int) -> None:
+        self.data, self.block_size, self.stride = data, block_size, stride
+
+    def __len__(self) -> int:
+        return (len(self.data) - self.block_size - 1) // self.stride + 1
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        start = i * self.stride
+        chunk = torch.from_numpy(self.data[start : start + self.block_size + 1].astype(np.int64))
+        return chunk[:-1], chunk[1:]
 
 
 class _Documents(Dataset):

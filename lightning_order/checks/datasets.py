@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from lightning_order.checks.estimates import RateEstimate
+from lightning_order.checks.rank_settings import check_rank_settings
 from lightning_order.checks.ranks import data_parallel_groups, differing_features
 from lightning_order.rules import Violation
 
@@ -63,6 +64,8 @@ def check_rank_datasets(summaries: Sequence[Mapping[str, Any]]) -> list[Violatio
     Returns:
         - ``rank-mismatch`` when ranks use different tokenizers (alone: what else differs follows
           from it, and its fix is the tokenizer's);
+        - ``rank-mismatch`` when a datamodule setting or the items' shape differs (alone, naming
+          the field: :func:`~lightning_order.checks.rank_settings.check_rank_settings`);
         - ``rank-mismatch`` when ranks hold different validation sets (Lightning's sampler shards
           validation, so every rank should hold all of it), or train sets that differ but share
           items (each rank split the data on its own: ``random_split`` without a generator), or
@@ -77,6 +80,9 @@ def check_rank_datasets(summaries: Sequence[Mapping[str, Any]]) -> list[Violatio
     tokenizers = _tokenizers(summaries, ranks)
     if tokenizers:  # every other difference (ids, model sizes) follows from it: one finding, its fix
         return tokenizers
+    settings = check_rank_settings(summaries, ranks)
+    if settings:  # another block_size on one rank: the field and its fix, not the split's (#37)
+        return settings
     violations = _model_sizes(summaries, ranks)
     for split in ("val", "train"):
         parts = [s.get(split) for s in summaries]

@@ -144,7 +144,12 @@ def row_hashes(*columns: np.ndarray) -> np.ndarray:
 
 
 def check_row_overlap(
-    train_hashes: np.ndarray, val_hashes: np.ndarray, *, train_rows: int | None = None, threshold: float = 0.0
+    train_hashes: np.ndarray,
+    val_hashes: np.ndarray,
+    *,
+    train_rows: int | None = None,
+    threshold: float = 0.0,
+    unknown_size: bool = False,
 ) -> list[Violation]:
     """``train-val-overlap`` from hashes of sampled rows' inputs (for datamodules without key hashes).
 
@@ -158,6 +163,10 @@ def check_row_overlap(
         val_hashes: the same for the validation rows.
         train_rows: the train split's full size, to say how much of it the sample covered.
         threshold: the largest extrapolated share that passes.
+        unknown_size: the train rows are the first rows of a split of unknown size (an
+            iterable dataset): a sample, never the whole split, so the share observed needs
+            :data:`~lightning_order.checks.estimates.MIN_HITS` twins and its interval above
+            ``threshold`` (more train rows could only add twins: the share is a lower bound).
 
     Returns:
         One violation, or nothing; nothing as well when the train rows repeat among themselves
@@ -169,14 +178,18 @@ def check_row_overlap(
     found = check_key_overlap(
         train, val_hashes, max_rows=max(train.size, np.size(val_hashes), 1), source="inputs"
     )
-    if not found or train_rows is None or train_rows <= train.size:
+    if not found or (not unknown_size and (train_rows is None or train_rows <= train.size)):
         return found
     v = found[0]
-    estimate = RateEstimate(
-        int(v.details["val_rows"]), int(np.size(val_hashes)), coverage=train.size / train_rows
-    )
+    coverage = 1.0 if unknown_size or not train_rows else train.size / train_rows
+    estimate = RateEstimate(int(v.details["val_rows"]), int(np.size(val_hashes)), coverage=coverage)
     if not estimate.above(threshold):
         return []
-    note = f" (the check saw {train.size} of {train_rows} train rows: {estimate.describe('validation rows')})"
+    seen = (
+        f"the first {train.size} rows of a train split of unknown size"
+        if unknown_size
+        else (f"{train.size} of {train_rows} train rows")
+    )
+    note = f" (the check saw {seen}: {estimate.describe('validation rows')})"
     details = {**v.details, "estimate": estimate.to_dict()}
     return [Violation(v.rule, v.steps, v.message + note, details=details)]

@@ -23,4 +23,8 @@ def test_lm_bugs_and_the_correct_pipeline_under_ddp_in_one_launch(tmp_path):
         assert "tokenizer.json" in result["per-rank-tokenizer"]["fix"], result
         assert result["no-eos"]["rules"] == ["pack-without-eos"], result
         assert result["twins"]["rules"] == ["train-val-overlap"], result
+        # #37: another block_size on one rank: the field named, its fix, not random_split's.
+        assert result["per-rank-block-size"]["rules"] == ["rank-mismatch"], result
+        fix = result["per-rank-block-size"]["fix"]
+        assert "block_size" in fix and "random_split" not in fix, result
         assert all(result[case]["rank"] == rank for case in result), result

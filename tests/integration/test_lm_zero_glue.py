@@ -13,9 +13,12 @@ import re
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
+import torch
 from helpers import ROOT, quiet_trainer
-from nanogpt import BinData, LatePadData, PadUsedData, TinyGPT, corpus, prepare
+from nanogpt import BLOCK, BinData, LatePadData, PackedSplitData, PadUsedData, TinyGPT, corpus, prepare
+from torch.utils.data import DataLoader
 
 from lightning_order import OrderError, OrderValidator
 
@@ -29,6 +32,9 @@ def folders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "no-eos": {"eos": False},
         "twins": {"twins": 0.19},
         "bos-first": {"eos": False, "bos": True},  # Llama's add_bos_token: <s> opens each, none ends
+        "small": {"documents": 360},  # #37: stopped with "exact duplicates straddle the split"
+        "footers": {"documents": 360, "footers": 0.3},  # shared phrases longer than a window
+        "twins-5": {"twins": 0.05},
     }
     for name, options in variants.items():
         prepare(root / name, **options)
@@ -120,6 +126,74 @@ def test_validation_documents_with_a_train_twin_are_caught(folders):
     assert estimate["hits"] >= estimate["min_hits"] and estimate["interval"][0] > 0.01
 
 
+@pytest.mark.parametrize("variant", ["small", "footers"])
+def test_a_correct_pipeline_whose_documents_share_phrases_is_silent(folders, variant):
+    # 13 % of the footers corpus's validation windows have an identical train window (a shared
+    # ~80-token footer); no validation document is in train.
+    dm = BinData(folders[variant])
+    dm.setup("fit")
+    validator, error, steps = _fit(dm, TinyGPT(len(dm.tokenizer)))
+    assert error is None and validator.violations == [] and steps == 1
+    assert validator.evidence["overlap"] == "token-stream"  # every window against all train tokens
+
+
+def test_five_percent_twin_documents_are_caught_from_every_window(folders):
+    dm = BinData(folders["twins-5"])
+    dm.setup("fit")
+    _, error, steps = _fit(dm, TinyGPT(len(dm.tokenizer)))
+    assert error is not None and error.rules == ["train-val-overlap"] and steps == 0
+    (violation,) = error.violations
+    assert violation.details["estimate"]["exact"] and violation.details["rate"] > 0.01
+    assert "whole documents that the train split holds too" in violation.message
+
+
+class _Stream(torch.utils.data.IterableDataset):
+    """A torchtitan-style stream of ``(x, y)`` windows, ``stride`` tokens apart; ``plant`` replaces
+    its fourth window by another array's window (a phrase that recurs across documents)."""
+
+    def __init__(self, tokens: np.ndarray, stride: int = 8, plant: np.ndarray | None = None) -> None:
+        self.tokens, self.stride, self.plant = np.asarray(tokens, dtype=np.int64), stride, plant
+
+    def __iter__(self):
+        for n, start in enumerate(range(0, self.tokens.size - BLOCK - 1, self.stride)):
+            chunk = self.tokens[start : start + BLOCK + 1] if n != 3 or self.plant is None else self.plant
+            yield torch.from_numpy(chunk[:-1].copy()), torch.from_numpy(chunk[1:].copy())
+
+
+def test_one_window_in_512_of_an_iterable_split_is_a_sample_not_a_leak(folders):
+    # #37 item 9: the rows read from a stream of unknown size are a sample; one twin in 512 (a phrase
+    # recurring across documents) is under the minimum of hits, so the correct pipeline trains.
+    class StreamData(BinData):
+        def setup(self, stage: str) -> None:
+            super().setup(stage)
+            train = np.asarray(self.train_set.data, dtype=np.int64)
+            self.train_stream = _Stream(train)
+            self.val_stream = _Stream(np.asarray(self.val_set.data), plant=train[800 : 800 + BLOCK + 1])
+
+        def train_dataloader(self) -> DataLoader:
+            return DataLoader(self.train_stream, batch_size=self.batch_size)
+
+        def val_dataloader(self) -> DataLoader:
+            return DataLoader(self.val_stream, batch_size=self.batch_size)
+
+    dm = StreamData(folders["correct"])
+    dm.setup("fit")
+    validator, error, steps = _fit(dm, TinyGPT(len(dm.tokenizer)))
+    assert error is None and validator.violations == [] and steps == 1
+    assert validator.evidence["overlap"] == "rows-sample"
+
+
+@pytest.mark.parametrize("stride", [1, BLOCK + 1], ids=["every-window", "packed-blocks"])
+def test_a_split_after_packing_is_caught(folders, stride):
+    # #37 item 4: random_split of the windows (or blocks) of one stream of every document.
+    dm = PackedSplitData(folders["correct"], stride=stride)
+    dm.setup("fit")
+    validator, error, steps = _fit(dm, TinyGPT(len(dm.tokenizer)))
+    assert error is not None and error.rules == ["train-val-overlap"] and steps == 0
+    assert validator.evidence["overlap"] == "token-subsets" and "after packing" in str(error)
+    assert error.violations[0].details["estimate"]["rate"] > 0.9
+
+
 # -- docs/lm.md "Your own LM pipeline", run as written ---------------------------------------------
 @pytest.fixture(scope="module")
 def example() -> dict:
@@ -182,3 +256,35 @@ def test_the_docs_example_ledger_sees_a_tokenizer_retrained_at_the_same_size(exa
     with pytest.raises(OrderError) as caught:
         example["train"](tmp_path / "data", [])  # a warm cache: nothing is prepared again
     assert "vocab-changed-after-init" in caught.value.rules
+
+
+def test_the_docs_glue_encoding_then_packing_each_split_in_turn_is_silent(example, tmp_path):
+    # #37: the docs' ledger lines, one split encoded and packed after the other, gave missing-step.
+    from lightning_order import LM_PIPELINE, record_step
+
+    class PerSplit(example["Prepare"]):
+        @record_step("encode", pipeline=LM_PIPELINE, params={"eos": True})
+        def encode_split(self, tokenizer, docs):
+            eos = tokenizer.token_to_id(example["EOS"])
+            return np.asarray(
+                [t for e in tokenizer.encode_batch(docs) for t in (*e.ids, eos)], dtype=np.uint16
+            )
+
+        @record_step("pack", pipeline=LM_PIPELINE)
+        def pack(self, ids, name):
+            ids.tofile(self.folder / f"{name}.bin")
+            return ids
+
+        def run(self):
+            train, val = self.split(self.dedup(self.clean(self.load())))
+            tokenizer = self.build_vocab(train)
+            for name, docs in (("train", train), ("val", val)):
+                self.pack(self.encode_split(tokenizer, docs), name)
+            self.ledger.save(self.folder)
+
+    PerSplit(tmp_path, corpus()).run()
+    dm = example["BinData"](tmp_path)
+    dm.setup("fit")
+    assert dm.ledger.steps()[-4:] == ["encode", "pack", "encode", "pack"] and dm.ledger.steps()[0] == "load"
+    validator, error, steps = _fit(dm, example["TinyGPT"](len(dm.tokenizer)))
+    assert error is None and validator.violations == [] and steps == 1

@@ -29,7 +29,14 @@ from lightning_order.callbacks.validator.items import (
     split_dataset,
 )
 
-__all__ = ["dataset_lengths", "hash_items", "item_hashes", "sampled_evidence", "summarize_splits"]
+__all__ = [
+    "dataset_lengths",
+    "datamodule_settings",
+    "hash_items",
+    "item_hashes",
+    "sampled_evidence",
+    "summarize_splits",
+]
 
 log = logging.getLogger(__name__)
 
@@ -186,6 +193,7 @@ def _summarize(dataset: Any, collate: Any, common_length: int, sample_rows: int,
         "max_token_id": max((h[2] for h in hashed if h[2] is not None), default=None),
         "random": bool(items) and hash_items([dataset[int(indices[0])]])[0][1] != hashed[0][1],
         "floats": {},
+        "shapes": _shapes(items[0]) if items else {},
     }
     picked = items if len(items) <= sample_rows else [items[i] for i in _spread(len(items), sample_rows)]
     try:
@@ -199,6 +207,35 @@ def _summarize(dataset: Any, collate: Any, common_length: int, sample_rows: int,
         if batch_max is not None:
             summary["max_token_id"] = max(batch_max, summary["max_token_id"] or -1)
     return summary
+
+
+def _shapes(item: Any) -> dict[str, list[int]]:
+    """The shape of each array leaf of one item (a block size that differs per rank shows here)."""
+    out = {}
+    for path, leaf in leaves(item):
+        array = leaf_array(leaf)
+        if array is not None:
+            out[path] = list(array.shape)
+    return out
+
+
+def datamodule_settings(dm: Any) -> dict[str, Any]:
+    """The datamodule's numeric settings (public int, float and bool attributes, and hparams).
+
+    Compared across ranks: a setting such as ``block_size`` that differs on one rank is named by
+    its attribute. Names holding ``rank`` or ``device`` differ per rank by design and are left out.
+    """
+    found = dict(getattr(dm, "hparams", None) or {})
+    found.update(vars(dm) if dm is not None and hasattr(dm, "__dict__") else {})
+    return {
+        name: value
+        for name, value in found.items()
+        if isinstance(name, str)
+        and not name.startswith("_")
+        and "rank" not in name
+        and "device" not in name
+        and isinstance(value, (bool, int, float))
+    }
 
 
 def _spread(n: int, k: int) -> list[int]:
@@ -250,6 +287,7 @@ def sampled_evidence(
     common = {s: min((n[s] or 0) for n in lengths) or None for s in ("train", "val")}
     content = summarize_splits(dm, common, sample_rows=sample_rows, whole_rows=whole_rows)
     seen = [c["max_token_id"] for c in content.values() if c and c.get("max_token_id") is not None]
+    content["settings"] = datamodule_settings(dm)  # compared across ranks (rank-mismatch names the field)
     if seen and not dims:
         observed["max_token_id"] = max([*seen, observed.get("max_token_id", -1)])
     return train_sample, observed, content

@@ -9,7 +9,12 @@ extrapolated from samples carries its sample size and confidence interval
 
 For packed LM data (windows of token ids) the content hashes are of each window's inputs: a
 validation document with an exact twin in train gives windows identical to train windows, so
-the rate is of windows, not documents. Document-level overlap is exact when the datamodule
+the rate is of windows, not documents. When both splits' windows are cut from flat token arrays
+(nanoGPT's ``train.bin``), every validation window is checked against every train token
+(:mod:`lightning_order.checks.windows`: whole documents matched, not shared phrases), evidence
+``"token-stream"``. When both splits are subsets of one dataset of windows of one stream
+(``random_split`` after packing), the windows' places in the stream decide
+(:mod:`lightning_order.checks.packed_split`), evidence ``"token-subsets"``. Document-level overlap is exact when the datamodule
 keeps one ``key_hash`` per document (``OrderedLMDataModule`` does; see docs/lm.md).
 """
 
@@ -22,9 +27,12 @@ from pytorch_lightning.utilities.rank_zero import rank_zero_info
 
 from lightning_order.callbacks.validator.batches import batch_inputs, sample_batch
 from lightning_order.callbacks.validator.evidence import split_key_hashes
+from lightning_order.callbacks.validator.tokens import chunks, separator_ids, split_stream, subset_windows
 from lightning_order.checks.datasets import check_twin_rate, twin_estimate
 from lightning_order.checks.estimates import MIN_HITS, RateEstimate
 from lightning_order.checks.leakage import check_key_overlap, check_row_overlap, row_hashes
+from lightning_order.checks.packed_split import check_packed_split, cut_windows
+from lightning_order.checks.windows import check_window_overlap, window_overlap
 from lightning_order.rules import Violation
 
 __all__ = ["overlap_check"]
@@ -50,7 +58,9 @@ def overlap_check(
         sample_rows: validation rows sampled when only sampled rows are left.
 
     Returns:
-        ``(evidence, violations)``: ``"key-hash"`` (both splits' key hashes), ``"content"``
+        ``(evidence, violations)``: ``"key-hash"`` (both splits' key hashes), ``"token-stream"``
+        (every validation window against all train tokens), ``"token-subsets"`` (a split after
+        packing found from the windows' places in one stream), ``"content"``
         (every train item's content hash), ``"content-sample"`` (the same items sampled on every
         rank), ``"rows-sample"`` (sampled rows' inputs) or ``None`` (nothing to compare).
     """
@@ -60,6 +70,33 @@ def overlap_check(
     if train is not None and val is not None:
         # Subsampled above max_rows by hash value, which keeps a shared key on both sides or neither.
         return "key-hash", check_key_overlap(train, val, max_rows=max_rows)
+    streams = split_stream(dm, "train"), split_stream(dm, "val")
+    if streams[0] is not None and streams[1] is not None and streams[0][1] == streams[1][1]:
+        # Windows cut from flat token arrays: every validation window against every train token.
+        (train_tokens, window), (val_tokens, _) = streams[0], streams[1]
+        result = window_overlap(val_tokens, chunks(train_tokens), window, separator_ids(dm))
+        found = check_window_overlap(result, threshold=threshold)
+        if result.twins and not found:
+            rank_zero_info(
+                f"OrderValidator: {result.twins} of {result.windows} validation windows lie inside documents "
+                f"that train holds too ({result.rate:.2%}); no violation (threshold {threshold:.1%})"
+            )
+        return "token-stream", found
+    packed = subset_windows(dm)
+    if packed is not None:  # random_split of the windows of one stream: a split after packing
+        cut = cut_windows(
+            packed["stream"],
+            packed["train_starts"],
+            packed["val_starts"],
+            packed["window"],
+            packed["stride"],
+            separator_ids(dm),
+        )
+        found = check_packed_split(
+            cut, whole=packed["whole"], threshold=threshold, stride=packed["stride"], window=packed["window"]
+        )
+        if found:
+            return "token-subsets", found
     train_part, val_part = (content or {}).get("train"), (content or {}).get("val")
     if train_part and val_part and not train_part.get("random") and not val_part.get("random"):
         # Hashes of every item's inputs (or of the same sample on every rank): the twin rate.
@@ -80,7 +117,11 @@ def overlap_check(
     if not train_inputs or not val_inputs or len(train_inputs) != len(val_inputs):
         return None, []
     found = check_row_overlap(
-        row_hashes(*train_inputs), row_hashes(*val_inputs), train_rows=train_rows, threshold=threshold
+        row_hashes(*train_inputs),
+        row_hashes(*val_inputs),
+        train_rows=train_rows,
+        threshold=threshold,
+        unknown_size=train_rows is None,  # an iterable split: its rows read are a sample (#37)
     )
     return "rows-sample", found
 

@@ -33,6 +33,8 @@ OVERLAP_PROOFS = {
     "key-hash": "the validator compared the key hashes of both splits and found no key on both sides",
     "content": "the validator hashed every item of both splits and found no more validation rows with a "
     "train twin than its threshold",
+    "token-stream": "the validator checked every validation window against every train token and found no "
+    "more validation windows inside documents the train split holds too than its threshold",
 }
 
 
@@ -57,7 +59,8 @@ class RunFacts:
         split_by_key: the ledger's split assigns rows by a hash of their (cleaned) key and the
             ledger judges it in order, so no key is on both sides (``None``: not known).
         overlap_check: what the validator's train/validation overlap check compared:
-            ``"key-hash"`` and ``"content"`` (every item) exclude an overlap they did not find;
+            ``"key-hash"``, ``"content"`` (every item) and ``"token-stream"`` (every window
+            against every train token) exclude an overlap they did not find;
             ``"content-sample"`` and ``"rows-sample"`` (sampled rows) do not; ``None``: no check.
         label_checked: the label-encoding check read the splits' float columns (or found none
             that could hold an encoding) and gave its verdict: with ``label_encoded`` empty, no

@@ -12,7 +12,8 @@ trained into ``rank<r>.json``:
 - ``pad-added``: a pad token added to the tokenizer, the model sized from ``tokenizer.vocab_size``;
 - ``per-rank-tokenizer``: each rank trains its own tokenizer in ``setup``;
 - ``no-eos``: documents concatenated with no end-of-text token (block size 32);
-- ``twins``: 19 % of the validation documents with an exact twin in train.
+- ``twins``: 19 % of the validation documents with an exact twin in train;
+- ``per-rank-block-size``: ``block_size`` 32 on rank 0, 64 on rank 1.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests/, for nanogpt.py
 
 from helpers import quiet_trainer
-from nanogpt import BinData, LatePadData, PerRankTokenizerData, TinyGPT, prepare
+from nanogpt import BLOCK, BinData, LatePadData, PerRankBlockData, PerRankTokenizerData, TinyGPT, prepare
 
 from lightning_order import OrderValidator
 from lightning_order.distributed import release_process_group
@@ -37,13 +38,15 @@ CASES = {
     "per-rank-tokenizer": (PerRankTokenizerData, {}),
     "no-eos": (BinData, {"eos": False}),
     "twins": (BinData, {"twins": 0.19}),
+    "per-rank-block-size": (PerRankBlockData, {}),
 }
 
 
 def run_case(folder: Path, data_cls: type) -> dict:
     dm = data_cls(folder)
     dm.setup("fit")  # the classic user code: set the data up, size the model from the tokenizer
-    model = TinyGPT(dm.tokenizer.vocab_size)  # added tokens left out: the pad-added bug
+    # Added tokens left out: the pad-added bug; positions for rank 1's longer blocks (per-rank-block-size).
+    model = TinyGPT(dm.tokenizer.vocab_size, block_size=2 * BLOCK)
     validator = OrderValidator(on_violation="warn")
     trainer = quiet_trainer(None, [validator], devices=2, strategy="ddp", max_steps=1, limit_val_batches=0)
     with warnings.catch_warnings():

@@ -72,6 +72,20 @@ def test_row_overlap_finds_a_copied_row_and_ignores_naturally_repeating_inputs()
     assert check_row_overlap(row_hashes(binary), row_hashes(binary[:20])) == []
 
 
+def test_rows_of_a_split_of_unknown_size_are_a_sample_not_the_split():
+    # #37: an iterable train split, its first 2048 rows read; one validation window in 512 has a
+    # twin (a phrase recurring across documents): a sample's single hit is no leak.
+    rng = np.random.default_rng(1)
+    train, val = rng.integers(0, 500, size=(2048, 33)), rng.integers(0, 500, size=(512, 33))
+    val[7] = train[1000]
+    assert check_row_overlap(row_hashes(train), row_hashes(val)) != []  # taken as the whole split: raised
+    assert check_row_overlap(row_hashes(train), row_hashes(val), threshold=0.01, unknown_size=True) == []
+    val[100:140] = train[:40]  # 41 of 512: beyond doubt, whatever the split's size
+    (violation,) = check_row_overlap(row_hashes(train), row_hashes(val), threshold=0.01, unknown_size=True)
+    assert violation.rule == "train-val-overlap" and "unknown size" in violation.message
+    assert violation.details["estimate"]["hits"] == 41 and not violation.details["estimate"]["exact"]
+
+
 def test_fitted_on_train_keeps_leakage_rules_only():
     ledger = StepLedger()
     load = ledger.record("load")

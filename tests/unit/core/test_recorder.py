@@ -124,6 +124,44 @@ def test_setup_run_again_starts_a_new_run_but_parts_of_one_step_do_not():
     assert prep.ledger is not first and prep.ledger.steps() == ["load"]
 
 
+class PerSplitLM:
+    """The docs' LM glue, encoding then packing each split in turn (#37: got missing-step)."""
+
+    @record_step("load", pipeline=LM_PIPELINE)
+    def load(self):
+        return ["one document", "another one", "a third", "and a fourth", "the fifth"]
+
+    @record_step("split", pipeline=LM_PIPELINE)
+    def split(self, docs):
+        return docs[:4], docs[4:]
+
+    @record_step("build_vocab", pipeline=LM_PIPELINE)
+    def build_vocab(self, train):
+        return sorted({c for d in train for c in d})
+
+    @record_step("encode", pipeline=LM_PIPELINE, params={"eos": True})
+    def encode(self, vocab, docs):
+        return [[vocab.index(c) + 1 if c in vocab else 1 for c in d] + [0] for d in docs]
+
+    @record_step("pack", pipeline=LM_PIPELINE)
+    def pack(self, ids):
+        flat = [t for d in ids for t in d]
+        return [flat[i : i + 5] for i in range(0, len(flat) - 4, 5)]
+
+
+def test_encoding_then_packing_each_split_in_turn_is_one_run_and_no_missing_step():
+    prep = PerSplitLM()
+    train, val = prep.split(prep.load())
+    vocab = prep.build_vocab(train)
+    for docs in (train, val):
+        prep.pack(prep.encode(vocab, docs))
+    assert prep.ledger.steps() == ["load", "split", "build_vocab", "encode", "pack", "encode", "pack"]
+    assert check_ledger(prep.ledger, judged_pipeline(LM_PIPELINE, prep.ledger)) == []
+    first = prep.ledger
+    prep.encode(vocab, train)  # the same data again: Lightning called setup again, a new run
+    assert prep.ledger is not first and prep.ledger.steps() == ["encode"]
+
+
 def test_only_declared_steps_are_judged():
     class OnlySplit:
         split = record_step("split")(Prep.split)

@@ -125,6 +125,7 @@ def test_a_diagnosis_without_a_rule_round_trips() -> None:
         ("train-val-overlap", RunFacts.of(overlap_check="key-hash"), True),
         ("train-val-overlap", RunFacts.of(overlap_check="content"), True),
         ("train-val-overlap", RunFacts.of(overlap_check="content-sample"), False),
+        ("train-val-overlap", RunFacts.of(overlap_check="token-stream"), True),
         ("train-val-overlap", RunFacts.of(overlap_check="rows-sample"), False),
         ("train-val-overlap", RunFacts.of(split_by_key=True), True),
         ("train-val-overlap", RunFacts.of(split_by_key=False), False),
