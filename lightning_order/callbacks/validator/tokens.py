@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from lightning_order.callbacks.validator.arrow_blocks import table_blocks
 from lightning_order.callbacks.validator.items import is_label, leaf_array, leaves, split_dataset
 
 __all__ = ["CHUNK_TOKENS", "MAX_VAL_WINDOWS", "chunks", "separator_ids", "split_stream", "subset_windows"]
@@ -98,7 +99,9 @@ def subset_windows(dm: Any) -> dict[str, Any] | None:
 
     ``torch.utils.data.Subset`` (what ``random_split`` returns) of the same dataset on both
     sides, that dataset holding the flat token array (see :func:`split_stream`) and its item 1
-    starting 1, ``window - 1`` or ``window`` tokens after item 0 (the stride).
+    starting 1, ``window - 1`` or ``window`` tokens after item 0 (the stride); or two
+    ``datasets.Dataset`` row selections of one table of packed blocks
+    (:func:`~lightning_order.callbacks.validator.arrow_blocks.table_blocks`).
 
     Returns:
         ``{"stream", "train_starts", "val_starts", "window", "stride", "whole"}``: the stream
@@ -108,6 +111,8 @@ def subset_windows(dm: Any) -> dict[str, Any] | None:
     train, _ = split_dataset(dm, "train") if dm is not None else (None, None)
     val, _ = split_dataset(dm, "val") if dm is not None else (None, None)
     subset = torch.utils.data.Subset
+    if not isinstance(train, subset) and not isinstance(val, subset):  # datasets' own split (select)
+        return table_blocks(train, val)
     if not isinstance(train, subset) or not isinstance(val, subset) or train.dataset is not val.dataset:
         return None
     base: Any = train.dataset
