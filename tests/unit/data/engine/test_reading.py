@@ -144,3 +144,23 @@ def test_a_settled_file_written_while_it_is_read_is_refused(tmp_path, monkeypatc
         dm.prepare_data()
     assert info.value.step == "load" and str(data.resolve()) in str(info.value)
     assert not dm.cache_path.exists()
+
+
+def test_bytes_that_are_not_utf8_in_a_parquet_string_column_are_refused(tmp_path):
+    """Arrow's Parquet reader does not validate UTF-8 (pyarrow 26): the check after the read stays for Parquet too."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    texts = [t.encode() for t in _words()]
+    texts[41] = b"caf\xe9 au lait"  # latin-1, declared a UTF-8 string column
+    path = tmp_path / "a.parquet"
+    column = pa.array(texts, pa.binary()).view(pa.string())  # no validation on the way in
+    pq.write_table(pa.table({"text": column, "label": [i % 2 for i in range(80)]}), path)
+    assert pq.read_table(path)["text"].num_chunks == 1  # Arrow reads it back without a word
+    dm = lightning_order.OrderedDataModule(
+        dataset="parquet", data_files=str(path), cache_dir=str(tmp_path / "c"), vocab_size=300
+    )
+    with pytest.raises(DataError, match="Invalid UTF8") as info:
+        dm.prepare_data()
+    assert info.value.step == "load" and str(path) in str(info.value)
+    assert not dm.cache_path.exists()
