@@ -298,6 +298,8 @@ class OrderCLI(LightningCLI):
 
     def _summary(self, stage: str) -> None:
         trainer = self.trainer
+        # trainer.log_dir is a broadcast from rank 0 under DDP: every rank asks, before rank 0 alone prints.
+        log_dir = trainer.log_dir if trainer is not None and stage == "fit" else None
         if trainer is None or not trainer.is_global_zero:
             return
         console = make_console()
@@ -314,7 +316,7 @@ class OrderCLI(LightningCLI):
             printer(console, self.datamodule, self.model, stage, metrics)
         record = getattr(self, "run_record", None)
         if stage == "fit" and isinstance(record, RunRecord):
-            for label, text in fit_figures(record, trainer.log_dir, trainer.world_size):
+            for label, text in fit_figures(record, log_dir, trainer.world_size):
                 console.print(Text.assemble((f"{label}: ", "bold"), text))
         for label, where in locations(self.datamodule, trainer, stage):
             console.print(Text.assemble((f"{label}: ", "bold"), str(where)))
