@@ -43,7 +43,8 @@ def _mix(x: np.ndarray) -> np.ndarray:
     """The splitmix64 finaliser (uint64 arithmetic wraps: that is the point)."""
     x = (x ^ (x >> np.uint64(30))) * _M1
     x = (x ^ (x >> np.uint64(27))) * _M2
-    return x ^ (x >> np.uint64(31))
+    out: np.ndarray = x ^ (x >> np.uint64(31))
+    return out
 
 
 def _feistel(x: np.ndarray, half: int, keys: list[np.uint64]) -> np.ndarray:
@@ -52,7 +53,8 @@ def _feistel(x: np.ndarray, half: int, keys: list[np.uint64]) -> np.ndarray:
     left, right = x >> np.uint64(half), x & mask
     for k in keys:
         left, right = right, left ^ (_mix(right ^ k) & mask)
-    return (left << np.uint64(half)) | right
+    joined: np.ndarray = (left << np.uint64(half)) | right
+    return joined
 
 
 def permute(positions: np.ndarray, size: int, key: int) -> np.ndarray:
@@ -68,7 +70,8 @@ def permute(positions: np.ndarray, size: int, key: int) -> np.ndarray:
     if flat.size and (flat.min() < 0 or flat.max() >= size):
         raise IndexError(f"a position is outside [0, {size})")
     if size <= 1:
-        return flat.reshape(np.shape(positions)).copy()
+        same: np.ndarray = flat.reshape(np.shape(positions)).copy()
+        return same
     half = max(1, ((int(size) - 1).bit_length() + 1) // 2)
     keys = _round_keys(key)
     out = _feistel(flat.astype(np.uint64), half, keys)

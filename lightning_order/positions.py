@@ -127,9 +127,8 @@ def epoch_positions(
     (:func:`~lightning_order.permutation.permute`); the identity when ``shuffle`` is off.
     """
     at = np.asarray(positions, dtype=np.int64)
-    if not shuffle:
-        return at.copy()
-    return permute(at, int(size), permutation_key(seed, epoch))
+    ordered: np.ndarray = at.copy() if not shuffle else permute(at, int(size), permutation_key(seed, epoch))
+    return ordered
 
 
 def epoch_order(size: int, seed: int, epoch: int, shuffle: bool = True) -> np.ndarray:

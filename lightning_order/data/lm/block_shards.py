@@ -132,7 +132,7 @@ class ShardedBlocks:
                 f"({self.counts[s]}, {self.width}) int32",
             )
         self._maps[s] = array
-        return array
+        return np.asarray(array)
 
     def __getitem__(self, key: Any) -> np.ndarray:
         if isinstance(key, slice):

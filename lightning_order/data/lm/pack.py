@@ -94,7 +94,8 @@ def pack(ctx: StepContext, state: DataState) -> StepResult:
             for i in range(len(stream.paths))
         ]
         packed = engine_of(ctx).map(tasks.pack_partition, items, desc=f"pack {name}")
-        eos, dropped, shards = sum(p["eos"] for p in packed), 0, []
+        eos, dropped = sum(p["eos"] for p in packed), 0
+        shards: list[tuple[str, int]] = []
         for s, g in enumerate(groups):
             # the source's shards in partition order, then its joined tails: the order of one block file
             shards.extend((f"part-{i:05d}.npy", whole[i]) for i in g if whole[i])
