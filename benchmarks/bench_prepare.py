@@ -26,7 +26,9 @@ Usage::
 Prints one JSON line per size and a summary: ours/floor (target <= 1.5), ours/reference (target
 <= 0.7), the cached run's time (target <= 1 s), peak anonymous memory of each side, the load
 average (``os.getloadavg``) before each size, ours' per-step times, and each side's CPU seconds
-(user + system, all threads: steadier than wall time on a shared machine).
+(user + system, all threads: steadier than wall time on a shared machine); besides the fastest of
+each side, ours / floor of each repeat's pair (wall and CPU: median and range) and the time of
+ours' ``load`` step in every run.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ import os
 import re
 import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -326,11 +329,19 @@ def _best(data: Path, floor_data: Path, folder: Path, num_proc: int, repeats: in
             "seconds": fastest["seconds"],
             "cpu_s": min(r["cpu_s"] for r in results),
             "all_seconds": [round(r["seconds"], 2) for r in results],
+            "all_cpu_s": [round(r["cpu_s"], 2) for r in results],
+            "all_load_s": [r["steps"]["load"] for r in results if r.get("steps")],
             "peak_rss_mb": max(r["peak_rss_mb"] for r in results),
             "peak_anon_mb": max(r["peak_anon_mb"] for r in results),
             "steps": fastest.get("steps"),
         }
     return best
+
+
+def _pairs(ours: list[float], floor: list[float]) -> dict[str, object]:
+    """Ours / floor of each repeat (the two ran minutes apart at most): every ratio, the median and the range."""
+    ratios = sorted(round(o / f, 3) for o, f in zip(ours, floor))
+    return {"each": ratios, "median": statistics.median(ratios), "min": ratios[0], "max": ratios[-1]}
 
 
 def main() -> None:
@@ -384,6 +395,11 @@ def main() -> None:
             "ours_over_floor": round(ours["seconds"] / floor["seconds"], 3),
             "ours_over_reference": round(ours["seconds"] / reference["seconds"], 3),
             "cpu_s": {k: round(v["cpu_s"], 2) for k, v in best.items()},
+            "runs_cpu_s": {k: v["all_cpu_s"] for k, v in best.items()},
+            # Each repeat's own pair (floor and ours run side by side): the spread a shared machine gives.
+            "pair_ratios": _pairs(best["ours"]["all_seconds"], best["floor"]["all_seconds"]),
+            "pair_ratios_cpu": _pairs(best["ours"]["all_cpu_s"], best["floor"]["all_cpu_s"]),
+            "ours_load_s": best["ours"]["all_load_s"],
             "ours_over_floor_cpu": round(ours["cpu_s"] / floor["cpu_s"], 3),
             "ours_over_reference_cpu": round(ours["cpu_s"] / reference["cpu_s"], 3),
             "cached_s": round(cached["seconds"], 3),
@@ -410,6 +426,12 @@ def main() -> None:
             f"{r['size_mb']:g} MB, CPU seconds floor/reference/ours: "
             f"{r['cpu_s']['floor']}/{r['cpu_s']['reference']}/{r['cpu_s']['ours']} "
             f"(ours/floor {r['ours_over_floor_cpu']}, ours/reference {r['ours_over_reference_cpu']})"
+        )
+    for r in rows:
+        wall, cpu = r["pair_ratios"], r["pair_ratios_cpu"]
+        print(
+            f"{r['size_mb']:g} MB, ours/floor per repeat: wall median {wall['median']} ({wall['min']}-{wall['max']}), "
+            f"CPU median {cpu['median']} ({cpu['min']}-{cpu['max']}); ours' load step (s): {r['ours_load_s']}"
         )
     for r in rows:
         steps = ", ".join(f"{k} {v:.2f}" for k, v in (r["ours_steps_s"] or {}).items())

@@ -3,7 +3,9 @@
 One rule, shared by the ``shard`` steps, the resumable loader, the resume check and recovery:
 
 * the order of an epoch is a permutation of the *whole* train split, a function of the seed and
-  the epoch only (the identity without shuffling), the same whatever the number of ranks;
+  the epoch only (the identity without shuffling), the same whatever the number of ranks; the
+  sample at a position is computed where it is asked (:mod:`lightning_order.permutation`), so no
+  rank ever holds the permutation;
 * the epoch is cut into *global batches* of ``world_size × batch_size`` samples; rank ``r`` reads
   samples ``[r·B, (r+1)·B)`` of each, so the ranks' batches laid side by side in rank order are the
   global batch, and every rank reads the same count. "Ranks" are data-parallel ranks
@@ -17,13 +19,14 @@ One rule, shared by the ``shard`` steps, the resumable loader, the resume check 
   size (see :func:`remaining_positions`).
 
 Plain numpy and plain data: no torch, no Lightning, so the pure checks use it too. The trade-off:
-a permutation of the whole split per epoch (8 bytes a sample, made once an epoch), instead of a
-per-rank shard fixed once; that is what makes the order independent of the world size.
+a seeded bijection evaluated per position (a few dozen integer operations a sample) instead of a
+per-rank shard fixed once or a permutation materialised each epoch (8 bytes a sample on every
+rank); that is what makes the order independent of the world size at O(1) memory a rank.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
@@ -31,18 +34,28 @@ import numpy as np
 import xxhash
 
 from lightning_order.errors import CheckpointError, DataError
+from lightning_order.permutation import permutation_key, permute
 
 __all__ = [
+    "ORDER_ALGORITHM",
     "POSITION_FORMAT",
     "GlobalOrder",
     "TrainPosition",
     "check_position",
     "epoch_order",
+    "epoch_positions",
+    "order_digest",
     "remaining_positions",
 ]
 
 #: The ``format`` of a position's plain-data form (what checkpoints hold).
 POSITION_FORMAT = "lightning_order.position"
+#: Names the algorithm of the shuffled order in its digest (another algorithm: another digest).
+ORDER_ALGORITHM = "feistel-6-cycle-walk"
+#: Positions an order's digest samples (spread over the epoch).
+_DIGEST_SAMPLES = 64
+#: Global positions computed at once while a rank reads an epoch (bounds what a sampler holds).
+_CHUNK_POSITIONS = 1 << 13
 
 # The counts a position may hold, the least each may be, and what each means (for the message).
 _COUNTS: dict[str, tuple[int, str]] = {
@@ -105,15 +118,36 @@ def check_position(data: Mapping[str, Any]) -> None:
     )
 
 
+def epoch_positions(
+    size: int, seed: int, epoch: int, positions: np.ndarray, shuffle: bool = True
+) -> np.ndarray:
+    """The samples at ``positions`` of epoch ``epoch``'s global order (int64): O(len(positions)) memory.
+
+    A seeded bijection of ``range(size)`` keyed by ``(seed, epoch)``
+    (:func:`~lightning_order.permutation.permute`); the identity when ``shuffle`` is off.
+    """
+    at = np.asarray(positions, dtype=np.int64)
+    ordered: np.ndarray = at.copy() if not shuffle else permute(at, int(size), permutation_key(seed, epoch))
+    return ordered
+
+
 def epoch_order(size: int, seed: int, epoch: int, shuffle: bool = True) -> np.ndarray:
     """The global order of epoch ``epoch``: a permutation of ``range(size)`` (int64), a function of ``(seed, epoch)``.
 
-    numpy's PCG64 seeded by ``(seed, epoch)``; the identity when ``shuffle`` is off.
+    The whole of it (8 bytes a sample): for checks and tests; a loader reads :func:`epoch_positions`.
     """
-    if not shuffle:
-        return np.arange(size, dtype=np.int64)
-    rng = np.random.Generator(np.random.PCG64([int(seed) & ((1 << 64) - 1), int(epoch)]))
-    return rng.permutation(size).astype(np.int64, copy=False)
+    return epoch_positions(size, seed, epoch, np.arange(size, dtype=np.int64), shuffle)
+
+
+def order_digest(size: int, seed: int, epoch: int, shuffle: bool = True) -> str:
+    """A short hash that names an epoch's order: its algorithm, size, seed, epoch, shuffle and samples at spread positions.
+
+    O(1) in ``size``: a changed seed, shuffle, size or algorithm shows in it.
+    """
+    spread = np.unique(np.linspace(0, max(0, size - 1), num=min(size, _DIGEST_SAMPLES), dtype=np.int64))
+    sampled = epoch_positions(size, seed, epoch, spread, shuffle) if size else spread
+    head = f"{ORDER_ALGORITHM}:{int(size)}:{int(seed)}:{int(epoch)}:{bool(shuffle)}:".encode()
+    return xxhash.xxh3_64_hexdigest(head + sampled.tobytes())
 
 
 def remaining_positions(size: int, global_batch: int, start: int) -> int:
@@ -186,20 +220,47 @@ class GlobalOrder:
                 step=step,
             )
 
-    def rank_indices(self, epoch: int, start: int = 0) -> np.ndarray:
-        """The samples this rank reads in ``epoch`` from global position ``start`` on, in reading order."""
-        batches = remaining_positions(self.size, self.global_batch, start) // self.global_batch
-        first = start + self.rank * self.batch_size
-        positions = first + (
-            np.arange(batches, dtype=np.int64)[:, None] * self.global_batch
+    def order_at(self, epoch: int, positions: np.ndarray) -> np.ndarray:
+        """The samples at global ``positions`` of ``epoch``'s order (:func:`epoch_positions`)."""
+        return epoch_positions(self.size, self.seed, epoch, positions, self.shuffle)
+
+    def rank_batches(self, epoch: int, start: int = 0) -> int:
+        """Global batches of ``epoch`` left from global position ``start`` on (this rank reads one part of each)."""
+        return remaining_positions(self.size, self.global_batch, start) // self.global_batch
+
+    def _rank_positions(self, start: int, first: int, stop: int) -> np.ndarray:
+        """This rank's global positions in global batches ``[first, stop)`` counted from ``start``."""
+        return (
+            start
+            + self.rank * self.batch_size
+            + np.arange(first, stop, dtype=np.int64)[:, None] * self.global_batch
             + np.arange(self.batch_size, dtype=np.int64)[None, :]
-        )
-        return epoch_order(self.size, self.seed, epoch, self.shuffle)[positions.ravel()]
+        ).ravel()
+
+    def rank_indices(self, epoch: int, start: int = 0) -> np.ndarray:
+        """The samples this rank reads in ``epoch`` from global position ``start`` on, in reading order.
+
+        The whole of them (8 bytes a sample); a loader reads :meth:`rank_chunks`.
+        """
+        return self.order_at(epoch, self._rank_positions(start, 0, self.rank_batches(epoch, start)))
+
+    def rank_chunks(self, epoch: int, start: int = 0, batches: int | None = None) -> Iterator[np.ndarray]:
+        """:meth:`rank_indices` made a chunk at a time (what a rank holds is one chunk, whatever the split's size).
+
+        Args:
+            epoch: the epoch.
+            start: the global position to start at.
+            batches: the most global batches to read (``None``: the rest of the epoch).
+        """
+        total = self.rank_batches(epoch, start)
+        total = total if batches is None else min(total, int(batches))
+        step = max(1, _CHUNK_POSITIONS // self.batch_size)
+        for first in range(0, total, step):
+            yield self.order_at(epoch, self._rank_positions(start, first, min(total, first + step)))
 
     def digest(self, epoch: int) -> str:
-        """A short hash of the epoch's whole order: a changed seed, shuffle or algorithm shows in it."""
-        order = epoch_order(self.size, self.seed, epoch, self.shuffle)
-        return xxhash.xxh3_64_hexdigest(order.tobytes())
+        """A short hash that names the epoch's order (:func:`order_digest`): a changed seed, shuffle or algorithm shows in it."""
+        return order_digest(self.size, self.seed, epoch, self.shuffle)
 
 
 @dataclass(frozen=True)
@@ -245,6 +306,11 @@ class TrainPosition:
             order.shuffle,
             digest,
         )
+
+    @staticmethod
+    def order_digest(size: int, seed: int, epoch: int, shuffle: bool = True) -> str:
+        """The digest an order of ``(size, seed, epoch, shuffle)`` has today (:func:`order_digest`), to compare with :attr:`order`."""
+        return order_digest(size, seed, epoch, shuffle)
 
     @property
     def done(self) -> bool:

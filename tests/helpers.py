@@ -219,3 +219,10 @@ def private_names(*classes: type) -> set[str]:
             except (OSError, TypeError):
                 continue
     return names
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    """(width, height) of a PNG file, read from its IHDR chunk after checking its signature."""
+    data = Path(path).read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR", f"{path} is not a PNG"
+    return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")

@@ -11,7 +11,10 @@ same verdict. A summary may hold:
 - ``reads``: for a map-style loader, what its sampler will read this epoch: ``dataset`` (a hash
   of the dataset's length and some of its items: the indices only mean the same rows when it is
   the same dataset on every rank), ``space`` (how many indices the bitmap covers: the first
-  ``space`` of the dataset) and ``bitmap`` (``numpy.packbits`` of "index read", bytes).
+  ``space`` of the dataset), ``bitmap`` (``numpy.packbits`` of "index read", bytes) and
+  ``repeats`` (indices this rank's sampler draws more than once: a sampler drawing with
+  replacement, such as a weighted mixture's, shares indices across ranks by design, so its indices
+  are not compared and identical first batches decide).
 
 Two kinds of evidence, the stronger first. With the sampler's indices over one dataset, the share
 of the dataset read by more than one data-parallel rank (the "repeated" share) and by none (the
@@ -60,6 +63,8 @@ def _from_indices(heads: Mapping[int, Mapping[str, Any]], size: int) -> list[Vio
     reads = [s.get("reads") for s in heads.values()]
     if any(not r for r in reads) or len({(r["dataset"], r["space"]) for r in reads}) != 1:  # type: ignore[index]
         return None
+    if any(int(r.get("repeats", 0)) > size - 1 for r in reads):  # type: ignore[union-attr]
+        return None  # drawn with replacement: indices shared by ranks are expected (see ``reads``)
     space = int(reads[0]["space"])  # type: ignore[index]
     repeated, never = read_shares([r["bitmap"] for r in reads], space)  # type: ignore[index]
     if repeated <= size - 1 or repeated < MIN_REPEATED_SHARE * space:

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import xxhash
 
 from lightning_order.ledger import CHECKPOINT_KEY
 from lightning_order.positions import TrainPosition, check_position, epoch_order, remaining_positions
@@ -295,7 +294,8 @@ def _counts(expected: _Span, served: _Span) -> tuple[int, int, bool]:
         return replayed, expected.stop - expected.start - kept, True
     old = epoch_order(a[0], a[1], expected.epoch, a[2])
     new = epoch_order(b[0], b[1], served.epoch, b[2])[served.start : served.stop]
-    if a[3] and xxhash.xxh3_64_hexdigest(old.tobytes()) != a[3]:  # the stored order cannot be made again
+    # the stored order cannot be made again (another algorithm, or a damaged digest)
+    if a[3] and TrainPosition.order_digest(a[0], a[1], expected.epoch, a[2]) != a[3]:
         share = expected.start / max(1, a[0])
         return round(len(new) * share), round((expected.stop - expected.start) * share), False
     replayed = int(np.isin(new, old[: expected.start]).sum())

@@ -17,7 +17,8 @@ pipeline its descriptor names (:mod:`lightning_order.pipelines`):
   summary has a validation figure;
 * an end-of-run summary on rank 0: the ledger as a table with its verdict (the descriptor's
   checks), the final metrics, what the descriptor prints after them (an LM's perplexity and a
-  sampled continuation), and the folders that exist.
+  sampled continuation), after a fit the train tokens per second (LM pipelines) and the loss
+  curve written beside the logs (:mod:`.run_record`), and the folders that exist.
 
 :func:`run` is what the ``lightning-order`` dispatcher (:mod:`.dispatch`) calls; it parses the
 command line once, with jsonargparse, from the DataModule's and the model's typed signatures.
@@ -53,6 +54,7 @@ from lightning_order.cli.console import (
 from lightning_order.cli.console import console as make_console
 from lightning_order.cli.help import LIGHTNING_COMMANDS, TOOLS, pipeline_help
 from lightning_order.cli.parsing import STRICT_PARSER, parser_options, with_suggestions
+from lightning_order.cli.run_record import RunRecord, fit_figures
 from lightning_order.cli.tools import tool_parser
 from lightning_order.distributed import release_process_group
 from lightning_order.ledger import StepLedger
@@ -253,15 +255,18 @@ class OrderCLI(LightningCLI):
 
     # -- trainer ---------------------------------------------------------------------------
     def instantiate_trainer(self, **kwargs: Any) -> Trainer:
-        """Builds the trainer with the order callbacks appended to the configured ones."""
+        """Builds the trainer with the order callbacks and a :class:`RunRecord` appended to the configured ones."""
         config = self.config_init.get(str(self.subcommand), self.config_init)
         order = self.config.get(str(self.subcommand), self.config).get("order")
         trainer_config = config.get("trainer")
-        if trainer_config is not None and order is not None:
+        if trainer_config is not None:
             callbacks = trainer_config.get("callbacks") or []
             if not isinstance(callbacks, list):
                 callbacks = [callbacks]
-            trainer_config["callbacks"] = [*callbacks, *order_callbacks(order, callbacks)]
+            added = order_callbacks(order, callbacks) if order is not None else []
+            # The summary's throughput and loss curve (tokens counted for LM pipelines only).
+            self.run_record = RunRecord(count_tokens=self.descriptor.token_checks)
+            trainer_config["callbacks"] = [*callbacks, *added, self.run_record]
         return super().instantiate_trainer(**kwargs)
 
     # -- end-of-run summaries --------------------------------------------------------------
@@ -293,6 +298,8 @@ class OrderCLI(LightningCLI):
 
     def _summary(self, stage: str) -> None:
         trainer = self.trainer
+        # trainer.log_dir is a broadcast from rank 0 under DDP: every rank asks, before rank 0 alone prints.
+        log_dir = trainer.log_dir if trainer is not None and stage == "fit" else None
         if trainer is None or not trainer.is_global_zero:
             return
         console = make_console()
@@ -307,6 +314,10 @@ class OrderCLI(LightningCLI):
         printer = self.descriptor.summary_printer()
         if printer is not None:
             printer(console, self.datamodule, self.model, stage, metrics)
+        record = getattr(self, "run_record", None)
+        if stage == "fit" and isinstance(record, RunRecord):
+            for label, text in fit_figures(record, log_dir, trainer.world_size):
+                console.print(Text.assemble((f"{label}: ", "bold"), text))
         for label, where in locations(self.datamodule, trainer, stage):
             console.print(Text.assemble((f"{label}: ", "bold"), str(where)))
 

@@ -21,6 +21,7 @@ from lightning_order import DataError, OrderedLMDataModule  # noqa: E402
 from lightning_order.data.engine import ray_engine  # noqa: E402
 from lightning_order.data.engine.ray_engine import RayEngine  # noqa: E402
 from lightning_order.data.lm import prepare, tasks  # noqa: E402
+from lightning_order.data.lm.artefacts import read_blocks  # noqa: E402
 
 pytestmark = pytest.mark.slow
 SMALL = {"max_documents": 500, "vocab_size": 400, "block_size": 32, "num_partitions": 4}
@@ -39,7 +40,7 @@ def _same(a: OrderedLMDataModule, b: OrderedLMDataModule) -> None:
     assert a.data_fingerprints() == b.data_fingerprints()
     for split in ("train", "val"):
         assert np.array_equal(
-            np.load(a.cache_path / split / "blocks.npy"), np.load(b.cache_path / split / "blocks.npy")
+            np.asarray(read_blocks(a.cache_path)[split]), np.asarray(read_blocks(b.cache_path)[split])
         )
 
 

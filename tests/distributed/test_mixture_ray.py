@@ -15,6 +15,8 @@ ray = pytest.importorskip("ray")
 
 from mixtures import mixture_dm, source_shares, write_sources  # noqa: E402
 
+from lightning_order.data.lm.artefacts import read_blocks  # noqa: E402
+
 pytestmark = pytest.mark.slow
 
 
@@ -36,8 +38,8 @@ def test_ray_prepares_the_mixture_num_proc_1_prepares(tmp_path: Path, local_ray:
     assert remote.cache_key == local.cache_key and remote.data_fingerprints() == local.data_fingerprints()
     for split in ("train", "val"):
         assert np.array_equal(
-            np.load(remote.cache_path / split / "blocks.npy"),
-            np.load(local.cache_path / split / "blocks.npy"),
+            np.asarray(read_blocks(remote.cache_path)[split]),
+            np.asarray(read_blocks(local.cache_path)[split]),
         )
     assert remote.ledger.latest("pack").stats["mixture"] == local.ledger.latest("pack").stats["mixture"]
     assert np.array_equal(remote.blocks("train"), local.blocks("train"))

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import DEMO, ROOT, TINY, fit_command, leaky_ledger
+from helpers import DEMO, ROOT, TINY, fit_command, leaky_ledger, png_size
 from launching import launch_env
 
 from lightning_order import StepLedger
@@ -88,3 +88,41 @@ def test_an_lm_fit_cut_short_prints_its_perplexity(tmp_path: Path, capsys: pytes
     out = capsys.readouterr().out
     assert "validation perplexity:" in out and "val_ppl" in out and "train_loss" in out
     assert "checkpoint" not in out and not list(tmp_path.rglob("*.ckpt"))
+
+
+def _summary_line(out: str, label: str) -> str | None:
+    """The text after ``label: `` on the summary's line that starts with it."""
+    lines = [line for line in out.splitlines() if line.startswith(f"{label}: ")]
+    return lines[-1].split(": ", 1)[1] if lines else None
+
+
+@pytest.mark.slow
+def test_an_lm_fit_summary_has_its_throughput_and_loss_curve(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """#34 item 6: train tokens per second, and the loss curve written beside the logs and named."""
+    config = str(ROOT / "configs" / "lm-demo.yaml")
+    args = ["--data.max_documents=200", "--data.vocab_size=300", "--data.block_size=16"]
+    args += ["--data.cache_dir", str(tmp_path / "cache"), "--trainer.default_root_dir", str(tmp_path)]
+    assert main(["fit", "--config", config, *args, "--trainer.max_steps=5"]) == 0
+    out = capsys.readouterr().out
+    rate = _summary_line(out, "train tokens per second")
+    assert rate is not None and float(rate.split()[0].replace(",", "")) > 0, out
+    assert "tokens in" in rate and "validation passes excluded" in rate
+    curve = tmp_path / "lightning_logs" / "version_0" / "loss_curve.png"
+    assert _summary_line(out, "loss curve") == str(curve)
+    assert png_size(curve) == (640, 400) and curve.stat().st_size > 10_000
+
+
+def test_a_classification_fit_summary_has_a_loss_curve_and_no_token_rate(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """Tokens per second is an LM figure: the classifier's summary works as before, with its curve."""
+    args = ["--data.cache_dir", str(tmp_path / "cache"), "--trainer.default_root_dir", str(tmp_path)]
+    assert main(["fit", "--config", DEMO, *TINY, *args, "--trainer.max_epochs=1"]) == 0
+    out = capsys.readouterr().out
+    assert "the order is correct" in out and "val_acc" in out
+    assert _summary_line(out, "train tokens per second") is None
+    curve = tmp_path / "lightning_logs" / "version_0" / "loss_curve.png"
+    assert _summary_line(out, "loss curve") == str(curve)
+    assert png_size(curve) == (640, 400)

@@ -34,6 +34,7 @@ from lightning_order.callbacks.validator.documents import document_violations
 from lightning_order.callbacks.validator.evidence import datamodule_ledger, spec_of
 from lightning_order.callbacks.validator.lm_tokens import token_violations
 from lightning_order.callbacks.validator.model_dims import model_dims
+from lightning_order.callbacks.validator.tokenizer_fit import tokenizer_fit_violations
 from lightning_order.checks.label_shift import (
     IGNORE_INDEX,
     check_label_shift,
@@ -302,6 +303,7 @@ def lm_violations(dm: Any, module: Any, sample_rows: int, setup_fp: str | None =
         return shifted
     evidence = lm_evidence(dm, module, batch, setup_fp)
     found = [*shifted, *check_lm(evidence), *document_violations(dm, module, batch, evidence.get("eos_id"))]
+    found += tokenizer_fit_violations(dm, module, batch, sample_rows)
     found += token_violations(
         dm, tokenizer, batch, evidence.get("eos_id"), _bos_id(dm, tokenizer), sample_rows
     )

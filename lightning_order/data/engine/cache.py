@@ -52,6 +52,7 @@ from lightning_order.data.engine.storage import (
     verify_files,
     write_new,
 )
+from lightning_order.data.engine.verification import verified_problems
 from lightning_order.errors import CacheWarning, DataError, ManifestError
 from lightning_order.ledger import MANIFEST_NAME, StepLedger
 
@@ -171,8 +172,9 @@ def _required_files(ledger: StepLedger) -> tuple[str, ...]:
 
 
 def is_complete(path: Path, key: str | None = None) -> bool:
-    """Whether ``path`` holds a finished, intact cache of ``key`` (see :func:`cache_problems`)."""
-    return not cache_problems(path, key)
+    """Whether ``path`` holds a finished, intact cache of ``key`` (:func:`cache_problems`; hashed once a machine: :mod:`.verification`)."""
+    identity = f"{key}|{published_identity(path)}"  # the record names the key and the published build
+    return not verified_problems(path, identity, lambda: cache_problems(path, key), default_cache_dir())
 
 
 def check_cache_path(final: Path) -> None:

@@ -144,13 +144,13 @@ class GlobalOrderSampler(DistributedSampler):
 
     def __iter__(self) -> Iterator[int]:
         epoch, start, limit = self.epoch, self.start, self._limit
-        indices = self.order.rank_indices(epoch, start)
-        if limit is not None:
-            indices = indices[: limit * self.order.batch_size]
+        batches = self.order.rank_batches(epoch, start)
+        batches = batches if limit is None else min(batches, limit)
         # A second pass over the epoch starts at its head; an empty one leaves the position as it was.
-        self.began, self.start = (epoch, start), start if len(indices) == 0 else 0
+        self.began, self.start = (epoch, start), start if batches == 0 else 0
         self.restored, self._limit = False, None
-        return iter(indices.tolist())
+        # computed a chunk at a time as the loader reads: a rank never holds its epoch's indices
+        return (int(i) for chunk in self.order.rank_chunks(epoch, start, batches) for i in chunk.tolist())
 
     def __len__(self) -> int:
         # The whole epoch's, also when resumed mid-epoch: Lightning counts the restored batches.

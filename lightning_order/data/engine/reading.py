@@ -1,14 +1,23 @@
 """Reading the input through :func:`datasets.load_dataset`, behind errors that name the file and the fix.
 
 Both pipelines load their files here: the files read are the expanded ``data_files`` the cache
-key identified, checked again before they are read (one that changed since the DataModule was
-built is refused) and after (one rewritten while it was read is refused: the cache would
-otherwise hold data its key does not name). A file ``datasets`` cannot read is explained by
-:func:`~.inputs.diagnose_files` (no rows, a header only, not UTF-8).
+key identified, checked again after they are read (one that changed since the DataModule was
+built, or while it was read, is refused: the cache would otherwise hold data its key does not
+name). A file ``datasets`` cannot read is explained by :func:`~.inputs.diagnose_files` (no rows,
+a header only, not UTF-8).
+
+Each file is hashed once here, after the read, not also before it: the file's status (device,
+inode, size, mtime and ctime) taken before the read and again after the hash proves that no
+write happened in between (the kernel sets ctime on every write, and no call sets it back), so
+the bytes hashed are the bytes ``datasets`` read. A file whose ctime is within
+:data:`_RECENT_NS` of the first status is hashed before the read as well (two writes in one
+tick of a coarse clock can leave ctime as it was).
 """
 
 from __future__ import annotations
 
+import os
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,6 +33,8 @@ __all__ = ["check_text_kinds", "csv_delimiter", "load_files"]
 
 #: Rows of a json file (and at most a megabyte of a csv) whose text values are sniffed for their kind.
 _SNIFF_ROWS = 1000
+#: A file whose ctime is this close to now is also hashed before it is read (a coarse clock's tick, with margin).
+_RECENT_NS = 1_000_000_000
 
 
 def _check_utf8(data: datasets.Dataset) -> None:
@@ -53,14 +64,58 @@ def _validate_text(table: Any) -> None:
             table.column(name).validate(full=True)
 
 
+def _changed(files: list[Path], when: str) -> DataError:
+    return DataError(
+        f"a data file changed {when} (the cache key names the old content): "
+        f"{', '.join(map(str, files))}; build the DataModule again once the files stay as they are",
+        step="load",
+    )
+
+
 def _check_identity(cfg: Any, when: str) -> None:
     files = local_files(cfg.identified_files)
     if files and files_identity(cfg.identified_files, cfg.input_hash) != cfg.input_identity:
-        raise DataError(
-            f"a data file changed {when} (the cache key names the old content): "
-            f"{', '.join(map(str, files))}; build the DataModule again once the files stay as they are",
-            step="load",
-        )
+        raise _changed(files, when)
+
+
+def _statuses(files: list[Path]) -> list[tuple[int, ...]]:
+    """What changes with every write to each file: device, inode, size, mtime and ctime (ns); ``()`` once it is gone."""
+    out = []
+    for path in files:
+        try:
+            st = os.stat(path)
+        except OSError:
+            out.append(())
+            continue
+        out.append((st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns))
+    return out
+
+
+def _check_before(cfg: Any) -> list[tuple[int, ...]]:
+    """The files' statuses before the read; the identity checked now too where ctime alone cannot prove it later.
+
+    By size and mtime (``input_hash="size_mtime"``) the check is the statuses themselves, as cheap
+    now as later; by content, only a file written within :data:`_RECENT_NS` is hashed now.
+    """
+    files = local_files(cfg.identified_files)
+    statuses = _statuses(files)
+    now = time.time_ns()
+    if cfg.input_hash != "content" or any(not status or now - status[-1] < _RECENT_NS for status in statuses):
+        _check_identity(cfg, "after the DataModule was built")
+    return statuses
+
+
+def _check_after(cfg: Any, before: list[tuple[int, ...]]) -> None:
+    """Refuses a file whose content is not the identified one, or that was written while it was read.
+
+    The one hash of each file: equal to the identity, and no write between the status taken
+    before the read and the one taken after the hash, so the bytes read are the bytes hashed.
+    """
+    files = local_files(cfg.identified_files)
+    same = files_identity(cfg.identified_files, cfg.input_hash) == cfg.input_identity
+    written = _statuses(files) != before
+    if files and (written or not same):
+        raise _changed(files, "while it was read" if written else "after the DataModule was built")
 
 
 def csv_delimiter(files: list[Path], options: Mapping[str, Any]) -> dict[str, Any]:
@@ -103,7 +158,7 @@ def load_files(cfg: Any, hf_cache: Path | None, **options: Any) -> datasets.Data
         raise DataError(
             f"the dataset is empty: every data file is empty ({', '.join(map(str, files))})", step="load"
         )
-    _check_identity(cfg, "after the DataModule was built")
+    before = _check_before(cfg)
     check_text_kinds(cfg)
     import datasets
 
@@ -139,7 +194,7 @@ def load_files(cfg: Any, hf_cache: Path | None, **options: Any) -> datasets.Data
             f"{type(err).__name__}: {err}; check the name, the files and load_split={cfg.load_split!r}",
             step="load",
         ) from err
-    _check_identity(cfg, "while it was read")
+    _check_after(cfg, before)
     return data
 
 

@@ -4,7 +4,9 @@ The folder is published by :func:`lightning_order.data.engine.cache.build_once` 
 classification cache (temporary folder, manifest last, atomic rename, every file hashed in the
 manifest and verified before use). Per split (``train/``, ``val/``):
 
-* ``blocks.npy``: int32, ``n × (block_size + 1)``, memory-mapped when read;
+* ``blocks/``: the packed blocks, int32, ``n × (block_size + 1)`` in all, as shards (one
+  ``.npy`` per ``pack`` task, and the joined tails) and the ``index.json`` that orders them
+  (:mod:`~lightning_order.data.lm.block_shards`), memory-mapped per shard when read;
 * ``documents/part-<p>.arrow``: the cleaned, deduplicated documents of partition ``p``, in the
   canonical order (Arrow IPC, memory-mapped; ``dm.documents(split)`` reads them lazily);
 * ``doc_hashes.npy``: int64, the unseeded hash of each document's split key, in the same order
@@ -28,6 +30,7 @@ from lightning_order.data.engine.keys import key_hash_array
 from lightning_order.data.engine.partitions import DocumentSet, PartitionedTexts, read_table, write_table
 from lightning_order.data.engine.runner import DataState
 from lightning_order.data.engine.storage import file_records, save_array, storage_errors
+from lightning_order.data.lm.block_shards import INDEX_NAME, ShardedBlocks
 from lightning_order.data.lm.config import padded_size
 from lightning_order.errors import DataError
 from lightning_order.ledger import MANIFEST_NAME, StepLedger
@@ -76,7 +79,7 @@ def write_lm_prepared(folder: Path, state: DataState, ledger: StepLedger, config
             (folder / name).mkdir()
             counts[name], hashes = _write_documents(documents[name], folder / name / "documents")
             save_array(folder / name / "doc_hashes.npy", hashes)
-            os.replace(state.parts[name].path, folder / name / "blocks.npy")
+            _move_blocks(state.parts[name], folder / name / "blocks")
         state.tokenizer.save(str(folder / "tokenizer.json"))
     size = state.tokenizer.get_vocab_size(with_added_tokens=True)
     multiple = config.pad_vocab_multiple
@@ -104,6 +107,13 @@ def write_lm_prepared(folder: Path, state: DataState, ledger: StepLedger, config
         ledger.save(folder)
 
 
+def _move_blocks(blocks: ShardedBlocks, dest: Path) -> None:
+    """Moves the shards the index lists, and the index, into ``dest`` (renames: nothing else of the scratch folder)."""
+    dest.mkdir()
+    for name in (*blocks.files, INDEX_NAME):
+        os.replace(blocks.folder / name, dest / name)
+
+
 def _document_start(ledger: StepLedger) -> dict[str, Any]:
     """``bos_token``, ``bos_id`` and the Hugging Face ``special_tokens`` ``build_vocab`` decided (:mod:`.bos`)."""
     record = ledger.latest("build_vocab")
@@ -124,12 +134,13 @@ def _unreadable(path: Path, err: Exception) -> DataError:
 
 
 def read_blocks(path: Path) -> dict[str, Any]:
-    """The packed splits (memory-mapped ``int32`` arrays) and each split's document hashes."""
+    """The packed splits (:class:`~.block_shards.ShardedBlocks`: each shard memory-mapped when read) and
+    each split's document hashes (memory-mapped ``int64``: a rank never loads them whole)."""
     out: dict[str, Any] = {}
     try:
         for name in SPLITS:
-            out[name] = np.load(path / name / "blocks.npy", mmap_mode="r")
-            out[f"{name}_doc_hashes"] = np.load(path / name / "doc_hashes.npy")
+            out[name] = ShardedBlocks.open(path / name / "blocks")
+            out[f"{name}_doc_hashes"] = np.load(path / name / "doc_hashes.npy", mmap_mode="r")
     except (OSError, ValueError) as err:
         raise _unreadable(path, err) from err
     return out

@@ -345,7 +345,7 @@ class OrderedLMDataModule(OrderedDataModuleBase):
     def _dataset(self, data: Any) -> BlockDataset:
         eos_id = self.eos_token_id if self.config.document_attention else None
         if isinstance(data, BlockView):
-            return BlockDataset(data.blocks, data.index, self.batch_format, eos_id)
+            return BlockDataset(data.blocks, data.rows(), self.batch_format, eos_id)
         return BlockDataset(data, batch_format=self.batch_format, eos_id=eos_id)
 
     def blocks(self, split: str) -> np.ndarray:

@@ -22,6 +22,7 @@ Plain data and numpy only; :func:`mixture_record` is what ``pack`` records and t
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -269,9 +270,15 @@ class MixedOrder(GlobalOrder):
         """The block rows of epoch ``epoch``'s draw, in the mixture's interleaved order."""
         return mixture_index(self.blocks, self.counts, self.seed, epoch)
 
-    def rank_indices(self, epoch: int, start: int = 0) -> np.ndarray:
-        """The block rows this rank reads in ``epoch`` from global position ``start`` on."""
-        rows: np.ndarray = self.draw(epoch)[super().rank_indices(epoch, start)]
+    def order_at(self, epoch: int, positions: np.ndarray) -> np.ndarray:
+        """The block rows at global ``positions`` of ``epoch``: the epoch's draw read at the global order's samples.
+
+        The draw is made once an epoch per process (8 bytes a drawn block: a mixture's order is
+        not yet computed per position, as a single source's is).
+        """
+        rows: np.ndarray = _epoch_draw(self.blocks, self.counts, self.seed, epoch)[
+            super().order_at(epoch, positions)
+        ]
         return rows
 
     def digest(self, epoch: int) -> str:
@@ -287,6 +294,14 @@ class MixedOrder(GlobalOrder):
         owners = np.searchsorted(np.cumsum(self.blocks), served, side="right")
         counts = np.bincount(owners, minlength=len(self.blocks))
         return [float(c) / len(served) if len(served) else 0.0 for c in counts.tolist()]
+
+
+@functools.lru_cache(maxsize=2)
+def _epoch_draw(blocks: tuple[int, ...], counts: tuple[int, ...], seed: int, epoch: int) -> np.ndarray:
+    """:func:`mixture_index` of one epoch, kept while the loader reads it (the current and the next epoch)."""
+    draw = mixture_index(blocks, counts, seed, epoch)
+    draw.flags.writeable = False
+    return draw
 
 
 def mixed_order(order: GlobalOrder, mixture: Mapping[str, Any]) -> MixedOrder:

@@ -1,8 +1,9 @@
 """The LM step ``pack``: each partition's token stream cut into blocks of ``block_size + 1``.
 
-The blocks are written straight into their rows of one shared block file (:class:`BlockFile`);
-then the partitions' tails are joined in partition order into the last blocks and what is left of
-them is dropped (recorded). No padding.
+Each task writes its partition's whole blocks into a shard file of its own
+(:mod:`~lightning_order.data.lm.block_shards`); then the partitions' tails are joined in partition
+order into one more shard (per source, after its partitions') and what is left of them is dropped
+(recorded). No padding. The index of the shards (file, block count) is what the step hands on.
 """
 
 from __future__ import annotations
@@ -12,8 +13,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from lightning_order.data.engine.runner import DataState, StepContext, StepResult
-from lightning_order.data.engine.storage import allocate_array
 from lightning_order.data.lm import tasks
+from lightning_order.data.lm.block_shards import ShardedBlocks, write_index, write_shard
 from lightning_order.data.lm.config import LM_CODE_VERSION, LMConfig
 from lightning_order.data.lm.mixture import mixture_record
 from lightning_order.data.lm.registry import LM_STEPS, engine_of, scratch
@@ -25,7 +26,10 @@ __all__ = ["BlockFile", "pack"]
 
 @dataclass(frozen=True)
 class BlockFile:
-    """One part packed: an ``n × width`` int32 ``.npy`` of blocks (memory-mapped when read)."""
+    """One shard of packed blocks: an ``n × width`` int32 ``.npy`` (memory-mapped when read).
+
+    A split's blocks are several of them, joined by :class:`~.block_shards.ShardedBlocks`.
+    """
 
     path: str
     rows: int
@@ -78,18 +82,12 @@ def pack(ctx: StepContext, state: DataState) -> StepResult:
                 "larger val_fraction)",
                 step="pack",
             )
-        path = folder / name / "blocks.npy"
-        path.parent.mkdir(parents=True)
-        allocate_array(path, (rows, width), np.int32)  # on disk now: a full disk is ENOSPC, never a SIGBUS
-        starts = np.concatenate([[0], np.cumsum(group_rows)]).tolist()
-        offsets: list[int] = []
-        for g, start in zip(groups, starts):
-            offsets.extend(np.concatenate([[start], start + np.cumsum([whole[i] for i in g])]).tolist()[:-1])
+        out = folder / name / "blocks"
+        out.mkdir(parents=True)
         items = [
             {
                 "tokens": stream.paths[i],
-                "blocks": str(path),
-                "offset": offsets[i],
+                "blocks": str(out / f"part-{i:05d}.npy"),
                 "width": width,
                 "eos_id": eos_id,
             }
@@ -97,25 +95,26 @@ def pack(ctx: StepContext, state: DataState) -> StepResult:
         ]
         packed = engine_of(ctx).map(tasks.pack_partition, items, desc=f"pack {name}")
         eos, dropped = sum(p["eos"] for p in packed), 0
-        for g, start in zip(groups, starts):
+        shards: list[tuple[str, int]] = []
+        for s, g in enumerate(groups):
+            # the source's shards in partition order, then its joined tails: the order of one block file
+            shards.extend((f"part-{i:05d}.npy", whole[i]) for i in g if whole[i])
             tail = np.concatenate([np.empty(0, dtype=np.int32), *(packed[i]["tail"] for i in g)])
             count = len(tail) // width
             if count:
-                first = start + sum(whole[i] for i in g)
-                out = np.load(path, mmap_mode="r+")
-                out[first : first + count] = tail[: count * width].reshape(count, width)
-                out.flush()
-                del out
+                write_shard(out / f"tail-{s:03d}.npy", tail[: count * width].reshape(count, width))
+                shards.append((f"tail-{s:03d}.npy", count))
                 eos += int(np.count_nonzero(tail[: count * width] == eos_id)) if eos_id is not None else 0
             dropped += int(len(tail) - count * width)
-        blocks[name] = BlockFile(str(path), rows, width)
+        write_index(out, shards, width)
+        blocks[name] = ShardedBlocks(out, shards, width)
         stats[f"{name}_blocks"] = rows
         stats[f"{name}_dropped_tokens"] = dropped
         stats[f"{name}_eos_tokens"] = eos  # 0 without end-of-text: the workers counted none
         if sources > 1:
             stats[f"{name}_source_blocks"] = group_rows
             stats[f"{name}_source_tokens"] = [sum(stream.tokens[i] for i in g) for g in groups]
-    train_tokens = blocks["train"].rows * width if "train" in blocks else 0
+    train_tokens = len(blocks["train"]) * width if "train" in blocks else 0
     stats["eos_rate"] = stats.get("train_eos_tokens", 0) / train_tokens if train_tokens else 0.0
     if sources > 1 and "train" in blocks:
         tokens = {name: stats[f"{name}_source_tokens"] for name in blocks}

@@ -1,7 +1,7 @@
 """The LM step ``shard`` (in ``setup``, per rank): this rank's part of every global batch of blocks.
 
 Every rank gets the same number of blocks (:mod:`lightning_order.data.engine.sharding`); the
-rank's ``train`` part is a :class:`BlockView` of the shared block file (no copy until read).
+rank's ``train`` part is a :class:`BlockView` of the split's blocks (nothing read or computed until asked).
 """
 
 from __future__ import annotations
@@ -16,22 +16,41 @@ from lightning_order.data.engine.sharding import plan_shard
 from lightning_order.data.lm.blocks import stride_shard
 from lightning_order.data.lm.mixture import MixedOrder, mixed_order
 from lightning_order.data.lm.registry import LM_STEPS
+from lightning_order.positions import GlobalOrder
 
 __all__ = ["BlockView", "shard"]
 
 
 @dataclass(frozen=True)
 class BlockView:
-    """Some blocks of a block array: rows ``index`` of ``blocks`` (no copy until a batch is read)."""
+    """Some blocks of a block array: rows ``index`` of ``blocks``, or the rows ``order`` gives this rank in its first epoch.
+
+    No copy until a batch is read; with ``order``, not even the row numbers are held until asked (:meth:`rows`).
+    """
 
     blocks: Any
-    index: np.ndarray
+    index: np.ndarray | None = None
+    order: GlobalOrder | None = None
+
+    def rows(self) -> np.ndarray:
+        """The row numbers in ``blocks`` (computed from ``order`` when no ``index`` was given).
+
+        Raises:
+            ValueError: neither ``index`` nor ``order`` was given.
+        """
+        if self.index is not None:
+            return self.index
+        if self.order is None:
+            raise ValueError("a BlockView needs index or order")
+        return self.order.rank_indices(0)
 
     def __len__(self) -> int:
-        return len(self.index)
+        if self.index is None and self.order is not None:
+            return self.order.length
+        return len(self.rows())
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
-        out = np.asarray(self.blocks[self.index])
+        out = np.asarray(self.blocks[self.rows()])
         return out if dtype is None else out.astype(dtype)
 
 
@@ -63,7 +82,7 @@ def shard(ctx: StepContext, state: DataState) -> StepResult:
         params = {**params, "mixture_tolerance": float(ctx.config.mixture_tolerance)}
         stats = {**stats, "mixture_shares": order.shares(0)}
     return StepResult(
-        replace(state, parts={**state.parts, "train": BlockView(train, order.rank_indices(0))}, extra=extra),
+        replace(state, parts={**state.parts, "train": BlockView(train, order=order)}, extra=extra),
         plan.output,
         params=params,
         stats=stats,

@@ -33,6 +33,7 @@ from lightning_order.data.engine.partitions import (
     write_table,
 )
 from lightning_order.data.engine.storage import save_array
+from lightning_order.data.lm.block_shards import write_shard
 from lightning_order.data.lm.mixture import SOURCE_COLUMN
 from lightning_order.errors import DataError
 
@@ -360,14 +361,14 @@ def encode_partition(item: dict[str, Any]) -> dict[str, Any]:
 
 
 def pack_partition(item: dict[str, Any]) -> dict[str, Any]:
-    """Writes one file's whole blocks into its rows of the shared block file; returns its tail tokens.
+    """Writes one file's whole blocks into a shard file of its own; returns its tail tokens.
 
-    Item keys: ``tokens`` (the ``.npy``), ``blocks`` (the shared ``.npy``), ``offset`` (its
-    first row there), ``width`` (``block_size + 1``), ``eos_id`` (``None``: none counted).
+    Item keys: ``tokens`` (the ``.npy``), ``blocks`` (the shard to write: nothing is written when
+    the file holds no whole block), ``width`` (``block_size + 1``), ``eos_id`` (``None``: none counted).
 
     Returns:
-        ``tail`` (the tokens after its last whole block, int32) and ``eos`` (the end-of-text ids
-        in the blocks it wrote: counted here, so no process reads the whole block file again).
+        ``tail`` (the tokens after its last whole block, int32), ``eos`` (the end-of-text ids in
+        the blocks it wrote: counted here, so no process reads the blocks again) and ``rows``.
     """
     ids = np.load(item["tokens"], mmap_mode="r")
     width = int(item["width"])
@@ -377,8 +378,6 @@ def pack_partition(item: dict[str, Any]) -> dict[str, Any]:
         whole = np.asarray(ids[: count * width])
         if item.get("eos_id") is not None:
             eos = int(np.count_nonzero(whole == item["eos_id"]))
-        blocks = np.load(item["blocks"], mmap_mode="r+")
-        blocks[int(item["offset"]) : int(item["offset"]) + count] = whole.reshape(count, width)
-        blocks.flush()
-        del blocks, whole
-    return {"tail": np.array(ids[count * width :], dtype=np.int32), "eos": eos}
+        write_shard(item["blocks"], whole.reshape(count, width))  # a file of its own, renamed into place
+        del whole
+    return {"tail": np.array(ids[count * width :], dtype=np.int32), "eos": eos, "rows": count}

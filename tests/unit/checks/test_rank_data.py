@@ -92,3 +92,13 @@ def test_two_tensor_parallel_groups_are_compared_by_one_rank_each() -> None:
 
 def test_a_single_process_is_silent() -> None:
     assert check_rank_reads([_summary(0, range(100), first=[1, 2])]) == []
+
+
+def test_a_sampler_drawing_with_replacement_is_judged_by_its_first_batches_only() -> None:
+    """A weighted mixture's draw repeats indices within a rank's epoch, so ranks share indices by design."""
+    drawn = [_summary(0, range(0, 60), first=[1, 2]), _summary(1, range(30, 90), first=[3, 4])]
+    for summary in drawn:
+        summary["reads"]["repeats"] = 12
+    assert check_rank_reads(drawn) == []
+    drawn[1]["first"] = [1, 2]  # the same rows first on both ranks: still caught
+    assert [v.rule for v in check_rank_reads(drawn)] == ["ranks-read-same-data"]

@@ -102,3 +102,43 @@ def test_a_position_no_run_could_have_saved_is_one_checkpoint_error_naming_the_f
     with pytest.raises(CheckpointError, match="not a mapping"):
         check_position(["epoch", 3])
     check_position({"epoch": 0, "batches": 4, "samples": None, "global_batch": None})  # a plain loader's
+
+
+@pytest.mark.parametrize(("start", "batches"), [(0, None), (20, None), (10, 2), (0, 0)])
+def test_a_ranks_indices_made_a_chunk_at_a_time_are_its_indices(
+    monkeypatch: pytest.MonkeyPatch, start: int, batches: int | None
+) -> None:
+    from lightning_order import positions
+
+    monkeypatch.setattr(positions, "_CHUNK_POSITIONS", 6)  # several chunks of 2 global batches
+    order = GlobalOrder(101, 3, 2, 1, seed=5)
+    whole = order.rank_indices(4, start)
+    chunks = list(order.rank_chunks(4, start, batches))
+    joined = np.concatenate([np.empty(0, np.int64), *chunks])
+    expected = whole if batches is None else whole[: batches * 3]
+    assert np.array_equal(joined, expected) and all(len(c) <= 6 for c in chunks)
+
+
+def test_the_order_of_a_huge_split_is_read_without_a_permutation_of_it() -> None:
+    """10^12 blocks: a materialised order would be 8 TB per rank; the position's memory is the batch's."""
+    order = GlobalOrder(10**12, 4, 8, 3, seed=1)
+    first = next(order.rank_chunks(epoch=2, start=64))
+    assert (
+        first.dtype == np.int64
+        and len(first) > 0
+        and len(set(first[:1000].tolist())) == min(1000, len(first))
+    )
+    assert np.array_equal(first[:4], order.order_at(2, np.arange(64 + 12, 64 + 16)))
+    assert order.digest(2) == GlobalOrder(10**12, 32, 1, 0, seed=1).digest(2) != order.digest(3)
+
+
+def test_the_order_is_the_same_on_every_rank_count_and_a_function_of_seed_and_epoch() -> None:
+    """The same global order cut for 1, 2 and 4 ranks; a new seed or epoch gives another (the #35 order:
+    a Feistel bijection, not numpy's PCG64 permutation of earlier versions)."""
+    alone = GlobalOrder(96, 8, 1, 0, seed=2).rank_indices(1).reshape(-1, 8)
+    for world in (2, 4):
+        parts = [GlobalOrder(96, 8 // world, world, r, seed=2).rank_indices(1) for r in range(world)]
+        assert np.array_equal(np.concatenate([p.reshape(-1, 8 // world) for p in parts], axis=1), alone)
+    legacy = np.random.Generator(np.random.PCG64([2, 1])).permutation(96)
+    assert not np.array_equal(epoch_order(96, 2, 1), legacy)
+    assert np.array_equal(epoch_order(96, 2, 1), epoch_order(96, 2, 1))

@@ -324,3 +324,78 @@ def test_params_and_stats_must_be_mappings():
 
     with pytest.raises(TypeError, match="params must give a mapping, got list"):
         Bad().load()
+
+
+class _LMPrep:
+    """A hand-written LM preparation with the glue docs/lm.md names for a tokenizer fitted on the wrong text."""
+
+    @record_step("load", pipeline=LM_PIPELINE)
+    def load(self) -> list[str]:
+        return [f"<p>document {i} about {'tokens ' * (i % 5)}</p>" for i in range(60)]
+
+    @record_step("clean", pipeline=LM_PIPELINE)
+    def clean(self, docs: list[str]) -> list[str]:
+        return [d.removeprefix("<p>").removesuffix("</p>") for d in docs]
+
+    @record_step("dedup", pipeline=LM_PIPELINE)
+    def dedup(self, docs: list[str]) -> list[str]:
+        return list(dict.fromkeys(docs))
+
+    @record_step("split", pipeline=LM_PIPELINE)
+    def split(self, docs: list[str]) -> tuple[list[str], list[str]]:
+        return docs[::5][1:] + docs[1::5] + docs[2::5] + docs[3::5], docs[4::5]
+
+    @record_step("build_vocab", pipeline=LM_PIPELINE)
+    def build_vocab(self, texts: list[str]) -> dict[str, int]:
+        return {w: i for i, w in enumerate(sorted({w for t in texts for w in t.split()}))}
+
+
+@pytest.mark.parametrize(
+    ("case", "rules"),
+    [
+        ("correct", []),
+        ("before-split", ["fit-before-split"]),
+        ("raw", ["vocab-before-clean", "fit-before-split"]),
+        # A concatenation is a derived object with a fingerprint of its own: left unjudged (#37 item 5).
+        ("train+val", []),
+    ],
+)
+def test_a_vocabulary_fitted_on_the_wrong_text_with_record_step(case: str, rules: list[str]) -> None:
+    prep = _LMPrep()
+    raw = prep.load()
+    if case == "raw":
+        prep.build_vocab(raw)
+    docs = prep.dedup(prep.clean(raw))
+    if case == "before-split":
+        prep.build_vocab(docs)
+    train, val = prep.split(docs)
+    if case in ("correct", "train+val"):
+        prep.build_vocab(train if case == "correct" else train + val)
+    judged = judged_pipeline(LM_PIPELINE, prep.ledger)  # type: ignore[attr-defined]
+    assert [v.rule for v in check_ledger(prep.ledger, judged)] == rules  # type: ignore[attr-defined]
+
+
+class _TwoLinesOfGlue:
+    """Only ``split`` and ``build_vocab`` recorded: the glue docs/lm.md shows."""
+
+    @record_step("split", pipeline=LM_PIPELINE)
+    def split(self, docs: list[str]) -> tuple[list[str], list[str]]:
+        return docs[:48], docs[48:]
+
+    @record_step("build_vocab", pipeline=LM_PIPELINE)
+    def build_vocab(self, texts: list[str]) -> list[str]:
+        return sorted({w for t in texts for w in t.split()})
+
+
+@pytest.mark.parametrize(("before_split", "rules"), [(False, []), (True, ["fit-before-split"])])
+def test_two_decorators_catch_a_tokenizer_trained_before_the_split(
+    before_split: bool, rules: list[str]
+) -> None:
+    prep, docs = _TwoLinesOfGlue(), [f"document {i} about {'tokens ' * (i % 5)}" for i in range(60)]
+    if before_split:
+        prep.build_vocab(docs)
+    train, _ = prep.split(docs)
+    if not before_split:
+        prep.build_vocab(train)
+    judged = judged_pipeline(LM_PIPELINE, prep.ledger)  # type: ignore[attr-defined]
+    assert [v.rule for v in check_ledger(prep.ledger, judged)] == rules  # type: ignore[attr-defined]

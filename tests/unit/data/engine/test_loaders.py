@@ -174,3 +174,27 @@ def test_a_garbage_position_is_one_checkpoint_error_never_read(field, value):
 def test_the_train_loader_needs_setup():
     with pytest.raises(RuntimeError, match="setup"):
         make_train_loader(None, GlobalOrder(4, 2), 0, default_collate)
+
+
+class _Blocks(torch.utils.data.Dataset):
+    """A split of ``n`` samples that are their own index (nothing stored)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> int:
+        return i
+
+
+def test_the_train_loader_of_a_huge_split_reads_without_a_list_of_its_indices():
+    """10^11 samples: the old sampler listed the rank's indices of the epoch (hundreds of GB) before the first batch."""
+    order = GlobalOrder(10**11, 4, 2, 1, seed=3)
+    loader = make_train_loader(_Blocks(order.size), order, 0, lambda items: list(items))
+    batches = iter(loader)
+    first, second = next(batches), next(batches)
+    assert first == order.order_at(0, torch.arange(4, 8).numpy()).tolist()
+    assert second == order.order_at(0, torch.arange(12, 16).numpy()).tolist()
+    assert loader.state_dict()["samples"] == 16 and loader.state_dict()["order"] == order.digest(0)

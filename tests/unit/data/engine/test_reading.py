@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 
 import pytest
 
 import lightning_order
 from lightning_order import DataError
+from lightning_order.data.engine import inputs
 
 
 def _table(path: Path, texts: list, separator: str) -> Path:
@@ -59,3 +62,105 @@ def test_tab_and_comma_separated_files_in_one_dataset_are_refused(tmp_path):
             dataset="csv", data_files=[str(f) for f in files], cache_dir=str(tmp_path / "c")
         ).prepare_data()
     assert info.value.step == "load" and str(files[0]) in str(info.value)
+
+
+# -- the input hashed once by load: after the read, its status unchanged since before it ------------
+def _settled(path: Path) -> Path:
+    """``path`` once its ctime is older than the window in which load also hashes before the read."""
+    time.sleep(1.1)  # no timing is asserted: a file written within the last second is hashed twice
+    return path
+
+
+def _words(n: int = 80) -> list[str]:
+    return [f"document {i} says {'good' if i % 2 else 'bad'} things" for i in range(n)]
+
+
+def test_an_unchanged_input_is_hashed_once_by_load(tmp_path, monkeypatch):
+    """Before, load hashed every input twice (before and after ``datasets`` read it): 3 reads with the key's."""
+    data = _settled(_table(tmp_path / "a.csv", _words(), ","))
+    dm = lightning_order.OrderedDataModule(
+        dataset="csv", data_files=str(data), cache_dir=str(tmp_path / "c"), vocab_size=300
+    )
+    hashed = []
+    real = inputs.file_digest
+    monkeypatch.setattr(inputs, "file_digest", lambda path: hashed.append(Path(path)) or real(path))
+    dm.prepare_data()
+    assert hashed.count(data.resolve()) == 1
+    assert dm.ledger.latest("load").stats["rows"] == 80
+
+
+def test_a_file_written_just_before_the_read_is_hashed_before_it_too(tmp_path, monkeypatch):
+    """Two writes in one tick of a coarse clock can leave ctime as it was: a fresh file is hashed before the read too."""
+    data = _table(tmp_path / "a.csv", _words(), ",")
+    dm = lightning_order.OrderedDataModule(
+        dataset="csv", data_files=str(data), cache_dir=str(tmp_path / "c"), vocab_size=300
+    )
+    hashed = []
+    real = inputs.file_digest
+    monkeypatch.setattr(inputs, "file_digest", lambda path: hashed.append(Path(path)) or real(path))
+    dm.prepare_data()
+    assert hashed.count(data.resolve()) == 2
+
+
+def test_a_file_changed_after_construction_is_refused_after_the_one_read(tmp_path):
+    data = _settled(_table(tmp_path / "a.csv", _words(), ","))
+    dm = lightning_order.OrderedDataModule(
+        dataset="csv", data_files=str(data), cache_dir=str(tmp_path / "c"), vocab_size=300
+    )
+    stat = data.stat()
+    _table(data, [w.replace("says", "SAYS") for w in _words()], ",")  # same size
+    os.utime(data, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # same mtime: only the content tells
+    _settled(data)  # and its ctime old again by the time load looks: only the hash after the read sees it
+    with pytest.raises(DataError, match="changed after the DataModule was built") as info:
+        dm.prepare_data()
+    assert info.value.step == "load" and str(data.resolve()) in str(info.value)
+    assert "build the DataModule again" in str(info.value)
+    assert not dm.cache_path.exists() and not list((tmp_path / "c").glob(".tmp-*"))
+
+
+@pytest.mark.parametrize("same_bytes", [False, True], ids=["new-content", "same-content"])
+def test_a_settled_file_written_while_it_is_read_is_refused(tmp_path, monkeypatch, same_bytes):
+    """A write during the read is seen by the file's status, even one that leaves the bytes as they were.
+
+    ``datasets`` may have read the file half-written (truncated, then filled again), so the bytes
+    read are not proved to be the bytes hashed.
+    """
+    import datasets
+
+    data = _settled(_table(tmp_path / "a.csv", _words(), ","))
+    dm = lightning_order.OrderedDataModule(
+        dataset="csv", data_files=str(data), cache_dir=str(tmp_path / "c"), vocab_size=300
+    )
+    real = datasets.load_dataset
+    content = data.read_bytes()
+
+    def rewriting(*args, **kwargs):
+        loaded = real(*args, **kwargs)
+        data.write_bytes(content if same_bytes else content.upper())  # a background writer, mid-read
+        return loaded
+
+    monkeypatch.setattr(datasets, "load_dataset", rewriting)
+    with pytest.raises(DataError, match="changed while it was read") as info:
+        dm.prepare_data()
+    assert info.value.step == "load" and str(data.resolve()) in str(info.value)
+    assert not dm.cache_path.exists()
+
+
+def test_bytes_that_are_not_utf8_in_a_parquet_string_column_are_refused(tmp_path):
+    """Arrow's Parquet reader does not validate UTF-8 (pyarrow 26): the check after the read stays for Parquet too."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    texts = [t.encode() for t in _words()]
+    texts[41] = b"caf\xe9 au lait"  # latin-1, declared a UTF-8 string column
+    path = tmp_path / "a.parquet"
+    column = pa.array(texts, pa.binary()).view(pa.string())  # no validation on the way in
+    pq.write_table(pa.table({"text": column, "label": [i % 2 for i in range(80)]}), path)
+    assert pq.read_table(path)["text"].num_chunks == 1  # Arrow reads it back without a word
+    dm = lightning_order.OrderedDataModule(
+        dataset="parquet", data_files=str(path), cache_dir=str(tmp_path / "c"), vocab_size=300
+    )
+    with pytest.raises(DataError, match="Invalid UTF8") as info:
+        dm.prepare_data()
+    assert info.value.step == "load" and str(path) in str(info.value)
+    assert not dm.cache_path.exists()

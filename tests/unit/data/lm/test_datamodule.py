@@ -283,3 +283,10 @@ def test_the_bounded_pre_tokenizer_cuts_long_runs(dm: OrderedLMDataModule) -> No
     pieces = dm.tokenizer.pre_tokenizer.pre_tokenize_str("x" * 250 + " word")
     assert max(len(p) for p, _ in pieces) <= 100
     assert dm.tokenizer.decode(dm.tokenizer.encode("x" * 250 + " word").ids) == "x" * 250 + " word"
+
+
+def test_document_hashes_are_memory_mapped_not_loaded_whole_per_rank(dm: OrderedLMDataModule) -> None:
+    for split in ("train", "val"):
+        hashes = dm.key_hashes(split)
+        assert isinstance(hashes, np.memmap) and hashes.dtype == np.int64 and not hashes.flags.writeable
+        assert len(hashes) == len(dm.documents(split))

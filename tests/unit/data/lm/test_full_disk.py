@@ -49,8 +49,8 @@ CASES = [
     pytest.param("lm", "clean", 2, "work", id="lm-clean"),
     pytest.param("lm", "dedup", 2, "work", id="lm-dedup"),
     pytest.param("lm", "encode", 2, "part-00000.npy", id="lm-encode"),
-    pytest.param("lm", "pack", 2, "blocks.npy", id="lm-pack-in-workers"),
-    pytest.param("lm", "pack", 1, "blocks.npy", id="lm-pack-in-process"),
+    pytest.param("lm", "pack", 2, "blocks/", id="lm-pack-in-workers"),
+    pytest.param("lm", "pack", 1, "blocks/", id="lm-pack-in-process"),
     pytest.param("standard", "load", 1, "work", id="standard-load"),
 ]
 

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from lightning_order import DataError, LMSource, OrderedLMDataModule
+from lightning_order.data.lm.artefacts import read_blocks
 from lightning_order.data.lm.config import LMConfig
 from lightning_order.data.lm.mixture import mixture_counts, mixture_index
 from tests.mixtures import mixture_dm, source_shares, write_sources
@@ -79,7 +80,7 @@ def test_num_proc_1_and_2_prepare_the_same_mixture(
     assert other.cache_key == mixed.cache_key and other.data_fingerprints() == mixed.data_fingerprints()
     for split in ("train", "val"):
         assert np.array_equal(
-            np.load(other.cache_path / split / "blocks.npy"), np.load(mixed.cache_path / split / "blocks.npy")
+            np.asarray(read_blocks(other.cache_path)[split]), np.asarray(read_blocks(mixed.cache_path)[split])
         )
     assert other.ledger.latest("pack").stats["mixture"] == mixed.ledger.latest("pack").stats["mixture"]
     assert np.array_equal(other.blocks("train"), mixed.blocks("train"))

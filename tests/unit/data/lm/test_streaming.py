@@ -19,6 +19,7 @@ import pytest
 from lightning_order import DataError, OrderedLMDataModule
 from lightning_order.data.engine import engines
 from lightning_order.data.lm import clusters, deduplication
+from lightning_order.data.lm.artefacts import read_blocks
 from lightning_order.data.lm.clusters import straddling_pairs
 from lightning_order.data.lm.corpus import stdlib_corpus
 from lightning_order.data.lm.vocab import sample_threshold
@@ -83,7 +84,7 @@ def test_one_and_two_processes_and_another_assignment_prepare_identical_data(tmp
     assert one.ledger.latest("load").stats["workers"] == 1 and two.ledger.latest("load").stats["workers"] == 2
     assert one.data_fingerprints() == two.data_fingerprints() == other.data_fingerprints()
     for split in ("train", "val"):
-        blocks = [np.asarray(np.load(dm.cache_path / split / "blocks.npy")) for dm in (one, two, other)]
+        blocks = [np.asarray(read_blocks(dm.cache_path)[split]) for dm in (one, two, other)]
         assert np.array_equal(blocks[0], blocks[1]) and np.array_equal(blocks[0], blocks[2])
         assert list(one.documents(split)) == list(two.documents(split)) == list(other.documents(split))
     assert one.tokenizer.to_str() == two.tokenizer.to_str() == other.tokenizer.to_str()
