@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["table_blocks"]
+__all__ = ["column_stream", "table_blocks"]
 
 #: The column holding each block's token ids (run_clm's, and the Hugging Face convention).
 IDS = "input_ids"
@@ -105,3 +105,23 @@ def table_blocks(train: Any, val: Any) -> dict[str, Any] | None:
         "stride": length,
         "whole": True,
     }
+
+
+def column_stream(dataset: Any) -> tuple[np.ndarray, int] | None:
+    """``(tokens, L)``: a ``datasets.Dataset`` of packed blocks read as one stream, rows in the split's order.
+
+    The ``input_ids`` column is read through ``with_format("arrow")``, which applies the split's
+    index mapping, so only the split's own rows are read. Rows packed in order (``group_texts``)
+    join back into the stream they were cut from; rows shuffled meet at random seams, where an
+    n-gram across two rows matches nothing (the overlap check may miss there, never alarm).
+
+    Returns:
+        ``None`` unless ``dataset`` is a ``datasets.Dataset`` of equal-length, unpadded rows.
+    """
+    if not _is_arrow_dataset(dataset) or not len(dataset):
+        return None
+    try:
+        table = dataset.with_format("arrow")[:]
+    except Exception:  # a dataset that cannot be read as Arrow: no stream
+        return None
+    return _blocks(table)

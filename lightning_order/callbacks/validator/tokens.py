@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from lightning_order.callbacks.validator.arrow_blocks import table_blocks
+from lightning_order.callbacks.validator.arrow_blocks import column_stream, table_blocks
 from lightning_order.callbacks.validator.items import is_label, leaf_array, leaves, split_dataset
 
 __all__ = ["CHUNK_TOKENS", "MAX_VAL_WINDOWS", "chunks", "separator_ids", "split_stream", "subset_windows"]
@@ -64,7 +64,16 @@ def split_stream(dm: Any, split: str) -> tuple[np.ndarray, int] | None:
     """
     dataset, _ = split_dataset(dm, split) if dm is not None else (None, None)
     found = _stream_of(dataset)
-    return None if found is None else (found[0], int(found[1].size) + 1)
+    if found is None:  # packed blocks in a datasets table: windows of the block length
+        return None if _one_table(dm) else column_stream(dataset)
+    return found[0], int(found[1].size) + 1
+
+
+def _one_table(dm: Any) -> bool:
+    """Both splits select rows of one table of blocks: the packed-split check judges, with the rows' places."""
+    train, _ = split_dataset(dm, "train")
+    val, _ = split_dataset(dm, "val")
+    return table_blocks(train, val) is not None
 
 
 def _item_ids(dataset: Any, index: int) -> np.ndarray | None:
