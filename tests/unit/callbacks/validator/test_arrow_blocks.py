@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lightning_order.callbacks.validator.arrow_blocks import table_blocks
+from lightning_order.callbacks.validator.arrow_blocks import column_stream, table_blocks
 from lightning_order.checks.packed_split import check_packed_split, cut_windows
+from lightning_order.checks.windows import check_window_overlap, window_overlap
 
 datasets = pytest.importorskip("datasets")
 
@@ -60,3 +61,30 @@ def test_padded_documents_split_after_tokenizing_are_not_blocks():
 
 def test_plain_sequences_are_not_arrow_datasets():
     assert table_blocks([[1, 2]], [[3, 4]]) is None
+
+
+def _overlap(train_docs: list[list[int]], val_docs: list[list[int]]):
+    train, val = column_stream(_pack(train_docs)), column_stream(_pack(val_docs))
+    assert train is not None and val is not None and train[1] == val[1] == BLOCK
+    return check_window_overlap(window_overlap(val[0], [train[0]], val[1], (EOS,)))
+
+
+def test_twin_documents_on_both_sides_of_the_split_raise_train_val_overlap():
+    docs = _documents(80)
+    train, val = docs[:60], docs[60:]
+    [violation] = _overlap(train + val[:10], val)  # half the validation documents dedup missed
+    assert violation.rule == "train-val-overlap"
+
+
+def test_distinct_documents_on_each_side_are_silent():
+    docs = _documents(80)
+    assert _overlap(docs[:60], docs[60:]) == []
+
+
+def test_column_stream_reads_only_the_splits_rows_in_order():
+    table = _pack(_documents())
+    part = table.select(range(3, 7))
+    found = column_stream(part)
+    assert found is not None
+    assert found[0].tolist() == [t for row in table["input_ids"][3:7] for t in row]
+    assert column_stream([[1, 2, 3]]) is None
