@@ -30,9 +30,6 @@ from lightning_order import OrderError, OrderValidator
 
 #: (row, shape) cases whose rule is on another branch (emptied at merge).
 PENDING: set[tuple[str, str]] = {
-    ("split-after-packing", "A"),
-    ("split-after-packing", "B"),
-    ("dedup-after-split", "A"),
     ("bpe-on-train-and-val", "A"),
     ("bpe-on-train-and-val", "B"),
     ("bpe-on-train-and-val", "C"),

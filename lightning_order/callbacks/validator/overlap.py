@@ -28,6 +28,7 @@ from pytorch_lightning.utilities.rank_zero import rank_zero_info
 from lightning_order.callbacks.validator.batches import batch_inputs, sample_batch
 from lightning_order.callbacks.validator.evidence import split_key_hashes
 from lightning_order.callbacks.validator.tokens import chunks, separator_ids, split_stream, subset_windows
+from lightning_order.checks.block_seams import check_stream_seams
 from lightning_order.checks.datasets import check_twin_rate, twin_estimate
 from lightning_order.checks.estimates import MIN_HITS, RateEstimate
 from lightning_order.checks.leakage import check_key_overlap, check_row_overlap, row_hashes
@@ -76,6 +77,8 @@ def overlap_check(
         (train_tokens, window), (val_tokens, _) = streams[0], streams[1]
         result = window_overlap(val_tokens, chunks(train_tokens), window, separator_ids(dm))
         found = check_window_overlap(result, threshold=threshold)
+        # Blocks of one stream split at random into the two files: their seams give it away.
+        found = found or check_stream_seams(train_tokens, int(val_tokens.size), window)
         if result.twins and not found:
             rank_zero_info(
                 f"OrderValidator: {result.twins} of {result.windows} validation windows lie inside documents "

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from lightning_order.callbacks.validator.arrow_blocks import column_stream, table_blocks
 from lightning_order.callbacks.validator.items import is_label, leaf_array, leaves, split_dataset
 
 __all__ = ["CHUNK_TOKENS", "MAX_VAL_WINDOWS", "chunks", "separator_ids", "split_stream", "subset_windows"]
@@ -63,7 +64,16 @@ def split_stream(dm: Any, split: str) -> tuple[np.ndarray, int] | None:
     """
     dataset, _ = split_dataset(dm, split) if dm is not None else (None, None)
     found = _stream_of(dataset)
-    return None if found is None else (found[0], int(found[1].size) + 1)
+    if found is None:  # packed blocks in a datasets table: windows of the block length
+        return None if _one_table(dm) else column_stream(dataset)
+    return found[0], int(found[1].size) + 1
+
+
+def _one_table(dm: Any) -> bool:
+    """Both splits select rows of one table of blocks: the packed-split check judges, with the rows' places."""
+    train, _ = split_dataset(dm, "train")
+    val, _ = split_dataset(dm, "val")
+    return table_blocks(train, val) is not None
 
 
 def _item_ids(dataset: Any, index: int) -> np.ndarray | None:
@@ -98,7 +108,9 @@ def subset_windows(dm: Any) -> dict[str, Any] | None:
 
     ``torch.utils.data.Subset`` (what ``random_split`` returns) of the same dataset on both
     sides, that dataset holding the flat token array (see :func:`split_stream`) and its item 1
-    starting 1, ``window - 1`` or ``window`` tokens after item 0 (the stride).
+    starting 1, ``window - 1`` or ``window`` tokens after item 0 (the stride); or two
+    ``datasets.Dataset`` row selections of one table of packed blocks
+    (:func:`~lightning_order.callbacks.validator.arrow_blocks.table_blocks`).
 
     Returns:
         ``{"stream", "train_starts", "val_starts", "window", "stride", "whole"}``: the stream
@@ -108,6 +120,8 @@ def subset_windows(dm: Any) -> dict[str, Any] | None:
     train, _ = split_dataset(dm, "train") if dm is not None else (None, None)
     val, _ = split_dataset(dm, "val") if dm is not None else (None, None)
     subset = torch.utils.data.Subset
+    if not isinstance(train, subset) and not isinstance(val, subset):  # datasets' own split (select)
+        return table_blocks(train, val)
     if not isinstance(train, subset) or not isinstance(val, subset) or train.dataset is not val.dataset:
         return None
     base: Any = train.dataset
