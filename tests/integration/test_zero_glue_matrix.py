@@ -33,9 +33,6 @@ PENDING: set[tuple[str, str]] = {
     ("split-after-packing", "A"),
     ("split-after-packing", "B"),
     ("dedup-after-split", "A"),
-    ("bpe-on-train-and-val", "A"),
-    ("bpe-on-train-and-val", "B"),
-    ("bpe-on-train-and-val", "C"),
 }
 
 #: Block size of the planted B variants (nanogpt's).
@@ -82,7 +79,6 @@ ROWS: dict[str, tuple[str, dict[str, dict[str, Any]]]] = {
         "train-val-overlap",
         {"A": {"split_blocks": True}, "B": {"split_blocks": True}, "C": {"split_chunks": True}},
     ),
-    "bpe-on-train-and-val": ("fit-before-split", {s: {"bpe_on": "all"} for s in "ABC"}),
     "bpe-on-raw-text": ("vocab-before-clean", {s: {"bpe_on": "raw"} for s in "ABC"}),
     "dedup-after-split": ("train-val-overlap", {s: {"dedup": "after"} for s in "ABC"}),
     "truncated": (
@@ -105,6 +101,9 @@ MESSAGES = {
     "padded-without-eos": "its post-processor: '<s> $A'",
 }
 CASES = [(row, shape) for row, (_, shapes) in ROWS.items() for shape in shapes]
+#: Rows measured not separable with zero glue (docs/lm.md, "A tokenizer fitted on the wrong text"):
+#: run as strict xfails, so a future zero-glue detection shows up as an XPASS.
+NOT_SEPARABLE = {"bpe-on-train-and-val": ("fit-before-split", {s: {"bpe_on": "all"} for s in "ABC"})}
 
 
 @pytest.fixture(scope="module")
@@ -220,3 +219,12 @@ def test_rows_without_the_bos_the_tokenizer_adds_at_inference_are_caught(b_folde
     assert error is not None and error.rules == ["bos-mismatch"] and steps == 0
     assert "the tokenizer adds BOS at inference, and only 0 of" in str(error)
     assert error.violations[0].details["adds_bos"] is True
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="measured not separable without a record: docs/lm.md")
+@pytest.mark.parametrize("shape", ["A", "B", "C"])
+def test_a_tokenizer_trained_on_train_and_val_is_caught_with_zero_glue(shape, b_folders):
+    rule, shapes = NOT_SEPARABLE["bpe-on-train-and-val"]
+    error, steps = _fit(*_pipeline(shape, shapes[shape], b_folders))
+    assert error is not None and error.rules == [rule] and steps == 0, error
