@@ -356,8 +356,8 @@ class _LMPrep:
         ("correct", []),
         ("before-split", ["fit-before-split"]),
         ("raw", ["vocab-before-clean", "fit-before-split"]),
-        # A concatenation is a derived object with a fingerprint of its own: left unjudged (#37 item 5).
-        ("train+val", []),
+        # A concatenation is data no step produced: judged by its items against the split's val part.
+        ("train+val", ["fit-before-split"]),
     ],
 )
 def test_a_vocabulary_fitted_on_the_wrong_text_with_record_step(case: str, rules: list[str]) -> None:
