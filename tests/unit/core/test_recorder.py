@@ -414,7 +414,7 @@ def test_two_lines_of_glue_judge_a_vocabulary_fitted_on_train_plus_val(fed: str,
         "train": train,
         "half-train": train[::2],
         # Items equal across splits by chance (empty lines in both) stay under the threshold.
-        "train+empty-lines": train + ["", ""],
+        "train+empty-lines": [*train, "", ""],
     }[fed]
     prep.build_vocab(texts)
     judged = judged_pipeline(LM_PIPELINE, prep.ledger)  # type: ignore[attr-defined]
