@@ -34,7 +34,7 @@ def check_fitted_items(records: Iterable[StepRecord]) -> list[Violation]:
             found.append(
                 Violation(
                     "fit-before-split",
-                    [record.step, "split"],
+                    (record.step, "split"),
                     f"{record.step} learned from {seen} of the {count} {part} items: "
                     f"fit it on the train split only",
                     details={"part": part, "matched": matched, "sampled": sampled, "count": count},
