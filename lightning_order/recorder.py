@@ -39,6 +39,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 from lightning_order.fingerprints import data_fingerprint
+from lightning_order.item_hashes import held_out_sample, item_hashes
 from lightning_order.ledger import StepLedger, StepRecord
 from lightning_order.order import STANDARD_PIPELINE, Pipeline
 from lightning_order.pipelines import DEFAULT_PIPELINE, PIPELINES
@@ -165,6 +166,7 @@ def _write(
     has_result: bool,
     params: Mapping[str, Any] | None = None,
     stats: Mapping[str, Any] | None = None,
+    first: Any = None,
 ) -> StepRecord:
     ledger = _ledger(owner, pipeline, step, fps)
     reads = _READS.get(ledger, []) if len(_READS.get(ledger, [])) == len(ledger.records) else None
@@ -182,13 +184,42 @@ def _write(
         output = data_fingerprint(sorted(parts.items()))
     fitted_on = None
     if kind == "fitted" and fps and _producer(ledger, fps[0]) is not None:
-        fitted_on = fps[0]  # what it learned from; unknown data is left unjudged, never guessed
+        fitted_on = fps[0]  # what it learned from; unknown data is judged by its items below
+    stats = {**(stats or {}), **_held_out(ledger, kind, result, parts, fitted_on, fps, first)}
     record = ledger.record(
         step, inputs=inputs, output=output, fitted_on=fitted_on, parts=parts, params=params, stats=stats
     )
     if reads is not None:
         _READS[ledger] = [*reads, (step, tuple(fps))]
     return record
+
+
+def _held_out(
+    ledger: StepLedger,
+    kind: str,
+    result: Any,
+    parts: Mapping[str, str],
+    fitted_on: str | None,
+    fps: Sequence[str],
+    first: Any,
+) -> dict[str, Any]:
+    """Item-hash stats: a split's held-out samples, or what of them an unknown fitted input held."""
+    if parts and isinstance(result, (tuple, list)):
+        samples = {n: held_out_sample(v) for n, v in zip(_PARTS, result) if n != "train"}
+        return {"held_out_items": {n: s for n, s in samples.items() if s is not None}}
+    if kind != "fitted" or fitted_on is not None or not fps:
+        return {}
+    split = next((r for r in reversed(ledger.records) if r.stats.get("held_out_items")), None)
+    hashes = item_hashes(first) if split is not None else None
+    if split is None or hashes is None:
+        return {}
+    seen = set(hashes)
+    return {
+        "held_out_seen": {
+            n: [sum(h in seen for h in s["hashes"]), len(s["hashes"]), s["count"]]
+            for n, s in split.stats["held_out_items"].items()
+        }
+    }
 
 
 def _mapping(value: Any, what: str, step: str) -> dict[str, Any]:
@@ -250,7 +281,7 @@ def record_step(
             shaped = _mapping(params(self) if callable(params) else params, "params", step)
             result = method(self, *args, **kwargs)
             summary = _mapping(stats(self, result) if callable(stats) else stats, "stats", step)
-            _write(self, pipeline, step, fps, result, has_result=True, params=shaped, stats=summary)
+            _write(self, pipeline, step, fps, result, True, shaped, summary, read[0] if read else None)
             return result
 
         setattr(wrapper, _MARK, step)
@@ -319,4 +350,5 @@ def recording(
         has_result=entry.output is not None,
         params=_mapping(entry.params, "params", step),
         stats=_mapping(entry.stats, "stats", step),
+        first=reads[0] if reads else None,
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from lightning_order.checks.fit_items import check_fitted_items
 from lightning_order.checks.report import merge_violations
 from lightning_order.ledger import StepLedger, StepRecord
 from lightning_order.order import STANDARD_PIPELINE, Pipeline, Step
@@ -31,7 +32,9 @@ def check_ledger(
         The violations, the pipeline's first, without duplicates.
     """
     records = ledger if isinstance(ledger, StepLedger) else StepLedger(list(ledger))
-    return merge_violations(pipeline.check(records), check_init_order(records))
+    return merge_violations(
+        pipeline.check(records), check_init_order(records), check_fitted_items(records.records)
+    )
 
 
 def check_init_order(ledger: StepLedger, data_dims: Mapping[str, Any] | None = None) -> list[Violation]:

@@ -356,8 +356,8 @@ class _LMPrep:
         ("correct", []),
         ("before-split", ["fit-before-split"]),
         ("raw", ["vocab-before-clean", "fit-before-split"]),
-        # A concatenation is a derived object with a fingerprint of its own: left unjudged (#37 item 5).
-        ("train+val", []),
+        # A concatenation is data no step produced: judged by its items against the split's val part.
+        ("train+val", ["fit-before-split"]),
     ],
 )
 def test_a_vocabulary_fitted_on_the_wrong_text_with_record_step(case: str, rules: list[str]) -> None:
@@ -399,3 +399,27 @@ def test_two_decorators_catch_a_tokenizer_trained_before_the_split(
         prep.build_vocab(train)
     judged = judged_pipeline(LM_PIPELINE, prep.ledger)  # type: ignore[attr-defined]
     assert [v.rule for v in check_ledger(prep.ledger, judged)] == rules  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("fed", "rules"),
+    [("train+val", ["fit-before-split"]), ("train", []), ("half-train", []), ("train+empty-lines", [])],
+)
+def test_two_lines_of_glue_judge_a_vocabulary_fitted_on_train_plus_val(fed: str, rules: list[str]) -> None:
+    prep = _TwoLinesOfGlue()
+    docs = [f"document {i} about tokens" for i in range(55)] + [""] * 5
+    train, val = prep.split(docs)
+    texts = {
+        "train+val": train + val,
+        "train": train,
+        "half-train": train[::2],
+        # Items equal across splits by chance (empty lines in both) stay under the threshold.
+        "train+empty-lines": [*train, "", ""],
+    }[fed]
+    prep.build_vocab(texts)
+    judged = judged_pipeline(LM_PIPELINE, prep.ledger)  # type: ignore[attr-defined]
+    found = check_ledger(prep.ledger, judged)  # type: ignore[attr-defined]
+    assert [v.rule for v in found] == rules
+    if rules:
+        assert "build_vocab learned from 12 of the 12 val items" in found[0].message
+        assert "train split only" in found[0].message
