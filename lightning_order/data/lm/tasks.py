@@ -72,19 +72,22 @@ def _keyed_table(texts: list[str]) -> pa.Table:
 def clean_chunk(item: dict[str, Any]) -> dict[str, Any]:
     """Cleans one chunk (or only keys it: ``clean=False``) and writes its rows to per-partition fragments.
 
-    Item keys: ``source`` (``(reader, file)``: a :class:`~.documents.Chunks` or a
-    :class:`DocumentSet`, and which of its files), ``out`` (the folder of fragments),
+    Item keys: ``source`` (``(reader, file)``: one :class:`~.documents.ChunkSource` and its
+    index in corpus order, or a :class:`DocumentSet` and which of its files: never the whole
+    chunk list, so an item's size does not grow with the corpus), ``out`` (the folder of fragments),
     ``partitions``, ``clean`` (bool), ``eos_token``, ``hook`` (a user's picklable
     ``clean(text) -> text``, or ``None``).
 
     Returns:
         ``rows_in``, ``rows``, ``dropped_empty``, ``dropped_null``, ``bom_stripped``,
-        ``text_bytes`` and ``fragments`` (partition -> fragment path).
+        ``text_bytes`` and ``fragments`` (how many it wrote, each ``out/p<partition>/f<index>.arrow``).
     """
-    from lightning_order.data.lm.documents import Chunks, clean_document
+    from lightning_order.data.lm.documents import ChunkSource, clean_document
 
     reader, index = item["source"]
-    texts, name = reader.texts(index, keep_nulls=True), f"f{index:06d}"
+    chunk = reader if isinstance(reader, ChunkSource) else None
+    texts = chunk.texts(keep_nulls=True) if chunk is not None else reader.texts(index, keep_nulls=True)
+    name = f"f{index:06d}"
     rows_in = len(texts)
     texts = [t for t in texts if t is not None]
     nulls = rows_in - len(texts)
@@ -99,17 +102,16 @@ def clean_chunk(item: dict[str, Any]) -> dict[str, Any]:
     del texts
     table = _keyed_table(kept)
     del kept
-    origin = reader.sources[index].origin if isinstance(reader, Chunks) else None
+    origin = chunk.origin if chunk is not None else None
     if origin is not None:  # a mixture: each document keeps its source's index
         table = table.append_column(SOURCE_COLUMN, pa.array(np.full(table.num_rows, origin, np.int32)))
     count = int(item["partitions"])
     partition = (table.column("key_lo").to_numpy() % np.uint64(count)).astype(np.int64)
     out = Path(item["out"])
-    fragments = {}
+    fragments = 0
     for p in np.unique(partition).tolist():
-        path = out / f"p{p:05d}" / f"{name}.arrow"
-        write_table(table.filter(pa.array(partition == p)), path)
-        fragments[int(p)] = str(path)
+        write_table(table.filter(pa.array(partition == p)), out / f"p{p:05d}" / f"{name}.arrow")
+        fragments += 1
     return {
         "rows_in": rows_in,
         "rows": table.num_rows,
@@ -150,9 +152,12 @@ def _check_texts(texts: list[Any], where: str) -> None:
 def merge_partition(item: dict[str, Any]) -> dict[str, Any]:
     """Joins partition ``p``'s fragments, sorts them by key (the canonical order), writes ``part-p``.
 
-    Item keys: ``partition``, ``fragments`` (paths, any order), ``out`` (the set's folder).
+    Item keys: ``partition``, ``fragments`` (the folder of its fragments, read in name order:
+    the item never lists them, so its size does not grow with the chunk count), ``out`` (the
+    set's folder).
     """
-    paths = sorted(item["fragments"])
+    folder = Path(item["fragments"])
+    paths = sorted(folder.glob("*.arrow")) if folder.is_dir() else []
     tables = [read_table(Path(p)) for p in paths]
     table = pa.concat_tables(tables) if tables else _SCHEMA.empty_table()
     table = table.sort_by([(name, "ascending") for name in KEY_COLUMNS]).combine_chunks()
