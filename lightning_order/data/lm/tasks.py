@@ -10,8 +10,8 @@ process runs it or on how many there are.
 * :func:`dedup_bands`, :func:`group_bucket`, :func:`confirm_pairs`: exact duplicates per
   partition, MinHash band keys routed to buckets, candidate pairs per bucket, each confirmed by
   its exact word n-gram Jaccard (see :mod:`.clusters`);
-* :func:`split_partition`, :func:`sample_partition`, :func:`encode_partition`,
-  :func:`pack_partition`: the split by document hash, the tokenizer's sample, token ids, blocks.
+* :func:`split_partition`, :func:`encode_partition`, :func:`pack_partition`: the split by
+  document hash, token ids, blocks (the tokenizer's sample: :mod:`.sampling`).
 """
 
 from __future__ import annotations
@@ -34,9 +34,11 @@ from lightning_order.data.engine.partitions import (
 )
 from lightning_order.data.engine.storage import save_array
 from lightning_order.data.lm.mixture import SOURCE_COLUMN
+from lightning_order.data.lm.sampling import SAMPLE_SEED
 from lightning_order.errors import DataError
 
 __all__ = [
+    "SAMPLE_SEED",
     "clean_chunk",
     "confirm_pairs",
     "dedup_bands",
@@ -44,13 +46,10 @@ __all__ = [
     "group_bucket",
     "merge_partition",
     "pack_partition",
-    "sample_partition",
     "split_by_source",
     "split_partition",
 ]
 
-#: The seed of the hash that orders documents for the tokenizer's sample (fixed: part of the rule).
-SAMPLE_SEED = 0x5A17
 _SCHEMA = pa.schema(
     [
         ("text", pa.large_string()),
@@ -312,17 +311,6 @@ def split_by_source(
             "source_rows": [f["rows"] for f in files],
         }
     return out
-
-
-def sample_partition(item: dict[str, Any]) -> dict[str, Any]:
-    """The sampling hash (seeded xxh3-64 of the text) and UTF-8 size of every kept document of one file."""
-    documents: DocumentSet = item["documents"]
-    texts = documents.texts(int(item["file"]))
-    encoded = [t.encode("utf-8", "surrogatepass") for t in texts]
-    hashes = np.fromiter(
-        (xxhash.xxh3_64_intdigest(b, seed=SAMPLE_SEED) for b in encoded), dtype=np.uint64, count=len(encoded)
-    )
-    return {"hashes": hashes, "bytes": np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))}
 
 
 def encode_partition(item: dict[str, Any]) -> dict[str, Any]:

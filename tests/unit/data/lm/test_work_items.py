@@ -7,50 +7,22 @@ would pickle it); the largest one must stay under a fixed bound whether the corp
 
 from __future__ import annotations
 
-import json
-import pickle
-import random
 from pathlib import Path
 
 import pytest
 
 from lightning_order import OrderedLMDataModule
-from lightning_order.data.engine import engines
 from lightning_order.data.lm import documents, prepare
+from tests.work_items import RecordingEngine, tiny_corpus
 
 #: Bytes a pickled work item may take, whatever the corpus: an item names its own files only.
 ITEM_BOUND = 16 << 10
 
 
-class RecordingEngine(engines.LocalEngine):
-    """Runs in this process and records, per task function, the largest pickled work item."""
-
-    name = "recording"
-
-    def __init__(self) -> None:
-        super().__init__(1)
-        self.largest: dict[str, int] = {}
-
-    def map(self, fn, items, weight=None, desc=""):
-        items = list(items)
-        for item in items:
-            size = len(pickle.dumps(item, protocol=pickle.HIGHEST_PROTOCOL))
-            self.largest[fn.__name__] = max(self.largest.get(fn.__name__, 0), size)
-        return super().map(fn, items, weight, desc)
-
-
-def _corpus(path: Path, count: int) -> Path:
-    rng = random.Random(count)
-    words = [f"w{i}" for i in range(300)]
-    lines = (json.dumps({"text": " ".join(rng.choices(words, k=12))}) for _ in range(count))
-    path.write_text("\n".join(lines) + "\n")
-    return path
-
-
 def _largest_items(tmp_path: Path, count: int, monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     engine = RecordingEngine()
     monkeypatch.setattr(prepare, "make_engine", lambda name, num_proc, address=None: engine)
-    corpus = _corpus(tmp_path / f"docs-{count}.jsonl", count)
+    corpus = tiny_corpus(tmp_path / f"docs-{count}.jsonl", count)
     dm = OrderedLMDataModule(
         "json",
         data_files=str(corpus),
@@ -66,7 +38,7 @@ def _largest_items(tmp_path: Path, count: int, monkeypatch: pytest.MonkeyPatch) 
 
 
 @pytest.mark.slow
-def test_the_largest_work_item_does_not_grow_with_the_corpus(tmp_path, monkeypatch):
+def test_the_largest_work_item_does_not_grow_with_thetiny_corpus(tmp_path, monkeypatch):
     monkeypatch.setattr(documents, "CHUNK_ROWS", 50)  # many chunks: 8, then 80
     small = _largest_items(tmp_path, 400, monkeypatch)
     large = _largest_items(tmp_path, 4000, monkeypatch)
