@@ -111,14 +111,18 @@ def merged_threshold(paths: Sequence[str], cap: int) -> tuple[int, int, int]:
 def sample_texts(item: dict[str, Any]) -> np.ndarray:
     """Writes one file's sampled texts (hash at or below ``threshold``) in file order; returns their sorted hashes.
 
-    Item keys: ``documents``, ``file``, ``prefix`` (its :func:`local_sample` ``.npy``),
+    Item keys: ``documents`` (a DocumentSet, or the input's chunks), ``file``, ``prefix`` (its :func:`local_sample` ``.npy``),
     ``threshold``, ``out`` (the Arrow file to write).
     """
     prefix = np.load(item["prefix"])
     chosen = prefix[prefix[:, 0] <= np.uint64(int(item["threshold"]))]
     rows = np.sort(chosen[:, 2]).astype(np.int64)
-    documents: DocumentSet = item["documents"]
-    texts = documents.read(int(item["file"]), ["text"]).column("text").take(pa.array(rows))
+    documents = item["documents"]
+    if isinstance(documents, DocumentSet):  # memory-mapped: only the chosen rows are copied
+        texts = documents.read(int(item["file"]), ["text"]).column("text").take(pa.array(rows))
+    else:  # the input's chunks (a wrong order: build_vocab before clean)
+        found = documents.texts(int(item["file"]))
+        texts = pa.array([found[i] for i in rows.tolist()], pa.large_string())
     write_table(pa.table({"text": texts}), Path(item["out"]))
     return np.sort(chosen[:, 0])
 

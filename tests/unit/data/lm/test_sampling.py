@@ -77,3 +77,24 @@ def test_the_prepared_sample_is_the_rule_and_no_task_returns_a_hash_per_document
     assert (documents < len(hashes)) == (cap < 1 << 30)
     # What the sample's tasks send back is a few numbers per file, never a hash per document.
     assert engine.largest_result["local_sample"] < 200
+
+
+def test_a_sample_drawn_before_clean_reads_the_input_chunks(tmp_path):
+    """A wrong order (build_vocab before clean, enforce=False): the sample comes from the input's chunks."""
+    path = tiny_corpus(tmp_path / "docs.jsonl", 500)
+    order = ["load", "build_vocab", "clean", "dedup", "split", "encode", "pack", "shard"]
+    dm = OrderedLMDataModule(
+        "json",
+        data_files=str(path),
+        cache_dir=str(tmp_path / "c"),
+        vocab_size=300,
+        block_size=16,
+        num_partitions=4,
+        num_proc=1,
+        tokenizer_train_bytes=4 << 10,
+        order=order,
+        enforce=False,
+    )
+    dm.prepare_data()
+    stats = dm.ledger.latest("build_vocab").stats
+    assert 0 < stats["sample_bytes"] <= 4 << 10 and stats["rows"] == 500
