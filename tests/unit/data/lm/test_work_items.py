@@ -19,7 +19,7 @@ from tests.work_items import RecordingEngine, tiny_corpus
 ITEM_BOUND = 16 << 10
 
 
-def _largest_items(tmp_path: Path, count: int, monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+def _largest_items(tmp_path: Path, count: int, monkeypatch: pytest.MonkeyPatch) -> RecordingEngine:
     engine = RecordingEngine()
     monkeypatch.setattr(prepare, "make_engine", lambda name, num_proc, address=None: engine)
     corpus = tiny_corpus(tmp_path / f"docs-{count}.jsonl", count)
@@ -32,9 +32,10 @@ def _largest_items(tmp_path: Path, count: int, monkeypatch: pytest.MonkeyPatch) 
         batch_size=4,
         num_partitions=4,
         num_proc=1,
+        tokenizer_train_bytes=4 << 10,  # the sample's texts are bounded by this cap, not by the corpus
     )
     dm.prepare_data()
-    return engine.largest
+    return engine
 
 
 @pytest.mark.slow
@@ -42,9 +43,21 @@ def test_the_largest_work_item_does_not_grow_with_thetiny_corpus(tmp_path, monke
     monkeypatch.setattr(documents, "CHUNK_ROWS", 50)  # many chunks: 8, then 80
     small = _largest_items(tmp_path, 400, monkeypatch)
     large = _largest_items(tmp_path, 4000, monkeypatch)
-    print("largest pickled work item (bytes):", {"400 docs": small, "4000 docs": large})
-    assert set(small) == set(large) and "clean_chunk" in large
-    for task, size in large.items():
+    print("largest pickled work item (bytes):", {"400 docs": small.largest, "4000 docs": large.largest})
+    print(
+        "largest pickled result (bytes):",
+        {"400 docs": small.largest_result, "4000 docs": large.largest_result},
+    )
+    assert set(small.largest) == set(large.largest) and "clean_chunk" in large.largest
+    for task, size in large.largest.items():
         assert size <= ITEM_BOUND, f"{task}: a work item of {size} bytes"
         # The same partitions' descriptions, whatever the document count (a few digits of a path may differ).
-        assert size <= small[task] + 64, f"{task}: {small[task]} -> {size} bytes as the corpus grew 10x"
+        assert size <= small.largest[task] + 64, (
+            f"{task}: {small.largest[task]} -> {size} bytes as the corpus grew 10x"
+        )
+    # What comes back is counts, digests and paths (a packed file's tail: less than a block), never a
+    # list per document or pair.
+    for task, size in large.largest_result.items():
+        assert size <= small.largest_result[task] + 128, (
+            f"{task}: results {small.largest_result[task]} -> {size}"
+        )
