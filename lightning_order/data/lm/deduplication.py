@@ -111,7 +111,8 @@ def dedup(ctx: StepContext, state: DataState) -> StepResult:
         masks = [result["mask"] for result in first[name]]
         rows, size = sum(a["rows"] for a in applied), sum(a["text_bytes"] for a in applied)
         kept_parts[name] = docs.with_masks(masks, rows, size)
-    shutil.rmtree(folder / "removed", ignore_errors=True)
+    for done in ("removed", "forests", "across"):
+        shutil.rmtree(folder / done, ignore_errors=True)
     stats: dict[str, Any] = {
         "exact_removed": exact_removed,
         "near_removed": final["near_removed"],
