@@ -78,11 +78,15 @@ def _peak_reset() -> None:
         pass
 
 
-def _peak_mb() -> float:
+def _status_mb(field: str) -> float:
     for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
+        if line.startswith(field):
             return int(line.split()[1]) / 1024
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _peak_mb() -> float:
+    return _status_mb("VmHWM:")
 
 
 def _cpu() -> float:
@@ -105,6 +109,7 @@ def child(corpus: Path, cache: Path, num_proc: int, sample_bytes: int) -> dict[s
 
         def fn(ctx: Any, state: Any) -> Any:
             _peak_reset()
+            resident = _status_mb("VmRSS:")
             start, wall = _cpu(), time.perf_counter()
             try:
                 return spec.fn(ctx, state)
@@ -112,6 +117,9 @@ def child(corpus: Path, cache: Path, num_proc: int, sample_bytes: int) -> dict[s
                 steps[name] = {
                     "driver_cpu_s": round(_cpu() - start, 2),
                     "driver_peak_mb": round(_peak_mb(), 1),
+                    # What the step itself added on top of what it found resident (the input that
+                    # load maps stays resident through the next steps: load's, not theirs).
+                    "driver_added_mb": round(_peak_mb() - resident, 1),
                     "wall_s": round(time.perf_counter() - wall, 2),
                 }
 
@@ -177,6 +185,7 @@ def run(docs: int, args: argparse.Namespace) -> dict[str, Any]:
         mb=round(corpus.stat().st_size / 1e6, 1),
         judged_driver_cpu_s=round(sum(s["driver_cpu_s"] for s in judged), 2),
         judged_driver_peak_mb=max(s["driver_peak_mb"] for s in judged),
+        judged_driver_added_mb=max(s.get("driver_added_mb", float("nan")) for s in judged),
     )
     return found
 
@@ -200,13 +209,14 @@ def main() -> None:
         print(json.dumps(found), flush=True)
         results.append(found)
     print(
-        f"\n{'docs':>9} {'MB':>6} {'parts':>5} | {'judged steps: driver CPU s':>26} {'peak MB':>8} | "
+        f"\n{'docs':>9} {'MB':>6} {'parts':>5} | {'judged steps: driver CPU s':>26} {'peak MB':>8} {'added MB':>8} | "
         f"{'whole prepare: driver CPU s':>27} {'peak MB':>8} {'wall s':>7} | largest item, result (B)"
     )
     for r in results:
         print(
             f"{r['docs']:>9} {r['mb']:>6} {r['partitions']:>5} | {r['judged_driver_cpu_s']:>26} "
-            f"{r['judged_driver_peak_mb']:>8} | {r['total']['driver_cpu_s']:>27} {r['driver_peak_mb']:>8} "
+            f"{r['judged_driver_peak_mb']:>8} {r['judged_driver_added_mb']:>8} | {r['total']['driver_cpu_s']:>27} "
+            f"{r['driver_peak_mb']:>8} "
             f"{r['total']['wall_s']:>7} | {r['largest']['item']} ({r['largest']['item_task']}), "
             f"{r['largest']['result']} ({r['largest']['result_task']})"
         )
