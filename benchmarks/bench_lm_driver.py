@@ -153,7 +153,8 @@ def child(corpus: Path, cache: Path, num_proc: int, sample_bytes: int) -> dict[s
     return {
         "steps": steps,
         "total": total,
-        "driver_peak_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        # The highest of the steps' peaks (the kernel's own maximum is reset with each step's).
+        "driver_peak_mb": max(step["driver_peak_mb"] for step in steps.values()),
         "largest": largest,
         "partitions": dm.ledger.latest("load").params["partitions"],
         "dedup": {k: dedup[k] for k in ("exact_removed", "near_removed", "clusters", "candidate_pairs")},
