@@ -142,10 +142,17 @@ def _grouped(
         ``forest`` (the one merged forest's path), ``across`` (the across-part pair files) and
         ``candidates`` (distinct candidate pairs).
     """
+    # Pairs are confirmed per pair bucket: at least four per worker, so every worker has a share.
+    pair_buckets = max(buckets, 4 * int(getattr(engine, "workers", 1)))
     engine.map(
         grouping.route_pairs,
         [
-            {"folder": folder / "bands" / f"b{b:05d}", "out": folder / "pairs", "buckets": buckets, "name": b}
+            {
+                "folder": folder / "bands" / f"b{b:05d}",
+                "out": folder / "pairs",
+                "buckets": pair_buckets,
+                "name": b,
+            }
             for b in range(buckets)
         ],
         desc="dedup groups",
@@ -160,7 +167,7 @@ def _grouped(
             "forest": str(folder / "forests" / f"r0-{q:05d}.npy"),
             "across": str(folder / "across" / f"{q:05d}.npy"),
         }
-        for q in range(buckets)
+        for q in range(pair_buckets)
     ]
     confirmed = engine.map(grouping.confirm_bucket, items, desc="dedup pairs")
     shutil.rmtree(folder / "pairs", ignore_errors=True)

@@ -4,9 +4,9 @@ The sample is deterministic and capped: every train document gets a seeded hash 
 documents are taken in hash order until ``tokenizer_train_bytes`` would be passed, and fed to the
 trainer in partition order. The workers choose it (:mod:`.sampling`: a prefix in hash order per
 file, merged on the driver within the cap, the chosen texts written by the workers); the driver
-holds no hash or size per train document and reads only the sample back. It depends on the documents alone (never on how many processes read
-them), and what it was is recorded: its documents, bytes and fingerprint (the hashes taken, in
-order). A byte-level BPE's merges come from word counts, so the sample's order does not matter
+holds no hash or size per train document and reads only the sample back. It depends on the
+documents alone (never on how many processes read them), and what it was is recorded: its
+documents, bytes and fingerprint (the hashes taken, in order). A byte-level BPE's merges come from word counts, so the sample's order does not matter
 to the result either.
 
 A supplied ``tokenizer.json`` is read once and hashed from the same bytes, its truncation and
