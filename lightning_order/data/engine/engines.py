@@ -109,7 +109,10 @@ class LocalEngine:
         floor = MIN_PARALLEL_BYTES if self.min_parallel_bytes is None else self.min_parallel_bytes
         small = weight is not None and weight < floor
         desc = desc or fn.__name__
-        if self.workers == 1 or len(items) <= 1 or small:
+        # One item runs here unless the workers are already up: a driver never does a worker's
+        # share of a large job (the last merge of dedup's clusters is one item).
+        alone = len(items) <= 1 and self._pool is None
+        if self.workers == 1 or not items or alone or small:
             results: Any = (fn(item) for item in items)
             return list(track(results, desc=desc, total=len(items), text_bytes=weight))
         pool = self._executor()

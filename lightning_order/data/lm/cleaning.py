@@ -30,7 +30,7 @@ def partition(ctx: StepContext, source: Any, name: str, clean: bool, count: int)
     out = scratch(ctx, f"{'clean' if clean else 'keyed'}-{name}")
     items = [
         {
-            "source": (source, i),
+            "source": (_readable(source, i), i),
             "out": out / "fragments",
             "partitions": count,
             "clean": clean,
@@ -40,11 +40,8 @@ def partition(ctx: StepContext, source: Any, name: str, clean: bool, count: int)
         for i in range(source.count)
     ]
     first = engine.map(tasks.clean_chunk, items, weight=source.text_bytes, desc=f"clean {name}")
-    fragments: dict[int, list[str]] = {p: [] for p in range(count)}
-    for result in first:
-        for p, path in result["fragments"].items():
-            fragments[int(p)].append(path)
-    merge = [{"partition": p, "fragments": fragments[p], "out": out} for p in range(count)]
+    # Each partition's fragments are the files of its folder: no list of chunks crosses to a worker.
+    merge = [{"partition": p, "fragments": out / "fragments" / f"p{p:05d}", "out": out} for p in range(count)]
     merged = engine.map(tasks.merge_partition, merge, weight=source.text_bytes, desc=f"partition {name}")
     shutil.rmtree(out / "fragments", ignore_errors=True)
     rows = sum(r["rows"] for r in merged)
@@ -58,6 +55,13 @@ def partition(ctx: StepContext, source: Any, name: str, clean: bool, count: int)
         "digest": fingerprint([r["digest"] for r in merged]),
     }
     return documents, stats
+
+
+def _readable(source: Any, index: int) -> Any:
+    """What work item ``index`` carries to read its file: the one chunk (O(1), never the chunk list), or the DocumentSet."""
+    from lightning_order.data.lm.documents import Chunks
+
+    return source.work_item(index) if isinstance(source, Chunks) else source
 
 
 def partitioned(ctx: StepContext, source: Any, name: str, count: int) -> DocumentSet:

@@ -1,9 +1,10 @@
 """The ``dedup`` step: exact and near-duplicates removed from the whole corpus, across partitions.
 
 Per partition (:func:`~.tasks.dedup_bands`): exact duplicates (adjacent in the canonical order),
-then MinHash band keys of the kept documents routed to buckets; per bucket
-(:func:`~.tasks.group_bucket`): candidate pairs; in chunks (:func:`~.tasks.confirm_pairs`): each
-pair's exact Jaccard; here: clusters, each keeping its smallest key (:mod:`.clusters`). The
+then MinHash band keys of the kept documents routed to buckets; then the grouping, on the workers
+(:mod:`.grouping`): candidate pairs per bucket, each confirmed by its exact Jaccard, connected
+into clusters in rounds, each cluster keeping its smallest key (:mod:`.clusters`' rule), remove
+lists per partition. The driver holds file names and counts, never a pair or a document. The
 result is a keep mask per partition file: the text is never written again.
 """
 
@@ -11,16 +12,13 @@ from __future__ import annotations
 
 import shutil
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from lightning_order.data.engine.partitions import DocumentSet
 from lightning_order.data.engine.runner import ROWS, DataState, StepContext, StepResult
-from lightning_order.data.engine.storage import save_array
-from lightning_order.data.lm import tasks
+from lightning_order.data.lm import grouping, tasks
 from lightning_order.data.lm.cleaning import partitioned
-from lightning_order.data.lm.clusters import clusters_removed, split_doc_ids
 from lightning_order.data.lm.config import LM_CODE_VERSION, LMConfig
 from lightning_order.data.lm.registry import (
     LM_CODE_PARTS,
@@ -36,7 +34,7 @@ from lightning_order.ledger import fingerprint
 
 __all__ = ["PAIRS_PER_TASK", "dedup"]
 
-#: Candidate pairs confirmed by one work item at most (its documents' n-grams are what it holds).
+#: Candidate pairs confirmed at once by a task (their documents' n-grams are what it holds).
 PAIRS_PER_TASK = 20_000
 
 
@@ -77,79 +75,117 @@ def dedup(ctx: StepContext, state: DataState) -> StepResult:
         )
         for name, docs in parts.items()
     }
-    grouped = engine.map(
-        tasks.group_bucket,
-        [{"folder": folder / "bands" / f"b{b:05d}"} for b in range(buckets)],
-        desc="dedup groups",
-    )
-    candidates = np.unique(np.concatenate([*grouped, np.empty((0, 2), dtype=np.int64)]), axis=0)
     by_index = {LM_CODE_PARTS[name]: docs for name, docs in parts.items()}
-    confirmed, keys = _confirm(engine, candidates, by_index, cfg.dedup_threshold)
-    pairs, pair_keys = candidates[confirmed], keys[confirmed]
-    same_part = split_doc_ids(pairs[:, 0])[0] == split_doc_ids(pairs[:, 1])[0]
-    removed, clusters = clusters_removed(pairs[same_part], pair_keys[same_part])
+    grouped = _grouped(engine, folder, buckets, by_index, cfg.dedup_threshold)
     shutil.rmtree(folder / "bands", ignore_errors=True)
+    final = engine.map(
+        grouping.write_removals,
+        [
+            {
+                "forest": grouped["forest"],
+                "across": grouped["across"],
+                "out": folder / "removed",
+                "fingerprint": ["lm-dedup", LM_CODE_VERSION, dict(ctx.inputs), params],
+            }
+        ],
+        desc="dedup removals",
+    )[0]
     kept_parts, exact_removed = {}, 0
     for name, docs in parts.items():
-        masks, rows, size = [], 0, 0
-        for p, result in enumerate(first[name]):
-            keep = np.load(result["mask"])
-            exact_removed += result["exact_removed"]
-            mine = removed[
-                (split_doc_ids(removed)[0] == LM_CODE_PARTS[name]) & (split_doc_ids(removed)[1] == p)
-            ]
-            keep[split_doc_ids(mine)[2]] = False
-            save_array(result["mask"], keep)
-            masks.append(result["mask"])
-            rows += int(keep.sum())
-        size = _kept_bytes(docs, masks)
+        part = LM_CODE_PARTS[name]
+        applied = engine.map(
+            grouping.apply_removals,
+            [
+                {
+                    "documents": docs,
+                    "partition": p,
+                    "mask": result["mask"],
+                    "removed": grouping.removal_path(folder / "removed", part, p),
+                }
+                for p, result in enumerate(first[name])
+            ],
+            weight=docs.text_bytes,
+            desc=f"dedup masks {name}",
+        )
+        exact_removed += sum(result["exact_removed"] for result in first[name])
+        masks = [result["mask"] for result in first[name]]
+        rows, size = sum(a["rows"] for a in applied), sum(a["text_bytes"] for a in applied)
         kept_parts[name] = docs.with_masks(masks, rows, size)
+    for done in ("removed", "forests", "across"):
+        shutil.rmtree(folder / done, ignore_errors=True)
     stats: dict[str, Any] = {
         "exact_removed": exact_removed,
-        "near_removed": len(removed),
-        "clusters": clusters,
-        "candidate_pairs": len(candidates),
+        "near_removed": final["near_removed"],
+        "clusters": final["clusters"],
+        "candidate_pairs": grouped["candidates"],
         "rows": sum(len(d) for d in kept_parts.values()),
         "short_documents": sum(r["short"] for results in first.values() for r in results),
     }
-    removed_set = set(removed.tolist())
-    fp = fingerprint("lm-dedup", LM_CODE_VERSION, dict(ctx.inputs), params, sorted(removed_set))
+    fp = final["fingerprint"]
     if not state.parts:
         if stats["rows"] == 0:
             raise DataError("no document is left after deduplication", step="dedup")
         return StepResult(replace(state, data=kept_parts["all"]), fp, params=params, stats=stats)
-    across = pairs[~same_part]
-    stats["straddling"] = int(sum(a not in removed_set and b not in removed_set for a, b in across.tolist()))
+    stats["straddling"] = final["straddling"]
     part_fps = {name: fingerprint(fp, name) for name in kept_parts}
     return StepResult(
         replace(state, parts=kept_parts, part_fps=part_fps), fp, parts=part_fps, params=params, stats=stats
     )
 
 
-def _confirm(engine: Any, candidates: np.ndarray, parts: dict[int, DocumentSet], threshold: float) -> tuple:
-    if not len(candidates):
-        return np.zeros(0, dtype=bool), np.zeros((0, 2, 2), dtype=np.uint64)
-    count = max(min(len(candidates) // 2000 + 1, 4 * engine.workers), -(-len(candidates) // PAIRS_PER_TASK))
-    chunks = np.array_split(candidates, count)
-    items = [{"pairs": c, "parts": parts, "threshold": threshold, "ngram": NGRAM} for c in chunks if len(c)]
-    results = engine.map(tasks.confirm_pairs, items, desc="dedup pairs")
-    return (
-        np.concatenate([r["confirmed"] for r in results]),
-        np.concatenate([r["keys"] for r in results]),
+def _grouped(
+    engine: Any, folder: Path, buckets: int, parts: dict[int, DocumentSet], threshold: float
+) -> dict[str, Any]:
+    """Dedup's grouping on the workers (:mod:`.grouping`): pairs routed, confirmed, their forests merged in rounds.
+
+    Returns:
+        ``forest`` (the one merged forest's path), ``across`` (the across-part pair files) and
+        ``candidates`` (distinct candidate pairs).
+    """
+    # Pairs are confirmed per pair bucket: at least four per worker, so every worker has a share.
+    pair_buckets = max(buckets, 4 * int(getattr(engine, "workers", 1)))
+    engine.map(
+        grouping.route_pairs,
+        [
+            {
+                "folder": folder / "bands" / f"b{b:05d}",
+                "out": folder / "pairs",
+                "buckets": pair_buckets,
+                "name": b,
+            }
+            for b in range(buckets)
+        ],
+        desc="dedup groups",
     )
-
-
-def _kept_bytes(docs: DocumentSet, masks: list[str]) -> int:
-    import pyarrow.compute as pc
-
-    from lightning_order.data.engine.partitions import read_table
-
-    total = 0
-    for p, mask in enumerate(masks):
-        path = docs.path(p)
-        if path.exists():
-            lengths = pc.binary_length(read_table(path, ["text"]).column("text")).to_numpy(
-                zero_copy_only=False
-            )
-            total += int(lengths[np.load(mask)].sum())
-    return total
+    items = [
+        {
+            "folder": folder / "pairs" / f"q{q:05d}",
+            "parts": parts,
+            "threshold": threshold,
+            "ngram": NGRAM,
+            "chunk": PAIRS_PER_TASK,
+            "forest": str(folder / "forests" / f"r0-{q:05d}.npy"),
+            "across": str(folder / "across" / f"{q:05d}.npy"),
+        }
+        for q in range(pair_buckets)
+    ]
+    confirmed = engine.map(grouping.confirm_bucket, items, desc="dedup pairs")
+    shutil.rmtree(folder / "pairs", ignore_errors=True)
+    forests = [item["forest"] for item in items]
+    rounds = 0
+    while len(forests) > 1:  # each round merges FAN_IN forests per task, on the workers
+        rounds += 1
+        groups = [forests[i : i + grouping.FAN_IN] for i in range(0, len(forests), grouping.FAN_IN)]
+        forests = engine.map(
+            grouping.merge_forests,
+            [
+                {"forests": group, "out": str(folder / "forests" / f"r{rounds}-{g:05d}.npy")}
+                for g, group in enumerate(groups)
+            ],
+            desc=f"dedup clusters, round {rounds}",
+        )
+    return {
+        "forest": forests[0],
+        "across": [item["across"] for item in items],
+        "candidates": sum(c["candidates"] for c in confirmed),
+    }

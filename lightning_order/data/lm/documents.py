@@ -142,6 +142,11 @@ class ChunkSource:
             whole = self.dataset.data.table.select([self.column])
         return whole.slice(self.start, self.stop - self.start)
 
+    def texts(self, keep_nulls: bool = False) -> list[Any]:
+        """The chunk's texts (nulls dropped unless ``keep_nulls``): what one ``clean`` work item reads."""
+        values = self.table().column(0).to_pylist()
+        return values if keep_nulls else [v for v in values if v is not None]
+
 
 @dataclass(frozen=True)
 class Chunks:
@@ -164,8 +169,11 @@ class Chunks:
 
     def texts(self, index: int, keep_nulls: bool = False) -> list[Any]:
         """The texts of chunk ``index`` (nulls dropped unless ``keep_nulls``)."""
-        values = self.sources[index].table().column(0).to_pylist()
-        return values if keep_nulls else [v for v in values if v is not None]
+        return self.sources[index].texts(keep_nulls)
+
+    def work_item(self, index: int) -> ChunkSource:
+        """What a work item names to read chunk ``index``: that chunk alone (never the whole chunk list)."""
+        return self.sources[index]
 
     def __len__(self) -> int:
         return self.rows

@@ -10,8 +10,8 @@ process runs it or on how many there are.
 * :func:`dedup_bands`, :func:`group_bucket`, :func:`confirm_pairs`: exact duplicates per
   partition, MinHash band keys routed to buckets, candidate pairs per bucket, each confirmed by
   its exact word n-gram Jaccard (see :mod:`.clusters`);
-* :func:`split_partition`, :func:`sample_partition`, :func:`encode_partition`,
-  :func:`pack_partition`: the split by document hash, the tokenizer's sample, token ids, blocks.
+* :func:`split_partition`, :func:`encode_partition`, :func:`pack_partition`: the split by
+  document hash, token ids, blocks (the tokenizer's sample: :mod:`.sampling`).
 """
 
 from __future__ import annotations
@@ -35,9 +35,11 @@ from lightning_order.data.engine.partitions import (
 from lightning_order.data.engine.storage import save_array
 from lightning_order.data.lm.block_shards import write_shard
 from lightning_order.data.lm.mixture import SOURCE_COLUMN
+from lightning_order.data.lm.sampling import SAMPLE_SEED
 from lightning_order.errors import DataError
 
 __all__ = [
+    "SAMPLE_SEED",
     "clean_chunk",
     "confirm_pairs",
     "dedup_bands",
@@ -45,13 +47,10 @@ __all__ = [
     "group_bucket",
     "merge_partition",
     "pack_partition",
-    "sample_partition",
     "split_by_source",
     "split_partition",
 ]
 
-#: The seed of the hash that orders documents for the tokenizer's sample (fixed: part of the rule).
-SAMPLE_SEED = 0x5A17
 _SCHEMA = pa.schema(
     [
         ("text", pa.large_string()),
@@ -73,19 +72,22 @@ def _keyed_table(texts: list[str]) -> pa.Table:
 def clean_chunk(item: dict[str, Any]) -> dict[str, Any]:
     """Cleans one chunk (or only keys it: ``clean=False``) and writes its rows to per-partition fragments.
 
-    Item keys: ``source`` (``(reader, file)``: a :class:`~.documents.Chunks` or a
-    :class:`DocumentSet`, and which of its files), ``out`` (the folder of fragments),
+    Item keys: ``source`` (``(reader, file)``: one :class:`~.documents.ChunkSource` and its
+    index in corpus order, or a :class:`DocumentSet` and which of its files: never the whole
+    chunk list, so an item's size does not grow with the corpus), ``out`` (the folder of fragments),
     ``partitions``, ``clean`` (bool), ``eos_token``, ``hook`` (a user's picklable
     ``clean(text) -> text``, or ``None``).
 
     Returns:
         ``rows_in``, ``rows``, ``dropped_empty``, ``dropped_null``, ``bom_stripped``,
-        ``text_bytes`` and ``fragments`` (partition -> fragment path).
+        ``text_bytes`` and ``fragments`` (how many it wrote, each ``out/p<partition>/f<index>.arrow``).
     """
-    from lightning_order.data.lm.documents import Chunks, clean_document
+    from lightning_order.data.lm.documents import ChunkSource, clean_document
 
     reader, index = item["source"]
-    texts, name = reader.texts(index, keep_nulls=True), f"f{index:06d}"
+    chunk = reader if isinstance(reader, ChunkSource) else None
+    texts = chunk.texts(keep_nulls=True) if chunk is not None else reader.texts(index, keep_nulls=True)
+    name = f"f{index:06d}"
     rows_in = len(texts)
     texts = [t for t in texts if t is not None]
     nulls = rows_in - len(texts)
@@ -100,17 +102,16 @@ def clean_chunk(item: dict[str, Any]) -> dict[str, Any]:
     del texts
     table = _keyed_table(kept)
     del kept
-    origin = reader.sources[index].origin if isinstance(reader, Chunks) else None
+    origin = chunk.origin if chunk is not None else None
     if origin is not None:  # a mixture: each document keeps its source's index
         table = table.append_column(SOURCE_COLUMN, pa.array(np.full(table.num_rows, origin, np.int32)))
     count = int(item["partitions"])
     partition = (table.column("key_lo").to_numpy() % np.uint64(count)).astype(np.int64)
     out = Path(item["out"])
-    fragments = {}
+    fragments = 0
     for p in np.unique(partition).tolist():
-        path = out / f"p{p:05d}" / f"{name}.arrow"
-        write_table(table.filter(pa.array(partition == p)), path)
-        fragments[int(p)] = str(path)
+        write_table(table.filter(pa.array(partition == p)), out / f"p{p:05d}" / f"{name}.arrow")
+        fragments += 1
     return {
         "rows_in": rows_in,
         "rows": table.num_rows,
@@ -151,9 +152,12 @@ def _check_texts(texts: list[Any], where: str) -> None:
 def merge_partition(item: dict[str, Any]) -> dict[str, Any]:
     """Joins partition ``p``'s fragments, sorts them by key (the canonical order), writes ``part-p``.
 
-    Item keys: ``partition``, ``fragments`` (paths, any order), ``out`` (the set's folder).
+    Item keys: ``partition``, ``fragments`` (the folder of its fragments, read in name order:
+    the item never lists them, so its size does not grow with the chunk count), ``out`` (the
+    set's folder).
     """
-    paths = sorted(item["fragments"])
+    folder = Path(item["fragments"])
+    paths = sorted(folder.glob("*.arrow")) if folder.is_dir() else []
     tables = [read_table(Path(p)) for p in paths]
     table = pa.concat_tables(tables) if tables else _SCHEMA.empty_table()
     table = table.sort_by([(name, "ascending") for name in KEY_COLUMNS]).combine_chunks()
@@ -308,17 +312,6 @@ def split_by_source(
             "source_rows": [f["rows"] for f in files],
         }
     return out
-
-
-def sample_partition(item: dict[str, Any]) -> dict[str, Any]:
-    """The sampling hash (seeded xxh3-64 of the text) and UTF-8 size of every kept document of one file."""
-    documents: DocumentSet = item["documents"]
-    texts = documents.texts(int(item["file"]))
-    encoded = [t.encode("utf-8", "surrogatepass") for t in texts]
-    hashes = np.fromiter(
-        (xxhash.xxh3_64_intdigest(b, seed=SAMPLE_SEED) for b in encoded), dtype=np.uint64, count=len(encoded)
-    )
-    return {"hashes": hashes, "bytes": np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))}
 
 
 def encode_partition(item: dict[str, Any]) -> dict[str, Any]:

@@ -2,9 +2,11 @@
 
 The sample is deterministic and capped: every train document gets a seeded hash of its text;
 documents are taken in hash order until ``tokenizer_train_bytes`` would be passed, and fed to the
-trainer in partition order. It depends on the documents alone (never on how many processes read
-them), and what it was is recorded: its documents, bytes and fingerprint (the hashes taken, in
-order). A byte-level BPE's merges come from word counts, so the sample's order does not matter
+trainer in partition order. The workers choose it (:mod:`.sampling`: a prefix in hash order per
+file, merged on the driver within the cap, the chosen texts written by the workers); the driver
+holds no hash or size per train document and reads only the sample back. It depends on the
+documents alone (never on how many processes read them), and what it was is recorded: its
+documents, bytes and fingerprint (the hashes taken, in order). A byte-level BPE's merges come from word counts, so the sample's order does not matter
 to the result either.
 
 A supplied ``tokenizer.json`` is read once and hashed from the same bytes, its truncation and
@@ -15,16 +17,15 @@ fallback) is refused.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import tempfile
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import xxhash
 
 from lightning_order.data.engine.runner import ROWS, DataState, StepContext, StepResult, train_data
-from lightning_order.data.lm import tasks
+from lightning_order.data.lm import sampling
 from lightning_order.data.lm.bos import choose_bos, set_prompt_processor
 from lightning_order.data.lm.config import AUTO, LMConfig, padded_size
 from lightning_order.data.lm.registry import LM_STEPS, engine_of
@@ -69,13 +70,39 @@ def _read_supplied(cfg: LMConfig) -> SuppliedTokenizer:
     return parse_tokenizer(found.text, found.digest, cfg.eos_token, found.label)
 
 
-def _sample(source: Any, threshold: int, hashed: list[dict[str, np.ndarray]]) -> Iterator[str]:
-    """The sampled documents of ``source``, file by file in partition order."""
-    for index, found in enumerate(hashed):
-        chosen = found["hashes"] <= np.uint64(threshold) if threshold >= 0 else np.zeros(0, dtype=bool)
-        if chosen.any():
-            texts = source.texts(index)
-            yield from (texts[i] for i in np.flatnonzero(chosen))
+def _sample(cfg: Any, source: Any, engine: Any, work: Path) -> tuple[list[str], dict[str, Any]]:
+    """The sample chosen on the workers (:mod:`.sampling`): its text files in file order, and its record.
+
+    Raises:
+        DataError: the train split holds no document.
+    """
+    cap = int(cfg.tokenizer_train_bytes)
+    prefixes = [str(work / f"prefix-{i:05d}.npy") for i in range(source.count)]
+    items = [{"documents": source, "file": i, "cap": cap, "out": prefixes[i]} for i in range(source.count)]
+    found = engine.map(sampling.local_sample, items, weight=source.text_bytes, desc="tokenizer sample")
+    threshold, documents, size = sampling.merged_threshold(prefixes, cap)
+    if threshold < 0:
+        raise DataError(
+            "the tokenizer's sample is empty: the train split holds no document", step="build_vocab"
+        )
+    chosen = [i for i, r in enumerate(found) if r["least"] is not None and r["least"] <= threshold]
+    paths = [str(work / f"sample-{i:05d}.arrow") for i in chosen]
+    written = engine.map(
+        sampling.sample_texts,
+        [
+            {"documents": source, "file": i, "prefix": prefixes[i], "threshold": threshold, "out": path}
+            for i, path in zip(chosen, paths)
+        ],
+        weight=size,
+        desc="tokenizer sample texts",
+    )
+    record = {
+        "sample_documents": documents,
+        "sample_bytes": size,
+        "sample_fingerprint": sampling.sample_digest(written),
+        "rows": sum(r["rows"] for r in found),
+    }
+    return paths, record
 
 
 def build_tokenizer(cfg: Any, source: Any, engine: Any, work: Path | None) -> tuple[Any, dict, dict]:
@@ -85,34 +112,22 @@ def build_tokenizer(cfg: Any, source: Any, engine: Any, work: Path | None) -> tu
         cfg: the :class:`~.config.LMConfig`.
         source: the documents it learns from (the train part's DocumentSet; the whole corpus
             before the split, a wrong order).
-        engine: runs the per-file hashing.
-        work: unused (the sample is streamed from the files).
+        engine: runs the per-file work: each file's prefix in hash order, the sampled texts.
+        work: the scratch folder the sample's files are written to (``None``: a temporary one).
 
     Raises:
         DataError: the sample is empty, or a supplied tokenizer loses characters.
     """
-    items = [{"documents": source, "file": i} for i in range(source.count)]
-    hashed = engine.map(tasks.sample_partition, items, weight=source.text_bytes, desc="tokenizer sample")
-    hashes = np.concatenate([np.empty(0, np.uint64), *(h["hashes"] for h in hashed)])
-    sizes = np.concatenate([np.empty(0, np.int64), *(h["bytes"] for h in hashed)])
-    if not len(hashes):
-        raise DataError(
-            "the tokenizer's sample is empty: the train split holds no document", step="build_vocab"
-        )
-    threshold, documents, size = sample_threshold(hashes, sizes, cfg.tokenizer_train_bytes)
-    digest = xxhash.xxh3_128()
-    for found in hashed:
-        digest.update(np.sort(found["hashes"][found["hashes"] <= np.uint64(threshold)]).tobytes())
-    sample = {
-        "sample_documents": documents,
-        "sample_bytes": size,
-        "sample_fingerprint": digest.hexdigest(),
-        "rows": len(hashes),
-    }
+    with tempfile.TemporaryDirectory(dir=work) as folder:
+        return _build_tokenizer(cfg, source, engine, Path(folder))
+
+
+def _build_tokenizer(cfg: Any, source: Any, engine: Any, work: Path) -> tuple[Any, dict, dict]:
+    paths, sample = _sample(cfg, source, engine, work)
     label = cfg.supplied_label
     if label is not None:
         supplied = _read_supplied(cfg)
-        probe = [t for _, t in zip(range(_LOSS_SAMPLE), _sample(source, threshold, hashed))]
+        probe = [t for _, t in zip(range(_LOSS_SAMPLE), sampling.sampled_texts(paths))]
         lost, total = character_loss(supplied.tokenizer, probe)
         if total and lost / total > MAX_CHARACTER_LOSS:
             raise DataError(
@@ -131,10 +146,10 @@ def build_tokenizer(cfg: Any, source: Any, engine: Any, work: Path | None) -> tu
                 params.update(tokenizer=given.name, tokenizer_kind=given.kind, declared=dict(given.special))
         return supplied.tokenizer, params, {**sample, "character_loss": lost / total if total else 0.0}
     tokenizer = train_byte_bpe(
-        _sample(source, threshold, hashed),
+        sampling.sampled_texts(paths),
         cfg.vocab_size,
         eos_token=cfg.eos_token,
-        length=documents,
+        length=sample["sample_documents"],
         bos_token=cfg.bos_token if cfg.bos_token != AUTO else None,
     )
     params = {

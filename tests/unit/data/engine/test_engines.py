@@ -143,3 +143,21 @@ def test_a_worker_killed_while_the_pool_idles_is_the_same_line():
             engine.map(_square, [1, 2, 3], desc="pack train")
     finally:
         engine.close()
+
+
+def test_a_single_item_runs_in_a_worker_once_the_workers_are_up():
+    """Issue #35: the driver does no worker's share, also of a one-item map (dedup's last cluster merge)."""
+    import os
+
+    from lightning_order.data.engine.engines import LocalEngine
+
+    with LocalEngine(2, min_parallel_bytes=0) as engine:
+        assert engine.map(_pid, [None]) == [os.getpid()]  # no worker yet: one item is not worth a pool
+        engine.start()
+        assert engine.map(_pid, [None]) != [os.getpid()]
+
+
+def _pid(_: object) -> int:
+    import os
+
+    return os.getpid()
