@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 import pytorch_lightning as pl
+import torch
 from launching import launch_env
 
 from lightning_order.ledger import StepLedger
@@ -226,3 +227,18 @@ def png_size(path: Path) -> tuple[int, int]:
     data = Path(path).read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR", f"{path} is not a PNG"
     return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+
+
+class HFWrapper(pl.LightningModule):
+    """The minimal LightningModule a team writes around a ``transformers`` model: ``model(**batch)``,
+    no data glue (the HF-model tests of #34 and #37)."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        return self.model(**batch).loss
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.AdamW(self.parameters(), lr=1e-3)

@@ -8,9 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import pytorch_lightning as pl
 import torch
-from helpers import quiet_trainer
+from helpers import HFWrapper, quiet_trainer
 
 from lightning_order import OrderedCausalLM, OrderedLMDataModule, OrderError, OrderValidator
 
@@ -21,20 +20,6 @@ SMALL = {
     "batch_size": 8,
     "document_attention": True,
 }
-
-
-class HFWrapper(pl.LightningModule):
-    """The minimal LightningModule around a ``transformers`` model: ``model(**batch)``, no data glue."""
-
-    def __init__(self, model: torch.nn.Module) -> None:
-        super().__init__()
-        self.model = model
-
-    def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
-        return self.model(**batch).loss
-
-    def configure_optimizers(self) -> torch.optim.Optimizer:
-        return torch.optim.AdamW(self.parameters(), lr=1e-3)
 
 
 @pytest.fixture(scope="module")

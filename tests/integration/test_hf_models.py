@@ -12,9 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import pytorch_lightning as pl
 import torch
-from helpers import quiet_trainer
+from helpers import HFWrapper, quiet_trainer
 from torch.nn import functional as F
 
 from lightning_order import OrderedLMDataModule, OrderError, OrderValidator
@@ -22,20 +21,6 @@ from lightning_order import OrderedLMDataModule, OrderError, OrderValidator
 transformers = pytest.importorskip("transformers")
 
 SMALL = {"max_documents": 200, "vocab_size": 400, "block_size": 32, "batch_size": 8}
-
-
-class HFWrapper(pl.LightningModule):
-    """The minimal LightningModule a team writes around a ``transformers`` model: no data glue."""
-
-    def __init__(self, model: torch.nn.Module) -> None:
-        super().__init__()
-        self.model = model
-
-    def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
-        return self.model(**batch).loss
-
-    def configure_optimizers(self) -> torch.optim.Optimizer:
-        return torch.optim.AdamW(self.parameters(), lr=1e-3)
 
 
 def _gpt2(dm: OrderedLMDataModule) -> torch.nn.Module:

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import pytorch_lightning as pl
 import torch
-from helpers import quiet_trainer
+from helpers import HFWrapper, quiet_trainer
 from lm_tokenizers import document_starts, llama_style_folder, prompt_of
 from pytorch_lightning.callbacks import ModelCheckpoint
 
@@ -25,20 +25,6 @@ from lightning_order.data.lm.corpus import stdlib_corpus
 transformers = pytest.importorskip("transformers")
 
 SMALL = {"vocab_size": 300, "block_size": 16, "batch_size": 8, "num_proc": 1, "max_documents": 200}
-
-
-class HFWrapper(pl.LightningModule):
-    """The minimal LightningModule around a ``transformers`` model: no data glue."""
-
-    def __init__(self, model: torch.nn.Module) -> None:
-        super().__init__()
-        self.model = model
-
-    def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
-        return self.model(**batch).loss
-
-    def configure_optimizers(self) -> torch.optim.Optimizer:
-        return torch.optim.AdamW(self.parameters(), lr=1e-3)
 
 
 def _ordered(dm: OrderedLMDataModule) -> pl.LightningModule:
