@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pytorch_lightning as pl
 import torch
-from run_clm import VAL_SHARE, prepared_text, train_bpe
+from run_clm import VAL_SHARE, HFModule, prepared_text, train_bpe
 from torch.utils.data import DataLoader
 
 BOS, EOS = "<s>", "</s>"
@@ -130,26 +130,14 @@ class LlamaData(pl.LightningDataModule):
         return DataLoader(self.val_set, self.batch_size, collate_fn=self.collate)
 
 
-class LlamaModel(pl.LightningModule):
+class LlamaModel(HFModule):
     """A one-layer ``LlamaForCausalLM`` from a config (no download), trained on ``model(**batch).loss``."""
 
     def __init__(self, vocab_size: int) -> None:
-        super().__init__()
         from transformers import LlamaConfig, LlamaForCausalLM
 
         config = LlamaConfig(
             vocab_size=vocab_size, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
             num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=CONTEXT,
         )  # fmt: skip
-        self.model = LlamaForCausalLM(config)
-
-    def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
-        loss = self.model(**batch).loss
-        self.log("train_loss", loss)
-        return loss
-
-    def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
-        self.log("val_loss", self.model(**batch).loss)
-
-    def configure_optimizers(self) -> torch.optim.Optimizer:
-        return torch.optim.AdamW(self.parameters(), lr=1e-3)
+        super().__init__(LlamaForCausalLM(config))

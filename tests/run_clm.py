@@ -232,18 +232,12 @@ class ClmData(pl.LightningDataModule):
         return DataLoader(self.val_set, self.batch_size, collate_fn=self.collate)
 
 
-class ClmModel(pl.LightningModule):
-    """A one-layer ``GPT2LMHeadModel`` from a config (no download), trained on ``model(**batch).loss``."""
+class HFModule(pl.LightningModule):
+    """A ``transformers`` causal LM trained on ``model(**batch).loss``, as a team wraps one (shapes A and C)."""
 
-    def __init__(self, vocab_size: int, block_size: int = BLOCK) -> None:
+    def __init__(self, model: torch.nn.Module) -> None:
         super().__init__()
-        from transformers import GPT2Config, GPT2LMHeadModel
-
-        config = GPT2Config(
-            n_layer=1, n_head=2, n_embd=32, vocab_size=vocab_size, n_positions=block_size,
-            bos_token_id=0, eos_token_id=0,
-        )  # fmt: skip
-        self.model = GPT2LMHeadModel(config)
+        self.model = model
 
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
         loss = self.model(**batch).loss
@@ -255,3 +249,16 @@ class ClmModel(pl.LightningModule):
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
         return torch.optim.AdamW(self.parameters(), lr=1e-3)
+
+
+class ClmModel(HFModule):
+    """A one-layer ``GPT2LMHeadModel`` from a config (no download)."""
+
+    def __init__(self, vocab_size: int, block_size: int = BLOCK) -> None:
+        from transformers import GPT2Config, GPT2LMHeadModel
+
+        config = GPT2Config(
+            n_layer=1, n_head=2, n_embd=32, vocab_size=vocab_size, n_positions=block_size,
+            bos_token_id=0, eos_token_id=0,
+        )  # fmt: skip
+        super().__init__(GPT2LMHeadModel(config))
