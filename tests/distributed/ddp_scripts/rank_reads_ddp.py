@@ -28,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests/, for stre
 
 import pytorch_lightning as pl
 import torch
+from helpers import quiet_trainer
 from nanogpt import VOCAB, BinData, TinyGPT, prepare
 from pytorch_lightning.strategies import ModelParallelStrategy
 from streams import FirstBatches, GetBatch, Rows, TinyModel, TokenStream, documents, stream_steps, token_array
@@ -93,19 +94,8 @@ CASES = {
 
 def _trainer(callbacks: list, max_steps: int = 2, **kwargs) -> pl.Trainer:
     settings = {"strategy": "ddp", **kwargs}
-    return pl.Trainer(
-        accelerator="cpu",
-        devices=2,
-        max_steps=max_steps,
-        max_epochs=1,
-        callbacks=callbacks,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        num_sanity_val_steps=0,
-        limit_val_batches=0,
-        **settings,
+    return quiet_trainer(
+        None, callbacks, devices=2, max_steps=max_steps, max_epochs=1, limit_val_batches=0, **settings
     )
 
 

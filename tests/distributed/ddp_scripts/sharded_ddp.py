@@ -29,8 +29,11 @@ import shutil
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests/, for helpers.py
+
 import pytorch_lightning as pl
-import xxhash
+from helpers import quiet_trainer
+from mesh_ddp import BatchHashes
 from pytorch_lightning.strategies import ModelParallelStrategy
 
 from lightning_order import OrderedCausalLM, OrderedLMDataModule, OrderError, OrderValidator
@@ -53,14 +56,6 @@ class VocabParallelLM(OrderedCausalLM):
             self._vocab_split = True
 
 
-class BatchHashes(pl.Callback):
-    def __init__(self) -> None:
-        self.hashes: list[str] = []
-
-    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
-        self.hashes.append(xxhash.xxh3_64_hexdigest(batch["input_ids"].cpu().numpy().tobytes()))
-
-
 def _rows(weight) -> dict:
     local = weight.to_local() if hasattr(weight, "to_local") else weight
     return {"type": type(weight).__name__, "global": list(weight.shape), "local": list(local.shape)}
@@ -68,18 +63,9 @@ def _rows(weight) -> dict:
 
 def _trainer(mesh: str, callbacks: list, max_steps: int) -> pl.Trainer:
     dp, tp = MESHES[mesh]
-    return pl.Trainer(
-        accelerator="cpu",
-        devices=dp * tp,
-        strategy=ModelParallelStrategy(data_parallel_size=dp, tensor_parallel_size=tp),
-        max_steps=max_steps,
-        callbacks=callbacks,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        num_sanity_val_steps=0,
-        limit_val_batches=0,
+    strategy = ModelParallelStrategy(data_parallel_size=dp, tensor_parallel_size=tp)
+    return quiet_trainer(
+        None, callbacks, devices=dp * tp, strategy=strategy, max_steps=max_steps, limit_val_batches=0
     )
 
 
