@@ -92,6 +92,14 @@ def _read_json(path: Path, what: str) -> dict[str, Any]:
     return data
 
 
+def _read_text(path: Path, label: str) -> str:
+    """``path``'s text (UTF-8), or one ``DataError`` starting with ``label``."""
+    try:
+        return path.read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise DataError(f"{label} cannot be read ({err})", step="build_vocab") from err
+
+
 def _from_folder(folder: Path, name: str) -> TokenizerSource:
     main = folder / "tokenizer.json"
     if not main.is_file():
@@ -101,10 +109,7 @@ def _from_folder(folder: Path, name: str) -> TokenizerSource:
             "or pass the path of a tokenizer.json",
             step="build_vocab",
         )
-    try:
-        text = main.read_bytes().decode("utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise DataError(f"tokenizer {name!r}: {main} cannot be read ({err})", step="build_vocab") from err
+    text = _read_text(main, f"tokenizer {name!r}: {main}")
     special: dict[str, str] = {}
     add_bos: bool | None = None
     for config_name in reversed(HF_CONFIG_FILES):  # tokenizer_config.json read last: it wins
@@ -156,8 +161,5 @@ def read_source(value: Any) -> TokenizerSource:
             "a PreTrainedTokenizerFast object, or tokenizer=None to train a byte-level BPE",
             step="build_vocab",
         )
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise DataError(f"tokenizer {name!r} cannot be read ({err})", step="build_vocab") from err
+    text = _read_text(path, f"tokenizer {name!r}")
     return TokenizerSource("file", name, text, {}, None, _digest(text, {}, None))
