@@ -242,3 +242,19 @@ class HFWrapper(pl.LightningModule):
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
         return torch.optim.AdamW(self.parameters(), lr=1e-3)
+
+
+def tiny_llama(dm: Any, **config: Any) -> torch.nn.Module:
+    """A ``LlamaForCausalLM`` built offline for ``dm``'s data (its padded vocabulary and block size):
+    width 32, one layer, two heads; ``config`` overrides any of it."""
+    transformers = pytest.importorskip("transformers")
+    settings: dict[str, Any] = {
+        "vocab_size": dm.padded_vocab_size,
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 2,
+        "max_position_embeddings": dm.block_size,
+    }
+    return transformers.LlamaForCausalLM(transformers.LlamaConfig(**{**settings, **config}))

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 import torch
-from helpers import HFWrapper, quiet_trainer
+from helpers import HFWrapper, quiet_trainer, tiny_llama
 
 from lightning_order import OrderedCausalLM, OrderedLMDataModule, OrderError, OrderValidator
 
@@ -32,19 +32,8 @@ def _dm(cache: Path, **kwargs: Any) -> OrderedLMDataModule:
 
 
 def _llama(dm: OrderedLMDataModule, **config: Any) -> torch.nn.Module:
-    transformers = pytest.importorskip("transformers")
     torch.manual_seed(0)
-    settings = transformers.LlamaConfig(
-        vocab_size=dm.padded_vocab_size,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=2,
-        max_position_embeddings=dm.block_size,
-        **config,
-    )
-    return transformers.LlamaForCausalLM(settings)
+    return tiny_llama(dm, num_hidden_layers=2, **config)
 
 
 def _boundary_row(dm: OrderedLMDataModule) -> tuple[dict[str, torch.Tensor], int]:

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 import torch
-from helpers import HFWrapper, quiet_trainer
+from helpers import HFWrapper, quiet_trainer, tiny_llama
 from torch.nn import functional as F
 
 from lightning_order import OrderedLMDataModule, OrderError, OrderValidator
@@ -31,16 +31,7 @@ def _gpt2(dm: OrderedLMDataModule) -> torch.nn.Module:
 
 
 def _llama(dm: OrderedLMDataModule) -> torch.nn.Module:
-    config = transformers.LlamaConfig(
-        vocab_size=dm.padded_vocab_size,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        num_key_value_heads=2,
-        max_position_embeddings=dm.block_size,
-    )
-    return transformers.LlamaForCausalLM(config)
+    return tiny_llama(dm)
 
 
 BUILDERS = {"GPT2LMHeadModel": _gpt2, "LlamaForCausalLM": _llama}

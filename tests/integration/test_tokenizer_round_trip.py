@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import pytorch_lightning as pl
 import torch
-from helpers import HFWrapper, quiet_trainer
+from helpers import HFWrapper, quiet_trainer, tiny_llama
 from lm_tokenizers import document_starts, llama_style_folder, prompt_of
 from pytorch_lightning.callbacks import ModelCheckpoint
 
@@ -32,18 +32,8 @@ def _ordered(dm: OrderedLMDataModule) -> pl.LightningModule:
 
 
 def _llama(dm: OrderedLMDataModule) -> pl.LightningModule:
-    config = transformers.LlamaConfig(
-        vocab_size=dm.padded_vocab_size,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        num_key_value_heads=2,
-        max_position_embeddings=dm.block_size,
-        bos_token_id=dm.hf_tokenizer.bos_token_id,
-        eos_token_id=dm.eos_token_id,
-    )
-    return HFWrapper(transformers.LlamaForCausalLM(config))
+    config = {"bos_token_id": dm.hf_tokenizer.bos_token_id, "eos_token_id": dm.eos_token_id}
+    return HFWrapper(tiny_llama(dm, **config))
 
 
 @pytest.fixture(scope="module")
