@@ -8,7 +8,7 @@ order into one more shard (per source, after its partitions') and what is left o
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 
@@ -21,26 +21,7 @@ from lightning_order.data.lm.registry import LM_STEPS, engine_of, scratch
 from lightning_order.errors import DataError
 from lightning_order.ledger import fingerprint
 
-__all__ = ["BlockFile", "pack"]
-
-
-@dataclass(frozen=True)
-class BlockFile:
-    """One shard of packed blocks: an ``n × width`` int32 ``.npy`` (memory-mapped when read).
-
-    A split's blocks are several of them, joined by :class:`~.block_shards.ShardedBlocks`.
-    """
-
-    path: str
-    rows: int
-    width: int
-
-    def __len__(self) -> int:
-        return self.rows
-
-    def array(self) -> np.ndarray:
-        """The blocks, memory-mapped."""
-        return np.load(self.path, mmap_mode="r")
+__all__ = ["pack"]
 
 
 @LM_STEPS.register(
