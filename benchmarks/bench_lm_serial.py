@@ -13,7 +13,9 @@ each measured, not inferred:
   training's (``train_cpu_seconds``) (an upper bound of the time the workers wait for it:
   submitting items, merging small results; it overlaps ``write``, so the sum is an upper bound).
 
-Everything else is the workers' (parallel) time. With ``S`` serial seconds and ``P`` parallel
+Everything else is the workers' (parallel) time. Also recorded: the most disk the cache folder
+(scratch and published cache) took during the preparation, sampled every half second, against
+the text's size. With ``S`` serial seconds and ``P`` parallel
 seconds on ``W`` workers, ``N`` workers take ``S + P * W / N`` (Amdahl); the speed-up of N
 workers over one is ``(S + P * W) / (S + P * W / N)``. The corpus is the varied standard-library
 documentation of ``bench_lm_prepare.py`` (Parquet), each size prepared in a fresh process.
@@ -26,6 +28,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -33,6 +36,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -44,6 +48,27 @@ from bench_lm_prepare import BLOCK_SIZE, VOCAB_SIZE, build_corpus
 def _driver_cpu() -> float:
     own = resource.getrusage(resource.RUSAGE_SELF)
     return own.ru_utime + own.ru_stime
+
+
+def _folder_bytes(folder: str) -> int:
+    total = 0
+    for root, _, files in os.walk(folder):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(root, name)).st_blocks * 512  # what the disk holds
+    return total
+
+
+class _ScratchPeak(threading.Thread):
+    """The most bytes ``folder`` held on disk, sampled every half second (the scratch and the cache)."""
+
+    def __init__(self, folder: str) -> None:
+        super().__init__(daemon=True)
+        self.folder, self.peak, self.done = folder, 0, threading.Event()
+
+    def run(self) -> None:
+        while not self.done.wait(0.5):
+            self.peak = max(self.peak, _folder_bytes(self.folder))
 
 
 def _measure(data: str, cache: str, num_proc: int) -> dict:
@@ -60,9 +85,13 @@ def _measure(data: str, cache: str, num_proc: int) -> dict:
         num_proc=num_proc,
     )
     identify = time.perf_counter() - start
+    sampler = _ScratchPeak(cache)
+    sampler.start()
     cpu, begun = _driver_cpu(), time.perf_counter()
     dm.prepare_data()
     prepare_wall, driver_cpu = time.perf_counter() - begun, _driver_cpu() - cpu
+    sampler.done.set()
+    sampler.join()
     steps = {r.step: float(r.stats.get("seconds", 0.0)) for r in dm.ledger.records}
     vocab = dm.ledger.latest("build_vocab").stats
     train = float(vocab.get("train_seconds", 0.0))
@@ -78,6 +107,10 @@ def _measure(data: str, cache: str, num_proc: int) -> dict:
         "steps": {k: round(v, 2) for k, v in steps.items()},
         "serial": {k: round(v, 2) for k, v in serial.items()},
         "sample_bytes": vocab.get("sample_bytes"),
+        "input_mb": round(os.path.getsize(data) / 1e6, 1),
+        "text_mb": round(dm.ledger.latest("load").stats["bytes"] / 1e6, 1),
+        "disk_peak_mb": round(sampler.peak / 1e6, 1),  # scratch and cache together, at their largest
+        "cache_mb": round(_folder_bytes(cache) / 1e6, 1),
         "partitions": dm.ledger.latest("load").params["partitions"],
     }
 
