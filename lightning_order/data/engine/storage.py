@@ -36,6 +36,7 @@ __all__ = [
     "file_digest",
     "file_records",
     "allocate_array",
+    "concatenate_arrays",
     "free_space",
     "replace_file",
     "save_array",
@@ -132,6 +133,41 @@ def save_array(path: str | os.PathLike[str], array: Any) -> None:
         os.unlink(path)
         raise
     os.close(fd)
+
+
+def concatenate_arrays(path: str | os.PathLike[str], parts: list[str | os.PathLike[str]], dtype: Any) -> int:
+    """One ``.npy`` at ``path`` holding the 1-D arrays saved at ``parts``, in order; its length.
+
+    The parts are read one at a time (memory-mapped) and written through ``write(2)`` after the
+    header, so the memory used is one part's pages, never the whole result (a list of every
+    document's hash would grow with the corpus). Written like :func:`save_array`: a new file,
+    never through a link, a full disk an ``ENOSPC`` naming the file.
+    """
+    import io
+
+    import numpy as np
+
+    arrays = [np.load(part, mmap_mode="r") for part in parts]
+    total = sum(int(a.shape[0]) for a in arrays)
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(
+        header,
+        {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)), "fortran_order": False, "shape": (total,)},
+    )
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+    fd = os.open(path, _NEW_FILE, 0o666)
+    try:
+        _write_all(fd, header.getvalue(), path)
+        for array in arrays:
+            if array.size:
+                _write_all(fd, np.ascontiguousarray(array, dtype=dtype).view(np.uint8), path)
+    except BaseException:
+        os.close(fd)
+        os.unlink(path)
+        raise
+    os.close(fd)
+    return total
 
 
 def allocate_array(path: str | os.PathLike[str], shape: tuple[int, ...], dtype: Any) -> None:

@@ -23,15 +23,15 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 
 from lightning_order.data.engine.cache import TEMP_MARKER
-from lightning_order.data.engine.keys import key_hash_array
-from lightning_order.data.engine.partitions import DocumentSet, PartitionedTexts, read_table, write_table
+from lightning_order.data.engine.engines import LocalEngine
+from lightning_order.data.engine.partitions import DocumentSet, PartitionedTexts
 from lightning_order.data.engine.runner import DataState
-from lightning_order.data.engine.storage import file_records, save_array, storage_errors
+from lightning_order.data.engine.storage import concatenate_arrays, storage_errors
 from lightning_order.data.lm.block_shards import INDEX_NAME, ShardedBlocks
 from lightning_order.data.lm.config import padded_size
+from lightning_order.data.lm.publishing import hash_file, place_documents, record_of
 from lightning_order.errors import DataError
 from lightning_order.ledger import MANIFEST_NAME, StepLedger
 
@@ -40,46 +40,31 @@ __all__ = ["SPLITS", "read_blocks", "read_documents", "write_lm_prepared"]
 SPLITS: tuple[str, ...] = ("train", "val")
 
 
-def _write_documents(docs: DocumentSet, dest: Path) -> tuple[list[int], np.ndarray]:
-    """Moves (or, when rows were dropped since, writes) ``docs``' files to ``dest``; their counts and doc hashes."""
-    dest.mkdir(parents=True)
-    counts, hashes = [], []
-    for p in range(docs.count):
-        table = docs.read(p)
-        if "doc_hash" not in table.column_names:  # cleaned again after the split (a wrong order)
-            table = table.append_column(
-                "doc_hash", pa.array(key_hash_array(table.column("text"), text=True).view(np.int64))
-            )
-        target = dest / f"part-{p:05d}.arrow"
-        if (
-            docs.mask(p) is None
-            and docs.path(p).exists()
-            and "doc_hash" in read_table(docs.path(p)).column_names
-        ):
-            os.replace(docs.path(p), target)
-        else:
-            write_table(table, target)
-        counts.append(table.num_rows)
-        hashes.append(table.column("doc_hash").to_numpy())
-    return counts, np.concatenate([np.empty(0, np.int64), *hashes]).astype(np.int64)
-
-
-def write_lm_prepared(folder: Path, state: DataState, ledger: StepLedger, config: Any) -> None:
+def write_lm_prepared(
+    folder: Path, state: DataState, ledger: StepLedger, config: Any, engine: Any = None
+) -> None:
     """Writes the packed splits, the documents and the tokenizer, then the manifest (last).
 
     The manifest's ``info`` receives the dims (``vocab_size``, ``padded_vocab_size``,
     ``block_size``), the end-of-text token and id, the documents per file of each split, and the
     data fingerprints (``manifest``, ``split``, ``vocab``, ``corpus``), the BOS (``bos_token``,
     ``bos_id``) and the special tokens a Hugging Face tokenizer of the data declares (``special_tokens``).
+
+    The documents are placed, and every large file hashed, by ``engine``'s workers
+    (:mod:`.publishing`; ``None``: this process): the driver holds the records and the counts,
+    never the documents' hashes or the files' bytes.
     """
     documents = state.extra.get("documents", {})
     counts: dict[str, list[int]] = {}
+    records: dict[str, dict[str, Any]] = {}
+    engine = engine if engine is not None else LocalEngine(1)
     with storage_errors("save", folder):
         for name in SPLITS:
             (folder / name).mkdir()
-            counts[name], hashes = _write_documents(documents[name], folder / name / "documents")
-            save_array(folder / name / "doc_hashes.npy", hashes)
+            counts[name], placed = _place_documents(engine, documents[name], folder / name, folder / "work")
+            records.update(placed)
             _move_blocks(state.parts[name], folder / name / "blocks")
+            records.update(_hash_files(engine, folder, state.parts[name].files, name))
         state.tokenizer.save(str(folder / "tokenizer.json"))
     size = state.tokenizer.get_vocab_size(with_added_tokens=True)
     multiple = config.pad_vocab_multiple
@@ -102,7 +87,7 @@ def write_lm_prepared(folder: Path, state: DataState, ledger: StepLedger, config
         documents=counts,
         data_fingerprints=fps,
     )
-    ledger.info["files"] = file_records(folder, skip=(MANIFEST_NAME, TEMP_MARKER, "work"))
+    ledger.info["files"] = _records(folder, records)
     with storage_errors("save", folder):
         ledger.save(folder)
 
@@ -112,6 +97,60 @@ def _move_blocks(blocks: ShardedBlocks, dest: Path) -> None:
     dest.mkdir()
     for name in (*blocks.files, INDEX_NAME):
         os.replace(blocks.folder / name, dest / name)
+
+
+def _place_documents(
+    engine: Any, docs: DocumentSet, split_folder: Path, work: Path
+) -> tuple[list[int], dict[str, dict[str, Any]]]:
+    """Each partition's documents placed and hashed by a worker, then ``doc_hashes.npy`` joined a part at a time.
+
+    Returns:
+        the rows per partition, and the manifest records of the files placed (by their names
+        under the cache folder).
+    """
+    dest = split_folder / "documents"
+    dest.mkdir(parents=True)
+    scratch = work / "publish" / split_folder.name
+    scratch.mkdir(parents=True, exist_ok=True)
+    items = [
+        {
+            "documents": docs,
+            "partition": p,
+            "dest": str(dest / f"part-{p:05d}.arrow"),
+            "hashes": str(scratch / f"hashes-{p:05d}.npy"),
+        }
+        for p in range(docs.count)
+    ]
+    placed = engine.map(place_documents, items, desc=f"publish {split_folder.name} documents")
+    concatenate_arrays(split_folder / "doc_hashes.npy", [item["hashes"] for item in items], np.int64)
+    prefix = f"{split_folder.name}/documents"
+    records = {f"{prefix}/part-{p:05d}.arrow": result["record"] for p, result in enumerate(placed)}
+    return [int(result["rows"]) for result in placed], records
+
+
+def _hash_files(engine: Any, folder: Path, names: Any, split: str) -> dict[str, dict[str, Any]]:
+    """The manifest records of a split's block shards, each hashed by a worker."""
+    paths = [folder / split / "blocks" / name for name in names]
+    hashed = engine.map(hash_file, [{"path": str(path)} for path in paths], desc=f"hash {split} blocks")
+    return {path.relative_to(folder).as_posix(): result["record"] for path, result in zip(paths, hashed)}
+
+
+def _records(folder: Path, known: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """What :func:`~lightning_order.data.engine.storage.file_records` lists, with the workers' records reused.
+
+    Every file of the folder is listed (the manifest, the marker and the scratch aside); a file
+    no worker hashed (the tokenizer, the index, ``doc_hashes.npy``: small) is hashed here.
+    """
+    out = {}
+    for path in sorted(folder.rglob("*")):
+        name = path.relative_to(folder).as_posix()
+        if (
+            path.is_file()
+            and not path.is_symlink()
+            and name.split("/")[0] not in (MANIFEST_NAME, TEMP_MARKER, "work")
+        ):
+            out[name] = known[name] if name in known else record_of(path)
+    return out
 
 
 def _document_start(ledger: StepLedger) -> dict[str, Any]:

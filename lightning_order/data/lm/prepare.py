@@ -92,7 +92,7 @@ class LMPreparation(Preparation):
                 order,
                 LM_STEPS,
                 identity,
-                lambda state, ledger: write_lm_prepared(folder, state, ledger, config),
+                lambda state, ledger: write_lm_prepared(folder, state, ledger, config, engine),
             )
         finally:
             engine.close()

@@ -18,6 +18,7 @@ fallback) is refused.
 from __future__ import annotations
 
 import tempfile
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -145,6 +146,7 @@ def _build_tokenizer(cfg: Any, source: Any, engine: Any, work: Path) -> tuple[An
             if given is not None:
                 params.update(tokenizer=given.name, tokenizer_kind=given.kind, declared=dict(given.special))
         return supplied.tokenizer, params, {**sample, "character_loss": lost / total if total else 0.0}
+    start, cpu = time.perf_counter(), time.process_time()  # the step's one serial part: the driver trains
     tokenizer = train_byte_bpe(
         sampling.sampled_texts(paths),
         cfg.vocab_size,
@@ -158,7 +160,11 @@ def _build_tokenizer(cfg: Any, source: Any, engine: Any, work: Path) -> tuple[An
         "tokenizer": "byte-level-bpe",
         "tokenizer_train_bytes": cfg.tokenizer_train_bytes,
     }
-    return tokenizer, params, sample
+    timing = {
+        "train_seconds": round(time.perf_counter() - start, 4),
+        "train_cpu_seconds": round(time.process_time() - cpu, 4),  # every thread of the trainer
+    }
+    return tokenizer, params, {**sample, **timing}
 
 
 def hf_special_tokens(cfg: LMConfig, tokenizer: Any, bos_token: str | None) -> dict[str, str]:

@@ -1,0 +1,62 @@
+"""The LM cache's large files put in place and hashed on the workers, not on the driver.
+
+Writing the cache used to read every partition's document hashes into one array on the driver
+(8 bytes a document) and hash every file of the folder there (the whole corpus's documents and
+blocks, serially). Here each work item places one partition's documents (a rename, or a write
+when rows were dropped since) and hashes that file, writes the partition's document hashes to a
+scratch file, or hashes one block shard; the driver joins the hash files into ``doc_hashes.npy``
+a part at a time (:func:`~lightning_order.data.engine.storage.concatenate_arrays`) and keeps
+only the records (size and xxh3 per file) the manifest lists, exactly as
+:func:`~lightning_order.data.engine.storage.file_records` would list them.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from lightning_order.data.engine.keys import key_hash_array
+from lightning_order.data.engine.partitions import DocumentSet, read_table, write_table
+from lightning_order.data.engine.storage import file_digest, save_array
+
+__all__ = ["hash_file", "place_documents", "record_of"]
+
+
+def place_documents(item: dict[str, Any]) -> dict[str, Any]:
+    """Puts one partition's documents in the cache and writes their hashes to scratch (one work item).
+
+    Item keys: ``documents`` (the split's :class:`DocumentSet`), ``partition``, ``dest`` (the
+    file in the cache), ``hashes`` (the scratch ``.npy`` of the partition's ``doc_hash``).
+
+    Returns:
+        ``rows`` and ``record`` (``{"size", "xxh3"}`` of the placed file).
+    """
+    docs: DocumentSet = item["documents"]
+    p = int(item["partition"])
+    target = Path(item["dest"])
+    table = docs.read(p)
+    if "doc_hash" not in table.column_names:  # cleaned again after the split (a wrong order)
+        table = table.append_column(
+            "doc_hash", pa.array(key_hash_array(table.column("text"), text=True).view(np.int64))
+        )
+    source = docs.path(p)
+    if docs.mask(p) is None and source.exists() and "doc_hash" in read_table(source).column_names:
+        os.replace(source, target)  # the file as it is: a rename on the same file system
+    else:
+        write_table(table, target)
+    save_array(item["hashes"], table.column("doc_hash").to_numpy().astype(np.int64))
+    return {"rows": table.num_rows, "record": record_of(target)}
+
+
+def hash_file(item: dict[str, Any]) -> dict[str, Any]:
+    """The manifest record of one file (item key ``path``): ``{"record": {"size", "xxh3"}}``."""
+    return {"record": record_of(Path(item["path"]))}
+
+
+def record_of(path: Path) -> dict[str, Any]:
+    """``{"size", "xxh3"}`` of ``path``: one entry of :func:`~lightning_order.data.engine.storage.file_records`."""
+    return {"size": path.stat().st_size, "xxh3": file_digest(path)}
