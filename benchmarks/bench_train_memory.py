@@ -18,6 +18,8 @@ contrast: a materialised permutation of the split per epoch and the rank's list 
 ``--mixture`` reads the split as a weighted mixture instead (``MixedOrder``,
 :mod:`lightning_order.data.lm.mixture`): the blocks cut into sources of ``--mixture`` relative
 sizes, drawn at equal weights (so the small sources are upsampled and the large ones downsampled).
+``--legacy`` measures the single-source order of earlier versions only: a mixture's earlier
+figures come from running this option on the code of that version.
 
 Example:
     python benchmarks/bench_train_memory.py --blocks 100000 10000000 --json bench_train_memory.json
