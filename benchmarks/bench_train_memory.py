@@ -15,9 +15,15 @@ imports: what the loader keeps. Peak RSS also counts the shard pages the batches
 data read, and the kernel's fault-around pages beside them: up to the whole file at 80 MB),
 which is why the blocks are tiny and why the anonymous figure is the loader's. ``--legacy`` also runs the order of earlier versions in the same process kind for
 contrast: a materialised permutation of the split per epoch and the rank's list of indices.
+``--mixture`` reads the split as a weighted mixture instead (``MixedOrder``,
+:mod:`lightning_order.data.lm.mixture`): the blocks cut into sources of ``--mixture`` relative
+sizes, drawn at equal weights (so the small sources are upsampled and the large ones downsampled).
+``--legacy`` measures the single-source order of earlier versions only: a mixture's earlier
+figures come from running this option on the code of that version.
 
 Example:
     python benchmarks/bench_train_memory.py --blocks 100000 10000000 --json bench_train_memory.json
+    python benchmarks/bench_train_memory.py --blocks 100000 10000000 --mixture 0.2 0.3 0.5
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ import torch
 from lightning_order.data.engine.loaders import make_train_loader
 from lightning_order.data.lm.block_shards import ShardedBlocks
 from lightning_order.data.lm.datamodule import BlockDataset, collate_blocks
+from lightning_order.data.lm.mixture import MixedOrder, mixture_counts
 from lightning_order.positions import GlobalOrder
 
 args = json.loads(sys.argv[1])
@@ -70,6 +77,13 @@ baseline, anon = peak_mb(), anon_mb()
 blocks = ShardedBlocks.open(folder)
 dataset = BlockDataset(blocks)
 order = GlobalOrder(len(blocks), args["batch_size"], args["world"], args["rank"], seed=0)
+if args["mixture"]:
+    # sources of the given relative sizes, drawn at equal weights
+    sizes = [int(n * f / sum(args["mixture"])) for f in args["mixture"]]
+    sizes[-1] += n - sum(sizes)
+    counts = mixture_counts(sizes, [1.0] * len(sizes))
+    order = MixedOrder(n, args["batch_size"], args["world"], args["rank"], seed=0, blocks=tuple(sizes),
+                       counts=tuple(counts))
 loader = make_train_loader(dataset, order, 0, collate_blocks)
 batches = iter(loader)
 tokens = 0
@@ -113,6 +127,7 @@ def _run(blocks: int, ns: argparse.Namespace, legacy: bool) -> dict[str, Any]:
             "rank": ns.rank,
             "batches": ns.batches,
             "legacy": legacy,
+            "mixture": ns.mixture,
         }
         done = subprocess.run(
             [sys.executable, "-c", _CHILD, json.dumps(args)], capture_output=True, text=True, check=True
@@ -120,7 +135,8 @@ def _run(blocks: int, ns: argparse.Namespace, legacy: bool) -> dict[str, Any]:
         found: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     found["loader_mb"] = found["peak_mb"] - found["baseline_mb"]
     found["loader_anon_mb"] = found["anon_mb"] - found["anon_base_mb"]
-    return {"blocks": blocks, "order": "earlier (materialised)" if legacy else "bijection", **found}
+    kind = "earlier (materialised)" if legacy else ("mixture" if ns.mixture else "bijection")
+    return {"blocks": blocks, "order": kind, **found}
 
 
 def main() -> None:
@@ -135,6 +151,12 @@ def main() -> None:
         "--batches", type=int, default=1000, help="batches read (at most an epoch of the smallest split)"
     )
     parser.add_argument("--legacy", action="store_true", help="also measure the order of earlier versions")
+    parser.add_argument(
+        "--mixture",
+        type=float,
+        nargs="+",
+        help="read the split as a mixture of sources of these relative sizes at equal weights",
+    )
     parser.add_argument("--json", help="write the rows here")
     ns = parser.parse_args()
     rows = [_run(b, ns, legacy=False) for b in ns.blocks]

@@ -7,12 +7,14 @@ document's hash (so each source is split at ``val_fraction``), encoded and packe
 (``split`` writes each source's documents to files of their own: a block never spans two sources).
 
 The weights act on the train order only: each epoch draws, from each source's range of train
-blocks, as many blocks as its weight asks of the split's total (:func:`mixture_index`: an endless
-run of seeded permutations of the source's blocks, each epoch where the last stopped, so a
-downsampled source serves all its blocks over the epochs and an upsampled one repeats them),
-interleaved so every prefix holds the sources near their weights. :class:`MixedOrder` reads the
-positions of the global order (:mod:`lightning_order.positions`) through that draw, so batches,
-ranks and the exact mid-epoch resume are those of any train split. The trade-off: an epoch holds
+blocks, as many blocks as its weight asks of the split's total (:func:`mixture_index`: each block
+of a source drawn the floor or the ceiling of count / size times, the extra draws moving on each
+epoch where the last stopped, so a downsampled source serves all its blocks over the epochs and
+an upsampled one repeats them), interleaved so every prefix holds the sources near their
+weights. :class:`MixedOrder` reads the positions of the global order
+(:mod:`lightning_order.positions`) through that draw, computed per position
+(:mod:`lightning_order.data.lm.mixture_draw`: no rank holds an epoch's draw), so batches, ranks
+and the exact mid-epoch resume are those of any train split. The trade-off: an epoch holds
 as many blocks as the split (an upsampled source repeats blocks within an epoch), and a block is
 the unit of the shares (a source's share is counted in whole blocks of ``block_size + 1`` tokens).
 
@@ -22,7 +24,6 @@ Plain data and numpy only; :func:`mixture_record` is what ``pack`` records and t
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -33,8 +34,9 @@ from typing import Any
 import numpy as np
 import xxhash
 
+from lightning_order.data.lm.mixture_draw import MIXTURE_ALGORITHM, MIXTURE_SEED, drawn_rows, interleave
 from lightning_order.errors import DataError
-from lightning_order.positions import GlobalOrder, epoch_order
+from lightning_order.positions import GlobalOrder
 
 __all__ = [
     "MIXTURE_SEED",
@@ -54,8 +56,6 @@ __all__ = [
 
 #: The column that holds each document's source index (only in a mixture's partitions).
 SOURCE_COLUMN = "source"
-#: Salts the seed of the draw, so it never repeats the shuffle's own permutation.
-MIXTURE_SEED = 0x3D1C
 
 
 @dataclass(frozen=True)
@@ -213,50 +213,31 @@ def mixture_counts(blocks: Sequence[int], weights: Sequence[float]) -> list[int]
     return counts
 
 
-def _source_draw(size: int, count: int, seed: int, source: int, epoch: int) -> np.ndarray:
-    """Draws ``[epoch·count, (epoch+1)·count)`` of source ``source``'s endless run of seeded permutations of ``range(size)``."""
-    first, stop = epoch * count, (epoch + 1) * count
-    passes = range(first // size, -(-stop // size))
-    perms = [
-        np.random.Generator(
-            np.random.PCG64([int(seed) & ((1 << 64) - 1), MIXTURE_SEED, source, k])
-        ).permutation(size)
-        for k in passes
-    ]
-    start = first - passes[0] * size
-    return np.concatenate(perms)[start : start + count].astype(np.int64)
-
-
 def mixture_index(blocks: Sequence[int], counts: Sequence[int], seed: int, epoch: int = 0) -> np.ndarray:
     """The block rows (int64) epoch ``epoch`` serves: ``counts[s]`` of source ``s``'s range, interleaved by weight.
 
-    Source ``s`` owns rows ``[sum(blocks[:s]), sum(blocks[:s+1]))`` of the train block file. Its
-    rows are drawn from an endless run of seeded permutations of them, ``counts[s]`` an epoch,
-    each epoch where the last stopped: a downsampled source serves all its blocks over the
-    epochs, an upsampled one repeats them. The sources are interleaved by the place of each draw
-    in its own epoch (``(k + 0.5) / counts[s]``), so every prefix holds each source near its share.
+    Source ``s`` owns rows ``[sum(blocks[:s]), sum(blocks[:s+1]))`` of the train block file. Each
+    of its blocks is drawn ``⌊counts[s]/blocks[s]⌋`` or ``⌈counts[s]/blocks[s]⌉`` times an epoch,
+    the extra draws moving on each epoch where the last stopped: a downsampled source serves all
+    its blocks over the epochs, an upsampled one repeats them. The sources are interleaved so every
+    prefix holds each source near its share (:mod:`lightning_order.data.lm.mixture_draw`).
+
+    The whole of it (8 bytes a drawn block): for checks and tests; a loader reads
+    :meth:`MixedOrder.order_at`, a batch of positions at a time.
     """
-    starts = np.concatenate([[0], np.cumsum(np.asarray(blocks, dtype=np.int64))])
-    rows, keys, owners = [], [], []
-    for s, (size, count) in enumerate(zip(blocks, counts)):
-        if count == 0 or size == 0:
-            continue
-        rows.append(_source_draw(int(size), int(count), seed, s, int(epoch)) + starts[s])
-        keys.append((np.arange(count, dtype=np.float64) + 0.5) / count)
-        owners.append(np.full(count, s, dtype=np.int64))
-    if not rows:
-        return np.empty(0, dtype=np.int64)
-    order = np.lexsort((np.concatenate(owners), np.concatenate(keys)))
-    return np.concatenate(rows)[order]
+    total = int(sum(int(c) for c in counts))
+    return drawn_rows(np.arange(total, dtype=np.int64), blocks, counts, seed, epoch)
 
 
 @dataclass(frozen=True)
 class MixedOrder(GlobalOrder):
     """The global order of a mixture's train split: the positions of :class:`GlobalOrder`, read through each epoch's draw.
 
-    A position names a place in the epoch's draw (:func:`mixture_index`), whose rows it serves:
-    the order is still a function of the seed and the epoch alone, the same on any number of
-    ranks, so a run resumed mid-epoch continues exactly where it stopped.
+    A position names a slot of the epoch's draw (:func:`mixture_index`), whose row it serves,
+    computed per position (:func:`~lightning_order.data.lm.mixture_draw.drawn_rows`): the order
+    is a function of the seed and the epoch alone, the same on any number of ranks, so a run
+    resumed mid-epoch continues exactly where it stopped, and a rank holds a batch of positions,
+    never the epoch's draw.
 
     Attributes:
         blocks: train blocks per source.
@@ -266,42 +247,46 @@ class MixedOrder(GlobalOrder):
     blocks: tuple[int, ...] = ()
     counts: tuple[int, ...] = ()
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if len(self.blocks) != len(self.counts) or sum(self.counts) != self.size:
+            raise ValueError(
+                f"a mixed order draws size={self.size} blocks, got counts {list(self.counts)} "
+                f"(sum {sum(self.counts)}) for {len(self.blocks)} sources of blocks {list(self.blocks)}"
+            )
+
     def draw(self, epoch: int) -> np.ndarray:
-        """The block rows of epoch ``epoch``'s draw, in the mixture's interleaved order."""
+        """The block rows of epoch ``epoch``'s draw, in the mixture's interleaved order (the whole of it: for tests)."""
         return mixture_index(self.blocks, self.counts, self.seed, epoch)
 
     def order_at(self, epoch: int, positions: np.ndarray) -> np.ndarray:
-        """The block rows at global ``positions`` of ``epoch``: the epoch's draw read at the global order's samples.
+        """The block rows at global ``positions`` of ``epoch``: the draw read at the global order's slots.
 
-        The draw is made once an epoch per process (8 bytes a drawn block: a mixture's order is
-        not yet computed per position, as a single source's is).
+        O(len(positions)) memory (the loader asks 8 192 positions at a time), whatever the split's size.
         """
-        rows: np.ndarray = _epoch_draw(self.blocks, self.counts, self.seed, epoch)[
-            super().order_at(epoch, positions)
-        ]
-        return rows
+        return drawn_rows(super().order_at(epoch, positions), self.blocks, self.counts, self.seed, epoch)
 
     def digest(self, epoch: int) -> str:
-        """A short hash of the epoch's rows in order: the seed, the shuffle, the draw and the weights show in it."""
-        rows = self.draw(epoch)[epoch_order(self.size, self.seed, epoch, self.shuffle)]
-        return xxhash.xxh3_64_hexdigest(rows.tobytes())
+        """A short hash that names the epoch's order: the draw's algorithm, sources, counts, seed, shuffle and rows at spread positions.
+
+        O(1) in the split's size: another seed, shuffle, weight, source size or draw shows in it.
+        """
+        spread = np.unique(np.linspace(0, max(0, self.size - 1), num=min(self.size, 64), dtype=np.int64))
+        rows = self.order_at(epoch, spread)
+        head = f"{MIXTURE_ALGORITHM}:{list(self.blocks)}:{list(self.counts)}:{super().digest(epoch)}:"
+        return xxhash.xxh3_64_hexdigest(head.encode() + rows.tobytes())
 
     def shares(self, epoch: int = 0) -> list[float]:
-        """Each source's share of the blocks ``epoch`` serves (its whole global batches)."""
-        served = self.draw(epoch)[
-            epoch_order(self.size, self.seed, epoch, self.shuffle)[: self.epoch_samples]
-        ]
-        owners = np.searchsorted(np.cumsum(self.blocks), served, side="right")
-        counts = np.bincount(owners, minlength=len(self.blocks))
-        return [float(c) / len(served) if len(served) else 0.0 for c in counts.tolist()]
+        """Each source's share of the blocks ``epoch`` serves (its whole global batches).
 
-
-@functools.lru_cache(maxsize=2)
-def _epoch_draw(blocks: tuple[int, ...], counts: tuple[int, ...], seed: int, epoch: int) -> np.ndarray:
-    """:func:`mixture_index` of one epoch, kept while the loader reads it (the current and the next epoch)."""
-    draw = mixture_index(blocks, counts, seed, epoch)
-    draw.flags.writeable = False
-    return draw
+        The draw holds ``counts``; the epoch serves all of it but the slots of its last positions
+        that do not fill a global batch (fewer than one global batch: O(global batch) work).
+        """
+        if self.epoch_samples == 0:
+            return [0.0] * len(self.blocks)
+        dropped = super().order_at(epoch, np.arange(self.epoch_samples, self.size, dtype=np.int64))
+        unserved = np.bincount(interleave(dropped, self.counts)[0], minlength=len(self.counts))
+        return [float(c - d) / self.epoch_samples for c, d in zip(self.counts, unserved.tolist())]
 
 
 def mixed_order(order: GlobalOrder, mixture: Mapping[str, Any]) -> MixedOrder:

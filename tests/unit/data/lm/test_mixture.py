@@ -9,6 +9,7 @@ mixture in the ledger and ``audit``; a single source unchanged.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -227,3 +228,98 @@ def test_a_source_too_small_for_one_block_is_mixture_off_weight(tmp_path: Path) 
     [violation] = descriptor_for(ledger=dm.ledger).check(dm.ledger)
     assert violation.rule == "mixture-off-weight" and violation.details["sources"] == ["web", "code"]
     assert "source 'code': weight 30.00%, realised 0.00%" in violation.message
+
+
+def _mixed(size: int = 1000, batch: int = 8, world: int = 1, rank: int = 0, **kwargs: Any) -> Any:
+    """A MixedOrder of three sources (upsampled, downsampled, at par) of ``size`` blocks in all."""
+    from lightning_order.data.lm.mixture import MixedOrder
+
+    blocks = (size // 10, size // 2, size - size // 10 - size // 2)
+    options = {
+        "seed": 7,
+        "blocks": blocks,
+        "counts": tuple(mixture_counts(blocks, [0.3, 0.3, 0.4])),
+        **kwargs,
+    }
+    return MixedOrder(size, batch, world, rank, **options)
+
+
+def test_a_mixed_order_holds_a_batch_of_positions_never_the_epochs_draw_at_10m_blocks() -> None:
+    import tracemalloc
+
+    order = _mixed(10_000_000, batch=8, world=8, rank=3)
+    tracemalloc.start()
+    try:
+        chunk = next(order.rank_chunks(1, start=4_000_000))  # a loader's read, mid-epoch
+        digest, shares = order.digest(1), order.shares(1)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 * 2**20  # a batch of 8 192 positions at a few arrays; the draw would be 80 MB
+    assert len(chunk) == 8192 and chunk.max() < 10_000_000 and len(digest) == 16
+    assert sum(shares) == pytest.approx(1.0)
+
+
+def test_a_mixed_order_reads_the_whole_draw_through_the_global_order() -> None:
+    from lightning_order.positions import epoch_order
+
+    order = _mixed()
+    for epoch in (0, 3):
+        whole = order.order_at(epoch, np.arange(1000))
+        assert np.array_equal(whole, order.draw(epoch)[epoch_order(1000, 7, epoch)])
+        owner = np.searchsorted(np.cumsum(order.blocks), whole, side="right")
+        assert np.bincount(owner, minlength=3).tolist() == list(order.counts)  # each source its count
+    unshuffled = _mixed(shuffle=False)
+    assert np.array_equal(unshuffled.order_at(0, np.arange(1000)), unshuffled.draw(0))
+
+
+@pytest.mark.parametrize("world", [2, 4, 8])
+def test_a_mixed_order_is_the_same_on_any_number_of_ranks_and_its_ranks_partition_the_positions(
+    world: int,
+) -> None:
+    one = _mixed(batch=8 * world)
+    ranks = [_mixed(batch=8, world=world, rank=r) for r in range(world)]
+    for epoch in (0, 1):
+        side_by_side = np.concatenate([r.rank_indices(epoch).reshape(-1, 8) for r in ranks], axis=1)
+        # the ranks' reads laid side by side are every position of the epoch once, in order
+        assert np.array_equal(side_by_side.ravel(), one.order_at(epoch, np.arange(one.epoch_samples)))
+        assert np.array_equal(side_by_side.ravel(), one.rank_indices(epoch))
+        assert len({r.digest(epoch) for r in ranks} | {one.digest(epoch)}) == 1
+        assert all(r.shares(epoch) == one.shares(epoch) for r in ranks)
+
+
+def test_a_mixed_order_is_a_function_of_the_seed_and_the_epoch_alone() -> None:
+    order = _mixed()
+    assert np.array_equal(order.rank_indices(2), _mixed().rank_indices(2))
+    assert order.digest(2) == _mixed().digest(2)
+    assert not np.array_equal(order.rank_indices(0), order.rank_indices(1))
+    assert not np.array_equal(order.rank_indices(0), _mixed(seed=8).rank_indices(0))
+
+
+def test_the_digest_of_a_mixed_order_changes_with_its_draw() -> None:
+    from lightning_order.positions import GlobalOrder
+
+    order = _mixed()
+    blocks = order.blocks
+    others = [
+        _mixed(seed=8),
+        _mixed(shuffle=False),
+        _mixed(blocks=(blocks[0] + 1, blocks[1] - 1, blocks[2])),
+        _mixed(counts=tuple(mixture_counts(blocks, [0.4, 0.3, 0.3]))),
+    ]
+    digests = {order.digest(0), order.digest(1), *(o.digest(0) for o in others)}
+    assert len(digests) == 6 and GlobalOrder(1000, 8, seed=7).digest(0) not in digests
+
+
+def test_a_mixed_orders_shares_are_those_of_the_blocks_its_epoch_serves() -> None:
+    order = _mixed(batch=48)  # 1000 blocks: 20 global batches served, 40 blocks dropped
+    assert order.dropped == 40
+    for epoch in (0, 1):
+        owner = np.searchsorted(np.cumsum(order.blocks), order.rank_indices(epoch), side="right")
+        served = np.bincount(owner, minlength=3) / order.epoch_samples
+        assert order.shares(epoch) == pytest.approx(served.tolist(), abs=1e-12)
+
+
+def test_a_mixed_order_whose_counts_do_not_draw_its_size_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"draws size=1000 blocks, got counts \[500, 400\] \(sum 900\)"):
+        _mixed(blocks=(500, 500), counts=(500, 400))
