@@ -26,7 +26,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
 
-from lightning_order.data.engine.storage import file_digest
+from lightning_order.data.engine.input_digests import input_digest
 from lightning_order.errors import DataError
 
 __all__ = [
@@ -285,7 +285,8 @@ def _flat(files: Any) -> list[str]:
 def files_identity(files: Any, mode: InputHash = "content") -> Any:
     """The identity of expanded ``files``: ``[path, size, xxh3]`` each (``[path, size, mtime_ns]`` with ``"size_mtime"``).
 
-    Remote or missing paths are identified by their name only.
+    Remote or missing paths are identified by their name only. A file this machine hashed before
+    and no process wrote since is not read again (:mod:`.input_digests`).
     """
     if files is None:
         return None
@@ -298,7 +299,7 @@ def files_identity(files: Any, mode: InputHash = "content") -> Any:
             out.append([name])
             continue
         size = path.stat().st_size
-        out.append([name, size, file_digest(path) if mode == "content" else path.stat().st_mtime_ns])
+        out.append([name, size, input_digest(path) if mode == "content" else path.stat().st_mtime_ns])
     return out
 
 

@@ -10,7 +10,7 @@ import pytest
 
 import lightning_order
 from lightning_order import DataError
-from lightning_order.data.engine import inputs
+from lightning_order.data.engine import input_digests
 
 
 def _table(path: Path, texts: list, separator: str) -> Path:
@@ -82,8 +82,8 @@ def test_an_unchanged_input_is_hashed_once_by_load(tmp_path, monkeypatch):
         dataset="csv", data_files=str(data), cache_dir=str(tmp_path / "c"), vocab_size=300
     )
     hashed = []
-    real = inputs.file_digest
-    monkeypatch.setattr(inputs, "file_digest", lambda path: hashed.append(Path(path)) or real(path))
+    real = input_digests.file_digest
+    monkeypatch.setattr(input_digests, "file_digest", lambda path: hashed.append(Path(path)) or real(path))
     dm.prepare_data()
     assert hashed.count(data.resolve()) == 1
     assert dm.ledger.latest("load").stats["rows"] == 80
@@ -96,8 +96,8 @@ def test_a_file_written_just_before_the_read_is_hashed_before_it_too(tmp_path, m
         dataset="csv", data_files=str(data), cache_dir=str(tmp_path / "c"), vocab_size=300
     )
     hashed = []
-    real = inputs.file_digest
-    monkeypatch.setattr(inputs, "file_digest", lambda path: hashed.append(Path(path)) or real(path))
+    real = input_digests.file_digest
+    monkeypatch.setattr(input_digests, "file_digest", lambda path: hashed.append(Path(path)) or real(path))
     dm.prepare_data()
     assert hashed.count(data.resolve()) == 2
 

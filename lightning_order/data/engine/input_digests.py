@@ -1,0 +1,116 @@
+"""Input files hashed once per machine, not once per process: a digest reused while the file's status holds.
+
+The cache key names the input by content (xxh3 of every byte): every process that built a
+DataModule hashed every input file, so each rank of a training run read the whole corpus at
+``setup``, and a preparation read it twice (the key, then the check after its read). After one
+process of a machine has hashed a file, it writes a *digest record* (in the user's own cache
+folder, ``~/.cache/lightning_order/identified/`` or ``$LIGHTNING_ORDER_CACHE/identified/``, named
+by the file's path and the host): the file's device, inode, size, modification time and change
+time (ns), and its xxh3. A later process whose ``stat`` of the file gives the same five numbers
+takes the recorded digest and reads nothing.
+
+Why a status proves the content: the kernel sets a file's change time on every write, and no
+call sets it back (``os.utime`` restores the modification time, never the change time); a file
+replaced by another has another inode. So equal statuses mean no write since the hash, except
+within one tick of a coarse file-system clock: a file changed less than :data:`RACY_WINDOW_NS`
+before it was hashed gets no record and is hashed every time, as ``git`` re-hashes its "racily
+clean" files. The ranks of a machine hash one at a time (a lock beside the record): the first
+hashes, the others find its record. A record folder that cannot be written keeps no record:
+the file is hashed, as before.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import socket
+import time
+from pathlib import Path
+
+import xxhash
+from filelock import FileLock
+
+from lightning_order.data.engine.storage import file_digest, replace_file
+
+__all__ = ["RACY_WINDOW_NS", "input_digest", "record_path"]
+
+#: A file changed this close to its hash (ns) is never recorded: a coarse clock could hide a later write.
+RACY_WINDOW_NS = 2_000_000_000
+_FORMAT = "lightning_order.input-digest"
+
+
+def _host() -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", socket.gethostname() or "host")[:64]
+
+
+def record_path(path: Path, records: Path) -> Path:
+    """This machine's digest record of the input file ``path``, in ``records/identified/``."""
+    name = xxhash.xxh3_64_hexdigest(str(path.resolve()).encode())
+    return records / "identified" / f"{name}-{_host()}.json"
+
+
+def _status(path: Path) -> list[int]:
+    info = path.stat()
+    return [info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns]
+
+
+def _recorded(path: Path, record: Path) -> str | None:
+    """The recorded digest of ``path`` when its status is the recorded one, else ``None``."""
+    try:
+        data = json.loads(record.read_text())
+        status = _status(path)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("format") != _FORMAT or data.get("path") != str(path.resolve()):
+        return None
+    return str(data["xxh3"]) if data.get("status") == status and isinstance(data.get("xxh3"), str) else None
+
+
+def _hash_and_record(path: Path, record: Path) -> str:
+    before = _status(path)
+    digest = file_digest(path)
+    after = _status(path)
+    # Recorded only when nothing wrote during the hash and the last write is older than a clock tick.
+    if before == after and time.time_ns() - max(after[3], after[4]) >= RACY_WINDOW_NS:
+        data = {
+            "format": _FORMAT,
+            "path": str(path.resolve()),
+            "host": _host(),
+            "status": after,
+            "xxh3": digest,
+        }
+        with contextlib.suppress(OSError):
+            replace_file(record, json.dumps(data).encode())
+    return digest
+
+
+def input_digest(path: Path, records: Path | None = None) -> str:
+    """The xxh3 of input file ``path``: this machine's record when the file's status still matches, else hashed.
+
+    Args:
+        path: a local input file.
+        records: the user's own cache folder (``None``: :func:`~.cache.default_cache_dir`).
+
+    Returns:
+        the same digest :func:`~.storage.file_digest` gives.
+    """
+    if records is None:
+        from lightning_order.data.engine.cache import default_cache_dir
+
+        records = default_cache_dir()
+    record = record_path(path, records)
+    found = _recorded(path, record)
+    if found is not None:
+        return found
+    try:
+        record.parent.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(str(record.with_suffix(".lock")))
+        lock.acquire()
+    except OSError:  # no writable record folder: hash without a record
+        return file_digest(path)
+    try:
+        found = _recorded(path, record)  # another process of this machine hashed it meanwhile
+        return found if found is not None else _hash_and_record(path, record)
+    finally:
+        lock.release()
