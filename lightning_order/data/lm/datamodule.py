@@ -22,11 +22,12 @@ from typing import Any, ClassVar
 
 import numpy as np
 import torch
-from torch.utils.data import Dataset
+from torch.utils.data import DataLoader, Dataset
 
 from lightning_order.data.engine.arguments import config_constructor
 from lightning_order.data.engine.config import document_arguments, override_identity
 from lightning_order.data.engine.datamodule import OrderedDataModuleBase
+from lightning_order.data.engine.eval_shares import make_share_loader
 from lightning_order.data.engine.runner import DataState
 from lightning_order.data.lm.artefacts import read_blocks, read_documents
 from lightning_order.data.lm.config import LMConfig
@@ -92,6 +93,7 @@ _POSITIONAL_ORDER: tuple[str, ...] = (
     "bos_token",
     "sources",
     "mixture_tolerance",
+    "shard_validation",
 )
 
 
@@ -334,6 +336,7 @@ class OrderedLMDataModule(OrderedDataModuleBase):
         self._batch_format = choose_batch_format(self.config.batch_format, module)
         self.ledger.info["batch_format"] = dict(self._batch_format)
         self.ledger.info["document_attention"] = bool(self.config.document_attention)
+        self.ledger.info["shard_validation"] = bool(self.config.shard_validation)
 
     @property
     def batch_format(self) -> str:
@@ -361,3 +364,24 @@ class OrderedLMDataModule(OrderedDataModuleBase):
 
     def _collate(self) -> Any:
         return collate_blocks
+
+    def val_dataloader(self) -> DataLoader:
+        """This data-parallel rank's contiguous share of the validation blocks, none read twice.
+
+        Shares differ by at most one block (:mod:`~lightning_order.data.engine.eval_shares`);
+        ``OrderedCausalLM`` reduces ``val_loss`` as a sum and a count, so it equals the 1-rank
+        value. ``shard_validation=False``: every rank reads the whole split.
+        """
+        return self._eval_loader()
+
+    def test_dataloader(self) -> DataLoader:
+        """The validation split again (held-out data), shared out like :meth:`val_dataloader`."""
+        return self._eval_loader()
+
+    def _eval_loader(self) -> DataLoader:
+        if not self.config.shard_validation:
+            return self._loader(self._val, False)
+        data = None if self._val is None else self._dataset(self._val)
+        # The data-parallel size and rank the shard step split the train blocks by (setup).
+        parts, part = int(self.shard_info.get("world_size", 1)), int(self.shard_info.get("rank", 0))
+        return make_share_loader(data, self.batch_size, self.num_workers, self._collate(), parts, part)
