@@ -211,7 +211,9 @@ class OrderedCausalLM(pl.LightningModule):
             self.more_val_ppl[key] = TokenMeanLoss(exponentiate=True).to(self.device)
         return f"more_val_loss.{key}", f"more_val_ppl.{key}"
 
-    def _evaluate(self, batch: Batch, attributes: tuple[str, str], names: tuple[str, str], prog_bar: bool) -> None:
+    def _evaluate(
+        self, batch: Batch, attributes: tuple[str, str], names: tuple[str, str], prog_bar: bool
+    ) -> None:
         """Adds the batch's token losses to the two metrics named by ``attributes`` and logs them as ``names``."""
         total, tokens = token_loss(self(batch), batch["labels"])
         size = batch["input_ids"].shape[0]
