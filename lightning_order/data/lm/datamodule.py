@@ -40,6 +40,7 @@ from lightning_order.fingerprints import tokenizer_fingerprint
 from lightning_order.ledger import StepLedger
 from lightning_order.models.attention import document_positions
 from lightning_order.models.hf import hf_causal_lm
+from lightning_order.models.token_loss import IGNORE_INDEX
 
 __all__ = [
     "HF_BATCH_KEYS",
@@ -148,6 +149,10 @@ class BlockDataset(Dataset[dict[str, torch.Tensor]]):
 
     ``blocks`` may be memory-mapped and ``index`` chooses this rank's rows, so a rank holds only
     what a batch reads. ``__getitems__`` reads a whole batch with one numpy fancy index.
+
+    Index ``len(dataset)`` (one past the end) is the padding of an evaluation share
+    (:mod:`~lightning_order.data.engine.eval_shares`): the first block with every label ``-100``,
+    which the loss ignores, so a rank with a shorter share runs as many steps and scores nothing more.
     """
 
     def __init__(
@@ -170,12 +175,20 @@ class BlockDataset(Dataset[dict[str, torch.Tensor]]):
         return rows if self.index is None else self.index[rows]
 
     def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
-        block = torch.from_numpy(np.asarray(self.blocks[int(self._rows(index))], dtype=np.int64))
-        return block_batch(block, self.batch_format, self.eos_id)
+        return {key: value[0] for key, value in self.__getitems__([index]).items()}
 
     def __getitems__(self, indices: Sequence[int]) -> dict[str, torch.Tensor]:
-        blocks = torch.from_numpy(np.asarray(self.blocks[self._rows(indices)], dtype=np.int64))
-        return block_batch(blocks, self.batch_format, self.eos_id)
+        wanted = np.asarray(indices, dtype=np.int64)
+        padding = wanted == len(self)  # an evaluation share's padding: a block with no target
+        blocks = torch.from_numpy(
+            np.asarray(self.blocks[self._rows(np.where(padding, 0, wanted))], dtype=np.int64)
+        )
+        batch = block_batch(blocks, self.batch_format, self.eos_id)
+        if padding.any():
+            labels = batch["labels"].clone()  # a view of the blocks, which the inputs share
+            labels[torch.from_numpy(padding)] = IGNORE_INDEX
+            batch["labels"] = labels
+        return batch
 
 
 def collate_blocks(items: Any) -> dict[str, torch.Tensor]:
@@ -368,9 +381,11 @@ class OrderedLMDataModule(OrderedDataModuleBase):
     def val_dataloader(self) -> DataLoader:
         """This data-parallel rank's contiguous share of the validation blocks, none read twice.
 
-        Shares differ by at most one block (:mod:`~lightning_order.data.engine.eval_shares`);
-        ``OrderedCausalLM`` reduces ``val_loss`` as a sum and a count, so it equals the 1-rank
-        value. ``shard_validation=False``: every rank reads the whole split.
+        Shares differ by at most one block; a shorter one ends with a padding block whose labels
+        are all ``-100`` (ignored by the loss), so every rank runs as many steps
+        (:mod:`~lightning_order.data.engine.eval_shares`). ``OrderedCausalLM`` reduces ``val_loss``
+        as a sum and a count, so it equals the 1-rank value. ``shard_validation=False``: every
+        rank reads the whole split.
         """
         return self._eval_loader()
 
@@ -384,4 +399,6 @@ class OrderedLMDataModule(OrderedDataModuleBase):
         data = None if self._val is None else self._dataset(self._val)
         # The data-parallel size and rank the shard step split the train blocks by (setup).
         parts, part = int(self.shard_info.get("world_size", 1)), int(self.shard_info.get("rank", 0))
-        return make_share_loader(data, self.batch_size, self.num_workers, self._collate(), parts, part)
+        return make_share_loader(
+            data, self.batch_size, self.num_workers, self._collate(), parts, part, pad=True
+        )

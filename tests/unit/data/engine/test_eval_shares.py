@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from torch.utils.data import DistributedSampler
 
-from lightning_order.data.engine.eval_shares import ShareSampler, eval_share, make_share_loader
+from lightning_order.data.engine.eval_shares import ShareSampler, eval_share, make_share_loader, padded_share
 
 
 @pytest.mark.parametrize(("size", "parts"), [(10, 1), (10, 2), (11, 2), (11, 3), (100, 7), (5, 5)])
@@ -41,3 +41,14 @@ def test_the_loader_reads_its_share_with_a_sampler_lightning_leaves_alone() -> N
     assert [len(loader.sampler) for loader in loaders] == [5, 6]
     with pytest.raises(RuntimeError, match="call setup"):
         make_share_loader(None, 4, 0, list, 2, 0)
+
+
+@pytest.mark.parametrize(("size", "parts"), [(10, 2), (11, 2), (11, 3), (100, 7), (3, 4)])
+def test_padded_shares_are_as_long_and_pad_with_the_index_past_the_end(size: int, parts: int) -> None:
+    """Every rank runs as many steps (a sharded model's forward is a collective); the padding is no sample."""
+    shares = [padded_share(size, parts, part) for part in range(parts)]
+    assert len({len(share) for share in shares}) == 1
+    real = [i for share in shares for i in share if i != size]
+    assert real == list(range(size)) * (1 if size >= parts else parts)
+    assert sum(share.count(size) for share in shares) == len(shares[0]) * parts - len(real)
+    assert [list(ShareSampler(list(range(size)), parts, part, pad=True)) for part in range(parts)] == shares

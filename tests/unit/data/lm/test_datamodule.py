@@ -306,8 +306,14 @@ def _as_rank(cache: str | None, world: int, rank: int, mesh: bool = False, **kwa
     return module
 
 
-def _rows(loader) -> list[list[int]]:
-    return [row for batch in loader for row in batch["input_ids"].tolist()]
+def _rows(loader, padding: list | None = None) -> list[list[int]]:
+    """The input rows a loader scores; the rows with no target (every label -100) go to ``padding``."""
+    rows = []
+    for batch in loader:
+        scored = (batch["labels"] != -100).any(dim=1).tolist()
+        for row, kept in zip(batch["input_ids"].tolist(), scored):
+            (rows if kept else padding if padding is not None else []).append(row)
+    return rows
 
 
 @pytest.mark.parametrize("world", [2, 3])
@@ -318,11 +324,14 @@ def test_each_data_parallel_rank_validates_on_its_own_share_and_together_on_ever
     assert len(whole) == len(dm.blocks("val"))  # one rank: the whole split, as before
     ranks = [_as_rank(dm.cache_dir, world, rank) for rank in range(world)]
     for loader in ("val_dataloader", "test_dataloader"):
-        shares = [_rows(getattr(module, loader)()) for module in ranks]
-        assert [
-            row for share in shares for row in share
-        ] == whole  # in order, disjoint, nothing repeated, nothing left out
+        padding: list = []
+        shares = [_rows(getattr(module, loader)(), padding) for module in ranks]
+        # in order, disjoint, nothing repeated, nothing left out
+        assert [row for share in shares for row in share] == whole
         assert max(map(len, shares)) - min(map(len, shares)) <= 1
+        # Every rank runs as many steps: a shorter share ends with a padding block that has no target.
+        assert len(padding) == world * max(map(len, shares)) - len(whole)
+        assert len({len(getattr(module, loader)()) for module in ranks}) == 1
     assert all(module.ledger.info["shard_validation"] is True for module in ranks)
     assert all(len(module.blocks("val")) == len(whole) for module in ranks)  # every rank holds the split
 
