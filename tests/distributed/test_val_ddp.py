@@ -53,6 +53,8 @@ def test_the_logged_figures_on_two_ranks_are_the_one_rank_figures(launch, case: 
     for result in ranks:
         for name in ("val_loss", "val_ppl", "test_loss", "test_ppl"):
             assert result[name] == pytest.approx(one[name], rel=1e-6, abs=1e-6), (case, name)
+        # The run summary prints the exact perplexity: the 1-rank line.
+        assert result["summary"] == one["summary"] == f"validation perplexity: {one['val_ppl']:.2f}"
 
 
 def test_the_exact_value_is_the_flat_token_mean_which_a_mean_of_rank_means_misses(launch) -> None:

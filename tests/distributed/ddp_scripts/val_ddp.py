@@ -11,6 +11,7 @@ after another in the same process group, all on one prepared cache:
 - ``fsdp2`` (dp 2 × tp 1) and ``tp`` (dp 1 × tp 2) under ``ModelParallelStrategy``: ``validate``.
 
 Writes OUT_DIR/rank<r>.json (``one``: OUT_DIR/one.json), a key per case: the logged metrics, the
+perplexity line the run summary prints from them, the
 indices the validation loader's sampler yields on this rank, a hash of every validation row it
 scored, and this rank's own sum and count of token losses computed here in float64 (the test
 merges them into the flat mean, and into the mean of rank means the sum-and-count metric replaces).
@@ -18,6 +19,7 @@ merges them into the flat mean, and into the mean of rank means the sum-and-coun
 
 from __future__ import annotations
 
+import io
 import json
 import sys
 from pathlib import Path
@@ -29,9 +31,11 @@ import torch
 import xxhash
 from helpers import quiet_trainer
 from pytorch_lightning.strategies import ModelParallelStrategy
+from rich.console import Console
 from torch.nn import functional as F
 
 from lightning_order import OrderedCausalLM, OrderedLMDataModule, OrderError, OrderValidator
+from lightning_order.data.lm.figures import print_lm_summary
 from lightning_order.distributed import release_process_group
 
 #: 150 documents make 97 validation blocks: shares of 48 and 49 on 2 ranks (uneven on purpose).
@@ -82,10 +86,18 @@ def _metrics(trainer: pl.Trainer, found: dict) -> dict:
     return found
 
 
+def _summary(dm: OrderedLMDataModule, metrics: dict) -> str:
+    """What the run summary prints after the metrics (``lightning-order validate``), as text."""
+    console = Console(file=io.StringIO(), width=200)
+    print_lm_summary(console, dm, None, "validate", metrics)
+    return console.file.getvalue().strip()
+
+
 def _evaluated(trainer: pl.Trainer, dm: OrderedLMDataModule, rows: ValRows) -> dict:
     """``validate`` then ``test`` of the seeded model: the logged metrics and what this rank read."""
     model = _model(dm)
     result = _metrics(trainer, trainer.validate(model, dm, verbose=False)[0])
+    result["summary"] = _summary(dm, {k: float(v) for k, v in trainer.callback_metrics.items()})
     sampler = trainer.val_dataloaders.sampler
     result.update(
         rank=trainer.global_rank,
