@@ -92,3 +92,23 @@ def test_its_states_are_reduced_by_sum_and_kept_out_of_checkpoints() -> None:
     metric.merge_state(other)
     assert (metric.total.item(), metric.tokens.item()) == (4.0, 4)
     assert metric.state_dict() == {}  # no persistent state: old checkpoints load, new ones hold nothing more
+
+
+def test_the_recipe_docs_give_for_users_own_models_is_exact_too() -> None:
+    """docs/lm.md: torchmetrics' MeanMetric fed each batch's mean weighted by its tokens, merged across ranks."""
+    from torchmetrics import MeanMetric
+
+    logits, labels = _batches()
+    labels[10] = IGNORE_INDEX  # a padding block: no target
+    flat = F.cross_entropy(logits.flatten(0, 1), labels.flatten()).item()
+    ranks = []
+    for start, stop in pairwise([0, 4, 11]):
+        metric = MeanMetric()
+        for first in range(start, stop, 3):
+            total, tokens = token_loss(
+                logits[first : min(first + 3, stop)], labels[first : min(first + 3, stop)]
+            )
+            metric.update(total / tokens.clamp(min=1), weight=tokens)
+        ranks.append(metric)
+    ranks[0].merge_state(ranks[1])
+    assert ranks[0].compute().item() == pytest.approx(flat, rel=1e-6)
