@@ -379,7 +379,7 @@ class OrderedLMDataModule(OrderedDataModuleBase):
         return collate_blocks
 
     def val_dataloader(self) -> DataLoader:
-        """This data-parallel rank's contiguous share of the validation blocks, none read twice.
+        """This data-parallel rank's contiguous share of the validation blocks, none scored twice.
 
         Shares differ by at most one block; a shorter one ends with a padding block whose labels
         are all ``-100`` (ignored by the loss), so every rank runs as many steps
