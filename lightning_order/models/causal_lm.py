@@ -8,7 +8,10 @@ itself, so it can only be built once the data is known. Pre-norm transformer blo
 learned position embeddings, and by default an output head *tied* to the token embedding (one
 table of ``padded_vocab_size`` rows; ``tie_weights=False`` gives the head its own). The logits of
 the padding rows (ids ``>= vocab_size``) are masked out, so perplexity is over the real tokens and
-sampling never returns a padding id. Validation perplexity comes from torchmetrics. A batch
+sampling never returns a padding id. ``val_loss`` and ``test_loss`` are means per token, reduced
+across ranks as a sum and a count (:mod:`lightning_order.models.token_loss`): the 1-rank value
+whatever the world size and however unevenly the validation blocks are shared out; ``val_ppl`` and
+``test_ppl`` are ``exp`` of them. A batch
 with ``position_ids`` (``OrderedLMDataModule(document_attention=True)``) keeps packed documents
 apart: positions from it, and a block-diagonal causal mask (:mod:`lightning_order.models.attention`).
 """
@@ -22,11 +25,11 @@ from typing import Any
 import torch
 from torch import nn
 from torch.nn import functional as F
-from torchmetrics.text import Perplexity
 
 from lightning_order import compat as pl
 from lightning_order.models.attention import document_mask
 from lightning_order.models.sharding import shard_decoder
+from lightning_order.models.token_loss import TokenMeanLoss, token_loss
 
 __all__ = ["OrderedCausalLM"]
 
@@ -121,11 +124,12 @@ class OrderedCausalLM(pl.LightningModule):
         for name, param in self.named_parameters():
             if name.endswith("proj.weight") or name.endswith("mlp.2.weight"):  # GPT-2's scaled residual init
                 nn.init.normal_(param, std=0.02 / math.sqrt(2 * n_layer))
-        self.val_ppl = Perplexity()
-        self.test_ppl = Perplexity()
-        # The perplexity of validation dataloaders 1, 2, ... (made when first seen): one metric per
-        # dataloader, so that each dataloader's figure is its own. No parameters, no persistent state.
-        self.more_val_ppl = nn.ModuleDict()
+        # Sums and counts of token losses (no parameters, no persistent state): exact across ranks.
+        self.val_loss_metric, self.val_ppl = TokenMeanLoss(), TokenMeanLoss(exponentiate=True)
+        self.test_loss_metric, self.test_ppl = TokenMeanLoss(), TokenMeanLoss(exponentiate=True)
+        # Those of validation dataloaders 1, 2, ... (made when first seen): one pair per dataloader,
+        # so that each dataloader's figures are its own.
+        self.more_val_loss, self.more_val_ppl = nn.ModuleDict(), nn.ModuleDict()
 
     @staticmethod
     def _init_weights(module: nn.Module) -> None:
@@ -185,39 +189,43 @@ class OrderedCausalLM(pl.LightningModule):
         return loss
 
     def validation_step(self, batch: Batch, batch_idx: int, dataloader_idx: int = 0) -> None:
-        """Logs ``val_loss`` and ``val_ppl`` (perplexity, torchmetrics).
+        """Logs ``val_loss`` (the mean loss per token) and ``val_ppl`` (``exp`` of it), exact across ranks.
 
+        Both are sums and counts of token losses reduced over every rank at the epoch's end
+        (:class:`~lightning_order.models.token_loss.TokenMeanLoss`), never a mean of rank means.
         With several validation dataloaders, each is logged apart under Lightning's names
-        (``val_loss/dataloader_idx_1``, ...), its perplexity from a metric of its own.
+        (``val_loss/dataloader_idx_1``, ...), from metrics of its own.
         """
-        loss, logits = self._loss(batch)
-        attribute = self._val_perplexity(dataloader_idx)
-        metric = self.get_submodule(attribute)
-        assert isinstance(metric, Perplexity)  # made by _val_perplexity; narrows the type for log()
-        metric(logits, batch["labels"])
-        size = batch["input_ids"].shape[0]
-        self.log("val_loss", loss, prog_bar=True, sync_dist=True, batch_size=size)
-        self.log("val_ppl", metric, prog_bar=True, batch_size=size, metric_attribute=attribute)
+        self._evaluate(batch, self._val_metrics(dataloader_idx), ("val_loss", "val_ppl"), prog_bar=True)
 
-    def _val_perplexity(self, dataloader_idx: int) -> str:
-        """The name of dataloader ``dataloader_idx``'s perplexity metric (made when first needed).
+    def _val_metrics(self, dataloader_idx: int) -> tuple[str, str]:
+        """The attribute names of dataloader ``dataloader_idx``'s loss and perplexity metrics (made when first needed).
 
         Named for Lightning, which finds a logged metric's attribute once, before later ones exist.
         """
         if dataloader_idx == 0:
-            return "val_ppl"
+            return "val_loss_metric", "val_ppl"
         key = str(dataloader_idx)
         if key not in self.more_val_ppl:
-            self.more_val_ppl[key] = Perplexity().to(self.device)
-        return f"more_val_ppl.{key}"
+            self.more_val_loss[key] = TokenMeanLoss().to(self.device)
+            self.more_val_ppl[key] = TokenMeanLoss(exponentiate=True).to(self.device)
+        return f"more_val_loss.{key}", f"more_val_ppl.{key}"
+
+    def _evaluate(
+        self, batch: Batch, attributes: tuple[str, str], names: tuple[str, str], prog_bar: bool
+    ) -> None:
+        """Adds the batch's token losses to the two metrics named by ``attributes`` and logs them as ``names``."""
+        total, tokens = token_loss(self(batch), batch["labels"])
+        size = batch["input_ids"].shape[0]
+        for attribute, name in zip(attributes, names):
+            metric = self.get_submodule(attribute)
+            assert isinstance(metric, TokenMeanLoss)  # made here; narrows the type for log()
+            metric.update(total, tokens)
+            self.log(name, metric, prog_bar=prog_bar, batch_size=size, metric_attribute=attribute)
 
     def test_step(self, batch: Batch, batch_idx: int) -> None:
-        """Logs ``test_loss`` and ``test_ppl``."""
-        loss, logits = self._loss(batch)
-        self.test_ppl(logits, batch["labels"])
-        size = batch["input_ids"].shape[0]
-        self.log("test_loss", loss, sync_dist=True, batch_size=size)
-        self.log("test_ppl", self.test_ppl, batch_size=size)
+        """Logs ``test_loss`` and ``test_ppl``, reduced exactly across ranks as ``val_loss`` and ``val_ppl`` are."""
+        self._evaluate(batch, ("test_loss_metric", "test_ppl"), ("test_loss", "test_ppl"), prog_bar=False)
 
     @torch.no_grad()
     def generate(

@@ -93,3 +93,27 @@ def test_causal_lm_validates_several_dataloaders_each_with_its_own_figures() -> 
     trainer = quiet_trainer(None, max_steps=1, limit_val_batches=1)
     trainer.validate(model, _lm_loader(random_ids), verbose=False)
     assert {"val_loss", "val_ppl"} <= set(trainer.callback_metrics)
+
+
+def test_causal_lm_val_and_test_loss_are_the_mean_per_token_over_the_loader_ignoring_unscored_rows() -> None:
+    """Uneven batches and a row with no target (an evaluation share's padding block): the flat token mean."""
+    from torch.nn import functional as F
+
+    from lightning_order import OrderedCausalLM
+
+    torch.manual_seed(0)
+    model = OrderedCausalLM(vocab_size=100, padded_vocab_size=128, block_size=16, n_layer=1, n_embd=32)
+    ids = torch.randint(0, 100, (5, 17), generator=torch.Generator().manual_seed(1))
+    rows = [{"input_ids": row[:-1], "labels": row[1:].clone()} for row in ids]
+    rows[4]["labels"][:] = -100  # no target: scored by nobody
+    loader = DataLoader(rows, batch_size=2)  # batches of 2, 2 and 1 rows
+    with torch.no_grad():
+        logits = model.eval()({"input_ids": ids[:, :-1]})
+    labels = torch.stack([row["labels"] for row in rows])
+    flat = F.cross_entropy(logits.flatten(0, 1), labels.flatten()).item()  # ignore_index=-100
+    trainer = quiet_trainer(None)
+    validated = trainer.validate(model, loader, verbose=False)[0]
+    tested = trainer.test(model, loader, verbose=False)[0]
+    for found, name in ((validated, "val"), (tested, "test")):
+        assert found[f"{name}_loss"] == pytest.approx(flat, rel=1e-6)
+        assert found[f"{name}_ppl"] == pytest.approx(math.exp(flat), rel=1e-6)

@@ -27,7 +27,8 @@ The underlying iterator starts at the first batch asked for, after ``set_epoch``
 never prefetch from a stale position.
 
 **Evaluation** (:func:`make_loader`): a one-replica seeded sampler over data that every rank
-holds whole (the validation split is the same on every rank). Each pipeline brings its own
+holds whole (the validation split is the same on every rank; ``OrderedLMDataModule`` reads one
+share of it per data-parallel rank instead: :mod:`~lightning_order.data.engine.eval_shares`). Each pipeline brings its own
 collate function (:mod:`lightning_order.data.text.batches`, :mod:`lightning_order.data.lm.datamodule`).
 """
 

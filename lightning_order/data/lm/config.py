@@ -121,6 +121,8 @@ class LMConfig(BaseDataConfig):
     """the batches' form: ``"shifted"`` (``input_ids`` = block[:-1], ``labels`` = block[1:], for ``OrderedCausalLM``), ``"hf"`` (``input_ids`` = ``labels`` = block[:-1] and an all-ones ``attention_mask``: ``transformers`` causal LMs shift the labels themselves) or ``"auto"`` (``"hf"`` when the trainer's module is or wraps a ``transformers`` causal LM at ``setup``, else ``"shifted"``). The chosen one is recorded in the ledger's ``info["batch_format"]``; the prepared data does not depend on it."""
     document_attention: bool = field(default=False, metadata=SERVES)
     """keep packed documents apart: batches also hold ``position_ids`` that restart at 0 after each end-of-text id (a BOS there is position 0), which ``OrderedCausalLM`` turns into a block-diagonal causal mask and ``transformers`` models read as packed sequences (the ``"hf"`` form then has no ``attention_mask``; build the model with ``use_cache=False``). Recorded in the ledger's ``info["document_attention"]``; the prepared data does not depend on it."""
+    shard_validation: bool = field(default=True, metadata=SERVES)
+    """each data-parallel rank validates (and tests) on its own contiguous share of the validation blocks, none scored twice (a share one block shorter than the others ends with a padding block whose labels are all -100, so every rank runs as many steps); ``OrderedCausalLM`` reduces ``val_loss`` as a sum and a count, so it equals the 1-rank value. ``False``: every rank reads the whole split (for a model that logs a mean of rank means, see docs/lm.md). Recorded in the ledger's ``info["shard_validation"]``; the prepared data does not depend on it."""
 
     tokenizer: str | Any | None = field(
         default=None, metadata=shapes(value=lambda config: config.tokenizer_source_digest)
@@ -197,6 +199,7 @@ class LMConfig(BaseDataConfig):
         )
         check_ray_address(self.ray_address)
         check_bool("document_attention", self.document_attention, step="shard")
+        check_bool("shard_validation", self.shard_validation, step="shard")
         check_choice(
             "batch_format",
             self.batch_format,

@@ -22,11 +22,12 @@ from typing import Any, ClassVar
 
 import numpy as np
 import torch
-from torch.utils.data import Dataset
+from torch.utils.data import DataLoader, Dataset
 
 from lightning_order.data.engine.arguments import config_constructor
 from lightning_order.data.engine.config import document_arguments, override_identity
 from lightning_order.data.engine.datamodule import OrderedDataModuleBase
+from lightning_order.data.engine.eval_shares import make_share_loader
 from lightning_order.data.engine.runner import DataState
 from lightning_order.data.lm.artefacts import read_blocks, read_documents
 from lightning_order.data.lm.config import LMConfig
@@ -39,6 +40,7 @@ from lightning_order.fingerprints import tokenizer_fingerprint
 from lightning_order.ledger import StepLedger
 from lightning_order.models.attention import document_positions
 from lightning_order.models.hf import hf_causal_lm
+from lightning_order.models.token_loss import IGNORE_INDEX
 
 __all__ = [
     "HF_BATCH_KEYS",
@@ -92,6 +94,7 @@ _POSITIONAL_ORDER: tuple[str, ...] = (
     "bos_token",
     "sources",
     "mixture_tolerance",
+    "shard_validation",
 )
 
 
@@ -146,6 +149,10 @@ class BlockDataset(Dataset[dict[str, torch.Tensor]]):
 
     ``blocks`` may be memory-mapped and ``index`` chooses this rank's rows, so a rank holds only
     what a batch reads. ``__getitems__`` reads a whole batch with one numpy fancy index.
+
+    Index ``len(dataset)`` (one past the end) is the padding of an evaluation share
+    (:mod:`~lightning_order.data.engine.eval_shares`): the first block with every label ``-100``,
+    which the loss ignores, so a rank with a shorter share runs as many steps and scores nothing more.
     """
 
     def __init__(
@@ -168,12 +175,20 @@ class BlockDataset(Dataset[dict[str, torch.Tensor]]):
         return rows if self.index is None else self.index[rows]
 
     def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
-        block = torch.from_numpy(np.asarray(self.blocks[int(self._rows(index))], dtype=np.int64))
-        return block_batch(block, self.batch_format, self.eos_id)
+        return {key: value[0] for key, value in self.__getitems__([index]).items()}
 
     def __getitems__(self, indices: Sequence[int]) -> dict[str, torch.Tensor]:
-        blocks = torch.from_numpy(np.asarray(self.blocks[self._rows(indices)], dtype=np.int64))
-        return block_batch(blocks, self.batch_format, self.eos_id)
+        wanted = np.asarray(indices, dtype=np.int64)
+        padding = wanted == len(self)  # an evaluation share's padding: a block with no target
+        blocks = torch.from_numpy(
+            np.asarray(self.blocks[self._rows(np.where(padding, 0, wanted))], dtype=np.int64)
+        )
+        batch = block_batch(blocks, self.batch_format, self.eos_id)
+        if padding.any():
+            labels = batch["labels"].clone()  # a view of the blocks, which the inputs share
+            labels[torch.from_numpy(padding)] = IGNORE_INDEX
+            batch["labels"] = labels
+        return batch
 
 
 def collate_blocks(items: Any) -> dict[str, torch.Tensor]:
@@ -334,6 +349,7 @@ class OrderedLMDataModule(OrderedDataModuleBase):
         self._batch_format = choose_batch_format(self.config.batch_format, module)
         self.ledger.info["batch_format"] = dict(self._batch_format)
         self.ledger.info["document_attention"] = bool(self.config.document_attention)
+        self.ledger.info["shard_validation"] = bool(self.config.shard_validation)
 
     @property
     def batch_format(self) -> str:
@@ -361,3 +377,28 @@ class OrderedLMDataModule(OrderedDataModuleBase):
 
     def _collate(self) -> Any:
         return collate_blocks
+
+    def val_dataloader(self) -> DataLoader:
+        """This data-parallel rank's contiguous share of the validation blocks, none scored twice.
+
+        Shares differ by at most one block; a shorter one ends with a padding block whose labels
+        are all ``-100`` (ignored by the loss), so every rank runs as many steps
+        (:mod:`~lightning_order.data.engine.eval_shares`). ``OrderedCausalLM`` reduces ``val_loss``
+        as a sum and a count, so it equals the 1-rank value. ``shard_validation=False``: every
+        rank reads the whole split.
+        """
+        return self._eval_loader()
+
+    def test_dataloader(self) -> DataLoader:
+        """The validation split again (held-out data), shared out like :meth:`val_dataloader`."""
+        return self._eval_loader()
+
+    def _eval_loader(self) -> DataLoader:
+        if not self.config.shard_validation:
+            return self._loader(self._val, False)
+        data = None if self._val is None else self._dataset(self._val)
+        # The data-parallel size and rank the shard step split the train blocks by (setup).
+        parts, part = int(self.shard_info.get("world_size", 1)), int(self.shard_info.get("rank", 0))
+        return make_share_loader(
+            data, self.batch_size, self.num_workers, self._collate(), parts, part, pad=True
+        )

@@ -46,6 +46,7 @@ LM_CONTRACT = [
     ("tokenizer_train_bytes", 128 << 20), ("engine", "local"), ("ray_address", None),
     ("lock_timeout", None), ("batch_format", "auto"), ("document_attention", False),
     ("tokenizer", None), ("bos_token", "auto"), ("sources", None), ("mixture_tolerance", 0.01),
+    ("shard_validation", True),
 ]  # fmt: skip
 CASES = [(OrderedDataModule, DataConfig, TEXT_CONTRACT), (OrderedLMDataModule, LMConfig, LM_CONTRACT)]
 

@@ -24,7 +24,14 @@ ORDER = ("load", "clean")
 #: Fields that only serve the data: the key never changes with them.
 SERVING = {"num_proc", "batch_size", "num_workers", "shuffle", "cache_dir", "enforce", "lock_timeout"}
 #: LM fields that choose where the work runs, or how blocks are served: the prepared data is the same.
-LM_SERVING = SERVING | {"engine", "ray_address", "batch_format", "document_attention", "mixture_tolerance"}
+LM_SERVING = SERVING | {
+    "engine",
+    "ray_address",
+    "batch_format",
+    "document_attention",
+    "mixture_tolerance",
+    "shard_validation",
+}
 
 
 def _other_values(tmp_path: Path) -> dict[str, Any]:
@@ -82,6 +89,7 @@ def _other_values(tmp_path: Path) -> dict[str, Any]:
         "eos": False,
         "sources": {str(files / "a.txt"): 1.0},  # a mixture of one source: the built-in corpus replaced
         "mixture_tolerance": 0.05,
+        "shard_validation": False,
     }
 
 

@@ -114,6 +114,13 @@ def _rows(loader: Any) -> int:
     return sum(len(batch["labels"]) for batch in loader)
 
 
+def _scored(loader: Any) -> int:
+    """Rows with a target (labels of -100 are none)."""
+    return sum(
+        int((batch["labels"].reshape(len(batch["labels"]), -1) != -100).any(dim=1).sum()) for batch in loader
+    )
+
+
 # -- the keywords ----------------------------------------------------------------------------------
 def test_the_shared_keywords_are_the_base_configs_fields() -> None:
     assert SHARED == [
@@ -361,7 +368,7 @@ def test_every_rank_gets_an_equal_shard_of_one_prepared_cache(
     ready: Any, flavour: Flavour, world: int
 ) -> None:
     total = ready.shard_info["length"] + ready.shard_info["dropped"]  # the whole train split
-    lengths, parts = set(), []
+    lengths, parts, val_rows = set(), [], []
     whole = _make(flavour, ready.cache_root, batch_size=world * BATCH_SIZE)  # one rank, the same global batch
     whole.setup("fit")
     for rank in range(world):
@@ -373,11 +380,19 @@ def test_every_rank_gets_an_equal_shard_of_one_prepared_cache(
         assert (info["rank"], info["world_size"]) == (rank, world)
         lengths.add(info["length"])
         assert dm.ledger.latest("shard").rank == rank
-        assert _rows(dm.val_dataloader()) == _rows(ready.val_dataloader())  # the whole split on every rank
+        # rows read, and rows scored (an LM share's padding block has no target: every label -100)
+        val_rows.append((_rows(dm.val_dataloader()), _scored(dm.val_dataloader())))
         assert dm.data_fingerprints() == ready.data_fingerprints()
         parts.append([batch["input_ids"] for batch in dm.train_dataloader()])
     # Every rank reads BATCH_SIZE samples of each global batch of world × BATCH_SIZE: the ranks'
     # batches side by side are the batches one rank reads with the whole global batch.
+    # The classification DataModule gives every rank the whole validation split; the LM one a share (#35).
+    whole_val = _rows(ready.val_dataloader())
+    if flavour.datamodule is OrderedLMDataModule:
+        read, scored = zip(*val_rows)
+        assert sum(scored) == whole_val and max(scored) - min(scored) <= 1 and len(set(read)) == 1
+    else:
+        assert val_rows == [(whole_val, whole_val)] * world
     (length,) = lengths
     served = total // (world * BATCH_SIZE) * world * BATCH_SIZE
     assert length == served // world and info["dropped"] == total - served

@@ -290,3 +290,87 @@ def test_document_hashes_are_memory_mapped_not_loaded_whole_per_rank(dm: Ordered
         hashes = dm.key_hashes(split)
         assert isinstance(hashes, np.memmap) and hashes.dtype == np.int64 and not hashes.flags.writeable
         assert len(hashes) == len(dm.documents(split))
+
+
+# -- validation shared out by data-parallel rank (#35) ---------------------------------------------
+def _as_rank(cache: str | None, world: int, rank: int, mesh: bool = False, **kwargs) -> OrderedLMDataModule:
+    """A DataModule set up as global rank ``rank`` of ``world`` (with ``mesh``: dp ``world // 2`` × tp 2)."""
+    from types import SimpleNamespace
+
+    module = OrderedLMDataModule(**SMALL, cache_dir=cache, **kwargs)
+    strategy = SimpleNamespace()
+    if mesh:  # what ModelParallelStrategy states: the ranks of one tensor-parallel group share a dp rank
+        strategy.distributed_sampler_kwargs = {"num_replicas": world // 2, "rank": rank // 2}
+    module.trainer = SimpleNamespace(world_size=world, global_rank=rank, strategy=strategy)
+    module.setup("validate")
+    return module
+
+
+def _rows(loader, padding: list | None = None) -> list[list[int]]:
+    """The input rows a loader scores; the rows with no target (every label -100) go to ``padding``."""
+    rows = []
+    for batch in loader:
+        scored = (batch["labels"] != -100).any(dim=1).tolist()
+        for row, kept in zip(batch["input_ids"].tolist(), scored):
+            (rows if kept else padding if padding is not None else []).append(row)
+    return rows
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_each_data_parallel_rank_validates_on_its_own_share_and_together_on_every_block_once(
+    dm: OrderedLMDataModule, world: int
+) -> None:
+    whole = _rows(dm.val_dataloader())
+    assert len(whole) == len(dm.blocks("val"))  # one rank: the whole split, as before
+    ranks = [_as_rank(dm.cache_dir, world, rank) for rank in range(world)]
+    for loader in ("val_dataloader", "test_dataloader"):
+        padding: list = []
+        shares = [_rows(getattr(module, loader)(), padding) for module in ranks]
+        # in order, disjoint, nothing repeated, nothing left out
+        assert [row for share in shares for row in share] == whole
+        assert max(map(len, shares)) - min(map(len, shares)) <= 1
+        # Every rank runs as many steps: a shorter share ends with a padding block that has no target.
+        assert len(padding) == world * max(map(len, shares)) - len(whole)
+        assert len({len(getattr(module, loader)()) for module in ranks}) == 1
+    assert all(module.ledger.info["shard_validation"] is True for module in ranks)
+    assert all(len(module.blocks("val")) == len(whole) for module in ranks)  # every rank holds the split
+
+
+def test_a_tensor_parallel_group_validates_on_one_share(dm: OrderedLMDataModule) -> None:
+    shares = [_rows(_as_rank(dm.cache_dir, 4, rank, mesh=True).val_dataloader()) for rank in range(4)]
+    assert shares[0] == shares[1] and shares[2] == shares[3]
+    assert shares[0] + shares[2] == _rows(dm.val_dataloader())
+
+
+def test_shard_validation_false_gives_every_rank_the_whole_split(dm: OrderedLMDataModule) -> None:
+    whole = _rows(dm.val_dataloader())
+    for rank in range(2):
+        module = _as_rank(dm.cache_dir, 2, rank, shard_validation=False)
+        assert module.cache_path == dm.cache_path  # serving only: the same prepared blocks
+        assert _rows(module.val_dataloader()) == _rows(module.test_dataloader()) == whole
+        assert module.ledger.info["shard_validation"] is False
+
+
+@pytest.mark.filterwarnings("ignore:You are trying to .self.log")
+def test_the_merged_val_loss_of_uneven_shares_is_the_one_rank_value(dm: OrderedLMDataModule) -> None:
+    """OrderedCausalLM's sum-and-count metric over 3 uneven shares, merged as the ranks' reduction does."""
+    import copy
+
+    torch = __import__("torch")
+    torch.manual_seed(0)
+    model = OrderedCausalLM(**dm.dims, n_layer=1, n_head=2, n_embd=32).eval()
+
+    def scored(loader):
+        model.val_loss_metric.reset()
+        with torch.no_grad():
+            for index, batch in enumerate(loader):
+                model.validation_step(batch, index)
+        return copy.deepcopy(model.val_loss_metric)
+
+    one = scored(dm.val_dataloader()).compute().item()
+    parts = [scored(_as_rank(dm.cache_dir, 3, rank).val_dataloader()) for rank in range(3)]
+    assert len({int(part.tokens) for part in parts}) == 2  # uneven shares: a mean of means would drift
+    merged = parts[0]
+    for other in parts[1:]:
+        merged.merge_state(other)
+    assert merged.compute().item() == pytest.approx(one, rel=1e-6, abs=1e-6)
