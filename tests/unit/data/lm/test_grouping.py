@@ -94,5 +94,5 @@ def test_clusters_across_partitions_remove_what_the_rule_removes(tmp_path, monke
     stats = dm.ledger.latest("dedup").stats
     assert stats["clusters"] >= 6 and stats["near_removed"] >= 6 * 30
     # The grouping's results to the driver are counts and paths, never pairs.
-    for task in ("route_pairs", "confirm_bucket", "merge_forests", "write_removals", "apply_removals"):
+    for task in ("route_pairs", "confirm_bucket", "hook", "jump", "settle_shard", "keep_smallest", "apply_removals"):
         assert engine.largest_result[task] < 400, task
