@@ -152,7 +152,6 @@ def _grouped(
         desc="dedup groups",
     )
     shards = [{"shards": buckets, "name": f"{s:05d}"} for s in range(buckets)]
-    cc = folder / "components"
     confirmed = engine.map(
         grouping.confirm_bucket,
         [
@@ -162,7 +161,7 @@ def _grouped(
                 "threshold": threshold,
                 "ngram": NGRAM,
                 "chunk": PAIRS_PER_TASK,
-                "rows": components.state_folder(cc, 0),
+                "rows": components.state_folder(folder / "components", 0),
                 "keys": folder / "keys",
                 "across": folder / "across",
                 "shards": buckets,
@@ -173,35 +172,8 @@ def _grouped(
         desc="dedup pairs",
     )
     shutil.rmtree(folder / "pairs", ignore_errors=True)
-    settled, rounds = components.connect(engine, cc, buckets, desc="dedup clusters")
-    local = engine.map(
-        grouping.settle_shard,
-        [
-            {
-                **shard,
-                "rows": settled / f"s{s:05d}",
-                "keys": folder / "keys" / f"s{s:05d}",
-                "removed": folder / "removed" / f"n{s:05d}",
-                "candidates": folder / "candidates",
-            }
-            for s, shard in enumerate(shards)
-        ],
-        desc="dedup keepers",
-    )
-    kept = engine.map(
-        grouping.keep_smallest,
-        [
-            {
-                **shard,
-                "candidates": folder / "candidates" / f"s{s:05d}",
-                "removed": folder / "removed" / f"r{s:05d}",
-                "keepers": folder / "keepers",
-            }
-            for s, shard in enumerate(shards)
-        ],
-        desc="dedup keepers",
-    )
-    removed = [*local, *kept]
+    removals = grouping.remove_components(engine, folder, buckets)
+    settled = removals["settled"]
     straddling = 0
     if any(c["across"] for c in confirmed):  # only a wrong order (dedup after the split) has any
         for column, source, out in ((0, "across", "across-left"), (1, "across-left", None)):
@@ -223,12 +195,6 @@ def _grouped(
         straddling = sum(r["left"] for r in left)
     return {
         "candidates": sum(c["candidates"] for c in confirmed),
-        "near_removed": sum(r["count"] for r in removed),
-        "clusters": sum(r["clusters"] for r in kept),
         "straddling": straddling,
-        "removed": [
-            sum(r["count"] for r in removed),
-            *(sum(r[k] for r in removed) % 2**64 for k in ("sum_1", "sum_2")),
-        ],
-        "rounds": rounds,
+        **{key: removals[key] for key in ("near_removed", "clusters", "removed", "rounds")},
     }

@@ -42,7 +42,7 @@ import pyarrow.compute as pc
 from lightning_order.data.engine.partitions import DocumentSet
 from lightning_order.data.engine.storage import save_array
 from lightning_order.data.lm.clusters import split_doc_ids
-from lightning_order.data.lm.components import read_rows, shard_of, write_routed
+from lightning_order.data.lm.components import connect, read_rows, shard_of, write_routed
 from lightning_order.data.lm.shingles import mix_hashes
 from lightning_order.errors import DataError
 
@@ -53,6 +53,7 @@ __all__ = [
     "keep_smallest",
     "removal_path",
     "removal_paths",
+    "remove_components",
     "removed_digest",
     "route_pairs",
     "settle_shard",
@@ -255,6 +256,62 @@ def straddle(item: dict[str, Any]) -> dict[str, int]:
     if item["out"] is not None:
         write_routed(item["out"], left, shard_of(left[:, 1], int(item["shards"])), str(item["name"]))
     return {"left": len(left)}
+
+
+def remove_components(engine: Any, folder: Path, shards: int) -> dict[str, Any]:
+    """Steps 3 to 5 on ``engine``'s workers: the confirmed forests connected, each component's keeper chosen, the rest removed.
+
+    Args:
+        engine: runs the tasks.
+        folder: the scratch folder: round 0's rows in ``components/rows000/s<shard>/`` and the
+            keys in ``keys/s<shard>/`` (:func:`confirm_bucket` writes both); the remove lists are
+            written under ``removed/`` (:func:`removal_paths`), the keepers under ``keepers/``.
+        shards: ``K`` (what the rows and keys were routed with).
+
+    Returns:
+        ``near_removed``, ``clusters``, ``removed`` (``[count, sum_1, sum_2]``: the shards'
+        :func:`removed_digest` summed, mod 2**64), ``rounds`` and ``settled`` (the folder of the
+        settled rows, per shard).
+    """
+    folder = Path(folder)
+    settled, rounds = connect(engine, folder / "components", shards, desc="dedup clusters")
+    names = [{"shards": shards, "name": f"{s:05d}"} for s in range(shards)]
+    local = engine.map(
+        settle_shard,
+        [
+            {
+                **name,
+                "rows": settled / f"s{s:05d}",
+                "keys": folder / "keys" / f"s{s:05d}",
+                "removed": folder / "removed" / f"n{s:05d}",
+                "candidates": folder / "candidates",
+            }
+            for s, name in enumerate(names)
+        ],
+        desc="dedup keepers",
+    )
+    kept = engine.map(
+        keep_smallest,
+        [
+            {
+                **name,
+                "candidates": folder / "candidates" / f"s{s:05d}",
+                "removed": folder / "removed" / f"r{s:05d}",
+                "keepers": folder / "keepers",
+            }
+            for s, name in enumerate(names)
+        ],
+        desc="dedup keepers",
+    )
+    removed = [*local, *kept]
+    count = sum(r["count"] for r in removed)
+    return {
+        "near_removed": count,
+        "clusters": sum(r["clusters"] for r in kept),
+        "removed": [count, *(sum(r[key] for r in removed) % 2**64 for key in ("sum_1", "sum_2"))],
+        "rounds": rounds,
+        "settled": settled,
+    }
 
 
 def apply_removals(item: dict[str, Any]) -> dict[str, Any]:
