@@ -151,7 +151,6 @@ def _grouped(
         ],
         desc="dedup groups",
     )
-    shards = [{"shards": buckets, "name": f"{s:05d}"} for s in range(buckets)]
     confirmed = engine.map(
         grouping.confirm_bucket,
         [
@@ -173,26 +172,9 @@ def _grouped(
     )
     shutil.rmtree(folder / "pairs", ignore_errors=True)
     removals = grouping.remove_components(engine, folder, buckets)
-    settled = removals["settled"]
-    straddling = 0
-    if any(c["across"] for c in confirmed):  # only a wrong order (dedup after the split) has any
-        for column, source, out in ((0, "across", "across-left"), (1, "across-left", None)):
-            left = engine.map(
-                grouping.straddle,
-                [
-                    {
-                        **shard,
-                        "pairs": folder / source / f"s{s:05d}",
-                        "column": column,
-                        "rows": settled / f"s{s:05d}",
-                        "keepers": folder / "keepers" / f"s{s:05d}",
-                        "out": None if out is None else folder / out,
-                    }
-                    for s, shard in enumerate(shards)
-                ],
-                desc="dedup straddling",
-            )
-        straddling = sum(r["left"] for r in left)
+    # Only a wrong order (dedup after the split) has confirmed pairs across parts.
+    across = any(c["across"] for c in confirmed)
+    straddling = grouping.count_straddling(engine, folder, buckets, removals["settled"]) if across else 0
     return {
         "candidates": sum(c["candidates"] for c in confirmed),
         "straddling": straddling,

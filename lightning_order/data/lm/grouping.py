@@ -50,6 +50,7 @@ __all__ = [
     "apply_removals",
     "confirm_bucket",
     "connected_labels",
+    "count_straddling",
     "keep_smallest",
     "removal_path",
     "removal_paths",
@@ -312,6 +313,35 @@ def remove_components(engine: Any, folder: Path, shards: int) -> dict[str, Any]:
         "rounds": rounds,
         "settled": settled,
     }
+
+
+def count_straddling(engine: Any, folder: Path, shards: int, settled: Path) -> int:
+    """The confirmed pairs across parts with neither side removed, counted per shard (after :func:`remove_components`).
+
+    The pairs in ``across/s<shard>/`` (routed by their first side, :func:`confirm_bucket`) lose
+    those whose first side is removed, move to their second side's shard and lose those whose
+    second side is removed (:func:`straddle`, twice); what is left is counted.
+    """
+    folder = Path(folder)
+    left: list[dict[str, int]] = []
+    for column, source, out in ((0, "across", folder / "across-left"), (1, "across-left", None)):
+        left = engine.map(
+            straddle,
+            [
+                {
+                    "pairs": folder / source / f"s{s:05d}",
+                    "column": column,
+                    "rows": Path(settled) / f"s{s:05d}",
+                    "keepers": folder / "keepers" / f"s{s:05d}",
+                    "out": out,
+                    "shards": shards,
+                    "name": f"{s:05d}",
+                }
+                for s in range(shards)
+            ],
+            desc="dedup straddling",
+        )
+    return sum(r["left"] for r in left)
 
 
 def apply_removals(item: dict[str, Any]) -> dict[str, Any]:

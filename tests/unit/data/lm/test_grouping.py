@@ -22,6 +22,7 @@ from lightning_order.data.lm.corpus import stdlib_corpus
 from lightning_order.data.lm.documents import clean_document
 from lightning_order.data.lm.grouping import (
     connected_labels,
+    count_straddling,
     removal_paths,
     remove_components,
     removed_digest,
@@ -86,7 +87,7 @@ def _expected_removed(
 
 @pytest.mark.parametrize("seed", range(3))
 @pytest.mark.parametrize("shards", [1, 2, 7])
-def test_sharded_keepers_remove_what_the_rule_removes(tmp_path, seed, shards):
+def test_sharded_keepers_remove_what_the_rule_removes_and_count_what_straddles(tmp_path, seed, shards):
     ids, a, b, keys = _keyed_graph(seed)
     # What confirm_bucket writes: each edge's (larger, smaller) ids, every smaller id under itself, the keys.
     big, small = np.maximum(ids[a], ids[b]), np.minimum(ids[a], ids[b])
@@ -113,6 +114,13 @@ def test_sharded_keepers_remove_what_the_rule_removes(tmp_path, seed, shards):
     # The step's fingerprint hashes this digest: the same whatever K, equal to the whole set's.
     digest = removed_digest(np.array(sorted(expected)))
     assert found["removed"] == [digest["count"], digest["sum_1"], digest["sum_2"]]
+    # Pairs across the parts (dedup after the split): counted when neither side is removed.
+    rng = np.random.default_rng(seed + 10)
+    across = np.stack([rng.choice(ids[:300], 80), rng.choice(ids[300:], 80)], 1)
+    components.write_routed(tmp_path / "across", across, components.shard_of(across[:, 0], shards), "q")
+    left = sum(not ({int(x), int(y)} & expected) for x, y in across)
+    assert 0 < left < len(across)
+    assert count_straddling(LocalEngine(1), tmp_path, shards, found["settled"]) == left
 
 
 def test_the_removed_digest_is_a_multiset_hash():
