@@ -3,8 +3,8 @@
 Per partition (:func:`~.tasks.dedup_bands`): exact duplicates (adjacent in the canonical order),
 then MinHash band keys of the kept documents routed to buckets; then the grouping, on the workers
 (:mod:`.grouping`): candidate pairs per bucket, each confirmed by its exact Jaccard, connected
-into clusters in rounds, each cluster keeping its smallest key (:mod:`.clusters`' rule), remove
-lists per partition. The driver holds file names and counts, never a pair or a document. The
+into clusters in rounds sharded by document (:mod:`.components`), each cluster keeping its
+smallest key (:mod:`.clusters`' rule), remove lists per shard and partition. The driver holds file names and counts, never a pair or a document. The
 result is a keep mask per partition file: the text is never written again.
 """
 

@@ -164,15 +164,16 @@ def removed_digest(removed: np.ndarray) -> dict[str, int]:
     return {"count": len(ids), "sum_1": first, "sum_2": second}
 
 
-def _write_removals(folder: Path, removed: np.ndarray) -> None:
-    """``removed`` document ids written as one ``<part>-<partition>.npy`` of rows per partition under ``folder``."""
+def _write_removals(folder: Path, removed: np.ndarray, shard: str) -> None:
+    """``removed`` document ids written as one list of rows per partition: ``folder/<part>-<partition>/<shard>.npy``."""
     removed = np.sort(removed)
     part, partition, rows = split_doc_ids(removed)
     starts = np.flatnonzero(np.r_[True, (part[1:] != part[:-1]) | (partition[1:] != partition[:-1])])
     for start, stop in zip(starts.tolist(), [*starts[1:].tolist(), len(removed)]):
         if start < len(removed):
-            Path(folder).mkdir(parents=True, exist_ok=True)
-            save_array(removal_path(folder, int(part[start]), int(partition[start])), rows[start:stop])
+            path = removal_path(folder, int(part[start]), int(partition[start]), shard)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            save_array(path, rows[start:stop])
 
 
 def _firsts(order: np.ndarray, groups: np.ndarray) -> np.ndarray:
@@ -185,8 +186,8 @@ def settle_shard(item: dict[str, Any]) -> dict[str, int]:
     """One document shard's settled rows joined to their keys; all but each component's local smallest removed.
 
     Item keys: ``rows`` (this shard's settled ``(node, root)`` files), ``keys`` (its
-    ``(node, key_hi, key_lo)`` files, from :func:`confirm_bucket`), ``removed`` (this shard's
-    folder of remove lists), ``candidates`` (where each component's smallest here is routed, by
+    ``(node, key_hi, key_lo)`` files, from :func:`confirm_bucket`), ``removed`` (the folder of remove
+    lists: :func:`removal_path`), ``candidates`` (where each component's smallest here is routed, by
     its root's shard), ``shards``, ``name``.
 
     Returns:
@@ -215,7 +216,7 @@ def settle_shard(item: dict[str, Any]) -> dict[str, int]:
         item["candidates"], candidates, shard_of(roots[best], int(item["shards"])), str(item["name"])
     )
     removed = nodes[order[~first]]
-    _write_removals(item["removed"], removed)
+    _write_removals(item["removed"], removed, f"n{item['name']}")
     return {**removed_digest(removed), "held": int(rows.nbytes + keys.nbytes + candidates.nbytes)}
 
 
@@ -223,7 +224,7 @@ def keep_smallest(item: dict[str, Any]) -> dict[str, int]:
     """One component shard's candidates: each component keeps its smallest ``(key, id)``, the others removed.
 
     Item keys: ``candidates`` (this shard's ``(root, key_hi, key_lo, node)`` files), ``removed``
-    (its folder of remove lists), ``keepers`` (where the kept documents are routed, by their
+    (the folder of remove lists), ``keepers`` (where the kept documents are routed, by their
     shard: :func:`straddle` reads them), ``shards``, ``name``.
 
     Returns:
@@ -236,7 +237,7 @@ def keep_smallest(item: dict[str, Any]) -> dict[str, int]:
     kept = nodes[order[first]].reshape(-1, 1)
     write_routed(item["keepers"], kept, shard_of(kept[:, 0], int(item["shards"])), str(item["name"]))
     removed = nodes[order[~first]]
-    _write_removals(item["removed"], removed)
+    _write_removals(item["removed"], removed, f"r{item['name']}")
     return {**removed_digest(removed), "clusters": int(first.sum()), "held": int(found.nbytes)}
 
 
@@ -284,7 +285,7 @@ def remove_components(engine: Any, folder: Path, shards: int) -> dict[str, Any]:
                 **name,
                 "rows": settled / f"s{s:05d}",
                 "keys": folder / "keys" / f"s{s:05d}",
-                "removed": folder / "removed" / f"n{s:05d}",
+                "removed": folder / "removed",
                 "candidates": folder / "candidates",
             }
             for s, name in enumerate(names)
@@ -297,7 +298,7 @@ def remove_components(engine: Any, folder: Path, shards: int) -> dict[str, Any]:
             {
                 **name,
                 "candidates": folder / "candidates" / f"s{s:05d}",
-                "removed": folder / "removed" / f"r{s:05d}",
+                "removed": folder / "removed",
                 "keepers": folder / "keepers",
             }
             for s, name in enumerate(names)
@@ -368,11 +369,15 @@ def apply_removals(item: dict[str, Any]) -> dict[str, Any]:
     return {"rows": int(keep.sum()), "text_bytes": size}
 
 
-def removal_path(folder: Path, part: int, partition: int) -> Path:
-    """Where the remove list of ``partition`` of ``part`` goes in one shard's ``folder``."""
-    return Path(folder) / f"{int(part)}-{int(partition):05d}.npy"
+def removal_path(folder: Path, part: int, partition: int, shard: str = "all") -> Path:
+    """Where ``shard``'s remove list of ``partition`` of ``part`` goes under ``folder``.
+
+    One folder per partition, so that :func:`apply_removals` lists its own lists only (never
+    every shard's folder: partitions x shards look-ups on a shared file system).
+    """
+    return Path(folder) / f"{int(part)}-{int(partition):05d}" / f"{shard}.npy"
 
 
 def removal_paths(folder: Path, part: int, partition: int) -> list[Path]:
-    """Every shard's remove list of ``partition`` of ``part`` under ``folder`` (``<shard>/<part>-<partition>.npy``)."""
-    return sorted(Path(folder).glob(f"*/{removal_path(Path(), part, partition)}"))
+    """Every shard's remove list of ``partition`` of ``part`` under ``folder``, in name order."""
+    return sorted(removal_path(folder, part, partition).parent.glob("*.npy"))
