@@ -8,7 +8,8 @@ process alone (``getrusage(RUSAGE_SELF)``: its CPU seconds, user + system, and i
 set; the workers are other processes). Per step, the driver's CPU seconds and its peak resident
 set during the step (the kernel's high-water mark, reset before each step through
 ``/proc/self/clear_refs``). Every work item and every result a map sends is pickled as a process
-pool pickles it, and the largest of each recorded.
+pool pickles it, and the largest of each recorded; dedup's grouping tasks report the bytes of
+the arrays they held (the largest is printed), and its connected-component rounds are counted.
 
 The tokenizer's sample is capped (``--tokenizer-train-bytes``, 4 MB by default) so that training
 the tokenizer, which is the driver's by design, costs the same at every size; ``load`` (the
@@ -127,6 +128,8 @@ def child(corpus: Path, cache: Path, num_proc: int, sample_bytes: int) -> dict[s
 
     StepRegistry.__getitem__ = measured  # type: ignore[method-assign]
     largest = {"item": 0, "result": 0, "item_task": "", "result_task": ""}
+    # Dedup's grouping tasks report the bytes of the arrays they held; the rounds are counted by desc.
+    grouping: dict[str, Any] = {"largest_held_bytes": 0, "held_task": "", "rounds": 0}
 
     class Recording(engines.LocalEngine):
         def map(self, fn: Any, items: Any, weight: Any = None, desc: str = "") -> list[Any]:
@@ -134,6 +137,7 @@ def child(corpus: Path, cache: Path, num_proc: int, sample_bytes: int) -> dict[s
             _largest(largest, "item", fn.__name__, items)
             results = super().map(fn, items, weight, desc)
             _largest(largest, "result", fn.__name__, results)
+            _held(grouping, fn.__name__, desc, results)
             return results
 
     prepare.make_engine = lambda name, num_proc, address=None: Recording(num_proc)  # type: ignore[assignment]
@@ -158,7 +162,16 @@ def child(corpus: Path, cache: Path, num_proc: int, sample_bytes: int) -> dict[s
         "largest": largest,
         "partitions": dm.ledger.latest("load").params["partitions"],
         "dedup": {k: dedup[k] for k in ("exact_removed", "near_removed", "clusters", "candidate_pairs")},
+        "grouping": grouping,
     }
+
+
+def _held(grouping: dict[str, Any], task: str, desc: str, results: list[Any]) -> None:
+    if desc.startswith("dedup clusters, round "):
+        grouping["rounds"] = max(grouping["rounds"], int(desc.rsplit(" ", 1)[-1]))
+    for result in results:
+        if isinstance(result, dict) and result.get("held", 0) > grouping["largest_held_bytes"]:
+            grouping["largest_held_bytes"], grouping["held_task"] = result["held"], task
 
 
 def _largest(largest: dict[str, Any], kind: str, task: str, values: list[Any]) -> None:
@@ -221,6 +234,13 @@ def main() -> None:
             f"{r['total']['wall_s']:>7} | {r['largest']['item']} ({r['largest']['item_task']}), "
             f"{r['largest']['result']} ({r['largest']['result_task']})"
         )
+        if "grouping" in r:
+            g = r["grouping"]
+            print(
+                f"{'':>9} dedup: driver CPU {r['steps']['dedup']['driver_cpu_s']} s, "
+                f"{g['rounds']} component rounds, largest array held by a grouping task "
+                f"{g['largest_held_bytes']} B ({g['held_task']})"
+            )
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
 

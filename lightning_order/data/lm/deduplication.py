@@ -3,8 +3,8 @@
 Per partition (:func:`~.tasks.dedup_bands`): exact duplicates (adjacent in the canonical order),
 then MinHash band keys of the kept documents routed to buckets; then the grouping, on the workers
 (:mod:`.grouping`): candidate pairs per bucket, each confirmed by its exact Jaccard, connected
-into clusters in rounds, each cluster keeping its smallest key (:mod:`.clusters`' rule), remove
-lists per partition. The driver holds file names and counts, never a pair or a document. The
+into clusters in rounds sharded by document (:mod:`.components`), each cluster keeping its
+smallest key (:mod:`.clusters`' rule), remove lists per shard and partition. The driver holds file names and counts, never a pair or a document. The
 result is a keep mask per partition file: the text is never written again.
 """
 
@@ -17,7 +17,7 @@ from typing import Any
 
 from lightning_order.data.engine.partitions import DocumentSet
 from lightning_order.data.engine.runner import ROWS, DataState, StepContext, StepResult
-from lightning_order.data.lm import grouping, tasks
+from lightning_order.data.lm import components, grouping, tasks
 from lightning_order.data.lm.cleaning import partitioned
 from lightning_order.data.lm.config import LM_CODE_VERSION, LMConfig
 from lightning_order.data.lm.registry import (
@@ -78,18 +78,6 @@ def dedup(ctx: StepContext, state: DataState) -> StepResult:
     by_index = {LM_CODE_PARTS[name]: docs for name, docs in parts.items()}
     grouped = _grouped(engine, folder, buckets, by_index, cfg.dedup_threshold)
     shutil.rmtree(folder / "bands", ignore_errors=True)
-    final = engine.map(
-        grouping.write_removals,
-        [
-            {
-                "forest": grouped["forest"],
-                "across": grouped["across"],
-                "out": folder / "removed",
-                "fingerprint": ["lm-dedup", LM_CODE_VERSION, dict(ctx.inputs), params],
-            }
-        ],
-        desc="dedup removals",
-    )[0]
     kept_parts, exact_removed = {}, 0
     for name, docs in parts.items():
         part = LM_CODE_PARTS[name]
@@ -100,7 +88,8 @@ def dedup(ctx: StepContext, state: DataState) -> StepResult:
                     "documents": docs,
                     "partition": p,
                     "mask": result["mask"],
-                    "removed": grouping.removal_path(folder / "removed", part, p),
+                    "part": part,
+                    "removed": folder / "removed",
                 }
                 for p, result in enumerate(first[name])
             ],
@@ -111,22 +100,23 @@ def dedup(ctx: StepContext, state: DataState) -> StepResult:
         masks = [result["mask"] for result in first[name]]
         rows, size = sum(a["rows"] for a in applied), sum(a["text_bytes"] for a in applied)
         kept_parts[name] = docs.with_masks(masks, rows, size)
-    for done in ("removed", "forests", "across"):
+    for done in ("removed", "components", "keys", "candidates", "keepers", "across", "across-left"):
         shutil.rmtree(folder / done, ignore_errors=True)
     stats: dict[str, Any] = {
         "exact_removed": exact_removed,
-        "near_removed": final["near_removed"],
-        "clusters": final["clusters"],
+        "near_removed": grouped["near_removed"],
+        "clusters": grouped["clusters"],
         "candidate_pairs": grouped["candidates"],
         "rows": sum(len(d) for d in kept_parts.values()),
         "short_documents": sum(r["short"] for results in first.values() for r in results),
     }
-    fp = final["fingerprint"]
+    # The removed documents' multiset hash (grouping.removed_digest), not their list: K-independent.
+    fp = fingerprint("lm-dedup", LM_CODE_VERSION, dict(ctx.inputs), params, grouped["removed"])
     if not state.parts:
         if stats["rows"] == 0:
             raise DataError("no document is left after deduplication", step="dedup")
         return StepResult(replace(state, data=kept_parts["all"]), fp, params=params, stats=stats)
-    stats["straddling"] = final["straddling"]
+    stats["straddling"] = grouped["straddling"]
     part_fps = {name: fingerprint(fp, name) for name in kept_parts}
     return StepResult(
         replace(state, parts=kept_parts, part_fps=part_fps), fp, parts=part_fps, params=params, stats=stats
@@ -136,11 +126,15 @@ def dedup(ctx: StepContext, state: DataState) -> StepResult:
 def _grouped(
     engine: Any, folder: Path, buckets: int, parts: dict[int, DocumentSet], threshold: float
 ) -> dict[str, Any]:
-    """Dedup's grouping on the workers (:mod:`.grouping`): pairs routed, confirmed, their forests merged in rounds.
+    """Dedup's grouping on the workers (:mod:`.grouping`): pairs routed, confirmed, connected, removed per shard.
+
+    The documents are sharded ``buckets`` ways (from the partitions, never the workers: the
+    shards are the same on any engine); every task holds one shard's rows.
 
     Returns:
-        ``forest`` (the one merged forest's path), ``across`` (the across-part pair files) and
-        ``candidates`` (distinct candidate pairs).
+        ``candidates`` (distinct candidate pairs), ``near_removed``, ``clusters``, ``straddling``
+        (confirmed pairs across parts with neither side removed), ``removed`` (the removed
+        documents' multiset hash, :func:`~.grouping.removed_digest`, summed) and ``rounds``.
     """
     # Pairs are confirmed per pair bucket: at least four per worker, so every worker has a share.
     pair_buckets = max(buckets, 4 * int(getattr(engine, "workers", 1)))
@@ -157,35 +151,32 @@ def _grouped(
         ],
         desc="dedup groups",
     )
-    items = [
-        {
-            "folder": folder / "pairs" / f"q{q:05d}",
-            "parts": parts,
-            "threshold": threshold,
-            "ngram": NGRAM,
-            "chunk": PAIRS_PER_TASK,
-            "forest": str(folder / "forests" / f"r0-{q:05d}.npy"),
-            "across": str(folder / "across" / f"{q:05d}.npy"),
-        }
-        for q in range(pair_buckets)
-    ]
-    confirmed = engine.map(grouping.confirm_bucket, items, desc="dedup pairs")
+    confirmed = engine.map(
+        grouping.confirm_bucket,
+        [
+            {
+                "folder": folder / "pairs" / f"q{q:05d}",
+                "parts": parts,
+                "threshold": threshold,
+                "ngram": NGRAM,
+                "chunk": PAIRS_PER_TASK,
+                "rows": components.state_folder(folder / "components", 0),
+                "keys": folder / "keys",
+                "across": folder / "across",
+                "shards": buckets,
+                "name": f"{q:05d}",
+            }
+            for q in range(pair_buckets)
+        ],
+        desc="dedup pairs",
+    )
     shutil.rmtree(folder / "pairs", ignore_errors=True)
-    forests = [item["forest"] for item in items]
-    rounds = 0
-    while len(forests) > 1:  # each round merges FAN_IN forests per task, on the workers
-        rounds += 1
-        groups = [forests[i : i + grouping.FAN_IN] for i in range(0, len(forests), grouping.FAN_IN)]
-        forests = engine.map(
-            grouping.merge_forests,
-            [
-                {"forests": group, "out": str(folder / "forests" / f"r{rounds}-{g:05d}.npy")}
-                for g, group in enumerate(groups)
-            ],
-            desc=f"dedup clusters, round {rounds}",
-        )
+    removals = grouping.remove_components(engine, folder, buckets)
+    # Only a wrong order (dedup after the split) has confirmed pairs across parts.
+    across = any(c["across"] for c in confirmed)
+    straddling = grouping.count_straddling(engine, folder, buckets, removals["settled"]) if across else 0
     return {
-        "forest": forests[0],
-        "across": [item["across"] for item in items],
         "candidates": sum(c["candidates"] for c in confirmed),
+        "straddling": straddling,
+        **{key: removals[key] for key in ("near_removed", "clusters", "removed", "rounds")},
     }
