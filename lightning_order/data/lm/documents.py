@@ -186,8 +186,11 @@ def _chunks(total: int, **source: Any) -> tuple[ChunkSource, ...]:
     )
 
 
-def read_input(cfg: Any, work: Path) -> tuple[Chunks, dict[str, Any]]:
+def read_input(cfg: Any, work: Path, engine: Any = None) -> tuple[Chunks, dict[str, Any]]:
     """The documents ``load`` reads, as chunks in corpus order, and what it found.
+
+    With an ``engine``, local JSON lines, Parquet and text files are read by its workers, range by
+    range (:func:`~.file_ranges.read_on_workers`); other inputs through ``datasets``.
 
     Returns:
         ``(chunks, info)``: ``info`` holds ``null_rows`` and, for the built-in corpus,
@@ -207,7 +210,11 @@ def read_input(cfg: Any, work: Path) -> tuple[Chunks, dict[str, Any]]:
         chunks = Chunks(_chunks(len(docs), path=str(path)), len(docs), size)
         return chunks, {"null_rows": 0, "corpus": corpus_fingerprint(docs)}
     from lightning_order.data.engine.reading import load_files
+    from lightning_order.data.lm.file_ranges import read_on_workers, worker_files
 
+    files = worker_files(cfg) if engine is not None else None
+    if files is not None:
+        return read_on_workers(cfg, work / "read", engine, files)
     options = {"sample_by": cfg.sample_by, "keep_linebreaks": True} if cfg.dataset == "text" else {}
     data = load_files(cfg, work / "hf", **options)
     if cfg.text_column not in data.column_names:

@@ -16,6 +16,7 @@ process runs it or on how many there are.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -80,14 +81,38 @@ def clean_chunk(item: dict[str, Any]) -> dict[str, Any]:
 
     Returns:
         ``rows_in``, ``rows``, ``dropped_empty``, ``dropped_null``, ``bom_stripped``,
-        ``text_bytes`` and ``fragments`` (how many it wrote, each ``out/p<partition>/f<index>.arrow``).
+        ``text_bytes`` and ``fragments`` (how many it wrote, each ``out/p<partition>/f<index>-<batch>.arrow``:
+        a chunk is cleaned :data:`~.documents.CHUNK_ROWS` rows at a time, in corpus order).
     """
-    from lightning_order.data.lm.documents import ChunkSource, clean_document
+    from lightning_order.data.lm.documents import CHUNK_ROWS, ChunkSource
 
     reader, index = item["source"]
     chunk = reader if isinstance(reader, ChunkSource) else None
-    texts = chunk.texts(keep_nulls=True) if chunk is not None else reader.texts(index, keep_nulls=True)
-    name = f"f{index:06d}"
+    totals = dict.fromkeys(
+        ("rows_in", "rows", "dropped_null", "dropped_empty", "bom_stripped", "text_bytes"), 0
+    )
+    totals["fragments"] = 0
+    if chunk is None:
+        batches: Any = [(f"f{index:06d}", reader.texts(index, keep_nulls=True))]
+    else:  # a chunk as large as a file range is read CHUNK_ROWS rows at a time: memory stays bounded
+        batches = (
+            (
+                f"f{index:06d}-{b:05d}",
+                replace(chunk, start=a, stop=min(a + CHUNK_ROWS, chunk.stop)).texts(True),
+            )
+            for b, a in enumerate(range(chunk.start, chunk.stop, CHUNK_ROWS))
+        )
+    origin = chunk.origin if chunk is not None else None
+    for name, texts in batches:
+        for key, value in _clean_batch(item, texts, name, origin).items():
+            totals[key] += value
+    return totals
+
+
+def _clean_batch(item: dict[str, Any], texts: list[Any], name: str, origin: int | None) -> dict[str, int]:
+    """One batch of :func:`clean_chunk`: cleaned, keyed, written as fragments ``out/p<partition>/<name>.arrow``."""
+    from lightning_order.data.lm.documents import clean_document
+
     rows_in = len(texts)
     texts = [t for t in texts if t is not None]
     nulls = rows_in - len(texts)
@@ -102,7 +127,6 @@ def clean_chunk(item: dict[str, Any]) -> dict[str, Any]:
     del texts
     table = _keyed_table(kept)
     del kept
-    origin = chunk.origin if chunk is not None else None
     if origin is not None:  # a mixture: each document keeps its source's index
         table = table.append_column(SOURCE_COLUMN, pa.array(np.full(table.num_rows, origin, np.int32)))
     count = int(item["partitions"])
