@@ -152,7 +152,7 @@ def read_on_workers(cfg: Any, work: Path, engine: Any, files: list[Path]) -> tup
             refused its range, the text column is absent, or every text value is null.
     """
     from lightning_order.data.engine.reading import checked_read
-    from lightning_order.data.lm.documents import ChunkSource, Chunks
+    from lightning_order.data.lm.documents import Chunks, ChunkSource
     from lightning_order.data.lm.range_reading import read_range
 
     sizes = [path.stat().st_size for path in files]
