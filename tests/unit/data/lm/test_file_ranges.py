@@ -11,6 +11,7 @@ from __future__ import annotations
 import gzip
 import json
 import pickle
+from itertools import pairwise
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -87,7 +88,7 @@ def test_byte_ranges_tile_each_file_in_corpus_order(tmp_path, jsonl, size):
     for path in (jsonl, other):
         mine = [(r.start, r.stop) for r in ranges if r.path == str(path)]
         assert mine[0][0] == 0 and mine[-1][1] == path.stat().st_size
-        assert all(a[1] == b[0] for a, b in zip(mine, mine[1:]))
+        assert all(a[1] == b[0] for a, b in pairwise(mine))
     assert max(len(pickle.dumps(r)) for r in ranges) < 400  # names a file and two numbers: O(1)
 
 
@@ -106,11 +107,15 @@ def _prepare(tmp_path: Path, name: str, dataset: str, path: Path, **kwargs) -> O
 
 @pytest.mark.slow
 @pytest.mark.parametrize("dataset", ["json", "text"])
-def test_a_file_split_across_many_items_prepares_the_data_datasets_path_prepares(tmp_path, monkeypatch, dataset):
+def test_a_file_split_across_many_items_prepares_the_data_datasets_path_prepares(
+    tmp_path, monkeypatch, dataset
+):
     docs = stdlib_corpus(300)
     if dataset == "json":
         path = tmp_path / "docs.jsonl"
-        path.write_text("\r\n".join(json.dumps({"text": d}) for d in docs) + "\n" + json.dumps({"text": None}))
+        path.write_text(
+            "\r\n".join(json.dumps({"text": d}) for d in docs) + "\n" + json.dumps({"text": None})
+        )
     else:
         path = tmp_path / "docs.txt"
         path.write_text("\n\n".join(docs), newline="\r\n")
@@ -124,11 +129,15 @@ def test_a_file_split_across_many_items_prepares_the_data_datasets_path_prepares
     monkeypatch.setattr(range_reading, "read_range", lambda item: read.append(item) or real_read(item))
     split = _prepare(tmp_path, "workers", dataset, path, **kwargs)
     assert len(read) == (-(-path.stat().st_size // 4096) if dataset == "json" else 1)
-    stats = [{k: v for k, v in dm.ledger.latest("load").stats.items() if k != "seconds"} for dm in (reference, split)]
+    stats = [
+        {k: v for k, v in dm.ledger.latest("load").stats.items() if k != "seconds"}
+        for dm in (reference, split)
+    ]
     assert stats[0] == stats[1] and stats[0]["null_rows"] == (1 if dataset == "json" else 0)
     assert reference.data_fingerprints() == split.data_fingerprints()
     for part in ("train", "val"):
         assert list(reference.documents(part)) == list(split.documents(part))
         assert np.array_equal(
-            np.asarray(read_blocks(reference.cache_path)[part]), np.asarray(read_blocks(split.cache_path)[part])
+            np.asarray(read_blocks(reference.cache_path)[part]),
+            np.asarray(read_blocks(split.cache_path)[part]),
         )

@@ -67,7 +67,9 @@ def test_json_lines_read_in_ranges_are_the_documents_datasets_reads(tmp_path):
 @pytest.mark.parametrize("sample_by", ["line", "paragraph", "document"])
 def test_text_files_read_in_ranges_are_the_documents_datasets_reads(tmp_path, sample_by):
     path = tmp_path / "docs.txt"
-    text = "\ufeffone\r\ntwo\u2028still two\rthree\n\n\npara\x0b\x1c\x85graph\n\u00e9\n\n" + "x" * 5000 + "\nend"
+    text = (
+        "\ufeffone\r\ntwo\u2028still two\rthree\n\n\npara\x0b\x1c\x85graph\n\u00e9\n\n" + "x" * 5000 + "\nend"
+    )
     path.write_bytes(text.encode())
     expected = _datasets(tmp_path, "text", path, sample_by=sample_by, keep_linebreaks=True)
     for size in SIZES:
@@ -92,7 +94,11 @@ def test_parquet_runs_of_row_groups_are_the_documents_datasets_reads(tmp_path):
     cfg = SimpleNamespace(dataset="parquet", text_column="text", sample_by="line")
     assert len(plan_ranges(cfg, [path], 1)) == 12  # one row group an item
     assert len(plan_ranges(cfg, [path], 1 << 20)) == 1
-    assert _ranges("parquet", path, 1) == _ranges("parquet", path, 1 << 20) == _datasets(tmp_path, "parquet", path)
+    assert (
+        _ranges("parquet", path, 1)
+        == _ranges("parquet", path, 1 << 20)
+        == _datasets(tmp_path, "parquet", path)
+    )
 
 
 def test_a_range_writes_its_texts_and_returns_counts_only(tmp_path):
