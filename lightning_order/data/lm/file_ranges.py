@@ -2,7 +2,8 @@
 
 A JSON lines or text file is cut into byte ranges of :data:`RANGE_BYTES`; a worker reads the
 records whose first byte lies in its range (:mod:`.range_reading`). A Parquet file gives one item
-per run of row groups up to :data:`RANGE_BYTES`, from its footer. A text file read by paragraph
+per run of row groups up to :data:`RANGE_BYTES`, from its footer (the items are mapped by
+:func:`~.documents.read_input`). A text file read by paragraph
 or as one document is one item (a paragraph may span any range). The driver holds the file
 names, their sizes and row-group counts: never a document.
 
@@ -20,9 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from lightning_order.data.engine.inputs import local_files
-from lightning_order.errors import DataError
 
-__all__ = ["RANGE_BYTES", "FileRange", "plan_ranges", "read_on_workers", "worker_files", "worker_readable"]
+__all__ = ["RANGE_BYTES", "FileRange", "plan_ranges", "worker_files", "worker_readable"]
 
 #: Bytes of input per ``load`` work item (a few times a partition's text; tests lower it to split small files).
 RANGE_BYTES = 64 << 20
@@ -135,44 +135,3 @@ def _row_group_runs(path: Path, size: int) -> list[tuple[int, int]]:
     if meta.num_row_groups > start:
         runs.append((start, meta.num_row_groups))
     return runs
-
-
-def read_on_workers(cfg: Any, work: Path, engine: Any, files: list[Path]) -> tuple[Any, dict[str, Any]]:
-    """The input read by ``engine``'s workers, range by range, as :class:`~.documents.Chunks` in corpus order.
-
-    The driver plans the ranges, maps :func:`~.range_reading.read_range` over them between the
-    input identity checks (:func:`~.reading.checked_read`), and keeps one chunk per range that
-    holds rows (each read in batches by ``clean``'s worker).
-
-    Returns:
-        ``(chunks, info)``: ``info`` holds ``null_rows``.
-
-    Raises:
-        DataError: every file is empty, a file changed before or while it was read, a worker
-            refused its range, the text column is absent, or every text value is null.
-    """
-    from lightning_order.data.engine.reading import checked_read
-    from lightning_order.data.lm.documents import Chunks, ChunkSource
-    from lightning_order.data.lm.range_reading import read_range
-
-    sizes = [path.stat().st_size for path in files]
-    if all(size == 0 for size in sizes):
-        raise DataError(
-            f"the dataset is empty: every data file is empty ({', '.join(map(str, files))})", step="load"
-        )
-    out = work / "ranges"
-    items = [{"range": fr, "out": out} for fr in plan_ranges(cfg, files)]
-    getattr(engine, "start", lambda weight: None)(sum(sizes))  # workers forked before any thread pool
-    results = checked_read(cfg, lambda: engine.map(read_range, items, weight=sum(sizes), desc="load"))
-    rows, nulls = sum(r["rows"] for r in results), sum(r["nulls"] for r in results)
-    column = cfg.text_column
-    if rows == nulls:
-        if all(r["absent"] for r in results) and rows:
-            raise DataError("the text column is not in the data; set text_column", step="load", column=column)
-        what = "the dataset is empty" if rows == 0 else f"every one of its {rows} text values is null"
-        raise DataError(
-            f"{what}; set text_column to the column that holds the text", step="load", column=column
-        )
-    held = [r for r in results if r["rows"]]
-    sources = tuple(ChunkSource(i, 0, r["rows"], path=r["path"]) for i, r in enumerate(held))
-    return Chunks(sources, rows - nulls, sum(r["text_bytes"] for r in results)), {"null_rows": nulls}
