@@ -264,7 +264,7 @@ def read_on_workers(cfg: Any, work: Path, engine: Any, files: list[Path]) -> tup
             refused its range, the text column is absent, or every text value is null.
     """
     from lightning_order.data.engine.reading import checked_read
-    from lightning_order.data.lm.file_ranges import plan_ranges
+    from lightning_order.data.lm.file_ranges import plan_ranges, range_size
     from lightning_order.data.lm.range_reading import read_range
 
     sizes = [path.stat().st_size for path in files]
@@ -273,7 +273,8 @@ def read_on_workers(cfg: Any, work: Path, engine: Any, files: list[Path]) -> tup
             f"the dataset is empty: every data file is empty ({', '.join(map(str, files))})", step="load"
         )
     out = work / "ranges"
-    items = [{"range": fr, "out": out} for fr in plan_ranges(cfg, files)]
+    size = range_size(sum(sizes), getattr(engine, "workers", 1))
+    items = [{"range": fr, "out": out} for fr in plan_ranges(cfg, files, size)]
     getattr(engine, "start", lambda weight: None)(sum(sizes))  # workers forked before any thread pool
     results = checked_read(cfg, lambda: engine.map(read_range, items, weight=sum(sizes), desc="load"))
     rows, nulls = sum(r["rows"] for r in results), sum(r["nulls"] for r in results)

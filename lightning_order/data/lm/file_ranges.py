@@ -22,10 +22,20 @@ from typing import Any
 
 from lightning_order.data.engine.inputs import local_files
 
-__all__ = ["RANGE_BYTES", "FileRange", "plan_ranges", "worker_files", "worker_readable"]
+__all__ = [
+    "MIN_RANGE_BYTES",
+    "RANGE_BYTES",
+    "FileRange",
+    "plan_ranges",
+    "range_size",
+    "worker_files",
+    "worker_readable",
+]
 
 #: Bytes of input per ``load`` work item (a few times a partition's text; tests lower it to split small files).
 RANGE_BYTES = 64 << 20
+#: The smallest range made to give every worker work: a smaller input is one item.
+MIN_RANGE_BYTES = 1 << 20
 #: Leading bytes of compressed files ``datasets`` would decompress on the fly (gzip, bz2, xz, zstd, zip, lz4).
 _MAGIC = (b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00", b"\x28\xb5\x2f\xfd", b"PK\x03\x04", b"\x04\x22\x4d\x18")
 _BOM = b"\xef\xbb\xbf"
@@ -91,6 +101,17 @@ def _plain(path: Path, dataset: str) -> bool:
         body = head[len(_BOM) :] if head.startswith(_BOM) else head
         return not body.lstrip().startswith(b"[")
     return True
+
+
+def range_size(total_bytes: int, workers: int) -> int:
+    """Bytes per range: :data:`RANGE_BYTES`, or less so that each of ``workers`` gets about four items.
+
+    ``clean`` gets one work item per range, so an input of a few ranges would leave workers
+    idle; the cut never changes the data (the partitions are canonical), only who does the work.
+    Never below :data:`MIN_RANGE_BYTES` (unless :data:`RANGE_BYTES` is set lower).
+    """
+    share = -(-int(total_bytes) // max(1, 4 * int(workers)))
+    return min(RANGE_BYTES, max(MIN_RANGE_BYTES, share))
 
 
 def plan_ranges(cfg: Any, files: list[Path], range_bytes: int | None = None) -> list[FileRange]:

@@ -141,3 +141,15 @@ def test_a_file_split_across_many_items_prepares_the_data_datasets_path_prepares
             np.asarray(read_blocks(reference.cache_path)[part]),
             np.asarray(read_blocks(split.cache_path)[part]),
         )
+
+
+@pytest.mark.parametrize(
+    ("total", "workers", "size"),
+    [
+        (10 << 30, 2, file_ranges.RANGE_BYTES),  # a large input: ranges of the fixed size
+        (40 << 20, 2, 5 << 20),  # a mid-sized one: about four items a worker, so none idles
+        (100 << 10, 8, file_ranges.MIN_RANGE_BYTES),  # a small one: never cut below the floor
+    ],
+)
+def test_ranges_give_every_worker_work_within_bounds(total, workers, size):
+    assert file_ranges.range_size(total, workers) == size
