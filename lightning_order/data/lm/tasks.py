@@ -17,6 +17,7 @@ process runs it or on how many there are.
 from __future__ import annotations
 
 import os
+import shutil
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -49,6 +50,7 @@ __all__ = [
     "group_bucket",
     "merge_partition",
     "pack_partition",
+    "remove_folder",
     "split_by_source",
     "split_partition",
 ]
@@ -228,6 +230,15 @@ def merge_partition(item: dict[str, Any]) -> dict[str, Any]:
         "text_bytes": _text_bytes(table),
         "digest": table_digest(table),
     }
+
+
+def remove_folder(item: dict[str, Any]) -> None:
+    """Removes one partition's folder of intermediate files (item key ``folder``), on a worker.
+
+    Freeing a file's blocks is kernel work in proportion to its size: done where the work runs,
+    not on the driver, whose share stays one item per partition.
+    """
+    shutil.rmtree(item["folder"], ignore_errors=True)
 
 
 def _text_bytes(table: pa.Table) -> int:
