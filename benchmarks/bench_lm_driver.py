@@ -12,14 +12,15 @@ pool pickles it, and the largest of each recorded; dedup's grouping tasks report
 the arrays they held (the largest is printed), and its connected-component rounds are counted.
 
 The tokenizer's sample is capped (``--tokenizer-train-bytes``, 4 MB by default) so that training
-the tokenizer, which is the driver's by design, costs the same at every size; ``load`` (the
-input read by ``datasets`` on the driver) and the steps after ``build_vocab`` are other items of
-the issue and are reported, not judged, here.
+the tokenizer, which is the driver's by design, costs the same at every size. ``load`` is judged:
+the corpus is one Parquet file, which the workers read row group by row group (the driver plans
+the items from its footer). The steps after ``build_vocab`` are other items of the issue and are
+reported, not judged, here.
 
 Usage::
 
     python benchmarks/bench_lm_driver.py [--docs 1000000 2000000 4000000 8000000] [--num-proc 2]
-        [--duplicates] [--data-dir DIR] [--json out.json]
+        [--duplicates] [--data-dir DIR] [--json out.json] [--stop-after STEP]
 
 Prints one JSON line per size and a table.
 """
@@ -41,8 +42,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-#: The steps this benchmark judges: what issue #35 item 2 moved off the driver.
-JUDGED = ("clean", "dedup", "split", "build_vocab")
+#: The steps this benchmark judges: what issue #35 items 1 and 2 moved off the driver (``load``: workers read the input).
+JUDGED = ("load", "clean", "dedup", "split", "build_vocab")
 
 
 def write_corpus(path: Path, docs: int, duplicates: bool) -> Path:
@@ -95,25 +96,38 @@ def _cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def child(corpus: Path, cache: Path, num_proc: int, sample_bytes: int) -> dict[str, Any]:
-    """One prepare in this process, the driver measured per step."""
+class _Stopped(Exception):
+    """Raised at the step after ``--stop-after``: the prepare ends there."""
+
+
+def child(
+    corpus: Path, cache: Path, num_proc: int, sample_bytes: int, stop_after: str = ""
+) -> dict[str, Any]:
+    """One prepare in this process (up to ``stop_after``, if given), the driver measured per step."""
     from lightning_order import OrderedLMDataModule
     from lightning_order.data.engine import engines
     from lightning_order.data.engine.registry import StepRegistry
     from lightning_order.data.lm import prepare
 
     steps: dict[str, dict[str, float]] = {}
+    meta: dict[str, Any] = {"partitions": None}
     original = StepRegistry.__getitem__
 
     def measured(self: StepRegistry, name: str) -> Any:
         spec = original(self, name)
 
         def fn(ctx: Any, state: Any) -> Any:
+            if stop_after and stop_after in steps:
+                raise _Stopped(name)
             _peak_reset()
             resident = _status_mb("VmRSS:")
             start, wall = _cpu(), time.perf_counter()
             try:
-                return spec.fn(ctx, state)
+                out = spec.fn(ctx, state)
+                meta.update(
+                    partitions=(getattr(out, "params", None) or {}).get("partitions", meta["partitions"])
+                )
+                return out
             finally:
                 steps[name] = {
                     "driver_cpu_s": round(_cpu() - start, 2),
@@ -151,17 +165,25 @@ def child(corpus: Path, cache: Path, num_proc: int, sample_bytes: int) -> dict[s
         num_proc=num_proc,
         tokenizer_train_bytes=sample_bytes,
     )
-    dm.prepare_data()
+    try:
+        dm.prepare_data()
+    except Exception as err:  # the runner may wrap it: stopped on purpose when the marker is in the chain
+        if not stop_after or "_Stopped" not in repr(err) + repr(err.__cause__) + repr(err.__context__):
+            raise
     total = {"driver_cpu_s": round(_cpu() - start, 2), "wall_s": round(time.perf_counter() - wall, 2)}
-    dedup = dm.ledger.latest("dedup").stats
+    dedup = dm.ledger.latest("dedup").stats if not stop_after else {}  # a stopped prepare has no ledger
     return {
         "steps": steps,
         "total": total,
         # The highest of the steps' peaks (the kernel's own maximum is reset with each step's).
         "driver_peak_mb": max(step["driver_peak_mb"] for step in steps.values()),
         "largest": largest,
-        "partitions": dm.ledger.latest("load").params["partitions"],
-        "dedup": {k: dedup[k] for k in ("exact_removed", "near_removed", "clusters", "candidate_pairs")},
+        "partitions": meta["partitions"],
+        "dedup": {
+            k: dedup[k]
+            for k in ("exact_removed", "near_removed", "clusters", "candidate_pairs")
+            if k in dedup
+        },
         "grouping": grouping,
     }
 
@@ -187,7 +209,7 @@ def run(docs: int, args: argparse.Namespace) -> dict[str, Any]:
     cache = Path(tempfile.mkdtemp(prefix="bench-lm-driver-"))
     try:
         command = [sys.executable, __file__, "--child", str(corpus), str(cache), str(args.num_proc)]
-        command.append(str(args.tokenizer_train_bytes))
+        command += [str(args.tokenizer_train_bytes), args.stop_after]
         out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
         found = json.loads(out.strip().splitlines()[-1])
     finally:
@@ -206,8 +228,8 @@ def run(docs: int, args: argparse.Namespace) -> dict[str, Any]:
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
-        corpus, cache, num_proc, sample = sys.argv[2:6]
-        print(json.dumps(child(Path(corpus), Path(cache), int(num_proc), int(sample))))
+        corpus, cache, num_proc, sample, stop_after = sys.argv[2:7]
+        print(json.dumps(child(Path(corpus), Path(cache), int(num_proc), int(sample), stop_after)))
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--docs", type=int, nargs="+", default=[1_000_000, 2_000_000, 4_000_000, 8_000_000])
@@ -216,6 +238,7 @@ def main() -> None:
     parser.add_argument("--tokenizer-train-bytes", type=int, default=4 << 20)
     parser.add_argument("--data-dir", default=str(Path(tempfile.gettempdir()) / "bench-lm-driver"))
     parser.add_argument("--json", help="write every result here")
+    parser.add_argument("--stop-after", default="", help="end each prepare after this step (e.g. clean)")
     args = parser.parse_args()
     results = []
     for docs in args.docs:

@@ -51,7 +51,41 @@ def local_reference(tmp_path_factory) -> OrderedLMDataModule:
     return dm
 
 
-def test_a_simulated_two_node_cluster_prepares_the_same_data(tmp_path, local_reference):
+@pytest.fixture(scope="module")
+def json_corpus(tmp_path_factory) -> Path:
+    """The built-in corpus as JSON lines: read by the engine's workers, in ranges (issue #35 item 1)."""
+    import json
+
+    from lightning_order.data.lm.corpus import stdlib_corpus
+
+    path = tmp_path_factory.mktemp("json") / "docs.jsonl"
+    path.write_text("".join(json.dumps({"text": d}) + "\n" for d in stdlib_corpus(SMALL["max_documents"])))
+    return path
+
+
+@pytest.fixture(scope="module")
+def json_reference(tmp_path_factory, json_corpus) -> OrderedLMDataModule:
+    dm = _json(tmp_path_factory.mktemp("json-local"), json_corpus, num_proc=1)
+    dm.prepare_data()
+    return dm
+
+
+def _json(cache: Path, corpus: Path, **kwargs) -> OrderedLMDataModule:
+    small = {k: v for k, v in SMALL.items() if k != "max_documents"}  # max_documents keeps datasets' reader
+    return OrderedLMDataModule("json", data_files=str(corpus), cache_dir=str(cache), **small, **kwargs)
+
+
+def _split_file(monkeypatch, corpus: Path) -> int:
+    """Work items of 20 kB: the one input file is read in many ranges; how many."""
+    from lightning_order.data.lm import file_ranges
+
+    monkeypatch.setattr(file_ranges, "RANGE_BYTES", 20_000)
+    return -(-corpus.stat().st_size // 20_000)
+
+
+def test_a_simulated_two_node_cluster_prepares_the_same_data(
+    tmp_path, local_reference, json_corpus, json_reference, monkeypatch
+):
     assert not ray.is_initialized()  # first in the module: the engine must join this cluster
     from ray.cluster_utils import Cluster
 
@@ -68,6 +102,10 @@ def test_a_simulated_two_node_cluster_prepares_the_same_data(tmp_path, local_ref
         dm.prepare_data()
         assert dm.ledger.latest("load").stats["workers"] == 2 and len(cluster.list_all_nodes()) == 2
         _same(dm, local_reference)
+        assert _split_file(monkeypatch, json_corpus) > 10
+        split = _json(tmp_path / "json", json_corpus, engine="ray", ray_address=cluster.address)
+        split.prepare_data()
+        _same(split, json_reference)
     finally:
         ray.shutdown()
         cluster.shutdown()
@@ -75,11 +113,17 @@ def test_a_simulated_two_node_cluster_prepares_the_same_data(tmp_path, local_ref
         Path("/tmp/ray/ray_current_cluster").unlink(missing_ok=True)
 
 
-def test_ray_prepares_the_same_data_as_local(tmp_path, local_ray, local_reference):
+def test_ray_prepares_the_same_data_as_local(
+    tmp_path, local_ray, local_reference, json_corpus, json_reference, monkeypatch
+):
     dm = OrderedLMDataModule(cache_dir=str(tmp_path), engine="ray", **SMALL)
     dm.prepare_data()
     assert dm.ledger.latest("load").stats["engine"] == "ray"
     _same(dm, local_reference)
+    assert _split_file(monkeypatch, json_corpus) > 10
+    split = _json(tmp_path / "json", json_corpus, engine="ray")
+    split.prepare_data()
+    _same(split, json_reference)
     assert ray.is_initialized()  # the test's Ray is left running
 
 

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from lightning_order.data.engine.inputs import diagnose_files, files_identity, local_files
 from lightning_order.data.engine.storage import storage_error
@@ -29,7 +29,9 @@ from lightning_order.errors import DataError
 if TYPE_CHECKING:  # datasets is imported when rows are loaded (a cache hit needs none)
     import datasets
 
-__all__ = ["check_text_kinds", "csv_delimiter", "load_files"]
+__all__ = ["check_text_kinds", "checked_read", "csv_delimiter", "load_files", "text_kind_error"]
+
+_T = TypeVar("_T")
 
 #: Rows of a json file (and at most a megabyte of a csv) whose text values are sniffed for their kind.
 _SNIFF_ROWS = 1000
@@ -116,6 +118,21 @@ def _check_after(cfg: Any, before: list[tuple[int, ...]]) -> None:
     written = _statuses(files) != before
     if files and (written or not same):
         raise _changed(files, "while it was read" if written else "after the DataModule was built")
+
+
+def checked_read(cfg: Any, read: Callable[[], _T]) -> _T:
+    """``read()`` between the identity checks ``load_files`` makes: statuses before, one hash after.
+
+    For a read that does not go through ``datasets`` (workers reading their own ranges): a file
+    that changed since the DataModule was built, or while it was read, is refused the same way.
+
+    Raises:
+        DataError: a data file changed before or while it was read.
+    """
+    before = _check_before(cfg)
+    result = read()
+    _check_after(cfg, before)
+    return result
 
 
 def csv_delimiter(files: list[Path], options: Mapping[str, Any]) -> dict[str, Any]:
@@ -214,14 +231,19 @@ def check_text_kinds(cfg: Any) -> None:
     kinds = {str(path): _text_kind(path, cfg.dataset, cfg.text_column) for path in files}
     found = {k for k in kinds.values() if k is not None}
     if len(found) > 1 or (found and found != {"string"}):
-        listed = "; ".join(f"{path}: {kind}" for path, kind in kinds.items() if kind is not None)
-        raise DataError(
-            f"the text column {cfg.text_column!r} holds values of different kinds across the files ({listed}): "
-            "expected text in every file; numbers would silently become documents. Fix or remove the files "
-            "whose values are not strings",
-            step="load",
-            column=cfg.text_column,
-        )
+        raise text_kind_error(cfg.text_column, kinds)
+
+
+def text_kind_error(column: str, kinds: Mapping[str, str | None]) -> DataError:
+    """The error for text values that are not all strings: each file (``path -> kind``) and its kind named."""
+    listed = "; ".join(f"{path}: {kind}" for path, kind in kinds.items() if kind is not None)
+    return DataError(
+        f"the text column {column!r} holds values of different kinds across the files ({listed}): "
+        "expected text in every file; numbers would silently become documents. Fix or remove the files "
+        "whose values are not strings",
+        step="load",
+        column=column,
+    )
 
 
 def _text_kind(path: Path, dataset: str, column: str) -> str | None:

@@ -43,7 +43,9 @@ def partition(ctx: StepContext, source: Any, name: str, clean: bool, count: int)
     # Each partition's fragments are the files of its folder: no list of chunks crosses to a worker.
     merge = [{"partition": p, "fragments": out / "fragments" / f"p{p:05d}", "out": out} for p in range(count)]
     merged = engine.map(tasks.merge_partition, merge, weight=source.text_bytes, desc=f"partition {name}")
-    shutil.rmtree(out / "fragments", ignore_errors=True)
+    folders = [{"folder": out / "fragments" / f"p{p:05d}"} for p in range(count)]
+    engine.map(tasks.remove_folder, folders, weight=source.text_bytes, desc=f"tidy {name}")
+    shutil.rmtree(out / "fragments", ignore_errors=True)  # what is left: empty folders
     rows = sum(r["rows"] for r in merged)
     documents = DocumentSet(out, count, True, rows, sum(r["text_bytes"] for r in merged))
     stats = {

@@ -37,6 +37,7 @@ __all__ = [
     "clean_document",
     "document_keys",
     "read_input",
+    "read_on_workers",
 ]
 
 #: Documents per work item of the first pass (a few MB of text: one process's share at a time).
@@ -186,8 +187,11 @@ def _chunks(total: int, **source: Any) -> tuple[ChunkSource, ...]:
     )
 
 
-def read_input(cfg: Any, work: Path) -> tuple[Chunks, dict[str, Any]]:
+def read_input(cfg: Any, work: Path, engine: Any = None) -> tuple[Chunks, dict[str, Any]]:
     """The documents ``load`` reads, as chunks in corpus order, and what it found.
+
+    With an ``engine``, local JSON lines, Parquet and text files are read by its workers, range by
+    range (:func:`read_on_workers`); other inputs through ``datasets``.
 
     Returns:
         ``(chunks, info)``: ``info`` holds ``null_rows`` and, for the built-in corpus,
@@ -207,7 +211,11 @@ def read_input(cfg: Any, work: Path) -> tuple[Chunks, dict[str, Any]]:
         chunks = Chunks(_chunks(len(docs), path=str(path)), len(docs), size)
         return chunks, {"null_rows": 0, "corpus": corpus_fingerprint(docs)}
     from lightning_order.data.engine.reading import load_files
+    from lightning_order.data.lm.file_ranges import worker_files
 
+    files = worker_files(cfg) if engine is not None else None
+    if files is not None:
+        return read_on_workers(cfg, work / "read", engine, files)
     options = {"sample_by": cfg.sample_by, "keep_linebreaks": True} if cfg.dataset == "text" else {}
     data = load_files(cfg, work / "hf", **options)
     if cfg.text_column not in data.column_names:
@@ -239,3 +247,45 @@ def read_input(cfg: Any, work: Path) -> tuple[Chunks, dict[str, Any]]:
         )
     chunks = Chunks(_chunks(len(data), dataset=data, column=cfg.text_column), len(data) - nulls, text_bytes)
     return chunks, {"null_rows": nulls}
+
+
+def read_on_workers(cfg: Any, work: Path, engine: Any, files: list[Path]) -> tuple[Chunks, dict[str, Any]]:
+    """The input read by ``engine``'s workers, range by range, as :class:`Chunks` in corpus order.
+
+    The driver plans the ranges, maps :func:`~.range_reading.read_range` over them between the
+    input identity checks (:func:`~.reading.checked_read`), and keeps one chunk per range that
+    holds rows (each read in batches by ``clean``'s worker).
+
+    Returns:
+        ``(chunks, info)``: ``info`` holds ``null_rows``.
+
+    Raises:
+        DataError: every file is empty, a file changed before or while it was read, a worker
+            refused its range, the text column is absent, or every text value is null.
+    """
+    from lightning_order.data.engine.reading import checked_read
+    from lightning_order.data.lm.file_ranges import plan_ranges, range_size
+    from lightning_order.data.lm.range_reading import read_range
+
+    sizes = [path.stat().st_size for path in files]
+    if all(size == 0 for size in sizes):
+        raise DataError(
+            f"the dataset is empty: every data file is empty ({', '.join(map(str, files))})", step="load"
+        )
+    out = work / "ranges"
+    size = range_size(sum(sizes), getattr(engine, "workers", 1))
+    items = [{"range": fr, "out": out} for fr in plan_ranges(cfg, files, size)]
+    getattr(engine, "start", lambda weight: None)(sum(sizes))  # workers forked before any thread pool
+    results = checked_read(cfg, lambda: engine.map(read_range, items, weight=sum(sizes), desc="load"))
+    rows, nulls = sum(r["rows"] for r in results), sum(r["nulls"] for r in results)
+    column = cfg.text_column
+    if rows == nulls:
+        if all(r["absent"] for r in results) and rows:
+            raise DataError("the text column is not in the data; set text_column", step="load", column=column)
+        what = "the dataset is empty" if rows == 0 else f"every one of its {rows} text values is null"
+        raise DataError(
+            f"{what}; set text_column to the column that holds the text", step="load", column=column
+        )
+    held = [r for r in results if r["rows"]]
+    sources = tuple(ChunkSource(i, 0, r["rows"], path=r["path"]) for i, r in enumerate(held))
+    return Chunks(sources, rows - nulls, sum(r["text_bytes"] for r in results)), {"null_rows": nulls}

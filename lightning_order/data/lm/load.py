@@ -27,9 +27,9 @@ def load(ctx: StepContext, state: DataState) -> StepResult:
 
     cfg: LMConfig = ctx.config
     work = ctx.work if ctx.work is not None else Path(".")
-    chunks, info = read_sources(cfg, work) if cfg.sources else read_input(cfg, work)
-    count = partition_count(chunks.text_bytes, cfg.num_partitions)
     engine = engine_of(ctx)
+    chunks, info = read_sources(cfg, work, engine) if cfg.sources else read_input(cfg, work, engine)
+    count = partition_count(chunks.text_bytes, cfg.num_partitions)
     getattr(engine, "start", lambda weight: None)(chunks.text_bytes)  # workers forked before any thread pool
     corpus = info.get("corpus") or fingerprint("files", cfg.mixture_identity or cfg.input_identity)
     fp = fingerprint("lm-load", LM_CODE_VERSION, cfg.load_identity(), corpus)

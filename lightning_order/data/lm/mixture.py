@@ -171,7 +171,7 @@ def sources_identity(cfg: Any) -> list[dict[str, Any]]:
     return out
 
 
-def read_sources(cfg: Any, work: Path) -> tuple[Any, dict[str, Any]]:
+def read_sources(cfg: Any, work: Path, engine: Any = None) -> tuple[Any, dict[str, Any]]:
     """Every source's documents as one :class:`~.documents.Chunks`, each chunk tagged with its source's index.
 
     Each source is read as a single-source config would read it (``max_documents`` per source);
@@ -185,7 +185,7 @@ def read_sources(cfg: Any, work: Path) -> tuple[Any, dict[str, Any]]:
     chunks: list[Any] = []
     rows, text_bytes, nulls, per_source = 0, 0, 0, []
     for i, source in enumerate(cfg.source_list):
-        found, info = read_input(source_config(cfg, source), work / f"source-{i:03d}")
+        found, info = read_input(source_config(cfg, source), work / f"source-{i:03d}", engine)
         chunks.extend(replace(c, index=len(chunks) + j, origin=i) for j, c in enumerate(found.sources))
         rows += found.rows
         text_bytes += found.text_bytes

@@ -16,6 +16,9 @@ process runs it or on how many there are.
 
 from __future__ import annotations
 
+import os
+import shutil
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +50,7 @@ __all__ = [
     "group_bucket",
     "merge_partition",
     "pack_partition",
+    "remove_folder",
     "split_by_source",
     "split_partition",
 ]
@@ -80,14 +84,77 @@ def clean_chunk(item: dict[str, Any]) -> dict[str, Any]:
 
     Returns:
         ``rows_in``, ``rows``, ``dropped_empty``, ``dropped_null``, ``bom_stripped``,
-        ``text_bytes`` and ``fragments`` (how many it wrote, each ``out/p<partition>/f<index>.arrow``).
+        ``text_bytes`` and ``fragments`` (how many it wrote, each ``out/p<partition>/f<index>.arrow``:
+        a chunk is cleaned :data:`~.documents.CHUNK_ROWS` rows at a time, appended in corpus order).
     """
-    from lightning_order.data.lm.documents import ChunkSource, clean_document
+    from lightning_order.data.lm.documents import CHUNK_ROWS, ChunkSource
 
     reader, index = item["source"]
     chunk = reader if isinstance(reader, ChunkSource) else None
-    texts = chunk.texts(keep_nulls=True) if chunk is not None else reader.texts(index, keep_nulls=True)
-    name = f"f{index:06d}"
+    totals = dict.fromkeys(
+        ("rows_in", "rows", "dropped_null", "dropped_empty", "bom_stripped", "text_bytes"), 0
+    )
+    if chunk is None:
+        batches: Any = [reader.texts(index, keep_nulls=True)]
+    else:  # a chunk as large as a file range is read CHUNK_ROWS rows at a time: memory stays bounded
+        batches = (
+            replace(chunk, start=a, stop=min(a + CHUNK_ROWS, chunk.stop)).texts(True)
+            for a in range(chunk.start, chunk.stop, CHUNK_ROWS)
+        )
+    origin = chunk.origin if chunk is not None else None
+    fragments = _Fragments(Path(item["out"]), f"f{index:06d}")
+    try:
+        for texts in batches:
+            for key, value in _clean_batch(item, texts, fragments, origin).items():
+                totals[key] += value
+    except BaseException:
+        fragments.close(keep=False)  # a failed item leaves no partial fragment in place
+        raise
+    fragments.close()
+    return {**totals, "fragments": fragments.count}
+
+
+class _Fragments:
+    """One clean item's fragment files, one per partition it reaches, written a batch at a time.
+
+    One file per item and partition, not per batch: the files the driver removes after the merge
+    grow with the work items, not with the corpus. Each is renamed into place when complete.
+    """
+
+    def __init__(self, out: Path, name: str) -> None:
+        self.out, self.name = out, name
+        self.files: dict[int, tuple[Any, Any, Path, Path]] = {}
+        self.count = 0
+
+    def write(self, p: int, table: pa.Table) -> None:
+        if p not in self.files:
+            final = self.out / f"p{p:05d}" / f"{self.name}.arrow"
+            final.parent.mkdir(parents=True, exist_ok=True)
+            tmp = final.with_name(f".{final.name}.tmp")  # not *.arrow: merge_partition never reads it
+            sink = pa.OSFile(str(tmp), "wb")
+            self.files[p] = (sink, pa.ipc.new_file(sink, table.schema), tmp, final)
+        self.files[p][1].write_table(table, max_chunksize=1 << 16)
+
+    def close(self, keep: bool = True) -> None:
+        files, self.files = self.files, {}
+        for sink, writer, tmp, final in files.values():
+            try:
+                writer.close()
+            finally:
+                sink.close()
+            if keep:
+                os.replace(tmp, final)
+            else:
+                tmp.unlink(missing_ok=True)
+        self.count += len(files) if keep else 0
+
+
+def _clean_batch(
+    item: dict[str, Any], texts: list[Any], fragments: _Fragments, origin: int | None
+) -> dict[str, int]:
+    """One batch of :func:`clean_chunk`: cleaned, keyed, its rows appended to the fragment of their partition."""
+    from lightning_order.data.lm.documents import clean_document
+
     rows_in = len(texts)
     texts = [t for t in texts if t is not None]
     nulls = rows_in - len(texts)
@@ -96,22 +163,18 @@ def clean_chunk(item: dict[str, Any]) -> dict[str, Any]:
         hook, eos = item.get("hook"), item["eos_token"]
         for i, text in enumerate(texts):  # in place: one document's text is held once, raw or cleaned
             texts[i] = hook(text) if hook else clean_document(text, eos)
-        _check_texts(texts, name)
+        _check_texts(texts, fragments.name)
     kept = [t for t in texts if t.strip()]
     dropped_empty = len(texts) - len(kept)
     del texts
     table = _keyed_table(kept)
     del kept
-    origin = chunk.origin if chunk is not None else None
     if origin is not None:  # a mixture: each document keeps its source's index
         table = table.append_column(SOURCE_COLUMN, pa.array(np.full(table.num_rows, origin, np.int32)))
     count = int(item["partitions"])
     partition = (table.column("key_lo").to_numpy() % np.uint64(count)).astype(np.int64)
-    out = Path(item["out"])
-    fragments = 0
     for p in np.unique(partition).tolist():
-        write_table(table.filter(pa.array(partition == p)), out / f"p{p:05d}" / f"{name}.arrow")
-        fragments += 1
+        fragments.write(p, table.filter(pa.array(partition == p)))
     return {
         "rows_in": rows_in,
         "rows": table.num_rows,
@@ -119,7 +182,6 @@ def clean_chunk(item: dict[str, Any]) -> dict[str, Any]:
         "dropped_empty": dropped_empty,
         "bom_stripped": boms,
         "text_bytes": int(pc.sum(pc.binary_length(table.column("text"))).as_py() or 0),
-        "fragments": fragments,
     }
 
 
@@ -168,6 +230,15 @@ def merge_partition(item: dict[str, Any]) -> dict[str, Any]:
         "text_bytes": _text_bytes(table),
         "digest": table_digest(table),
     }
+
+
+def remove_folder(item: dict[str, Any]) -> None:
+    """Removes one partition's folder of intermediate files (item key ``folder``), on a worker.
+
+    Freeing a file's blocks is kernel work in proportion to its size: done where the work runs,
+    not on the driver, whose share stays one item per partition.
+    """
+    shutil.rmtree(item["folder"], ignore_errors=True)
 
 
 def _text_bytes(table: pa.Table) -> int:

@@ -131,19 +131,25 @@ def test_a_tokenizer_file_rewritten_after_construction_is_refused(tmp_path, docs
     assert info.value.step == "build_vocab" and not dm.cache_path.exists()
 
 
-def test_a_data_file_rewritten_while_it_is_read_is_refused(tmp_path, docs, monkeypatch):
+@pytest.mark.parametrize("reader", ["datasets", "workers"])
+def test_a_data_file_rewritten_while_it_is_read_is_refused(tmp_path, docs, monkeypatch, reader):
     import datasets
 
+    from lightning_order.data.lm import range_reading
+
     path = _jsonl(tmp_path / "docs.jsonl", [{"text": d} for d in docs])
-    real = datasets.load_dataset
+    # max_documents keeps datasets' path; without it, workers read the file's ranges themselves
+    limit = {"max_documents": len(docs)} if reader == "datasets" else {}
+    module, name = (datasets, "load_dataset") if reader == "datasets" else (range_reading, "read_range")
+    real = getattr(module, name)
 
     def rewriting(*args, **kwargs):
         loaded = real(*args, **kwargs)
         _jsonl(path, [{"text": d.upper()} for d in docs])  # a background writer, mid-read
         return loaded
 
-    dm = OrderedLMDataModule("json", data_files=str(path), cache_dir=str(tmp_path / "c"), **SMALL)
-    monkeypatch.setattr(datasets, "load_dataset", rewriting)
+    dm = OrderedLMDataModule("json", data_files=str(path), cache_dir=str(tmp_path / "c"), **SMALL, **limit)
+    monkeypatch.setattr(module, name, rewriting)
     with pytest.raises(DataError, match="changed while it was read") as info:
         dm.prepare_data()
     assert info.value.step == "load" and not dm.cache_path.exists()

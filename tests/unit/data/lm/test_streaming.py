@@ -12,13 +12,14 @@ from __future__ import annotations
 import json
 import random
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import pytest
 
 from lightning_order import DataError, OrderedLMDataModule
 from lightning_order.data.engine import engines
-from lightning_order.data.lm import clusters, deduplication
+from lightning_order.data.lm import clusters, deduplication, file_ranges
 from lightning_order.data.lm.artefacts import read_blocks
 from lightning_order.data.lm.clusters import straddling_pairs
 from lightning_order.data.lm.corpus import stdlib_corpus
@@ -46,9 +47,11 @@ class ReversedEngine(engines.LocalEngine):
     """Runs every map's items last to first (another assignment of partitions to work)."""
 
     name = "reversed"
+    items: ClassVar[dict[str, int]] = {}  # work items per task, last map of each
 
     def map(self, fn, items, weight=None, desc=""):
         items = list(items)
+        ReversedEngine.items[fn.__name__] = len(items)
         return list(reversed(super().map(fn, list(reversed(items)), weight, desc)))
 
 
@@ -78,7 +81,10 @@ def test_one_and_two_processes_and_another_assignment_prepare_identical_data(tmp
     # at a time, candidate pairs confirmed 7 to a work item.
     monkeypatch.setattr(clusters, "SIGNATURE_BATCH_CHARS", 2000)
     monkeypatch.setattr(deduplication, "PAIRS_PER_TASK", 7)
+    # ... and the input file read by workers in many ranges (issue #35 item 1), not one.
+    monkeypatch.setattr(file_ranges, "RANGE_BYTES", 20_000)
     other = _prepared(tmp_path, "reversed", corpus, num_proc=1)
+    assert ReversedEngine.items["read_range"] == -(-corpus.stat().st_size // 20_000) > 10
     assert other.ledger.latest("dedup").stats["candidate_pairs"] > 7 * 4
     assert other.ledger.latest("load").stats["engine"] == "reversed"
     assert one.ledger.latest("load").stats["workers"] == 1 and two.ledger.latest("load").stats["workers"] == 2

@@ -2,7 +2,7 @@
 
 Every work item of the LM prepare is pickled by a recording engine (as a process pool or Ray
 would pickle it); the largest one must stay under a fixed bound whether the corpus has 400 or
-4 000 documents in 8 or 80 input chunks.
+4 000 documents, read by the workers in a few or many byte ranges (issue #35 item 1).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from lightning_order import OrderedLMDataModule
-from lightning_order.data.lm import documents, prepare
+from lightning_order.data.lm import documents, file_ranges, prepare
 from tests.work_items import RecordingEngine, tiny_corpus
 
 #: Bytes a pickled work item may take, whatever the corpus: an item names its own files only.
@@ -40,7 +40,10 @@ def _largest_items(tmp_path: Path, count: int, monkeypatch: pytest.MonkeyPatch) 
 
 @pytest.mark.slow
 def test_the_largest_work_item_does_not_grow_with_thetiny_corpus(tmp_path, monkeypatch):
-    monkeypatch.setattr(documents, "CHUNK_ROWS", 50)  # many chunks: 8, then 80
+    monkeypatch.setattr(documents, "CHUNK_ROWS", 50)  # many batches per clean item
+    monkeypatch.setattr(
+        file_ranges, "RANGE_BYTES", 4096
+    )  # and many load and clean items: the file read in ranges
     small = _largest_items(tmp_path, 400, monkeypatch)
     large = _largest_items(tmp_path, 4000, monkeypatch)
     print("largest pickled work item (bytes):", {"400 docs": small.largest, "4000 docs": large.largest})
@@ -48,7 +51,7 @@ def test_the_largest_work_item_does_not_grow_with_thetiny_corpus(tmp_path, monke
         "largest pickled result (bytes):",
         {"400 docs": small.largest_result, "4000 docs": large.largest_result},
     )
-    assert set(small.largest) == set(large.largest) and "clean_chunk" in large.largest
+    assert set(small.largest) == set(large.largest) and {"clean_chunk", "read_range"} <= set(large.largest)
     for task, size in large.largest.items():
         assert size <= ITEM_BOUND, f"{task}: a work item of {size} bytes"
         # The same partitions' descriptions, whatever the document count (a few digits of a path may differ).

@@ -1,0 +1,158 @@
+"""The work items of ``load`` when workers read their own input: planned from file names and sizes only.
+
+A JSON lines or text file is cut into byte ranges of :data:`RANGE_BYTES`; a worker reads the
+records whose first byte lies in its range (:mod:`.range_reading`). A Parquet file gives one item
+per run of row groups up to :data:`RANGE_BYTES`, from its footer (the items are mapped by
+:func:`~.documents.read_input`). A text file read by paragraph
+or as one document is one item (a paragraph may span any range). The driver holds the file
+names, their sizes and row-group counts: never a document.
+
+The worker path is taken only where it reads what ``datasets.load_dataset`` would read
+(:func:`worker_readable`): local, uncompressed ``json`` (lines, not one array), ``parquet`` or
+``text`` files named by ``data_files``, no ``dataset_config``, the whole ``load_split`` and no
+``max_documents`` (its prefix is taken by ``datasets``' path, unchanged). Everything else keeps
+that path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lightning_order.data.engine.inputs import local_files
+
+__all__ = [
+    "MIN_RANGE_BYTES",
+    "RANGE_BYTES",
+    "FileRange",
+    "plan_ranges",
+    "range_size",
+    "worker_files",
+    "worker_readable",
+]
+
+#: Bytes of input per ``load`` work item (a few times a partition's text; tests lower it to split small files).
+RANGE_BYTES = 64 << 20
+#: The smallest range made to give every worker work: a smaller input is one item.
+MIN_RANGE_BYTES = 1 << 20
+#: Leading bytes of compressed files ``datasets`` would decompress on the fly (gzip, bz2, xz, zstd, zip, lz4).
+_MAGIC = (b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00", b"\x28\xb5\x2f\xfd", b"PK\x03\x04", b"\x04\x22\x4d\x18")
+_BOM = b"\xef\xbb\xbf"
+
+
+@dataclass(frozen=True)
+class FileRange:
+    """One ``load`` work item: part of one input file.
+
+    Attributes:
+        index: the item's place in corpus order (files in ``data_files`` order, ranges in file order).
+        path: the file.
+        start, stop: bytes ``[start, stop)`` (JSON lines, text by line), row groups ``[start, stop)``
+            (Parquet), or the whole file (text by paragraph or document).
+        kind: ``"json"``, ``"parquet"`` or ``"text"``.
+        column: the text column (``"text"`` for text files).
+        sample_by: how text files are cut into documents (``datasets``' text builder's option).
+    """
+
+    index: int
+    path: str
+    start: int
+    stop: int
+    kind: str
+    column: str = "text"
+    sample_by: str = "line"
+
+
+def worker_files(cfg: Any) -> list[Path] | None:
+    """The files ``load_split`` reads when workers can read them as ``datasets`` would, else ``None``."""
+    if cfg.dataset not in ("json", "parquet", "text") or cfg.dataset_config is not None:
+        return None
+    if getattr(cfg, "max_documents", None) is not None:
+        return None
+    if cfg.dataset == "text" and cfg.text_column != "text":
+        return None  # datasets' text builder names its column "text": its path explains the mismatch
+    files = cfg.input_files
+    if isinstance(files, dict):
+        files = files.get(cfg.load_split)
+    elif cfg.load_split != "train":
+        return None  # data_files as a list is datasets' "train" split; anything else is its to explain
+    if not files:
+        return None
+    names = [files] if isinstance(files, str) else list(files)
+    paths = local_files(names)
+    if len(paths) != len(names) or not all(_plain(p, cfg.dataset) for p in paths):
+        return None
+    return paths
+
+
+def worker_readable(cfg: Any) -> bool:
+    """Whether ``load`` can plan file ranges for workers (see the module docstring)."""
+    return worker_files(cfg) is not None
+
+
+def _plain(path: Path, dataset: str) -> bool:
+    """Not compressed, and (JSON) lines rather than one array: a few leading bytes, never a document."""
+    with open(path, "rb") as handle:
+        head = handle.read(4096)
+    if any(head.startswith(magic) for magic in _MAGIC):
+        return False
+    if dataset == "json":
+        body = head[len(_BOM) :] if head.startswith(_BOM) else head
+        return not body.lstrip().startswith(b"[")
+    return True
+
+
+def range_size(total_bytes: int, workers: int) -> int:
+    """Bytes per range: :data:`RANGE_BYTES`, or less so that each of ``workers`` gets about four items.
+
+    ``clean`` gets one work item per range, so an input of a few ranges would leave workers
+    idle; the cut never changes the data (the partitions are canonical), only who does the work.
+    Never below :data:`MIN_RANGE_BYTES` (unless :data:`RANGE_BYTES` is set lower).
+    """
+    share = -(-int(total_bytes) // max(1, 4 * int(workers)))
+    return min(RANGE_BYTES, max(MIN_RANGE_BYTES, share))
+
+
+def plan_ranges(cfg: Any, files: list[Path], range_bytes: int | None = None) -> list[FileRange]:
+    """The ``load`` work items of ``files``, in corpus order, from their sizes (and Parquet footers).
+
+    Args:
+        cfg: the config (``dataset``, ``text_column``, ``sample_by``).
+        files: what :func:`worker_files` returned.
+        range_bytes: bytes per item (``None``: :data:`RANGE_BYTES`, read now so tests can lower it).
+    """
+    size = RANGE_BYTES if range_bytes is None else int(range_bytes)
+    spans: list[tuple[str, int, int]] = []
+    for path in files:
+        if cfg.dataset == "parquet":
+            spans.extend((str(path), a, b) for a, b in _row_group_runs(path, size))
+        elif cfg.dataset == "text" and cfg.sample_by != "line":
+            spans.append((str(path), 0, path.stat().st_size))
+        else:
+            total = path.stat().st_size
+            spans.extend((str(path), a, min(a + size, total)) for a in range(0, total, size))
+    column = "text" if cfg.dataset == "text" else cfg.text_column
+    sample_by = getattr(cfg, "sample_by", "line") or "line"
+    return [FileRange(i, path, a, b, cfg.dataset, column, sample_by) for i, (path, a, b) in enumerate(spans)]
+
+
+def _row_group_runs(path: Path, size: int) -> list[tuple[int, int]]:
+    """Runs of consecutive row groups of at most ``size`` bytes each (uncompressed, by the footer; at least one group)."""
+    import pyarrow.parquet as pq
+
+    try:
+        meta = pq.read_metadata(path)
+    except Exception:  # not parquet: one item, whose worker names the file and what is wrong
+        return [(0, 1)]
+    runs: list[tuple[int, int]] = []
+    start, held = 0, 0
+    for group in range(meta.num_row_groups):
+        grown = held + meta.row_group(group).total_byte_size
+        if group > start and grown > size:
+            runs.append((start, group))
+            start, grown = group, meta.row_group(group).total_byte_size
+        held = grown
+    if meta.num_row_groups > start:
+        runs.append((start, meta.num_row_groups))
+    return runs
