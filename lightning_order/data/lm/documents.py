@@ -13,6 +13,7 @@ items of at most :data:`CHUNK_ROWS` rows, in corpus order: the work items of the
 
 from __future__ import annotations
 
+import itertools
 import re
 import unicodedata
 from collections.abc import Sequence
@@ -286,6 +287,25 @@ def read_on_workers(cfg: Any, work: Path, engine: Any, files: list[Path]) -> tup
         raise DataError(
             f"{what}; set text_column to the column that holds the text", step="load", column=column
         )
-    held = [r for r in results if r["rows"]]
-    sources = tuple(ChunkSource(i, 0, r["rows"], path=r["path"]) for i, r in enumerate(held))
+    sources = tuple(
+        ChunkSource(i, start, stop, path=path) for i, (path, start, stop) in enumerate(_slices(results, size))
+    )
     return Chunks(sources, rows - nulls, sum(r["text_bytes"] for r in results)), {"null_rows": nulls}
+
+
+def _slices(results: list[dict[str, Any]], size: int) -> list[tuple[str, int, int]]:
+    """``clean``'s items: each read range's rows, cut in even slices of about ``size`` bytes of text.
+
+    A range is a byte range or a run of Parquet row groups; one row group can hold far more than
+    ``size`` (a file written with one group), and as one item it would be cleaned by one worker.
+    O(ranges) on the driver: the cut is by row counts, from the range's bytes and rows.
+    """
+    out = []
+    for result in results:
+        rows = int(result["rows"])
+        if not rows:
+            continue
+        pieces = max(1, min(rows, -(-int(result["text_bytes"]) // max(size, 1))))
+        bounds = [rows * k // pieces for k in range(pieces + 1)]
+        out.extend((result["path"], a, b) for a, b in itertools.pairwise(bounds))
+    return out

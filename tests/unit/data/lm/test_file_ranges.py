@@ -153,3 +153,32 @@ def test_a_file_split_across_many_items_prepares_the_data_datasets_path_prepares
 )
 def test_ranges_give_every_worker_work_within_bounds(total, workers, size):
     assert file_ranges.range_size(total, workers) == size
+
+
+@pytest.mark.slow
+def test_one_large_row_group_is_cleaned_by_several_items_into_the_same_data(tmp_path, monkeypatch):
+    """A Parquet file written as one row group is one ``load`` item; ``clean`` cuts it in slices of rows."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from lightning_order.data.lm import tasks
+
+    docs = stdlib_corpus(300)
+    path = tmp_path / "docs.parquet"
+    pq.write_table(pa.table({"text": docs}), path, row_group_size=len(docs))
+    real = worker_files
+    monkeypatch.setattr(file_ranges, "worker_files", lambda cfg: None)
+    reference = _prepare(tmp_path, "datasets", "parquet", path)
+    monkeypatch.setattr(file_ranges, "worker_files", real)
+    monkeypatch.setattr(file_ranges, "RANGE_BYTES", 4096)
+    monkeypatch.setattr(file_ranges, "MIN_RANGE_BYTES", 4096)
+    cleaned, clean = [], tasks.clean_chunk
+    monkeypatch.setattr(tasks, "clean_chunk", lambda item: cleaned.append(item["source"][0]) or clean(item))
+    sliced = _prepare(tmp_path, "workers", "parquet", path)
+    text_bytes = sum(len(d.encode()) for d in docs)
+    assert len(cleaned) >= text_bytes // 4096 // 2  # not one item: slices of about 4 KB of text
+    assert cleaned[0].start == 0 and cleaned[-1].stop == len(docs)
+    assert all(a.stop == b.start for a, b in pairwise(cleaned))  # every row once, in corpus order
+    assert reference.data_fingerprints() == sliced.data_fingerprints()
+    for part in ("train", "val"):
+        assert list(reference.documents(part)) == list(sliced.documents(part))
