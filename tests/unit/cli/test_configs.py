@@ -34,7 +34,11 @@ def test_every_config_is_covered() -> None:
     names = [p.name for p in CONFIGS]
     assert set(names) >= {"demo.yaml", "ddp.yaml", "csv.yaml"}
     assert [n for n in names if n.startswith("lm-")] == ["lm-ddp.yaml", "lm-demo.yaml", "lm-sharded.yaml"]
-    assert [p.name for p in K8S_CONFIGS] == ["lm-ray-prepare.yaml", "train-job.yaml"]
+    assert [p.name for p in K8S_CONFIGS] == [
+        "lm-ray-prepare-1tb.yaml",
+        "lm-ray-prepare.yaml",
+        "train-job.yaml",
+    ]
 
 
 @pytest.mark.parametrize("config", [*CONFIGS, *K8S_CONFIGS], ids=_name)
@@ -145,10 +149,11 @@ def _print_config(command: list[str]) -> int | str | None:
         return exit_info.code
 
 
-def test_the_ray_prepare_job_runs_the_ray_engine_into_the_training_volume() -> None:
+@pytest.mark.parametrize("name", ["lightning-order-lm-prepare", "lightning-order-lm-prepare-1tb"])
+def test_the_ray_prepare_job_runs_the_ray_engine_into_the_training_volume(name: str) -> None:
     import shlex
 
-    rayjob = next(doc for doc in _k8s_docs() if doc["kind"] == "RayJob")
+    rayjob = next(doc for doc in _k8s_docs() if doc["kind"] == "RayJob" and doc["metadata"]["name"] == name)
     command = shlex.split(rayjob["spec"]["entrypoint"])
     assert command[:2] == ["lightning-order", "prepare"]
 
