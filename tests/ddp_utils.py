@@ -104,6 +104,23 @@ def run_ranks_forked(
     return _finish(jobs, timeout)
 
 
+def run_ranks_preloaded(
+    command: list[str], ranks: int = 2, *, cwd: str, timeout: float, **extra: str
+) -> list[subprocess.CompletedProcess]:
+    """:func:`launching.run_ranks` for ``[python, script, *argv]``, each rank forked from the preloaded server.
+
+    The benchmarks that start their own ranks (``benchmarks/order_lab.py``, ``benchmarks/lm_lab.py``)
+    call ``run_ranks``; their tests put this in its place, so a launch does not pay the two fresh
+    interpreters' imports. Each rank is still a new process with the same environment and argv.
+    """
+    _, script, *argv = command
+    jobs = [
+        _start(Path(script), argv, Path(cwd), {**extra, **variables}, f"rank{rank}")
+        for rank, variables in enumerate(rank_variables(ranks))
+    ]
+    return _finish(jobs, timeout)
+
+
 def run_side_by_side(
     name: str, runs: list[tuple[Path, list[str]]], timeout: float = 300
 ) -> list[subprocess.CompletedProcess]:

@@ -12,6 +12,7 @@ import math
 from pathlib import Path
 
 import pytest
+from ddp_utils import run_ranks_preloaded
 from helpers import load_benchmark
 
 lab = load_benchmark("order_lab")
@@ -21,7 +22,9 @@ study = load_benchmark("lab_false_alarms")
 @pytest.fixture(scope="module")
 def tiny_results(tmp_path_factory) -> dict:
     out = tmp_path_factory.mktemp("lab")
-    lab.main(["--tiny", "--out", str(out)])
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(lab, "run_ranks", run_ranks_preloaded)  # its DDP ranks forked, imports done
+        lab.main(["--tiny", "--out", str(out)])
     results = json.loads((out / "results.json").read_text())
     results["_out"] = str(out)
     return results
