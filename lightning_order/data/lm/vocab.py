@@ -94,7 +94,9 @@ def _sample(cfg: Any, source: Any, engine: Any, work: Path) -> tuple[list[str], 
             {"documents": source, "file": i, "prefix": prefixes[i], "threshold": threshold, "out": path}
             for i, path in zip(chosen, paths)
         ],
-        weight=size,
+        # weighed by the files it reads, not the sample: a small sample of a large corpus still
+        # reads every train file, which is the workers' work, not the driver's
+        weight=source.text_bytes,
         desc="tokenizer sample texts",
     )
     record = {
