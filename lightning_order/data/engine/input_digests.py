@@ -23,15 +23,13 @@ from __future__ import annotations
 
 import contextlib
 import json
-import re
-import socket
 import time
 from pathlib import Path
 
-import xxhash
 from filelock import FileLock
 
 from lightning_order.data.engine.storage import file_digest, replace_file
+from lightning_order.data.engine.verification import host_name, machine_record
 
 __all__ = ["RACY_WINDOW_NS", "input_digest", "record_path"]
 
@@ -40,14 +38,9 @@ RACY_WINDOW_NS = 2_000_000_000
 _FORMAT = "lightning_order.input-digest"
 
 
-def _host() -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", socket.gethostname() or "host")[:64]
-
-
 def record_path(path: Path, records: Path) -> Path:
     """This machine's digest record of the input file ``path``, in ``records/identified/``."""
-    name = xxhash.xxh3_64_hexdigest(str(path.resolve()).encode())
-    return records / "identified" / f"{name}-{_host()}.json"
+    return machine_record(path, records, "identified")
 
 
 def _status(path: Path) -> list[int]:
@@ -76,7 +69,7 @@ def _hash_and_record(path: Path, record: Path) -> str:
         data = {
             "format": _FORMAT,
             "path": str(path.resolve()),
-            "host": _host(),
+            "host": host_name(),
             "status": after,
             "xxh3": digest,
         }

@@ -35,7 +35,7 @@ from filelock import FileLock
 from lightning_order.data.engine.storage import file_digest, replace_file
 from lightning_order.ledger import MANIFEST_NAME, StepLedger
 
-__all__ = ["RACY_WINDOW_S", "record_path", "verified_problems"]
+__all__ = ["RACY_WINDOW_S", "host_name", "machine_record", "record_path", "verified_problems"]
 
 #: Files modified this close to the record (seconds) are hashed again on every check.
 RACY_WINDOW_S = 2.0
@@ -46,10 +46,20 @@ def _host() -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", socket.gethostname() or "host")[:64]
 
 
+def host_name() -> str:
+    """This machine's name as the records spell it (letters, digits, ``_.-``; 64 at most)."""
+    return _host()
+
+
+def machine_record(path: Path, user_cache: Path, kind: str) -> Path:
+    """This machine's record about ``path`` in ``user_cache/<kind>/``: named by the path and the host."""
+    name = xxhash.xxh3_64_hexdigest(str(path.resolve()).encode())
+    return user_cache / kind / f"{name}-{_host()}.json"
+
+
 def record_path(path: Path, user_cache: Path) -> Path:
     """This machine's verification record of the cache folder ``path``, in ``user_cache/verified/``."""
-    name = xxhash.xxh3_64_hexdigest(str(path.resolve()).encode())
-    return user_cache / "verified" / f"{name}-{_host()}.json"
+    return machine_record(path, user_cache, "verified")
 
 
 def _stat(path: Path) -> list[int] | None:
