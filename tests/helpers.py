@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import importlib.util
 import json
@@ -157,6 +158,81 @@ def in_fresh_process(code: str) -> Any:
         env=env,
     )
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+#: What :func:`in_preloaded_process`'s interpreter imports once, before it forks a process per code.
+PRELOADED = ("torch", "pytorch_lightning")
+_PRELOADED_SERVER: list[subprocess.Popen] = []
+_SERVER_CODE = """
+import json, os, sys, traceback
+for name in sys.argv[1:]:
+    __import__(name)
+for line in sys.stdin:
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the code, as ``python -c`` runs it, its stdout and stderr into the pipe
+        os.close(read)
+        os.dup2(write, 1)
+        os.dup2(write, 2)
+        sys.argv = ["-c"]
+        status = 0
+        try:
+            exec(compile(json.loads(line), "<string>", "exec"), {"__name__": "__main__"})
+        except SystemExit as stop:
+            status = stop.code if isinstance(stop.code, int) else 1
+        except BaseException:
+            traceback.print_exc()
+            status = 1
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
+    os.close(write)
+    with os.fdopen(read, errors="replace") as pipe:
+        out = pipe.read()
+    status = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    print(json.dumps({"out": out, "status": status}), flush=True)
+"""
+
+
+def start_preloaded() -> subprocess.Popen:
+    """Starts (once per pytest process) the fresh interpreter :func:`in_preloaded_process` forks from.
+
+    A test module calls it when imported, so the server's imports overlap collection and other tests.
+    """
+    if not _PRELOADED_SERVER:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+        server = subprocess.Popen(
+            [sys.executable, "-c", _SERVER_CODE, *PRELOADED],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+            env=env,
+        )
+        _PRELOADED_SERVER.append(server)
+        atexit.register(_stop_preloaded, server)
+    return _PRELOADED_SERVER[0]
+
+
+def _stop_preloaded(server: subprocess.Popen) -> None:
+    server.stdin.close()  # its loop ends
+    server.wait(30)
+    server.stdout.close()
+
+
+def in_preloaded_process(code: str) -> Any:
+    """:func:`in_fresh_process` for code that imports Lightning anyway: a new process forked from one fresh
+    interpreter that imported :data:`PRELOADED` (and nothing of ``lightning_order``), shared by the tests.
+
+    Its ``sys.modules`` holds what those imports load, as the code's own imports would; the JSON it prints last.
+    """
+    server = start_preloaded()
+    server.stdin.write(json.dumps(code) + "\n")
+    server.stdin.flush()
+    answer = json.loads(server.stdout.readline())
+    if answer["status"] != 0:
+        raise AssertionError(f"the code exited {answer['status']}:\n{answer['out'][-6000:]}")
+    return json.loads(answer["out"].strip().splitlines()[-1])
 
 
 def load_benchmark(name: str) -> ModuleType:
