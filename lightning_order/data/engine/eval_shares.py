@@ -30,6 +30,8 @@ from typing import Any
 
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
+from lightning_order.data.engine.loaders import sampled_loader, set_up
+
 __all__ = ["ShareSampler", "eval_share", "make_share_loader", "padded_share"]
 
 
@@ -103,13 +105,5 @@ def make_share_loader(
     Raises:
         RuntimeError: ``data`` is ``None`` (``setup`` has not run).
     """
-    if data is None:
-        raise RuntimeError("call setup() before asking for a dataloader (Lightning does it for you)")
-    return DataLoader(
-        data,
-        batch_size=batch_size,
-        sampler=ShareSampler(data, parts, part, pad),
-        num_workers=num_workers,
-        collate_fn=collate,
-        persistent_workers=num_workers > 0,
-    )
+    data = set_up(data)
+    return sampled_loader(data, ShareSampler(data, parts, part, pad), batch_size, num_workers, collate)

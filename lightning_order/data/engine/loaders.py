@@ -41,7 +41,14 @@ from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
 from lightning_order.positions import GlobalOrder, TrainPosition
 
-__all__ = ["GlobalOrderSampler", "ResumableLoader", "make_loader", "make_train_loader"]
+__all__ = [
+    "GlobalOrderSampler",
+    "ResumableLoader",
+    "make_loader",
+    "make_train_loader",
+    "sampled_loader",
+    "set_up",
+]
 
 
 #: Lightning's ``(batches done in the epoch its loop is in or starting, batches per epoch or None)``.
@@ -260,8 +267,7 @@ def make_train_loader(
     Raises:
         RuntimeError: ``data`` is ``None`` (``setup`` has not run).
     """
-    if data is None:
-        raise RuntimeError("call setup() before asking for a dataloader (Lightning does it for you)")
+    data = set_up(data)
     return ResumableLoader(
         data,
         batch_size=order.batch_size,
@@ -285,9 +291,26 @@ def make_loader(
     Raises:
         RuntimeError: ``data`` is ``None`` (``setup`` has not run).
     """
+    data = set_up(data)
+    sampler = DistributedSampler(data, num_replicas=1, rank=0, shuffle=shuffle, seed=seed)
+    return sampled_loader(data, sampler, batch_size, num_workers, collate)
+
+
+def set_up(data: Dataset | None) -> Dataset:
+    """``data``, set up; a loader asked for before ``setup`` ran is one clear error.
+
+    Raises:
+        RuntimeError: ``data`` is ``None`` (``setup`` has not run).
+    """
     if data is None:
         raise RuntimeError("call setup() before asking for a dataloader (Lightning does it for you)")
-    sampler = DistributedSampler(data, num_replicas=1, rank=0, shuffle=shuffle, seed=seed)
+    return data
+
+
+def sampled_loader(
+    data: Dataset, sampler: Any, batch_size: int, num_workers: int, collate: Callable[[Any], Any]
+) -> DataLoader:
+    """The evaluation loaders' one shape: ``data`` read through ``sampler``, workers kept between epochs."""
     return DataLoader(
         data,
         batch_size=batch_size,

@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 
 from lightning_order.data.engine.keys import key_hash_array
-from lightning_order.data.engine.partitions import DocumentSet, read_table, write_table
+from lightning_order.data.engine.partitions import DocumentSet, write_table
 from lightning_order.data.engine.storage import file_digest, save_array
 
 __all__ = ["hash_file", "place_documents", "record_of"]
@@ -39,14 +39,14 @@ def place_documents(item: dict[str, Any]) -> dict[str, Any]:
     p = int(item["partition"])
     target = Path(item["dest"])
     table = docs.read(p)
-    if "doc_hash" not in table.column_names:  # cleaned again after the split (a wrong order)
-        table = table.append_column(
-            "doc_hash", pa.array(key_hash_array(table.column("text"), text=True).view(np.int64))
-        )
     source = docs.path(p)
-    if docs.mask(p) is None and source.exists() and "doc_hash" in read_table(source).column_names:
-        os.replace(source, target)  # the file as it is: a rename on the same file system
+    if "doc_hash" in table.column_names and docs.mask(p) is None and source.exists():
+        os.replace(source, target)  # the file as it is (read unmasked: its own columns): a rename
     else:
+        if "doc_hash" not in table.column_names:  # cleaned again after the split (a wrong order)
+            table = table.append_column(
+                "doc_hash", pa.array(key_hash_array(table.column("text"), text=True).view(np.int64))
+            )
         write_table(table, target)
     save_array(item["hashes"], table.column("doc_hash").to_numpy().astype(np.int64))
     return {"rows": table.num_rows, "record": record_of(target)}
