@@ -23,6 +23,7 @@ from lightning_order.data.lm.hf_tokenizer import (
     save_beside_checkpoints,
     save_tokenizer,
 )
+from lightning_order.outputs import OWNERSHIP_FILE
 
 transformers = pytest.importorskip("transformers")
 
@@ -101,7 +102,7 @@ def test_without_transformers_tokenizer_json_is_saved_alone(
     monkeypatch.setitem(sys.modules, "transformers", None)
     with pytest.warns(UserWarning, match="wrote tokenizer.json alone"):
         folder = save_tokenizer(tmp_path / "tok", llama.tokenizer, {"eos_token": "</s>"})
-    assert [p.name for p in folder.iterdir()] == ["tokenizer.json"]
+    assert sorted(p.name for p in folder.iterdir()) == [OWNERSHIP_FILE, "tokenizer.json"]
 
 
 class _Trainer:
@@ -157,7 +158,9 @@ def _foreign(kind: str, target: Path, dm: OrderedLMDataModule) -> None:
             (target / "README.md").write_text("trained on the stdlib corpus")
 
 
-@pytest.mark.parametrize("kind", ["notes", "hf folder", "file", "symlink", "ours, edited", "ours, file added"])
+@pytest.mark.parametrize(
+    "kind", ["notes", "hf folder", "file", "symlink", "ours, edited", "ours, file added"]
+)
 def test_what_lightning_order_did_not_write_is_never_replaced(
     llama: OrderedLMDataModule, tmp_path: Path, kind: str
 ) -> None:
@@ -167,7 +170,9 @@ def test_what_lightning_order_did_not_write_is_never_replaced(
     _foreign(kind, target, llama)
     before, siblings = _state(target), sorted(p.name for p in tmp_path.iterdir())
     for _ in range(2):  # the second checkpoint as the first
-        with pytest.warns(OutputWarning, match=rf"^{re.escape(str(target))}: .*not replaced.*remove it") as caught:
+        with pytest.warns(
+            OutputWarning, match=rf"^{re.escape(str(target))}: .*not replaced.*remove it"
+        ) as caught:
             assert save_beside_checkpoints(_Trainer(tmp_path), llama.tokenizer, {"eos_token": "</s>"}) is None
         assert "\n" not in str(caught[0].message)
     assert _state(target) == before
@@ -238,7 +243,10 @@ def test_an_fsspec_dirpath_gets_the_folder_in_its_own_storage(
         assert folder == f"{url}/{TOKENIZER_FOLDER}"
         assert fs.cat(f"{folder}/tokenizer.json") == llama.tokenizer.to_str(pretty=True).encode()
         assert fs.exists(f"{folder}/tokenizer_config.json")
-        assert save_beside_checkpoints(_Trainer(url), llama.tokenizer, llama.ledger.info["special_tokens"]) == folder
+        assert (
+            save_beside_checkpoints(_Trainer(url), llama.tokenizer, llama.ledger.info["special_tokens"])
+            == folder
+        )
         assert not list(tmp_path.iterdir())  # no local folder named memory:
     finally:
         fs.rm(url, recursive=True)
