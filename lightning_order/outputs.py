@@ -20,7 +20,9 @@ no half-written folder under the name (a local move is one rename; an object sto
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import posixpath
 import uuid
 from collections.abc import Mapping
@@ -162,6 +164,9 @@ def write_owned_folder(
     owned = _owned_files(fs, target, fix)
     if owned == wanted:
         return _shown(path, fs)  # the same content: not rewritten at every checkpoint
+    if owned is not None and isinstance(fs, LocalFileSystem) and not os.access(target, os.W_OK):
+        # Made read-only since we wrote it: a rename in a writable parent would still replace it.
+        raise PermissionError(errno.EACCES, "Permission denied (the folder is read-only)", target)
     parent, name = (
         posixpath.split(target) if "://" in target else (str(Path(target).parent), Path(target).name)
     )

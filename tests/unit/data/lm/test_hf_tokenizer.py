@@ -250,3 +250,21 @@ def test_an_fsspec_dirpath_gets_the_folder_in_its_own_storage(
         assert not list(tmp_path.iterdir())  # no local folder named memory:
     finally:
         fs.rm(url, recursive=True)
+
+
+def test_our_folder_made_read_only_is_not_replaced(
+    llama: OrderedLMDataModule, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ``chmod -w`` on our folder is kept (simulated through ``os.access``: root may write anywhere)."""
+    special = dict(llama.ledger.info["special_tokens"])
+    folder = save_beside_checkpoints(_Trainer(tmp_path), llama.tokenizer, special)
+    assert isinstance(folder, Path)
+    before = _state(folder)
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode, **kw: p != str(folder) and real_access(p, mode, **kw))
+    special["pad_token"] = "<s>"  # a new content to write
+    with pytest.warns(
+        OutputWarning, match=rf"^{re.escape(str(folder))}: not written \(PermissionError.*read-only"
+    ):
+        assert save_beside_checkpoints(_Trainer(tmp_path), llama.tokenizer, special) is None
+    assert _state(folder) == before and sorted(p.name for p in tmp_path.iterdir()) == [TOKENIZER_FOLDER]
