@@ -33,8 +33,11 @@ _LAZY: dict[str, str] = {
     "FingerprintError": "lightning_order.errors",
     "LightningOrderError": "lightning_order.errors",
     "ManifestError": "lightning_order.errors",
+    "NotFiniteError": "lightning_order.errors",
     "OrderError": "lightning_order.errors",
     "OrderWarning": "lightning_order.errors",
+    "OutputError": "lightning_order.errors",
+    "OutputWarning": "lightning_order.errors",
     "StepNameError": "lightning_order.errors",
     "StepLedger": "lightning_order.ledger",
     "StepRecord": "lightning_order.ledger",
@@ -79,8 +82,11 @@ if TYPE_CHECKING:
     from lightning_order.errors import FingerprintError as FingerprintError
     from lightning_order.errors import LightningOrderError as LightningOrderError
     from lightning_order.errors import ManifestError as ManifestError
+    from lightning_order.errors import NotFiniteError as NotFiniteError
     from lightning_order.errors import OrderError as OrderError
     from lightning_order.errors import OrderWarning as OrderWarning
+    from lightning_order.errors import OutputError as OutputError
+    from lightning_order.errors import OutputWarning as OutputWarning
     from lightning_order.errors import StepNameError as StepNameError
     from lightning_order.fingerprints import data_fingerprint as data_fingerprint
     from lightning_order.ledger import StepLedger as StepLedger

@@ -20,8 +20,11 @@ __all__ = [
     "FingerprintError",
     "LightningOrderError",
     "ManifestError",
+    "NotFiniteError",
     "OrderError",
     "OrderWarning",
+    "OutputError",
+    "OutputWarning",
     "StepNameError",
     "unknown_step_names",
 ]
@@ -71,6 +74,21 @@ class OrderWarning(UserWarning):
 
 class CacheWarning(UserWarning):
     """A prepared cache was found damaged (the message names each bad file) and is prepared anew."""
+
+
+class OutputError(LightningOrderError, OSError):
+    """A file or folder beside a run (the tokenizer folder, the loss curve) is not ours to replace:
+    a user's folder, a file, a symlink, or a folder of ours changed since; the message names the
+    path and the fix."""
+
+
+class OutputWarning(UserWarning):
+    """A file or folder beside a run was left unwritten (the message names the path, why, and the
+    fix); training goes on, as a run that trained is worth more than the file."""
+
+
+class NotFiniteError(LightningOrderError, FloatingPointError):
+    """A model's outputs are NaN or infinite (its loss diverged): nothing can be sampled from it."""
 
 
 class DataError(LightningOrderError, ValueError):

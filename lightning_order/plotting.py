@@ -10,8 +10,11 @@ plotting library for one figure.
 from __future__ import annotations
 
 import importlib.util
+import io
 from collections.abc import Sequence
 from pathlib import Path
+
+from lightning_order.outputs import write_file
 
 __all__ = ["LOSS_CURVE_FILE", "can_plot", "write_loss_curve"]
 
@@ -30,17 +33,22 @@ def write_loss_curve(
     val: Sequence[tuple[int, float]] = (),
     *,
     title: str = "train and validation loss",
-) -> Path | None:
+) -> Path | str | None:
     """Draws the train and validation loss against the optimizer step and saves it as a PNG.
 
     Args:
-        path: the PNG file to write (its folder is made if missing).
+        path: the PNG file to write, local or an fsspec URL as the run's logs (its folder is made
+            if missing).
         train: ``(step, loss)`` of each training step.
         val: ``(step, loss)`` of each validation pass (drawn as points joined by a line).
         title: the figure's title.
 
     Returns:
-        The path written, or ``None`` when there is nothing to draw or matplotlib is not installed.
+        The path written (a ``Path`` when local), or ``None`` when there is nothing to draw or
+        matplotlib is not installed.
+
+    Raises:
+        OSError: the file cannot be written (the message names it).
     """
     if not (train or val) or not can_plot():
         return None
@@ -62,7 +70,6 @@ def write_loss_curve(
     axes.grid(alpha=0.3)
     axes.legend()
     figure.tight_layout()
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(target, format="png")
-    return target
+    png = io.BytesIO()
+    figure.savefig(png, format="png")
+    return write_file(path, png.getvalue())

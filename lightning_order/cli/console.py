@@ -21,6 +21,7 @@ from lightning_order.cli.rendering import ledger_rows
 from lightning_order.errors import LightningOrderError, OrderError
 from lightning_order.ledger import MANIFEST_NAME, StepLedger
 from lightning_order.order import STANDARD_PIPELINE, Pipeline
+from lightning_order.outputs import exists
 from lightning_order.pipelines import descriptor_for
 from lightning_order.rules import Violation
 
@@ -178,7 +179,8 @@ def locations(datamodule: Any, trainer: Trainer, stage: str) -> list[tuple[str, 
     if log_dir:
         found.append(("logs and config", log_dir))
     # A checkpoint folder is named before anything is saved in it (a run cut short saves nothing).
-    return [(label, where) for label, where in found if where and Path(where).exists()]
+    # A URL (s3://, memory://) is asked of its own storage, as the run wrote there.
+    return [(label, where) for label, where in found if where and exists(where)]
 
 
 def never_validated(trainer: Trainer, datamodule: Any) -> bool:

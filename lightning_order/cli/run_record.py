@@ -22,6 +22,7 @@ import torch
 from pytorch_lightning import Callback, LightningModule, Trainer
 from typing_extensions import override
 
+from lightning_order.outputs import describe_os_error, join
 from lightning_order.plotting import LOSS_CURVE_FILE, can_plot, write_loss_curve
 
 __all__ = ["RunRecord", "batch_tokens", "fit_figures"]
@@ -116,7 +117,8 @@ def fit_figures(record: RunRecord, log_dir: str | Path | None, world_size: int =
 
     Args:
         record: what the run gathered.
-        log_dir: the run's log folder (the trainer's ``log_dir``); ``None``: no curve is written.
+        log_dir: the run's log folder (the trainer's ``log_dir``, local or an fsspec URL); ``None``:
+            no curve is written. A curve that cannot be written is a line saying where and why.
         world_size: the number of ranks (the throughput is the run's, not one rank's).
     """
     rows: list[tuple[str, str]] = []
@@ -134,7 +136,18 @@ def fit_figures(record: RunRecord, log_dir: str | Path | None, world_size: int =
         if not can_plot():
             rows.append(("loss curve", "not drawn: pip install 'lightning-order[plots]' (matplotlib)"))
         else:
-            written = write_loss_curve(Path(log_dir) / LOSS_CURVE_FILE, record.train_loss, record.val_loss)
-            if written is not None:
-                rows.append(("loss curve", str(written)))
+            target = join(log_dir, LOSS_CURVE_FILE)  # a URL stays one: the curve goes where the logs go
+            try:
+                written = write_loss_curve(target, record.train_loss, record.val_loss)
+            except OSError as err:  # the run trained: a figure it cannot write is a line, not a failure
+                rows.append(
+                    (
+                        "loss curve",
+                        f"not written to {target} ({describe_os_error(err)}); remove it or make its folder "
+                        "writable (the losses are in the run's logs)",
+                    )
+                )
+            else:
+                if written is not None:
+                    rows.append(("loss curve", str(written)))
     return rows

@@ -27,6 +27,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from lightning_order import compat as pl
+from lightning_order.errors import NotFiniteError
 from lightning_order.models.attention import document_mask
 from lightning_order.models.sharding import shard_decoder
 from lightning_order.models.token_loss import TokenMeanLoss, token_loss
@@ -250,6 +251,9 @@ class OrderedCausalLM(pl.LightningModule):
 
         Returns:
             The new token ids (not the prompt).
+
+        Raises:
+            NotFiniteError: the logits are NaN or infinite (the weights diverged).
         """
         ids = torch.as_tensor(list(prompt) if not torch.is_tensor(prompt) else prompt, dtype=torch.long)
         ids = ids.reshape(1, -1).to(self.device)
@@ -264,7 +268,14 @@ class OrderedCausalLM(pl.LightningModule):
             if top_k is not None and top_k < logits.numel():
                 threshold = torch.topk(logits, top_k).values[-1]
                 logits = logits.masked_fill(logits < threshold, float("-inf"))
-            token = torch.multinomial(torch.softmax(logits, dim=-1), 1, generator=generator)
+            probabilities = torch.softmax(logits, dim=-1)
+            if not torch.isfinite(probabilities).all():  # torch's own error names no cause
+                raise NotFiniteError(
+                    f"generate: the model's logits are not finite (NaN or inf) at new token {len(new) + 1}: "
+                    "its weights diverged (the loss went to NaN or inf); sample from an earlier checkpoint, "
+                    "and train on with a lower learning rate or gradient clipping"
+                )
+            token = torch.multinomial(probabilities, 1, generator=generator)
             ids = torch.cat([ids, token.view(1, 1)], dim=1)
             new.append(int(token))
             if eos_token_id is not None and new[-1] == eos_token_id:

@@ -90,6 +90,24 @@ def test_an_lm_fit_cut_short_prints_its_perplexity(tmp_path: Path, capsys: pytes
     assert "checkpoint" not in out and not list(tmp_path.rglob("*.ckpt"))
 
 
+@pytest.mark.slow
+def test_an_lm_fit_whose_loss_went_to_nan_ends_with_its_summary_and_exit_code_0(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """#42 item 9: the run trained to its last step; its summary says why there is no continuation."""
+    config = str(ROOT / "configs" / "lm-demo.yaml")
+    args = ["--data.max_documents=200", "--data.vocab_size=300", "--data.block_size=16"]
+    args += ["--data.cache_dir", str(tmp_path / "cache"), "--trainer.default_root_dir", str(tmp_path)]
+    args += ["--trainer.max_steps=6", "--model.init_args.lr=1e12", "--order.symptoms=false"]
+    assert main(["fit", "--config", config, *args]) == 0
+    out = capsys.readouterr().out
+    assert "validation perplexity: nan" in out
+    assert "no sampled continuation: the model's logits are not finite" in out
+    assert _summary_line(out, "loss curve") == str(
+        tmp_path / "lightning_logs" / "version_0" / "loss_curve.png"
+    )
+
+
 def _summary_line(out: str, label: str) -> str | None:
     """The text after ``label: `` on the summary's line that starts with it."""
     lines = [line for line in out.splitlines() if line.startswith(f"{label}: ")]

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 
+from lightning_order.errors import NotFiniteError
+
 if TYPE_CHECKING:
     from lightning_order.ledger import StepLedger
 
@@ -23,7 +25,7 @@ __all__ = ["lm_figures", "print_lm_summary", "sample_continuation"]
 def print_lm_summary(
     console: Any, datamodule: Any, model: Any, stage: str, metrics: dict[str, float]
 ) -> None:
-    """Validation perplexity and, after ``fit``, a sampled continuation."""
+    """Validation perplexity and, after ``fit``, a sampled continuation (a line saying why not, when none)."""
     ppl = metrics.get("val_ppl", math.exp(metrics["val_loss"]) if "val_loss" in metrics else None)
     if ppl is not None:
         console.print(Text.assemble(("validation perplexity: ", "bold"), f"{ppl:.2f}"))
@@ -31,7 +33,14 @@ def print_lm_summary(
         # Only rank 0 prints: a forward of a sharded model needs every rank's collectives.
         console.print("no sampled continuation: the model is sharded across ranks (DTensor parameters)")
     elif stage == "fit" and model is not None:
-        prompt, continuation = sample_continuation(model, datamodule)
+        try:
+            prompt, continuation = sample_continuation(model, datamodule)
+        except NotFiniteError:
+            # The run trained to its end: its summary, checkpoints and exit code stand.
+            console.print(
+                "no sampled continuation: the model's logits are not finite (its loss went to NaN or inf)"
+            )
+            return
         if prompt is not None:
             console.print(Text("sampled continuation (prompt, then the model's text):", style="bold"))
             console.print(Text.assemble((prompt, "cyan"), continuation))
@@ -54,6 +63,9 @@ def sample_continuation(
     Returns:
         ``(prompt text, continuation text)``, or ``(None, "")`` when the datamodule has no
         tokenizer or documents, or the model cannot generate.
+
+    Raises:
+        NotFiniteError: the model's logits are NaN or infinite (its loss diverged).
     """
     generate = getattr(model, "generate", None)
     try:

@@ -7,20 +7,21 @@ BOS, pad, unknown) and ``add_bos_token`` as the blocks hold a document start, so
 
 The trained model and its tokenizer travel together: each time Lightning saves a checkpoint,
 ``OrderedLMDataModule`` writes the tokenizer with ``save_pretrained`` into a ``tokenizer/``
-folder beside the checkpoints (the checkpoint callback's ``dirpath``), on global rank zero, and
-only when its content changed; ``AutoTokenizer.from_pretrained`` reads it back. The folder is
-written beside, not inside, the checkpoint: a ``.ckpt`` is loaded with ``weights_only=True`` and
-holds no objects.
+folder beside the checkpoints (the checkpoint callback's ``dirpath``, local or an fsspec URL as
+Lightning's), on global rank zero, and only when its content changed; ``AutoTokenizer.from_pretrained``
+reads it back. The folder is written beside, not inside, the checkpoint: a ``.ckpt`` is loaded
+with ``weights_only=True`` and holds no objects. It is ours (:func:`~lightning_order.outputs.write_owned_folder`):
+a user's folder, a file or a symlink at that path is never replaced, and neither it nor a folder
+that cannot be written stops the run (an ``OutputWarning`` names the path and the fix).
 
 ``transformers`` is imported only here and only when asked for (it is an optional dependency);
 without it ``hf_tokenizer`` raises :class:`ImportError` naming the install, and the folder
-beside the checkpoints holds ``tokenizer.json`` alone.
+beside the checkpoints holds ``tokenizer.json`` alone (and our record of the files).
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import tempfile
 import warnings
 from collections.abc import Mapping
@@ -29,16 +30,26 @@ from typing import Any
 
 from tokenizers import Tokenizer
 
+from lightning_order.errors import OutputError, OutputWarning
+from lightning_order.outputs import describe_os_error, join, write_owned_folder
+
 __all__ = [
     "TOKENIZER_FOLDER",
     "hf_tokenizer_of",
     "import_transformers",
     "save_beside_checkpoints",
     "save_tokenizer",
+    "tokenizer_files",
 ]
 
 #: The folder, beside the checkpoints, that holds the tokenizer of the trained model.
 TOKENIZER_FOLDER = "tokenizer"
+
+#: What a user does when the path beside the checkpoints is not ours.
+_FIX = (
+    "remove it or give ModelCheckpoint another dirpath (dm.hf_tokenizer.save_pretrained(path) saves "
+    "the tokenizer anywhere)"
+)
 
 
 def import_transformers() -> Any:
@@ -73,56 +84,86 @@ def hf_tokenizer_of(tokenizer: Tokenizer, special: Mapping[str, str]) -> Any:
     )
 
 
-def _same_content(folder: Path, tokenizer: Tokenizer) -> bool:
+def tokenizer_files(tokenizer: Tokenizer, special: Mapping[str, str]) -> dict[str, bytes]:
+    """The files of the tokenizer's Hugging Face folder (name -> content), rendered in a temporary folder.
+
+    With ``transformers``: what ``save_pretrained`` of :func:`hf_tokenizer_of` writes, its
+    ``tokenizer.json`` replaced by the tokenizer the blocks were encoded with. Without it:
+    ``tokenizer.json`` alone (a warning says so). The same tokenizer gives the same bytes, so a
+    folder holding them is not written again.
+    """
+    files: dict[str, bytes] = {}
     try:
-        return (folder / "tokenizer.json").read_text(encoding="utf-8") == tokenizer.to_str()
-    except (OSError, UnicodeDecodeError):
-        return False
+        hf = hf_tokenizer_of(tokenizer, special)
+    except ImportError as err:
+        warnings.warn(f"{err}; wrote tokenizer.json alone (and our record of the files)", stacklevel=3)
+    else:
+        with tempfile.TemporaryDirectory(prefix="lightning-order-tokenizer-") as temp:
+            hf.save_pretrained(temp)
+            files = {p.name: p.read_bytes() for p in sorted(Path(temp).iterdir()) if p.is_file()}
+    # transformers writes its own serialisation: the one the blocks were encoded with wins.
+    files["tokenizer.json"] = tokenizer.to_str(pretty=True).encode("utf-8")
+    return files
 
 
-def save_tokenizer(folder: str | os.PathLike[str], tokenizer: Tokenizer, special: Mapping[str, str]) -> Path:
-    """Writes the tokenizer as a Hugging Face folder at ``folder`` (atomically: a sibling, then renamed).
+def save_tokenizer(
+    folder: str | os.PathLike[str],
+    tokenizer: Tokenizer,
+    special: Mapping[str, str],
+    *,
+    fix: str = "remove it, or save elsewhere",
+) -> Path | str:
+    """Writes the tokenizer as a Hugging Face folder at ``folder`` (local or an fsspec URL), as ours.
 
-    With ``transformers``: ``save_pretrained`` of :func:`hf_tokenizer_of`. Without it:
-    ``tokenizer.json`` alone (a warning says so).
+    The folder is written beside and moved into place, with a record of the files written
+    (:func:`~lightning_order.outputs.write_owned_folder`): it replaces only a folder written so,
+    and is not rewritten when it already holds this content.
+
+    Args:
+        folder: where to write.
+        tokenizer: the prepared tokenizer.
+        special: its special tokens (see :func:`hf_tokenizer_of`).
+        fix: what the user can do when something not ours is at ``folder``, for the message.
 
     Returns:
-        The folder.
+        The folder (a ``Path`` when local).
+
+    Raises:
+        OutputError: something not written by lightning_order is at ``folder`` (left as it is).
+        OSError: the storage refused the write.
     """
-    target = Path(folder)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    temp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
-    try:
-        try:
-            hf = hf_tokenizer_of(tokenizer, special)
-        except ImportError as err:
-            warnings.warn(f"{err}; wrote tokenizer.json alone to {target}", stacklevel=2)
-            tokenizer.save(str(temp / "tokenizer.json"))
-        else:
-            hf.save_pretrained(str(temp))
-            # transformers writes its own serialisation: the one the blocks were encoded with wins.
-            tokenizer.save(str(temp / "tokenizer.json"))
-        old = target.with_name(f".{target.name}-old-{os.getpid()}")
-        if target.exists():
-            os.replace(target, old)
-        os.replace(temp, target)
-        shutil.rmtree(old, ignore_errors=True)
-    finally:
-        shutil.rmtree(temp, ignore_errors=True)
-    return target
+    return write_owned_folder(os.fspath(folder), tokenizer_files(tokenizer, special), fix=fix)
 
 
-def save_beside_checkpoints(trainer: Any, tokenizer: Tokenizer, special: Mapping[str, str]) -> Path | None:
+def save_beside_checkpoints(
+    trainer: Any, tokenizer: Tokenizer, special: Mapping[str, str]
+) -> Path | str | None:
     """Writes ``<checkpoint dirpath>/tokenizer/`` on global rank zero when its content is not there yet.
 
+    The ``dirpath`` may be an fsspec URL (``s3://...``), as Lightning's checkpoints. What is not
+    ours at that path (a user's folder, a file, a symlink) is left as it is, and a folder that
+    cannot be written is not either: each is an :class:`~lightning_order.errors.OutputWarning`
+    naming the path and the fix, and training goes on (a run is worth more than this folder).
+
     Returns:
-        The folder, or ``None`` (no trainer, not rank zero, no checkpoint callback with a ``dirpath``).
+        The folder (a ``Path`` when local), or ``None`` (no trainer, not rank zero, no checkpoint
+        callback with a ``dirpath``, or the folder was not written).
     """
     callback = getattr(trainer, "checkpoint_callback", None)
     dirpath = getattr(callback, "dirpath", None)
     if trainer is None or not getattr(trainer, "is_global_zero", True) or not dirpath:
         return None
-    folder = Path(dirpath) / TOKENIZER_FOLDER
-    if _same_content(folder, tokenizer):
-        return folder
-    return save_tokenizer(folder, tokenizer, special)
+    folder = join(dirpath, TOKENIZER_FOLDER)
+    try:
+        return save_tokenizer(folder, tokenizer, special, fix=_FIX)
+    except OutputError as err:
+        warnings.warn(f"{err}; training goes on", OutputWarning, stacklevel=2)
+    except OSError as err:
+        warnings.warn(
+            f"{folder}: not written ({describe_os_error(err)}); make {dirpath} writable or give "
+            "ModelCheckpoint another dirpath (dm.hf_tokenizer.save_pretrained(path) saves it anywhere); "
+            "training goes on",
+            OutputWarning,
+            stacklevel=2,
+        )
+    return None

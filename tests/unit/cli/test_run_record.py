@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import fsspec
 import pytest
 import torch
 from helpers import png_size, quiet_trainer
@@ -97,3 +98,31 @@ def test_without_matplotlib_the_summary_says_how_to_get_the_curve(
         ("loss curve", "not drawn: pip install 'lightning-order[plots]' (matplotlib)")
     ]
     assert not (tmp_path / LOSS_CURVE_FILE).exists()
+
+
+def test_an_unwritable_loss_curve_is_a_summary_line_not_a_traceback(tmp_path: Path) -> None:
+    """#42 item 9: the run trained; a curve that cannot be written says where, why and what to do."""
+    (tmp_path / LOSS_CURVE_FILE).mkdir()  # a folder in the way: unwritable, whoever runs the test
+    record = RunRecord()
+    record.train_loss = [(1, 2.0), (2, float("nan"))]  # a run whose loss went to NaN draws too
+    (row,) = fit_figures(record, tmp_path)
+    assert row[0] == "loss curve"
+    assert row[1].startswith(f"not written to {tmp_path / LOSS_CURVE_FILE} (IsADirectoryError")
+    assert "\n" not in row[1] and "remove it" in row[1]
+
+
+def test_an_fsspec_log_dir_gets_the_curve_in_its_own_storage(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """#42 item 9: a ``memory://`` (as an ``s3://``) log folder: no local folder named ``memory:``."""
+    monkeypatch.chdir(tmp_path)
+    fs = fsspec.filesystem("memory")
+    logs = f"memory://{tmp_path.name}/lightning_logs/version_0"
+    record = RunRecord()
+    record.train_loss = [(1, 2.0), (2, 1.5)]
+    try:
+        assert fit_figures(record, logs) == [("loss curve", f"{logs}/{LOSS_CURVE_FILE}")]
+        assert fs.cat(f"{logs}/{LOSS_CURVE_FILE}").startswith(b"\x89PNG")
+        assert not list(tmp_path.iterdir())
+    finally:
+        fs.rm(f"memory://{tmp_path.name}", recursive=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from types import SimpleNamespace
 
+import fsspec
 import pytest
 
 from lightning_order.cli import main
@@ -78,3 +79,16 @@ def test_the_summary_names_only_folders_that_exist(tmp_path: Path) -> None:
     assert locations(datamodule, trainer, "fit") == [("logs and config", str(logs))]  # type: ignore[arg-type]
     checkpoints.mkdir()
     assert ("checkpoints", str(checkpoints)) in locations(datamodule, trainer, "fit")  # type: ignore[arg-type]
+
+
+def test_the_summary_names_an_fsspec_log_folder_that_exists(tmp_path: Path) -> None:
+    """#42 item 9: a ``memory://`` (as an ``s3://``) folder is asked of its storage, not of the local disk."""
+    fs = fsspec.filesystem("memory")
+    logs = f"memory://{tmp_path.name}/lightning_logs/version_0"
+    trainer = SimpleNamespace(checkpoint_callback=None, logger=SimpleNamespace(log_dir=logs), ckpt_path=None)
+    assert locations(SimpleNamespace(), trainer, "fit") == []  # type: ignore[arg-type]
+    fs.pipe_file(f"{logs}/config.yaml", b"trainer: {}")
+    try:
+        assert locations(SimpleNamespace(), trainer, "fit") == [("logs and config", logs)]  # type: ignore[arg-type]
+    finally:
+        fs.rm(f"memory://{tmp_path.name}", recursive=True)

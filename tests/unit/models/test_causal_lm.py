@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from lightning_order import OrderedCausalLM
+from lightning_order import NotFiniteError, OrderedCausalLM
 from lightning_order.models.attention import document_positions
 
 DIMS = {"vocab_size": 100, "padded_vocab_size": 128, "block_size": 16}
@@ -121,3 +121,12 @@ def test_without_position_ids_the_forward_is_unchanged() -> None:
         plain = model({"input_ids": ids})
         positions = model({"input_ids": ids, "position_ids": torch.arange(16).expand(2, 16)})
     assert torch.allclose(plain[..., :100], positions[..., :100], atol=1e-5)
+
+
+def test_a_model_whose_weights_went_to_nan_refuses_to_generate_in_one_line() -> None:
+    """#42 item 9: not torch's ``probability tensor contains either inf, nan``."""
+    model = OrderedCausalLM(**DIMS, n_layer=1, n_embd=32)
+    with torch.no_grad():
+        model.lm_head.weight.fill_(float("nan"))
+    with pytest.raises(NotFiniteError, match=r"^generate: the model's logits are not finite .*diverged"):
+        model.generate([1, 2, 3], 5)
