@@ -18,11 +18,18 @@ from lightning_order.data.engine import input_digests
 from lightning_order.data.engine.input_digests import input_digest, record_path
 from lightning_order.data.engine.storage import file_digest
 
+#: The file systems whose files are never recorded (the ``hashed`` fixture empties it).
+UNRECORDED = getattr(input_digests, "UNRECORDED_FILE_SYSTEMS", frozenset({"tmpfs"}))
+
 
 @pytest.fixture
 def hashed(monkeypatch):
-    """Every file the digests read, in order (records trusted at once: no racy window)."""
+    """Every file the digests read, in order (records trusted at once: no racy window).
+
+    The records' rule is the subject: ``tmp_path`` on tmpfs (some machines' ``/tmp``) counts as a disk.
+    """
     monkeypatch.setattr(input_digests, "RACY_WINDOW_NS", 0)
+    monkeypatch.setattr(input_digests, "UNRECORDED_FILE_SYSTEMS", frozenset())
     seen: list[Path] = []
     real = input_digests.file_digest
     monkeypatch.setattr(input_digests, "file_digest", lambda path: seen.append(Path(path)) or real(path))
@@ -123,6 +130,7 @@ def test_a_write_through_a_shared_mmap_on_tmpfs_is_seen(tmp_path, hashed, monkey
     import mmap
     import tempfile
 
+    monkeypatch.setattr(input_digests, "UNRECORDED_FILE_SYSTEMS", UNRECORDED)  # the real rule here
     folder = Path(tempfile.mkdtemp(dir=_tmpfs_folder()))
     try:
         data = _file(folder / "a.txt")

@@ -411,5 +411,5 @@ def test_a_text_source_and_a_json_source_with_its_own_column_mix(corpus: Path, t
         bad.prepare_data()
     assert "text_column" in str(err.value) and err.value.step == "load"
     # the text builder's column is "text": another one is refused at construction, naming the source
-    with pytest.raises(DataError, match="source 0 \\('web'\\).*text_column"):
+    with pytest.raises(DataError, match=r"source 0 \(.web.\).*text_column"):
         LMConfig(sources=[LMSource(path=web, weight=1.0, name="web", text_column="content")])

@@ -160,7 +160,7 @@ def test_a_dictionary_encoded_parquet_string_column_is_text(tmp_path):
     for kind in (pa.string(), pa.large_string()):
         column = pa.array(texts, kind).dictionary_encode()
         pq.write_table(pa.table({"text": column}), path, row_group_size=2)
-        assert pq.read_schema(path).field("text").type == pa.dictionary(pa.int32(), kind)
+        assert pa.types.is_dictionary(pq.read_schema(path).field("text").type)
         assert _ranges("parquet", path, 1) == _datasets(tmp_path, "parquet", path) == texts
 
 
