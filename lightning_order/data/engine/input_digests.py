@@ -39,7 +39,7 @@ from pathlib import Path
 
 from filelock import FileLock
 
-from lightning_order.data.engine.storage import file_digest, replace_file
+from lightning_order.data.engine.storage import file_digest, read_errors, replace_file
 from lightning_order.data.engine.verification import host_name, machine_record
 
 __all__ = ["RACY_WINDOW_NS", "UNRECORDED_FILE_SYSTEMS", "file_system", "input_digest", "record_path"]
@@ -90,9 +90,15 @@ def _recorded(path: Path, record: Path) -> str | None:
     return str(data["xxh3"]) if data.get("status") == status and isinstance(data.get("xxh3"), str) else None
 
 
+def _hashed(path: Path) -> str:
+    """``path``'s digest; a read that stat let through and the file refuses (a permission, an EIO) names the file."""
+    with read_errors("load", path):
+        return file_digest(path)
+
+
 def _hash_and_record(path: Path, record: Path) -> str:
     before = _status(path)
-    digest = file_digest(path)
+    digest = _hashed(path)
     after = _status(path)
     # Recorded only when nothing wrote during the hash and the last write is older than a clock tick.
     if before == after and time.time_ns() - max(after[3], after[4]) >= RACY_WINDOW_NS:
@@ -117,9 +123,12 @@ def input_digest(path: Path, records: Path | None = None) -> str:
 
     Returns:
         the same digest :func:`~.storage.file_digest` gives (always hashed on :data:`UNRECORDED_FILE_SYSTEMS`).
+
+    Raises:
+        DataError: the file cannot be read (a permission, an ``EIO``), naming it.
     """
     if file_system(path) in UNRECORDED_FILE_SYSTEMS:
-        return file_digest(path)  # a write through a shared mmap keeps the status there: always hashed
+        return _hashed(path)  # a write through a shared mmap keeps the status there: always hashed
     if records is None:
         from lightning_order.data.engine.cache import default_cache_dir
 
@@ -133,7 +142,7 @@ def input_digest(path: Path, records: Path | None = None) -> str:
         lock = FileLock(str(record.with_suffix(".lock")))
         lock.acquire()
     except OSError:  # no writable record folder: hash without a record
-        return file_digest(path)
+        return _hashed(path)
     try:
         found = _recorded(path, record)  # another process of this machine hashed it meanwhile
         return found if found is not None else _hash_and_record(path, record)

@@ -167,9 +167,8 @@ def _parse_json(fr: FileRange, data: bytes, options: Any) -> pa.Table:
                 f"largest block (2 GiB); split that document into several lines",
                 step="load",
             ) from err
-    return paj.read_json(
-        pa.BufferReader(data), read_options=paj.ReadOptions(block_size=len(data)), parse_options=options
-    )
+    whole = paj.ReadOptions(True, len(data))  # use_threads, and a block of the whole range
+    return paj.read_json(pa.BufferReader(data), read_options=whole, parse_options=options)
 
 
 def _json_kind(data: bytes, column: str) -> str | None:
