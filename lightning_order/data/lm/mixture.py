@@ -137,7 +137,7 @@ def normalise_sources(value: Any) -> tuple[LMSource, ...] | None:
         )
     if not items:
         raise DataError("sources is empty; give at least one source, or sources=None", step="load")
-    out = []
+    out: list[LMSource] = []
     for i, item in enumerate(items):
         source = _as_source(item, i)
         paths = [source.path] if isinstance(source.path, str) else source.path
