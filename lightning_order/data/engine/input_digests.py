@@ -17,25 +17,55 @@ before it was hashed gets no record and is hashed every time, as ``git`` re-hash
 clean" files. The ranks of a machine hash one at a time (a lock beside the record): the first
 hashes, the others find its record. A record folder that cannot be written keeps no record:
 the file is hashed, as before.
+
+Where the status does not prove the content: on ``tmpfs`` and ``ramfs`` (``/dev/shm``, a RAM
+disk) a write through a shared memory map (``mmap.mmap`` of a file opened for writing) leaves
+every status field unchanged on Linux, so a record would serve the old digest and the cache of
+the old data. Files on those file systems (:func:`file_system`, from ``/proc/self/mountinfo``
+by the file's device) get no record and are hashed by every process: what that gives up is the
+one-read-per-machine saving for them, at memory speed since their bytes are in RAM. Where the
+file system cannot be told (no ``/proc``: not Linux; a device ``mountinfo`` does not list, as a
+``btrfs`` subvolume's) the status is trusted, as before.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
+import re
 import time
 from pathlib import Path
 
 from filelock import FileLock
 
-from lightning_order.data.engine.storage import file_digest, replace_file
+from lightning_order.data.engine.storage import file_digest, read_errors, replace_file
 from lightning_order.data.engine.verification import host_name, machine_record
 
-__all__ = ["RACY_WINDOW_NS", "input_digest", "record_path"]
+__all__ = ["RACY_WINDOW_NS", "UNRECORDED_FILE_SYSTEMS", "file_system", "input_digest", "record_path"]
 
 #: A file changed this close to its hash (ns) is never recorded: a coarse clock could hide a later write.
 RACY_WINDOW_NS = 2_000_000_000
 _FORMAT = "lightning_order.input-digest"
+#: File systems where a write can leave a file's status unchanged (through a shared mmap): never recorded.
+UNRECORDED_FILE_SYSTEMS = frozenset({"tmpfs", "ramfs", "devtmpfs", "hugetlbfs"})
+_MOUNTINFO = Path("/proc/self/mountinfo")
+
+
+def file_system(path: Path) -> str | None:
+    """The type of the file system holding ``path`` (``"ext4"``, ``"tmpfs"``, ...), or ``None`` when it cannot be told.
+
+    Read from ``/proc/self/mountinfo`` by the file's device number (``major:minor``, its third
+    field; the type follows the `` - `` separator), so bind mounts and links need no path matching.
+    """
+    try:
+        device = os.stat(path).st_dev
+        table = _MOUNTINFO.read_text()
+    except OSError:
+        return None
+    major, minor = os.major(device), os.minor(device)
+    found = re.search(rf"^\d+ \d+ {major}:{minor} .*? - (\S+) ", table, flags=re.MULTILINE)
+    return None if found is None else found.group(1)
 
 
 def record_path(path: Path, records: Path) -> Path:
@@ -60,9 +90,15 @@ def _recorded(path: Path, record: Path) -> str | None:
     return str(data["xxh3"]) if data.get("status") == status and isinstance(data.get("xxh3"), str) else None
 
 
+def _hashed(path: Path) -> str:
+    """``path``'s digest; a read that stat let through and the file refuses (a permission, an EIO) names the file."""
+    with read_errors("load", path):
+        return file_digest(path)
+
+
 def _hash_and_record(path: Path, record: Path) -> str:
     before = _status(path)
-    digest = file_digest(path)
+    digest = _hashed(path)
     after = _status(path)
     # Recorded only when nothing wrote during the hash and the last write is older than a clock tick.
     if before == after and time.time_ns() - max(after[3], after[4]) >= RACY_WINDOW_NS:
@@ -86,8 +122,13 @@ def input_digest(path: Path, records: Path | None = None) -> str:
         records: the user's own cache folder (``None``: :func:`~.cache.default_cache_dir`).
 
     Returns:
-        the same digest :func:`~.storage.file_digest` gives.
+        the same digest :func:`~.storage.file_digest` gives (always hashed on :data:`UNRECORDED_FILE_SYSTEMS`).
+
+    Raises:
+        DataError: the file cannot be read (a permission, an ``EIO``), naming it.
     """
+    if file_system(path) in UNRECORDED_FILE_SYSTEMS:
+        return _hashed(path)  # a write through a shared mmap keeps the status there: always hashed
     if records is None:
         from lightning_order.data.engine.cache import default_cache_dir
 
@@ -101,7 +142,7 @@ def input_digest(path: Path, records: Path | None = None) -> str:
         lock = FileLock(str(record.with_suffix(".lock")))
         lock.acquire()
     except OSError:  # no writable record folder: hash without a record
-        return file_digest(path)
+        return _hashed(path)
     try:
         found = _recorded(path, record)  # another process of this machine hashed it meanwhile
         return found if found is not None else _hash_and_record(path, record)

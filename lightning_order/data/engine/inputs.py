@@ -10,7 +10,7 @@ a file rewritten with the same size and mtime still changes the cache key) or, w
 ``input_hash="size_mtime"``, by size and modification time (for very large inputs, where
 hashing every run costs too much; a rewrite that keeps both is then not seen).
 :func:`diagnose_files` explains, when ``datasets`` cannot read them, which file is wrong and how:
-a parquet file with no rows, a csv with a header only, a text file that is not UTF-8.
+a parquet file with no rows, a csv with a header only, a text file that is not UTF-8 or unreadable.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from lightning_order.data.engine.input_digests import input_digest
+from lightning_order.data.engine.storage import read_error
 from lightning_order.errors import DataError
 
 __all__ = [
@@ -313,24 +314,26 @@ def diagnose_files(files: Iterable[Path], dataset: str | None) -> DataError | No
 
     Checks, per file: empty (0 bytes); a parquet file with 0 rows; a csv with a header and no
     row; a csv, json or text file that is not UTF-8 (the byte, its offset and line); a JSON
-    lines file with a line that is not JSON (its line number and the parser's message).
+    lines file with a line that is not JSON (its line number and the parser's message); unreadable.
     """
     for path in files:
-        if path.stat().st_size == 0:
-            return DataError(
-                f"data file {path} is empty (0 bytes): expected rows; remove it or fill it", step="load"
-            )
-        if dataset == "parquet" or path.suffix == ".parquet":
-            problem = _parquet_problem(path)
-        elif dataset in _TEXT_BUILDERS:
-            problem = _utf8_problem(path) or (_header_only(path) if dataset == "csv" else None)
-            if problem is None and dataset == "json":
-                problem = _json_lines_problem(path)
-        else:
-            problem = None
+        try:
+            problem = _file_problem(path, dataset)
+        except OSError as err:  # stat accepted it, a read refuses (a permission, an EIO)
+            return read_error(err, path, "load")
         if problem:
             return DataError(f"data file {path} {problem}", step="load")
     return None
+
+
+def _file_problem(path: Path, dataset: str | None) -> str | None:
+    if path.stat().st_size == 0:
+        return "is empty (0 bytes): expected rows; remove it or fill it"
+    if dataset == "parquet" or path.suffix == ".parquet":
+        return _parquet_problem(path)
+    problem = _utf8_problem(path) if dataset in _TEXT_BUILDERS else None
+    problem = problem or (_header_only(path) if dataset == "csv" else None)
+    return problem or (_json_lines_problem(path) if dataset == "json" else None)
 
 
 def _parquet_problem(path: Path) -> str | None:

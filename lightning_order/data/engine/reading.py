@@ -23,13 +23,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from lightning_order.data.engine.inputs import diagnose_files, files_identity, local_files
-from lightning_order.data.engine.storage import storage_error
+from lightning_order.data.engine.storage import read_error, storage_error
 from lightning_order.errors import DataError
 
 if TYPE_CHECKING:  # datasets is imported when rows are loaded (a cache hit needs none)
     import datasets
 
-__all__ = ["check_text_kinds", "checked_read", "csv_delimiter", "load_files", "text_kind_error"]
+__all__ = [
+    "check_text_kinds",
+    "checked_read",
+    "csv_delimiter",
+    "is_text_type",
+    "load_files",
+    "text_kind_error",
+]
 
 _T = TypeVar("_T")
 
@@ -203,6 +210,9 @@ def load_files(cfg: Any, hf_cache: Path | None, **options: Any) -> datasets.Data
         full = storage_error(err, "load", hf_cache)  # a full disk is not a bad input
         if full is not None:
             raise full from err
+        unreadable = _unreadable_input(err, files)
+        if unreadable is not None:
+            raise unreadable from err
         diagnosis = diagnose_files(files, cfg.dataset)
         if diagnosis is not None:
             raise diagnosis from err
@@ -213,6 +223,26 @@ def load_files(cfg: Any, hf_cache: Path | None, **options: Any) -> datasets.Data
         ) from err
     _check_after(cfg, before)
     return data
+
+
+def _unreadable_input(error: BaseException, files: list[Path]) -> DataError | None:
+    """An ``OSError`` in ``error``'s chain that names one of the input ``files``, as the error naming it.
+
+    ``datasets`` wraps what its reader raised; an ``OSError`` naming no file (an ``EIO`` from a
+    read) is left to :func:`~.inputs.diagnose_files`, whose own read of each file names the one
+    that fails again.
+    """
+    inputs = {os.path.abspath(f): f for f in files}
+    seen: set[int] = set()
+    cause: BaseException | None = error
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, OSError) and cause.filename is not None:
+            name = os.path.abspath(os.fsdecode(cause.filename))
+            if name in inputs:
+                return read_error(cause, inputs[name], "load")
+        cause = cause.__cause__ or cause.__context__
+    return None
 
 
 def check_text_kinds(cfg: Any) -> None:
@@ -261,12 +291,25 @@ def _text_kind(path: Path, dataset: str, column: str) -> str | None:
         return None
 
 
+def is_text_type(kind: Any) -> bool:
+    """Whether Arrow type ``kind`` holds text: ``string``, ``large_string``, or a dictionary of either.
+
+    Parquet files written from pandas categoricals or by Spark store repeated strings
+    dictionary-encoded; ``datasets`` reads them as plain strings, and so do we.
+    """
+    import pyarrow as pa
+
+    if pa.types.is_dictionary(kind):
+        kind = kind.value_type
+    return bool(pa.types.is_string(kind) or pa.types.is_large_string(kind))
+
+
 def _kind_of(field: Any) -> str | None:
     import pyarrow as pa
 
     if pa.types.is_null(field) or pa.types.is_binary(field) or pa.types.is_large_binary(field):
         return None  # nothing yet, or bytes that are not UTF-8 (diagnose_files names the byte)
-    return "string" if pa.types.is_string(field) or pa.types.is_large_string(field) else str(field)
+    return "string" if is_text_type(field) else str(field)
 
 
 def _csv_kind(path: Path, column: str) -> str | None:

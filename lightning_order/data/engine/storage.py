@@ -7,7 +7,8 @@ with its size and hash; :func:`verify_files` compares a folder with such a list 
 file that is missing, empty, truncated or whose bytes changed. :func:`storage_error` turns a
 full disk, a read-only file system or a denied write, wherever it surfaces (even wrapped by
 ``datasets``), into a :class:`~lightning_order.errors.DataError` naming the step, the path and,
-for a full disk, the free space left. :func:`write_new`, :func:`replace_file` and
+for a full disk, the free space left; :func:`read_error` does the same for an input file that
+``stat`` accepts and a read refuses (a permission, an ``EIO``), naming the file. :func:`write_new`, :func:`replace_file` and
 :func:`save_array` write files without ever following a link planted at their name (exclusive
 creation with ``O_NOFOLLOW``; a replacement is a rename over the name, which replaces a link, never
 its target), with the mode the process umask gives (like every other file of the cache), and
@@ -38,6 +39,8 @@ __all__ = [
     "allocate_array",
     "concatenate_arrays",
     "free_space",
+    "read_error",
+    "read_errors",
     "replace_file",
     "save_array",
     "storage_error",
@@ -358,3 +361,43 @@ def storage_errors(step: str, path: str | os.PathLike[str] | None) -> Iterator[N
         if converted is None:
             raise
         raise converted from err
+
+
+def read_error(error: OSError, path: str | os.PathLike[str], step: str) -> DataError:
+    """An input file that could not be read (``PermissionError``, ``EIO``, gone), as one :class:`DataError`.
+
+    The ``OSError`` of a read often names no file (``EIO`` from ``read(2)``); the caller knows it.
+
+    Args:
+        error: what the open or the read raised.
+        path: the file being read.
+        step: the step that was reading.
+    """
+    code = f"[Errno {error.errno}] " if error.errno is not None else ""
+    what = error.strerror or str(error) or type(error).__name__
+    fix = (
+        "give this process read access to it"
+        if error.errno in (errno.EACCES, errno.EPERM)
+        else "check the disk or copy the file elsewhere"
+        if error.errno == errno.EIO
+        else "check the file"
+    )
+    return DataError(
+        f"data file {os.fspath(path)} could not be read ({type(error).__name__}: {code}{what}); "
+        f"{fix}, or remove it from data_files",
+        step=step,
+    )
+
+
+@contextlib.contextmanager
+def read_errors(step: str, path: str | os.PathLike[str]) -> Iterator[None]:
+    """A block that reads input file ``path``: any ``OSError`` becomes one :class:`DataError` naming the file.
+
+    Args:
+        step: the step that reads (named in the error).
+        path: the file read in the block.
+    """
+    try:
+        yield
+    except OSError as err:
+        raise read_error(err, path, step) from err

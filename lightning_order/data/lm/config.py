@@ -136,7 +136,7 @@ class LMConfig(BaseDataConfig):
             when=lambda config: config.sources is not None, value=lambda config: config.mixture_identity
         ),
     )
-    """a weighted mixture instead of ``dataset``/``data_files``: a list of ``LMSource(path, weight, name=None, dataset="text")`` (YAML: a list of mappings with ``path`` and ``weight``) or a mapping path -> weight. The sources are cleaned and deduplicated together, split by document, packed per source, and the train blocks drawn so each source's token share matches its weight (recorded in the ledger's ``pack`` record, ``mixture``); ``max_documents`` applies per source."""
+    """a weighted mixture instead of ``dataset``/``data_files``: a list of ``LMSource(path, weight, name=None, dataset="text", text_column=None)`` (YAML: a list of mappings with ``path`` and ``weight``) or a mapping path -> weight; the weights are held normalised (summing to 1: ``7, 3`` and ``0.7, 0.3`` are one mixture, one cache key). The sources are cleaned and deduplicated together, split by document, packed per source, and the train blocks drawn so each source's token share matches its weight (recorded in the ledger's ``pack`` record, ``mixture``); ``max_documents`` applies per source."""
     mixture_tolerance: float = field(default=0.01, metadata=SERVES)
     """with ``sources``: the most a source's realised share of the train tokens may stray from its weight (0.01: one percentage point) before the validator reports ``mixture-off-weight``."""
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from lightning_order.data.engine.inputs import local_files
+from lightning_order.data.engine.storage import read_errors
 
 __all__ = [
     "MIN_RANGE_BYTES",
@@ -65,7 +66,11 @@ class FileRange:
 
 
 def worker_files(cfg: Any) -> list[Path] | None:
-    """The files ``load_split`` reads when workers can read them as ``datasets`` would, else ``None``."""
+    """The files ``load_split`` reads when workers can read them as ``datasets`` would, else ``None``.
+
+    Raises:
+        DataError: a file whose first bytes cannot be read (a permission, an ``EIO``), naming it.
+    """
     if cfg.dataset not in ("json", "parquet", "text") or cfg.dataset_config is not None:
         return None
     if getattr(cfg, "max_documents", None) is not None:
@@ -93,7 +98,7 @@ def worker_readable(cfg: Any) -> bool:
 
 def _plain(path: Path, dataset: str) -> bool:
     """Not compressed, and (JSON) lines rather than one array: a few leading bytes, never a document."""
-    with open(path, "rb") as handle:
+    with read_errors("load", path), open(path, "rb") as handle:
         head = handle.read(4096)
     if any(head.startswith(magic) for magic in _MAGIC):
         return False

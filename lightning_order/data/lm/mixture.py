@@ -25,6 +25,7 @@ Plain data and numpy only; :func:`mixture_record` is what ``pack`` records and t
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from dataclasses import fields as dataclass_fields
@@ -39,6 +40,7 @@ from lightning_order.errors import DataError
 from lightning_order.positions import GlobalOrder
 
 __all__ = [
+    "MAX_WEIGHT_RATIO",
     "MIXTURE_SEED",
     "SOURCE_COLUMN",
     "LMSource",
@@ -50,12 +52,18 @@ __all__ = [
     "mixture_record",
     "normalise_sources",
     "read_sources",
+    "source_column",
     "source_config",
     "sources_identity",
 ]
 
 #: The column that holds each document's source index (only in a mixture's partitions).
 SOURCE_COLUMN = "source"
+#: The most the largest weight may be of the smallest: a share below a billionth draws no block of any
+#: corpus under a billion blocks, and the ratio keeps the normalisation far from overflow and underflow.
+MAX_WEIGHT_RATIO = 1e9
+#: Significant digits the normalised weights keep: 7 / 3 and 0.7 / 0.3 are one mixture, one cache key.
+_WEIGHT_DIGITS = 12
 
 
 @dataclass(frozen=True)
@@ -65,27 +73,33 @@ class LMSource:
     Attributes:
         path: a path, a glob, a folder or a list of them (``~`` and ``$VAR`` expanded), as
             ``data_files``.
-        weight: its share of the train tokens, relative to the other sources' (normalised to sum to 1).
+        weight: its share of the train tokens, relative to the other sources' (any positive real
+            number, numpy's included; the config holds it normalised: the weights sum to 1, so
+            ``7, 3`` and ``0.7, 0.3`` are one mixture).
         name: how the ledger and ``audit`` name it (default: ``path`` when it is one string, else
             ``source-<i>``).
         dataset: the ``datasets`` builder that reads its files (``"text"``, ``"json"``, ``"csv"``,
             ``"parquet"``).
+        text_column: the column of its files that holds the text (``None``: the config's
+            ``text_column``; a ``"text"`` source's column is always ``"text"``, its builder's).
     """
 
     path: str | list[str]
     weight: float
     name: str | None = None
     dataset: str = "text"
+    text_column: str | None = None
 
 
 def _as_source(item: Any, index: int) -> LMSource:
     if isinstance(item, LMSource):
         return item
     if isinstance(item, Mapping):
-        unknown = set(item) - {"path", "weight", "name", "dataset"}
+        unknown = set(item) - {"path", "weight", "name", "dataset", "text_column"}
         if unknown or "path" not in item or "weight" not in item:
             raise DataError(
-                f"source {index} must give path and weight (and optionally name, dataset), got {dict(item)!r}; "
+                f"source {index} must give path and weight (and optionally name, dataset, text_column), got "
+                f"{dict(item)!r}; "
                 "e.g. {'path': 'corpus/web/*.txt', 'weight': 0.7}",
                 step="load",
             )
@@ -99,9 +113,15 @@ def _as_source(item: Any, index: int) -> LMSource:
 def normalise_sources(value: Any) -> tuple[LMSource, ...] | None:
     """``sources`` as given (a list of :class:`LMSource` or mappings, or a mapping path -> weight), checked and named.
 
+    The weights are normalised (shares summing to 1, rounded to 12 significant digits): what
+    the cache key, the ledger and the draw read, so weights that differ only in scale are one
+    mixture.
+
     Raises:
-        DataError: no source, a weight that is not a positive finite number, a path that is not a
-            string or a list of strings, or two sources of one name.
+        DataError: no source, a weight that is not a positive finite real number or is more than
+            :data:`MAX_WEIGHT_RATIO` times smaller than the largest, a path that is not a string
+            or a list of strings, a text column that is not a name (or not ``"text"`` for a
+            ``"text"`` source), or two sources of one name; each naming the source.
     """
     if value is None:
         return None
@@ -117,21 +137,9 @@ def normalise_sources(value: Any) -> tuple[LMSource, ...] | None:
         )
     if not items:
         raise DataError("sources is empty; give at least one source, or sources=None", step="load")
-    out = []
+    out: list[LMSource] = []
     for i, item in enumerate(items):
         source = _as_source(item, i)
-        weight = source.weight
-        if (
-            isinstance(weight, bool)
-            or not isinstance(weight, (int, float))
-            or not math.isfinite(weight)
-            or weight <= 0
-        ):
-            raise DataError(
-                f"the weight of source {i} ({source.path!r}) must be a positive number, got {weight!r}; "
-                "e.g. weight=0.7",
-                step="load",
-            )
         paths = [source.path] if isinstance(source.path, str) else source.path
         if (
             not isinstance(paths, (list, tuple))
@@ -142,20 +150,81 @@ def normalise_sources(value: Any) -> tuple[LMSource, ...] | None:
                 f"the path of source {i} must be a path or a list of paths, got {source.path!r}", step="load"
             )
         name = source.name or (source.path if isinstance(source.path, str) else f"source-{i}")
+        weight = source.weight
+        # numbers.Real: numpy's scalars too (np.float32(0.7) is not a float); a bool is not a weight
+        if (
+            isinstance(weight, bool)
+            or not isinstance(weight, numbers.Real)
+            or not 0 < float(weight) < math.inf
+        ):
+            raise DataError(
+                f"the weight of source {i} ({name!r}) must be a positive finite number, got {weight!r}; "
+                "e.g. weight=0.7",
+                step="load",
+            )
+        _check_text_column(source, i, name)
         out.append(replace(source, name=name, weight=float(weight)))
     names = [s.name for s in out]
     if len(set(names)) != len(names):
         raise DataError(f"two sources share a name ({names}); give each a distinct name", step="load")
-    return tuple(out)
+    return tuple(replace(s, weight=w) for s, w in zip(out, _shares(out)))
+
+
+def _check_text_column(source: LMSource, index: int, name: str) -> None:
+    column = source.text_column
+    if column is None:
+        return
+    if not isinstance(column, str) or not column:
+        raise DataError(
+            f"the text_column of source {index} ({name!r}) must be a column name, got {column!r}", step="load"
+        )
+    if source.dataset == "text" and column != "text":
+        raise DataError(
+            f"source {index} ({name!r}) reads text files, whose only column is 'text', got text_column="
+            f"{column!r}; leave text_column out for it (or read its files with dataset='json' or 'csv')",
+            step="load",
+            column=column,
+        )
+
+
+def _shares(sources: Sequence[LMSource]) -> list[float]:
+    """The weights as shares summing to 1, rounded: refused, naming the source, where one is too small to draw.
+
+    Divided by the largest first, so weights near the float limit (1e308) never overflow their sum.
+    """
+    largest = max(s.weight for s in sources)
+    scaled = [s.weight / largest for s in sources]
+    for i, (source, share) in enumerate(zip(sources, scaled)):
+        if share * MAX_WEIGHT_RATIO < 1:
+            raise DataError(
+                f"the weight of source {i} ({source.name!r}) is {source.weight!r}, less than 1/{MAX_WEIGHT_RATIO:g} "
+                f"of the largest ({largest!r}): it would draw no block; give it a larger weight or leave it out",
+                step="load",
+            )
+    total = math.fsum(scaled)
+    return [float(f"{share / total:.{_WEIGHT_DIGITS}g}") for share in scaled]
 
 
 def source_config(cfg: Any, source: LMSource) -> Any:
-    """``cfg`` as the single-source config that reads ``source``'s files."""
-    return replace(cfg, sources=None, dataset=source.dataset, data_files=source.path)
+    """``cfg`` as the single-source config that reads ``source``'s files (with its own text column)."""
+    return replace(
+        cfg,
+        sources=None,
+        dataset=source.dataset,
+        data_files=source.path,
+        text_column=source_column(cfg, source),
+    )
+
+
+def source_column(cfg: Any, source: LMSource) -> str:
+    """The column that holds ``source``'s text: ``"text"`` for text files, else its own or the config's ``text_column``."""
+    if source.dataset == "text":
+        return "text"  # datasets' text builder names its only column "text", whatever the config's
+    return source.text_column or cfg.text_column
 
 
 def sources_identity(cfg: Any) -> list[dict[str, Any]]:
-    """Each source's name, builder, weight and files' identity (content hashes): the mixture's cache identity."""
+    """Each source's name, builder, normalised weight, text column and files' identity (content hashes): the mixture's cache identity."""
     out = []
     for source in cfg.source_list:
         sub = source_config(cfg, source)
@@ -164,6 +233,7 @@ def sources_identity(cfg: Any) -> list[dict[str, Any]]:
                 "name": source.name,
                 "dataset": source.dataset,
                 "weight": source.weight,
+                "text_column": sub.text_column,
                 "files": sub.input_identity,
                 "sample_by": cfg.sample_by if source.dataset == "text" else None,
             }
@@ -185,13 +255,30 @@ def read_sources(cfg: Any, work: Path, engine: Any = None) -> tuple[Any, dict[st
     chunks: list[Any] = []
     rows, text_bytes, nulls, per_source = 0, 0, 0, []
     for i, source in enumerate(cfg.source_list):
-        found, info = read_input(source_config(cfg, source), work / f"source-{i:03d}", engine)
+        try:
+            found, info = read_input(source_config(cfg, source), work / f"source-{i:03d}", engine)
+        except DataError as err:
+            raise _source_error(err, i, source) from err
         chunks.extend(replace(c, index=len(chunks) + j, origin=i) for j, c in enumerate(found.sources))
         rows += found.rows
         text_bytes += found.text_bytes
         nulls += int(info["null_rows"])
         per_source.append(found.rows)
     return Chunks(tuple(chunks), rows, text_bytes), {"null_rows": nulls, "source_rows": per_source}
+
+
+def _source_error(err: DataError, index: int, source: LMSource) -> DataError:
+    """``err`` of reading one source, naming the source (and where its text column is set)."""
+    said = str(err)
+    prefix = str(DataError("", step=err.step, column=err.column))
+    said = said[len(prefix) :] if said.startswith(prefix) else said
+    if "text_column" in said:
+        said += " (this source's own: LMSource(..., text_column=...); in YAML, text_column under the source)"
+    return DataError(
+        f"source {index} ({source.name!r}) read with dataset={source.dataset!r}: {said}",
+        step=err.step,
+        column=err.column,
+    )
 
 
 def mixture_counts(blocks: Sequence[int], weights: Sequence[float]) -> list[int]:
@@ -306,7 +393,7 @@ def mixture_record(
     """What ``pack`` records of a mixture (plain data): sources, weights, tokens per source per split, realised shares.
 
     Args:
-        sources: the mixture's sources.
+        sources: the mixture's sources (their weights normalised: :func:`normalise_sources`).
         tokens: split -> tokens encoded per source.
         blocks: train blocks packed per source.
         width: tokens per block (``block_size + 1``).

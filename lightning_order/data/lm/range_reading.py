@@ -10,7 +10,10 @@ lines; a document per file). Parquet: the text column of the item's row groups.
 
 The hostile-input checks of docs/reliability.md hold per file, here on the worker: bytes that are
 not UTF-8 and a broken JSON line name the file, offset and line (:func:`~.inputs.diagnose_files`);
-text values of another kind name the file and column (:func:`~.reading.text_kind_error`). The
+text values of another kind name the file and column (:func:`~.reading.text_kind_error`); a file
+that ``stat`` accepted and a read refuses (a permission, an ``EIO``) names the file
+(:func:`~.storage.read_error`). A JSON line longer than ``pyarrow.json``'s block is read with a
+block that holds the whole range (as ``datasets`` grows its block), never refused. The
 documents are written as an Arrow IPC file of one ``text`` column; the result holds counts only.
 """
 
@@ -25,11 +28,15 @@ import pyarrow.compute as pc
 
 from lightning_order.data.engine.inputs import diagnose_files
 from lightning_order.data.engine.partitions import write_table
-from lightning_order.data.engine.reading import text_kind_error
+from lightning_order.data.engine.reading import is_text_type, text_kind_error
+from lightning_order.data.engine.storage import read_errors
 from lightning_order.data.lm.file_ranges import FileRange
 from lightning_order.errors import DataError
 
 __all__ = ["range_bytes", "read_range", "read_texts"]
+
+#: The largest block ``pyarrow.json`` takes (an ``int32``): a range holding a longer line is refused, named.
+_MAX_JSON_BLOCK = (1 << 31) - 1
 
 
 def read_range(item: dict[str, Any]) -> dict[str, Any]:
@@ -69,8 +76,12 @@ def read_texts(fr: FileRange) -> tuple[pa.Array, bool]:
 
 
 def range_bytes(path: Path, start: int, stop: int) -> bytes:
-    """The bytes of every record (a line ending in ``\\n``, or the file's last) whose first byte is in ``[start, stop)``."""
-    with open(path, "rb") as handle:
+    """The bytes of every record (a line ending in ``\\n``, or the file's last) whose first byte is in ``[start, stop)``.
+
+    Raises:
+        DataError: the file cannot be opened or read (naming it).
+    """
+    with read_errors("load", path), open(path, "rb") as handle:
         if start > 0:
             handle.seek(start - 1)
             handle.readline()  # through the first newline at or after start - 1: the next record is ours
@@ -122,9 +133,11 @@ def _json_texts(fr: FileRange, data: bytes) -> tuple[pa.Array, bool]:
         explicit_schema=pa.schema([(fr.column, pa.large_string())]), unexpected_field_behavior="ignore"
     )
     try:
-        table = paj.read_json(pa.BufferReader(data), parse_options=options)
+        table = _parse_json(fr, data, options)
         column = table.column(fr.column).combine_chunks()
         column.validate(full=True)  # UTF-8 of every value
+    except DataError:
+        raise
     except Exception as err:  # pyarrow raises several kinds; the user needs the file and the line
         kind = _json_kind(data, fr.column)
         if kind is not None:
@@ -132,6 +145,30 @@ def _json_texts(fr: FileRange, data: bytes) -> tuple[pa.Array, bool]:
         raise _utf8_error(fr, err) from err
     absent = column.null_count == len(column) and json.dumps(fr.column).encode() not in data
     return column, absent
+
+
+def _parse_json(fr: FileRange, data: bytes, options: Any) -> pa.Table:
+    """``data`` parsed by ``pyarrow.json``; a line longer than its block parsed again in one block of the whole range.
+
+    The default block (1 MiB) is fastest for ordinary lines; a longer line is an Arrow
+    "straddling object" error, not bad input (``datasets`` reads it: the docs quote 30 MB
+    documents). The range is in memory already, so a block of its size costs no more memory.
+    """
+    import pyarrow.json as paj
+
+    try:
+        return paj.read_json(pa.BufferReader(data), parse_options=options)
+    except pa.ArrowInvalid as err:
+        if "straddling" not in str(err):
+            raise
+        if len(data) > _MAX_JSON_BLOCK:
+            raise DataError(
+                f"data file {fr.path} holds a JSON line in bytes [{fr.start}, {fr.stop}) longer than Arrow's "
+                f"largest block (2 GiB); split that document into several lines",
+                step="load",
+            ) from err
+    whole = paj.ReadOptions(True, len(data))  # use_threads, and a block of the whole range
+    return paj.read_json(pa.BufferReader(data), read_options=whole, parse_options=options)
 
 
 def _json_kind(data: bytes, column: str) -> str | None:
@@ -154,7 +191,10 @@ def _parquet_texts(fr: FileRange) -> tuple[pa.Array, bool]:
     import pyarrow.parquet as pq
 
     try:
-        handle = pq.ParquetFile(fr.path)
+        with read_errors("load", fr.path):
+            handle = pq.ParquetFile(fr.path)
+    except DataError:
+        raise
     except Exception as err:  # not parquet: diagnose_files names what is wrong
         raise _utf8_error(fr, err) from err
     schema = handle.schema_arrow
@@ -162,9 +202,11 @@ def _parquet_texts(fr: FileRange) -> tuple[pa.Array, bool]:
     if pa.types.is_null(kind):  # absent, or no value in the file: nulls, as datasets reads them
         rows = sum(handle.metadata.row_group(g).num_rows for g in range(fr.start, fr.stop))
         return pa.nulls(rows, pa.large_string()), fr.column not in schema.names
-    if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
+    if not is_text_type(kind):
         raise text_kind_error(fr.column, {fr.path: str(kind)})
-    table = handle.read_row_groups(list(range(fr.start, fr.stop)), columns=[fr.column])
+    with read_errors("load", fr.path):
+        table = handle.read_row_groups(list(range(fr.start, fr.stop)), columns=[fr.column])
+    # a dictionary of strings (pandas categoricals, Spark) is decoded: datasets reads it as text
     column = table.column(fr.column).combine_chunks().cast(pa.large_string())
     try:
         column.validate(full=True)  # Arrow does not check UTF-8 when it reads parquet strings

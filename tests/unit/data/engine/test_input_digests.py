@@ -18,11 +18,18 @@ from lightning_order.data.engine import input_digests
 from lightning_order.data.engine.input_digests import input_digest, record_path
 from lightning_order.data.engine.storage import file_digest
 
+#: The file systems whose files are never recorded (the ``hashed`` fixture empties it).
+UNRECORDED = getattr(input_digests, "UNRECORDED_FILE_SYSTEMS", frozenset({"tmpfs"}))
+
 
 @pytest.fixture
 def hashed(monkeypatch):
-    """Every file the digests read, in order (records trusted at once: no racy window)."""
+    """Every file the digests read, in order (records trusted at once: no racy window).
+
+    The records' rule is the subject: ``tmp_path`` on tmpfs (some machines' ``/tmp``) counts as a disk.
+    """
     monkeypatch.setattr(input_digests, "RACY_WINDOW_NS", 0)
+    monkeypatch.setattr(input_digests, "UNRECORDED_FILE_SYSTEMS", frozenset())
     seen: list[Path] = []
     real = input_digests.file_digest
     monkeypatch.setattr(input_digests, "file_digest", lambda path: seen.append(Path(path)) or real(path))
@@ -110,3 +117,67 @@ def test_a_second_datamodule_of_the_same_input_reads_none_of_it(tmp_path, hashed
         keys.append(dm.cache_path)
     assert keys[0] == keys[1]
     assert hashed == [data.resolve()]
+
+
+def _tmpfs_folder() -> Path | None:
+    shm = Path("/dev/shm")  # tmpfs on Linux
+    return shm if shm.is_dir() and os.access(shm, os.W_OK) else None
+
+
+@pytest.mark.skipif(_tmpfs_folder() is None, reason="needs a writable tmpfs at /dev/shm")
+def test_a_write_through_a_shared_mmap_on_tmpfs_is_seen(tmp_path, hashed, monkeypatch):
+    """Issue #42 item 4: on tmpfs such a write leaves every stat field as it was; the record served the old digest."""
+    import mmap
+    import tempfile
+
+    monkeypatch.setattr(input_digests, "UNRECORDED_FILE_SYSTEMS", UNRECORDED)  # the real rule here
+    folder = Path(tempfile.mkdtemp(dir=_tmpfs_folder()))
+    try:
+        data = _file(folder / "a.txt")
+        before = data.stat()
+        old = input_digest(data, tmp_path / "records")
+        with open(data, "r+b") as handle, mmap.mmap(handle.fileno(), 0) as view:
+            view[0:3] = b"ONE"
+            view.flush()
+        # Linux's tmpfs updates no time for a write through a shared map (some kernels, e.g. a
+        # sandbox's, do): the status is made the one Linux gives, the bytes are the new ones.
+        real = Path.stat
+        monkeypatch.setattr(Path, "stat", lambda self, **kw: before if self == data else real(self, **kw))
+        new = input_digest(data, tmp_path / "records")
+        assert new == file_digest(data) != old
+        assert hashed == [data, data]  # never served from a record on tmpfs
+        assert not record_path(data, tmp_path / "records").exists()
+        dm = lightning_order.OrderedLMDataModule("text", data_files=str(data), cache_dir=str(tmp_path / "c"))
+        assert dm.config.input_identity[0][2] == new and hashed[2:] == [data]  # a new DataModule re-hashes
+        assert input_digests.file_system(data) == "tmpfs"
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_the_file_system_of_a_path_is_read_from_mountinfo(tmp_path):
+    from lightning_order.data.engine.input_digests import file_system
+
+    if not Path("/proc/self/mountinfo").exists():
+        pytest.skip("no /proc/self/mountinfo")
+    assert file_system(Path("/proc/self/mountinfo")) == "proc"
+    assert file_system(tmp_path) not in (None, "proc")
+
+
+@pytest.mark.parametrize(
+    "error",
+    [PermissionError(13, "Permission denied"), OSError(5, "Input/output error")],
+    ids=["permission", "eio"],
+)
+def test_an_input_stat_accepts_and_read_refuses_is_a_data_error_naming_it(tmp_path, monkeypatch, error):
+    """Issue #42 item 4: the content hash at construction raised a raw ``PermissionError`` / ``EIO``."""
+    data = _file(tmp_path / "a.txt")
+
+    def refuse(path):
+        raise error
+
+    monkeypatch.setattr(input_digests, "file_digest", refuse)
+    with pytest.raises(lightning_order.DataError, match="could not be read") as info:
+        lightning_order.OrderedLMDataModule("text", data_files=str(data), cache_dir=str(tmp_path / "c"))
+    message = str(info.value)
+    assert str(data) in message and info.value.step == "load" and "\n" not in message
+    assert error.strerror in message

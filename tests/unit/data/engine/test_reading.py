@@ -77,6 +77,7 @@ def _words(n: int = 80) -> list[str]:
 
 def test_an_unchanged_input_is_hashed_once_by_load(tmp_path, monkeypatch):
     """Before, load hashed every input twice (before and after ``datasets`` read it): 3 reads with the key's."""
+    monkeypatch.setattr(input_digests, "UNRECORDED_FILE_SYSTEMS", frozenset())  # tmp_path may be on tmpfs
     data = _settled(_table(tmp_path / "a.csv", _words(), ","))
     dm = lightning_order.OrderedDataModule(
         dataset="csv", data_files=str(data), cache_dir=str(tmp_path / "c"), vocab_size=300
@@ -164,3 +165,48 @@ def test_bytes_that_are_not_utf8_in_a_parquet_string_column_are_refused(tmp_path
         dm.prepare_data()
     assert info.value.step == "load" and str(path) in str(info.value)
     assert not dm.cache_path.exists()
+
+
+def test_a_dictionary_encoded_parquet_text_column_is_text_not_numbers(tmp_path):
+    """Issue #42 item 4: ``dictionary<values=string>`` was refused as "numbers would silently become documents"."""
+    from types import SimpleNamespace
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from lightning_order.data.engine.reading import check_text_kinds
+
+    plain, coded, numbers = tmp_path / "a.parquet", tmp_path / "b.parquet", tmp_path / "c.parquet"
+    pq.write_table(pa.table({"text": _words(10)}), plain)
+    pq.write_table(pa.table({"text": pa.array(_words(10), pa.large_string()).dictionary_encode()}), coded)
+    cfg = SimpleNamespace(dataset="parquet", text_column="text", input_files=[str(plain), str(coded)])
+    check_text_kinds(cfg)  # both text: no error
+    pq.write_table(pa.table({"text": list(range(10))}), numbers)
+    with pytest.raises(DataError, match="different kinds") as info:  # numbers are still refused
+        check_text_kinds(SimpleNamespace(**{**vars(cfg), "input_files": [str(coded), str(numbers)]}))
+    assert f"{numbers}: int64" in str(info.value) and f"{coded}: string" in str(info.value)
+
+
+@pytest.mark.parametrize("filename", [True, False], ids=["named-by-the-error", "found-by-the-diagnosis"])
+def test_a_file_datasets_cannot_read_is_named_with_the_step(tmp_path, monkeypatch, filename):
+    """Issue #42 item 4: an ``EIO`` out of ``datasets`` named no file (and the diagnosis raised it raw)."""
+    import datasets
+
+    from lightning_order.data.engine import inputs
+
+    data = _table(tmp_path / "a.csv", _words(), ",")
+    dm = lightning_order.OrderedDataModule(
+        dataset="csv", data_files=str(data), cache_dir=str(tmp_path / "c"), vocab_size=300
+    )
+    error = OSError(5, "Input/output error", str(data)) if filename else OSError(5, "Input/output error")
+
+    def refuse(*args, **kwargs):
+        raise error
+
+    monkeypatch.setattr(datasets, "load_dataset", refuse)
+    monkeypatch.setattr(inputs, "open", refuse, raising=False)  # the diagnosis reads it again: EIO again
+    with pytest.raises(DataError, match="could not be read") as info:
+        dm.prepare_data()
+    message = str(info.value)
+    assert str(data) in message and info.value.step == "load" and "\n" not in message
+    assert "Input/output error" in message and not dm.cache_path.exists()

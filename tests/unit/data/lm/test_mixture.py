@@ -323,3 +323,93 @@ def test_a_mixed_orders_shares_are_those_of_the_blocks_its_epoch_serves() -> Non
 def test_a_mixed_order_whose_counts_do_not_draw_its_size_is_refused() -> None:
     with pytest.raises(ValueError, match=r"draws size=1000 blocks, got counts \[500, 400\] \(sum 900\)"):
         _mixed(blocks=(500, 500), counts=(500, 400))
+
+
+def test_weights_7_3_and_07_03_share_the_cache_the_blocks_and_the_resume(
+    corpus: Path, mixed: OrderedLMDataModule
+) -> None:
+    """Issue #42 item 7: the same blocks and order, yet the raw weights were keyed (prepare again, resume refused)."""
+    from lightning_order.checks.resume import check_resume
+
+    scaled = mixture_dm(corpus, mixed.config.cache_dir, weights=(7, 3))
+    assert scaled.cache_key == mixed.cache_key
+    assert [s.weight for s in scaled.config.sources] == [0.7, 0.3]  # the weights as shares
+    scaled.setup("fit")  # the prepared cache of 0.7 / 0.3, taken as it is
+    assert np.array_equal(scaled.blocks("train"), mixed.blocks("train"))
+    assert check_resume(mixed.data_fingerprints(), scaled.data_fingerprints()) == []
+    # shares that differ only past float precision are one mixture; a real change is another
+    thirds = mixture_dm(corpus, mixed.config.cache_dir, weights=(1 / 3, 2 / 3))
+    assert mixture_dm(corpus, mixed.config.cache_dir, weights=(0.1, 0.2)).cache_key == thirds.cache_key
+    assert mixture_dm(corpus, mixed.config.cache_dir, weights=(0.71, 0.29)).cache_key != mixed.cache_key
+
+
+@pytest.mark.parametrize(
+    ("weights", "needle"),
+    [
+        ((1e308, 1e308), None),  # huge but equal: the shares are 0.5 / 0.5
+        ((1e308, 1.0), "source 1 \\('code'\\)"),  # a share below 1e-9 of the largest: refused, named
+        ((1.0, 1e-300), "source 1 \\('code'\\)"),
+        ((float("inf"), 1.0), "source 0 \\('web'\\)"),
+        ((float("nan"), 1.0), "source 0 \\('web'\\)"),
+    ],
+)
+def test_weights_that_cannot_be_drawn_are_refused_at_construction_naming_the_source(
+    corpus: Path, tmp_path: Path, weights: tuple[float, float], needle: str | None
+) -> None:
+    """Issue #42 item 7: weights of 1e308 passed the check, then ``pack`` raised a raw ``ValueError`` (NaN shares)."""
+    if needle is None:
+        dm = mixture_dm(corpus, tmp_path, weights=weights)
+        assert [s.weight for s in dm.config.sources] == [0.5, 0.5]
+        assert mixture_counts([40, 60], [s.weight for s in dm.config.sources]) == [50, 50]
+        return
+    with pytest.raises(DataError, match=needle) as err:
+        mixture_dm(corpus, tmp_path, weights=weights)
+    assert err.value.step == "load" and "\n" not in str(err.value) and "weight" in str(err.value)
+
+
+@pytest.mark.parametrize("weight", [np.float32(0.7), np.float64(0.7), np.int64(7)], ids=repr)
+def test_a_numpy_scalar_weight_is_a_number(corpus: Path, tmp_path: Path, weight: Any) -> None:
+    """Issue #42 item 7: ``np.float32(0.7)`` "must be a positive number"."""
+    sources = [
+        LMSource(path=str(corpus / "web" / "docs.txt"), weight=weight, name="web"),
+        LMSource(path=str(corpus / "code" / "docs.txt"), weight=weight * 3 / 7, name="code"),
+    ]
+    cfg = LMConfig(sources=sources)
+    assert [type(s.weight) for s in cfg.sources] == [float, float]
+    assert [s.weight for s in cfg.sources] == pytest.approx([0.7, 0.3], abs=1e-6)
+
+
+def test_a_text_source_and_a_json_source_with_its_own_column_mix(corpus: Path, tmp_path: Path) -> None:
+    """Issue #42 item 7: ``text_column="content"`` broke the text source, and the error named no source."""
+    import json
+
+    code = tmp_path / "code.jsonl"
+    lines = (corpus / "code" / "docs.txt").read_text().split("\n\n")
+    code.write_text("".join(json.dumps({"content": doc, "id": i}) + "\n" for i, doc in enumerate(lines)))
+    web = str(corpus / "web" / "docs.txt")
+    options = {"cache_dir": str(tmp_path / "c"), "vocab_size": 300, "block_size": 16, "num_proc": 1}
+    options["sample_by"] = "paragraph"
+    # the issue's case: text_column="content" for the JSON source; the text builder's column stays "text"
+    dm = OrderedLMDataModule(
+        sources=[
+            LMSource(path=web, weight=0.7, name="web"),
+            LMSource(path=str(code), weight=0.3, name="code", dataset="json"),
+        ],
+        text_column="content",
+        **options,
+    )
+    dm.prepare_data()
+    assert dm.ledger.latest("load").stats["source_rows"] == [200, len(lines)]
+    # the column enters the cache key: another column of the same file is another corpus
+    other = LMSource(path=str(code), weight=0.3, name="code", dataset="json", text_column="id")
+    again = OrderedLMDataModule(sources=[LMSource(path=web, weight=0.7, name="web"), other], **options)
+    assert again.cache_key != dm.cache_key
+    # a column the source's file lacks names the source and the field to set
+    missing = LMSource(path=str(code), weight=0.3, name="code", dataset="json", text_column="body")
+    bad = OrderedLMDataModule(sources=[LMSource(path=web, weight=0.7, name="web"), missing], **options)
+    with pytest.raises(DataError, match="source 1 \\('code'\\)") as err:
+        bad.prepare_data()
+    assert "text_column" in str(err.value) and err.value.step == "load"
+    # the text builder's column is "text": another one is refused at construction, naming the source
+    with pytest.raises(DataError, match=r"source 0 \(.web.\).*text_column"):
+        LMConfig(sources=[LMSource(path=web, weight=1.0, name="web", text_column="content")])

@@ -140,3 +140,73 @@ def test_a_parquet_text_column_of_numbers_is_refused_naming_the_file_and_column(
     with pytest.raises(DataError, match="different kinds") as info:
         read_range({"range": fr, "out": tmp_path / "out"})
     assert str(path) in str(info.value) and info.value.column == "text"
+
+
+def test_a_json_line_of_3_mib_is_read_as_datasets_reads_it(tmp_path):
+    """Issue #42 item 4: a line longer than pyarrow's JSON block was refused as "straddling"."""
+    path = tmp_path / "long.jsonl"
+    rows = [{"text": "short"}, {"text": "word " * (3 << 18)}, {"text": "after"}]  # 3.75 MiB in the middle
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    expected = [r["text"] for r in rows]
+    assert _datasets(tmp_path, "json", path) == expected
+    for size in (1 << 20, 64 << 20):  # the long line cut by ranges, and whole in one range
+        assert _ranges("json", path, size) == expected
+
+
+def test_a_dictionary_encoded_parquet_string_column_is_text(tmp_path):
+    """Issue #42 item 4: ``dictionary<values=string>`` (pandas categoricals, Spark) was refused as "numbers"."""
+    path = tmp_path / "dict.parquet"
+    texts = ["one document", "another", "one document", None, "last"]
+    for kind in (pa.string(), pa.large_string()):
+        column = pa.array(texts, kind).dictionary_encode()
+        pq.write_table(pa.table({"text": column}), path, row_group_size=2)
+        assert pa.types.is_dictionary(pq.read_schema(path).field("text").type)
+        assert _ranges("parquet", path, 1) == _datasets(tmp_path, "parquet", path) == texts
+
+
+def _unreadable(monkeypatch, module, error: OSError) -> None:
+    """``open`` in ``module`` refuses, as a file stat accepts and read refuses (root ignores chmod)."""
+    monkeypatch.setattr(module, "open", lambda *args, **kwargs: (_ for _ in ()).throw(error), raising=False)
+
+
+@pytest.mark.parametrize(
+    "error",
+    [PermissionError(13, "Permission denied"), OSError(5, "Input/output error")],
+    ids=["permission", "eio"],
+)
+@pytest.mark.parametrize("dataset", ["json", "text"])
+def test_a_file_stat_accepts_and_read_refuses_names_the_file_and_step(tmp_path, monkeypatch, error, dataset):
+    """Issue #42 item 4: a raw ``PermissionError``, or an ``EIO`` with no file name, came out of the worker."""
+    from lightning_order.data.lm import file_ranges, range_reading
+
+    path = tmp_path / "docs.jsonl"
+    path.write_text("".join(json.dumps({"text": f"document {i}"}) + "\n" for i in range(20)))
+    cfg = SimpleNamespace(dataset=dataset, text_column="text", sample_by="line")
+    (fr,) = plan_ranges(cfg, [path])
+    _unreadable(monkeypatch, range_reading, error)
+    with pytest.raises(DataError, match="could not be read") as info:
+        read_range({"range": fr, "out": tmp_path / "out"})
+    message = str(info.value)
+    assert str(path) in message and info.value.step == "load" and "\n" not in message
+    _unreadable(monkeypatch, file_ranges, error)  # the planner's look at the first bytes, too
+    with pytest.raises(DataError, match="could not be read") as info:
+        file_ranges.worker_files(
+            SimpleNamespace(**vars(cfg), dataset_config=None, input_files=[str(path)], load_split="train")
+        )
+    assert str(path) in str(info.value)
+
+
+def test_a_parquet_file_read_refuses_names_the_file(tmp_path, monkeypatch):
+    import pyarrow.parquet
+
+    path = tmp_path / "docs.parquet"
+    pq.write_table(pa.table({"text": ["a", "b"]}), path)
+    (fr,) = plan_ranges(SimpleNamespace(dataset="parquet", text_column="text", sample_by="line"), [path])
+
+    def refuse(*args, **kwargs):
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(pyarrow.parquet.ParquetFile, "read_row_groups", refuse)
+    with pytest.raises(DataError, match="could not be read") as info:
+        read_range({"range": fr, "out": tmp_path / "out"})
+    assert str(path) in str(info.value) and "\n" not in str(info.value)
