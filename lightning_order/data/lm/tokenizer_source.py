@@ -43,8 +43,9 @@ class TokenizerSource:
         name: the path, or the object's class name (for messages and the ledger).
         text: the ``tokenizer.json`` content.
         special: the special tokens its Hugging Face config declares (:data:`SPECIAL_NAMES`).
-        add_bos: the config's ``add_bos_token`` when it states one (``transformers`` rebuilds
-            the post-processor from it on load), else ``None`` (the post-processor decides).
+        add_bos: the config's ``add_bos_token`` when it states one, else ``None``: hashed and
+            recorded, never deciding the BOS (``transformers`` ignores it when a ``tokenizer.json``
+            is there, so the post-processor decides; :mod:`~lightning_order.data.lm.bos`).
         digest: the xxh3-128 of all of it.
     """
 
