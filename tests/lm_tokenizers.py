@@ -36,7 +36,10 @@ def llama_style_folder(folder: Path, docs: Sequence[str], vocab_size: int = 300,
     from transformers import PreTrainedTokenizerFast
 
     hf = PreTrainedTokenizerFast(
-        tokenizer_object=llama_style_tokenizer(docs, vocab_size), bos_token="<s>", eos_token="</s>", **settings
+        tokenizer_object=llama_style_tokenizer(docs, vocab_size),
+        bos_token="<s>",
+        eos_token="</s>",
+        **settings,
     )
     hf.save_pretrained(str(folder))
     return folder
