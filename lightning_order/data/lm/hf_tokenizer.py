@@ -3,7 +3,9 @@
 ``dm.hf_tokenizer`` wraps a copy of the tokenizer the data was encoded with (``dm.tokenizer``,
 read from the verified cache) with the special tokens ``build_vocab`` recorded (end-of-text,
 BOS, pad, unknown) and ``add_bos_token`` as the blocks hold a document start, so
-``hf_tokenizer(prompt).input_ids`` is what the model saw after a document boundary.
+``hf_tokenizer(prompt).input_ids`` is what the model saw after a document boundary. A supplied
+tokenizer's ``chat_template`` and ``model_max_length`` are kept (its settings, which do not shape
+the data).
 
 The trained model and its tokenizer travel together: each time Lightning saves a checkpoint,
 ``OrderedLMDataModule`` writes the tokenizer with ``save_pretrained`` into a ``tokenizer/``
@@ -54,17 +56,22 @@ def import_transformers() -> Any:
     return transformers
 
 
-def hf_tokenizer_of(tokenizer: Tokenizer, special: Mapping[str, str]) -> Any:
+def hf_tokenizer_of(
+    tokenizer: Tokenizer, special: Mapping[str, str], settings: Mapping[str, Any] | None = None
+) -> Any:
     """A ``PreTrainedTokenizerFast`` over a copy of ``tokenizer`` with the ``special`` tokens set.
 
     Args:
         tokenizer: the prepared tokenizer (its post-processor adds the BOS, if any).
         special: ``eos_token``, and the ``bos_token``, ``pad_token``, ``unk_token`` it has.
+        settings: the supplied tokenizer's ``chat_template`` and ``model_max_length``, those it has
+            (:data:`~lightning_order.data.lm.tokenizer_source.HF_SETTINGS`).
     """
     transformers = import_transformers()
     backend = Tokenizer.from_str(tokenizer.to_str())  # a copy: changes to it never reach dm.tokenizer
     return transformers.PreTrainedTokenizerFast(
         tokenizer_object=backend,
+        **dict(settings or {}),
         **dict(special),
         # Stated, so transformers (which rebuilds the post-processor from these flags when they
         # are given) keeps exactly the document start of the blocks, here and after a reload.
@@ -80,11 +87,16 @@ def _same_content(folder: Path, tokenizer: Tokenizer) -> bool:
         return False
 
 
-def save_tokenizer(folder: str | os.PathLike[str], tokenizer: Tokenizer, special: Mapping[str, str]) -> Path:
+def save_tokenizer(
+    folder: str | os.PathLike[str],
+    tokenizer: Tokenizer,
+    special: Mapping[str, str],
+    settings: Mapping[str, Any] | None = None,
+) -> Path:
     """Writes the tokenizer as a Hugging Face folder at ``folder`` (atomically: a sibling, then renamed).
 
-    With ``transformers``: ``save_pretrained`` of :func:`hf_tokenizer_of`. Without it:
-    ``tokenizer.json`` alone (a warning says so).
+    With ``transformers``: ``save_pretrained`` of :func:`hf_tokenizer_of` (``special`` and
+    ``settings`` as there). Without it: ``tokenizer.json`` alone (a warning says so).
 
     Returns:
         The folder.
@@ -94,7 +106,7 @@ def save_tokenizer(folder: str | os.PathLike[str], tokenizer: Tokenizer, special
     temp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
     try:
         try:
-            hf = hf_tokenizer_of(tokenizer, special)
+            hf = hf_tokenizer_of(tokenizer, special, settings)
         except ImportError as err:
             warnings.warn(f"{err}; wrote tokenizer.json alone to {target}", stacklevel=2)
             tokenizer.save(str(temp / "tokenizer.json"))
@@ -112,8 +124,12 @@ def save_tokenizer(folder: str | os.PathLike[str], tokenizer: Tokenizer, special
     return target
 
 
-def save_beside_checkpoints(trainer: Any, tokenizer: Tokenizer, special: Mapping[str, str]) -> Path | None:
+def save_beside_checkpoints(
+    trainer: Any, tokenizer: Tokenizer, special: Mapping[str, str], settings: Mapping[str, Any] | None = None
+) -> Path | None:
     """Writes ``<checkpoint dirpath>/tokenizer/`` on global rank zero when its content is not there yet.
+
+    ``special`` and ``settings`` as in :func:`hf_tokenizer_of`.
 
     Returns:
         The folder, or ``None`` (no trainer, not rank zero, no checkpoint callback with a ``dirpath``).
@@ -125,4 +141,4 @@ def save_beside_checkpoints(trainer: Any, tokenizer: Tokenizer, special: Mapping
     folder = Path(dirpath) / TOKENIZER_FOLDER
     if _same_content(folder, tokenizer):
         return folder
-    return save_tokenizer(folder, tokenizer, special)
+    return save_tokenizer(folder, tokenizer, special, settings)
