@@ -223,15 +223,19 @@ def _check_unknown_in_vocabulary(tokenizer: Tokenizer, label: str) -> None:
     the unknown token up in its own vocabulary.
     """
     unknown = getattr(tokenizer.model, "unk_token", None)
-    if not unknown or tokenizer.model.token_to_id(unknown) is not None:
-        return
+    if unknown is None or (unknown and tokenizer.model.token_to_id(unknown) is not None):
+        return  # none named (a BPE, a Unigram model), or held
     kind = type(tokenizer.model).__name__
     trainer = {"BPE": "BpeTrainer"}.get(kind, f"{kind}Trainer")  # WordLevelTrainer, WordPieceTrainer
+    missing = (
+        f"whose unknown token {unknown!r} is not in its vocabulary" if unknown else "with no unknown token"
+    )
+    token = unknown or "[UNK]"
     raise DataError(
-        f"{label} has a {kind} model whose unknown token {unknown!r} is not in its vocabulary: the first "
-        "word it does not know cannot be encoded; train it with the token among its special tokens "
-        f"(e.g. {trainer}(special_tokens=[{unknown!r}, ...])), use a tokenizer that covers the text (a "
-        "byte-level BPE, or one with byte_fallback), or tokenizer_file=None to train one",
+        f"{label} has a {kind} model {missing}: the first word it does not know cannot be encoded; train "
+        f"it with an unknown token in its vocabulary (e.g. {kind}(unk_token={token!r}) and "
+        f"{trainer}(special_tokens=[{token!r}, ...])), use a tokenizer that covers the text (a byte-level "
+        "BPE, or one with byte_fallback), or tokenizer_file=None to train one",
         step="build_vocab",
     )
 

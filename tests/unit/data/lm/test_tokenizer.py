@@ -67,11 +67,21 @@ def test_character_loss_counts_special_tokens_in_the_text_as_text(docs):
 
 
 # -- issue #42, item 5: a WordLevel or WordPiece model without its unknown token ----------------
-@pytest.mark.parametrize("kind", ["WordLevel", "WordPiece"])
-def test_a_word_model_without_its_unknown_token_is_a_data_error_naming_the_fix(tmp_path, docs, kind):
+@pytest.mark.parametrize(
+    ("kind", "unknown", "expected"),
+    [
+        ("WordLevel", "[UNK]", "a WordLevel model whose unknown token '[UNK]' is not in its vocabulary"),
+        ("WordLevel", "", "a WordLevel model with no unknown token"),
+        ("WordPiece", "[UNK]", "a WordPiece model whose unknown token '[UNK]' is not in its vocabulary"),
+    ],
+    ids=["wordlevel", "wordlevel-empty-unk", "wordpiece"],
+)
+def test_a_word_model_without_its_unknown_token_is_a_data_error_naming_the_fix(
+    tmp_path, docs, kind, unknown, expected
+):
     words = sorted({w for doc in docs[:20] for w in doc.split()})[:200]
     vocab = {word: i for i, word in enumerate(words)}
-    model = models.WordLevel(vocab, unk_token="[UNK]") if kind == "WordLevel" else models.WordPiece(vocab)
+    model = getattr(models, kind)(vocab, unk_token=unknown)
     tokenizer = Tokenizer(model)
     tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     tokenizer.add_special_tokens(["</s>"])
@@ -84,5 +94,5 @@ def test_a_word_model_without_its_unknown_token_is_a_data_error_naming_the_fix(t
         dm.prepare_data()
     message = str(info.value)
     assert info.value.step == "build_vocab" and "\n" not in message
-    assert f"a {kind} model whose unknown token '[UNK]' is not in its vocabulary" in message
-    assert f"{kind}Trainer(special_tokens=['[UNK]', ...])" in message and "tokenizer_file=None" in message
+    assert expected in message and "tokenizer_file=None" in message
+    assert f"{kind}Trainer(special_tokens=['[UNK]', ...])" in message
