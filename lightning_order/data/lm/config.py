@@ -52,7 +52,7 @@ __all__ = [
 ]
 
 #: Bump when an LM step's output changes for the same config, so old caches are not reused.
-LM_CODE_VERSION = "5"
+LM_CODE_VERSION = "6"
 #: ``bos_token``'s default: what a supplied tokenizer adds (none for a trained BPE; :mod:`.bos`).
 AUTO = "auto"
 #: The end-of-text token ``build_vocab`` declares and ``encode`` puts after every document.

@@ -257,3 +257,26 @@ def test_a_bos_equal_to_eos_from_the_post_processor_is_refused_by_the_datamodule
     tokenizer.save(str(path))
     with pytest.raises(DataError, match="the end-of-text token '</s>'"):
         _dm(tmp_path, tokenizer=str(path), eos_token="</s>")
+
+
+@pytest.mark.parametrize("bos", ["<s>", None], ids=["bos", "no-bos"])
+def test_every_document_start_in_the_blocks_of_several_partitions_is_whole(
+    tmp_path: Path, bos: str | None
+) -> None:
+    # issue #42, item 6: partitions' tails joined; document_attention reads positions from the blocks
+    dm = _dm(tmp_path, bos_token=bos, num_partitions=4, document_attention=True)
+    for split in ("train", "val"):
+        blocks = np.asarray(dm.blocks(split))
+        after_eos = blocks[:, 1:][blocks[:, :-1] == dm.eos_token_id]
+        if bos is not None:  # a document start after every end-of-text: its BOS
+            assert set(after_eos.tolist()) == {dm.tokenizer.token_to_id(bos)}, split
+        else:  # the first tokens of documents: each follows an end-of-text in the split's stream
+            firsts = {i for d in dm.documents(split) for i in dm.tokenizer.encode(d).ids[:1]}
+            assert set(after_eos.tolist()) <= firsts, split
+        batch = dm.val_dataloader() if split == "val" else dm.train_dataloader()
+        rows = next(iter(batch))
+        inputs, positions = rows["input_ids"], rows["position_ids"]
+        starts = (positions == 0)[:, 1:]
+        if bos is not None:  # position 0 inside a row: only at a BOS
+            assert bool((inputs[:, 1:][starts] == dm.tokenizer.token_to_id(bos)).all()), split
+    assert dm.ledger.latest("pack").stats["train_fragment_tokens"] > 0  # fragments met, and dropped
