@@ -110,8 +110,20 @@ def _read_text(path: Path, label: str) -> str:
         raise DataError(f"{label} cannot be read ({err})", step="build_vocab") from err
 
 
+def _refuse_dangling(path: Path, name: str) -> None:
+    """One ``DataError`` for a link whose target is gone (it would read as "not there", or a hub name)."""
+    if path.is_symlink() and not path.exists():
+        raise DataError(
+            f"tokenizer {name!r} does not exist (a dangling link to {os.readlink(path)!r}); point the link "
+            "at a tokenizer.json or a folder saved with save_pretrained(), or pass tokenizer=None to train a "
+            "byte-level BPE",
+            step="build_vocab",
+        )
+
+
 def _from_folder(folder: Path, name: str) -> TokenizerSource:
     main = folder / "tokenizer.json"
+    _refuse_dangling(main, str(main))
     if not main.is_file():
         raise DataError(
             f"tokenizer {name!r} is a folder without a tokenizer.json (a slow, sentencepiece-only tokenizer?): "
@@ -191,13 +203,7 @@ def read_source(value: Any) -> TokenizerSource:
     path = Path(name).expanduser()
     if path.is_dir():
         return _from_folder(path, name)
-    if path.is_symlink() and not path.exists():
-        raise DataError(
-            f"tokenizer {name!r} does not exist (a dangling link to {os.readlink(path)!r}); point the link "
-            "at a tokenizer.json or a folder saved with save_pretrained(), or pass tokenizer=None to train a "
-            "byte-level BPE",
-            step="build_vocab",
-        )
+    _refuse_dangling(path, name)
     if not path.is_file():
         raise DataError(
             f"tokenizer {name!r} is not a local file or folder (names on the Hugging Face hub are not "

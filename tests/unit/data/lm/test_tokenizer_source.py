@@ -151,16 +151,20 @@ def test_an_empty_tokenizer_path_is_refused_not_read_as_the_working_folder(
     assert f"tokenizer {given!r} is an empty path" in message and "tokenizer=None" in message
 
 
-def test_a_dangling_link_is_named_as_such_not_as_a_hub_name(tmp_path: Path) -> None:
-    link = tmp_path / "tok"
+@pytest.mark.parametrize("where", ["the-path", "its-tokenizer-json"])
+def test_a_dangling_link_is_named_as_such_not_as_a_hub_name(tmp_path: Path, where: str) -> None:
+    given = link = tmp_path / "tok"
+    if where == "its-tokenizer-json":  # a folder whose tokenizer.json links to nothing
+        link.mkdir()
+        link = link / "tokenizer.json"
     link.symlink_to(tmp_path / "gone")
     with pytest.raises(DataError) as info:
-        _dm(tmp_path, tokenizer=str(link))
+        _dm(tmp_path, tokenizer=str(given))
     message = str(info.value)
     assert (
         f"tokenizer {str(link)!r} does not exist (a dangling link to {str(tmp_path / 'gone')!r})" in message
     )
-    assert "hub" not in message and "\n" not in message
+    assert "hub" not in message and "sentencepiece" not in message and "\n" not in message
 
 
 @pytest.mark.parametrize(
