@@ -433,7 +433,7 @@ def pack_partition(item: dict[str, Any]) -> dict[str, Any]:
     Returns:
         ``tail`` (the tokens after its last whole block, int32), ``lead`` (how many of them finish
         a document its last block began: up to the first end-of-text id; 0 when the tail starts a
-        document, or without end-of-text), ``eos`` (the end-of-text ids in the blocks it wrote:
+        document, or holds no end-of-text), ``eos`` (the end-of-text ids in the blocks it wrote:
         counted here, so no process reads the blocks again) and ``rows``.
     """
     ids = np.load(item["tokens"], mmap_mode="r")
@@ -451,5 +451,5 @@ def pack_partition(item: dict[str, Any]) -> dict[str, Any]:
     lead = 0
     if count and eos_id is not None and len(tail) and int(ids[count * width - 1]) != eos_id:
         ends = np.flatnonzero(tail == eos_id)
-        lead = int(ends[0]) + 1 if len(ends) else len(tail)
+        lead = int(ends[0]) + 1 if len(ends) else 0  # none: a stream without end-of-text (eos=False)
     return {"tail": tail, "lead": lead, "eos": eos, "rows": count}

@@ -191,3 +191,19 @@ def test_joined_tails_never_put_a_document_s_middle_after_an_end_of_text(tmp_pat
         ends = np.flatnonzero(row == EOS)
         if len(ends):
             assert found[ends[0] + 1 :].tolist() == _true_positions(row, bos)[ends[0] + 1 :], row
+
+
+def test_tails_without_end_of_text_are_joined_whole(tmp_path):
+    # eos=False (the pack-without-eos experiment): no document start is known, nothing is dropped
+    tokenizer = Tokenizer(models.WordLevel({"<|endoftext|>": EOS, "[UNK]": 2}, unk_token="[UNK]"))
+    parts, arrays = {}, {}
+    parts["train"], arrays["train"] = _streams(tmp_path, [12, 3, 25, 0, 9], "train")
+    for path, ids in zip(parts["train"].paths, arrays["train"]):
+        ids[ids == EOS] = 1  # no end-of-text anywhere
+        np.save(path, ids)
+    ctx = StepContext(LMConfig(block_size=WIDTH - 1), inputs={"encode": "fp"}, work=tmp_path / "work")
+    result = pack(ctx, DataState(parts=parts, form="encoded", tokenizer=tokenizer))
+    assert np.array_equal(
+        np.asarray(result.state.parts["train"]), _one_file_layout(arrays["train"], 1, WIDTH)
+    )
+    assert result.stats["train_fragment_tokens"] == 0
