@@ -152,12 +152,14 @@ def _from_folder(folder: Path, name: str) -> TokenizerSource:
 
 def _settings(found: Any) -> dict[str, Any]:
     """The :data:`HF_SETTINGS` of a config dict (or a tokenizer object's attributes) that are set."""
-    get = found.get if isinstance(found, dict) else lambda key: getattr(found, key, None)
+    given: dict[str, Any] = (
+        found if isinstance(found, dict) else {key: getattr(found, key, None) for key in HF_SETTINGS}
+    )
     settings: dict[str, Any] = {}
-    template = get("chat_template")
+    template = given.get("chat_template")
     if isinstance(template, (str, list, dict)) and template:
         settings["chat_template"] = template
-    length = get("model_max_length")
+    length = given.get("model_max_length")
     if isinstance(length, int) and not isinstance(length, bool) and length > 0:
         settings["model_max_length"] = length
     return settings
