@@ -184,3 +184,11 @@ def test_a_folder_s_chat_template_and_model_max_length_are_read_outside_the_cach
     assert {k: source.settings[k] for k in settings} == settings
     # they do not shape the data: the same data, the same key
     assert _dm(tmp_path, tokenizer=str(given)).cache_key == _dm(tmp_path, tokenizer=str(plain)).cache_key
+
+
+def test_a_chat_template_in_tokenizer_config_is_read_and_chat_template_jinja_wins(folder: Path) -> None:
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    (folder / "tokenizer_config.json").write_text(json.dumps({**config, "chat_template": "old"}))
+    assert read_source(str(folder)).settings["chat_template"] == "old"  # the older place
+    (folder / "chat_template.jinja").write_text("new")
+    assert read_source(str(folder)).settings["chat_template"] == "new"
