@@ -246,17 +246,25 @@ def test_auto_refuses_a_post_processor_start_that_cannot_be_a_bos(
     assert expected in message and "tokenizer 't.json'" in message and "bos_token=" in message
 
 
-def test_a_bos_equal_to_eos_from_the_post_processor_is_refused_by_the_datamodule(
-    tmp_path: Path, docs: list[str]
+@pytest.mark.parametrize(
+    ("first", "expected"),
+    [("</s>", "the end-of-text token '</s>'"), (100, "an ordinary (non-special) token")],
+    ids=["bos-equal-to-eos", "ordinary-token"],
+)
+def test_an_auto_bos_that_cannot_start_a_document_is_refused_by_the_datamodule(
+    tmp_path: Path, docs: list[str], first: str | int, expected: str
 ) -> None:
     tokenizer = llama_style_tokenizer(docs)
+    token = first if isinstance(first, str) else tokenizer.id_to_token(first)  # a piece of text
     tokenizer.post_processor = processors.TemplateProcessing(
-        single="</s> $A", special_tokens=[("</s>", tokenizer.token_to_id("</s>"))]
+        single=f"{token} $A", special_tokens=[(token, tokenizer.token_to_id(token))]
     )
     path = tmp_path / "tokenizer.json"
     tokenizer.save(str(path))
-    with pytest.raises(DataError, match="the end-of-text token '</s>'"):
+    with pytest.raises(DataError) as info:
         _dm(tmp_path, tokenizer=str(path), eos_token="</s>")
+    message = str(info.value)
+    assert expected in message and repr(token) in message and info.value.step == "build_vocab"
 
 
 @pytest.mark.parametrize("bos", ["<s>", None], ids=["bos", "no-bos"])
