@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from tokenizers import Tokenizer, processors
@@ -27,12 +28,18 @@ def llama_style_tokenizer(docs: Sequence[str], vocab_size: int = 300) -> Tokeniz
     return tokenizer
 
 
-def llama_style_folder(folder: Path, docs: Sequence[str], vocab_size: int = 300) -> Path:
-    """:func:`llama_style_tokenizer` saved as a Hugging Face tokenizer folder (needs ``transformers``)."""
+def llama_style_folder(folder: Path, docs: Sequence[str], vocab_size: int = 300, **settings: Any) -> Path:
+    """:func:`llama_style_tokenizer` saved as a Hugging Face tokenizer folder (needs ``transformers``).
+
+    ``settings`` go to ``PreTrainedTokenizerFast`` as they are (e.g. ``chat_template``, ``model_max_length``).
+    """
     from transformers import PreTrainedTokenizerFast
 
     hf = PreTrainedTokenizerFast(
-        tokenizer_object=llama_style_tokenizer(docs, vocab_size), bos_token="<s>", eos_token="</s>"
+        tokenizer_object=llama_style_tokenizer(docs, vocab_size),
+        bos_token="<s>",
+        eos_token="</s>",
+        **settings,
     )
     hf.save_pretrained(str(folder))
     return folder

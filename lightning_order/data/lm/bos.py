@@ -6,11 +6,13 @@ every document, and the tokenizer handed to users (``dm.tokenizer``, ``dm.hf_tok
 folder saved beside checkpoints) gets a post-processor that adds exactly that BOS and no
 end-of-text, so a prompt encodes as the blocks hold a document start.
 
-``bos_token="auto"`` (the default) takes what the supplied tokenizer already does: its Hugging
-Face config's ``add_bos_token`` when it states one (``transformers`` rebuilds the post-processor
-from it), else the single special token its post-processor puts before a text (``<s> $A </s>``
-gives ``<s>``); a trained byte-level BPE has none. ``None`` is no BOS; a token string is that
-token (declared by a trained BPE, required as a special token of a supplied one).
+``bos_token="auto"`` (the default) takes what the supplied tokenizer already does: the single
+special token its post-processor puts before a text (``<s> $A </s>`` gives ``<s>``), which is
+what ``AutoTokenizer`` on the same folder adds (``transformers`` ignores a config's
+``add_bos_token`` when a ``tokenizer.json`` is there); a trained byte-level BPE has none. That
+start must be able to mark a document's start: the end-of-text token, or an ordinary token that
+text also encodes to, is refused. ``None`` is no BOS; a token string is that token (declared by
+a trained BPE, required as a special token of a supplied one).
 """
 
 from __future__ import annotations
@@ -33,9 +35,8 @@ _PROBE = "a"
 class BosChoice:
     """The BOS decided for the data: ``token`` (``None``: none), its ``id`` and where it came from (``origin``).
 
-    ``origin`` is ``"config"`` (``bos_token`` named it), ``"tokenizer_config"`` (the supplied
-    folder's ``add_bos_token``), ``"post_processor"`` (what the supplied post-processor adds) or
-    ``"none"``.
+    ``origin`` is ``"config"`` (``bos_token`` named it), ``"post_processor"`` (what the supplied
+    post-processor adds) or ``"none"``.
     """
 
     token: str | None
@@ -44,9 +45,19 @@ class BosChoice:
 
 
 def added_by_post_processor(tokenizer: Tokenizer) -> tuple[list[int], list[int]]:
-    """The ids ``tokenizer``'s post-processor puts before and after a single text (``[], []``: none)."""
+    """The ids ``tokenizer``'s post-processor puts before and after a single text (``[], []``: none).
+
+    Read from the encoding's special-tokens mask, which marks what the post-processor added even
+    when it is a token the text also encodes to (``a $A`` around the probe ``a``); where the mask
+    does not frame the text, the text's ids are searched for.
+    """
     plain = tokenizer.encode(_PROBE, add_special_tokens=False).ids
-    full = tokenizer.encode(_PROBE, add_special_tokens=True).ids
+    encoding = tokenizer.encode(_PROBE, add_special_tokens=True)
+    full, mask = encoding.ids, encoding.special_tokens_mask
+    lead = next((i for i, m in enumerate(mask) if not m), len(mask))
+    trail = len(full) - next((i for i, m in enumerate(reversed(mask)) if not m), len(mask))
+    if full[lead:trail] == plain:
+        return list(full[:lead]), list(full[trail:])
     for start in range(len(full) - len(plain) + 1):
         if full[start : start + len(plain)] == plain:
             return list(full[:start]), list(full[start + len(plain) :])
@@ -68,29 +79,31 @@ def _special_id(tokenizer: Tokenizer, token: str, label: str) -> int:
 
 
 def choose_bos(
-    requested: str | None, tokenizer: Tokenizer, source: TokenizerSource | None, label: str
+    requested: str | None,
+    tokenizer: Tokenizer,
+    source: TokenizerSource | None,
+    label: str,
+    *,
+    eos_token: str | None = None,
 ) -> BosChoice:
     """The BOS for ``requested`` (``"auto"``, ``None`` or a token; see the module docstring).
 
     Args:
         requested: the config's ``bos_token``.
         tokenizer: the tokenizer (supplied, or trained with the token declared).
-        source: the supplied tokenizer's snapshot (its Hugging Face config), or ``None``.
+        source: the supplied tokenizer's snapshot, or ``None`` (a trained one, or a ``tokenizer_file``).
         label: how messages name the tokenizer.
+        eos_token: the end-of-text token, which an ``"auto"`` BOS may not be (``None``: not checked).
 
     Raises:
         DataError: the token is not a special token of the tokenizer, or the post-processor puts
-            several tokens before a text (no single BOS to take: name one with ``bos_token=``).
+            several tokens before a text, the end-of-text token or an ordinary token (no BOS to
+            take: name one with ``bos_token=``).
     """
     if requested is None:
         return BosChoice(None, None, "none")
     if requested != AUTO:
         return BosChoice(requested, _special_id(tokenizer, requested, label), "config")
-    if source is not None and source.add_bos is not None:
-        token = source.special.get("bos_token") if source.add_bos else None
-        if token is None:
-            return BosChoice(None, None, "tokenizer_config")
-        return BosChoice(token, _special_id(tokenizer, token, label), "tokenizer_config")
     before, _ = added_by_post_processor(tokenizer)
     if not before:
         return BosChoice(None, None, "post_processor" if source is not None else "none")
@@ -101,7 +114,23 @@ def choose_bos(
             "or bos_token=None for no BOS",
             step="build_vocab",
         )
-    return BosChoice(tokenizer.id_to_token(before[0]), before[0], "post_processor")
+    token = str(tokenizer.id_to_token(before[0]))
+    if token == eos_token:
+        raise DataError(
+            f"the post-processor of {label} puts the end-of-text token {token!r} before every text: as a BOS "
+            "a document's start would look like the end of the one before; pass bos_token=None for no BOS, "
+            "or name another special token with bos_token=",
+            step="build_vocab",
+        )
+    special = {t.content for t in tokenizer.get_added_tokens_decoder().values() if t.special}
+    if token not in special:
+        raise DataError(
+            f"the post-processor of {label} puts {token!r}, an ordinary (non-special) token, before every "
+            "text: text encodes to it too, so it cannot mark a document's start; pass bos_token=None for no "
+            "BOS, or name a special token with bos_token=",
+            step="build_vocab",
+        )
+    return BosChoice(token, before[0], "post_processor")
 
 
 def set_prompt_processor(tokenizer: Tokenizer, bos: BosChoice) -> None:

@@ -52,7 +52,7 @@ __all__ = [
 ]
 
 #: Bump when an LM step's output changes for the same config, so old caches are not reused.
-LM_CODE_VERSION = "5"
+LM_CODE_VERSION = "6"
 #: ``bos_token``'s default: what a supplied tokenizer adds (none for a trained BPE; :mod:`.bos`).
 AUTO = "auto"
 #: The end-of-text token ``build_vocab`` declares and ``encode`` puts after every document.
@@ -129,7 +129,7 @@ class LMConfig(BaseDataConfig):
     )
     """a tokenizer to use instead of training one: a local ``tokenizer.json``, a local Hugging Face tokenizer folder (``tokenizer.json`` with ``tokenizer_config.json`` / ``special_tokens_map.json``) or, from Python, a ``transformers.PreTrainedTokenizerFast``; read once when the DataModule is built and recorded by a hash of its content (never its path); a name that is not a local path is refused (no hub download). It must hold ``eos_token`` as a special token. Not with ``tokenizer_file``."""
     bos_token: str | None = "auto"
-    """the token put at the start of every document in the blocks, and added by the tokenizer handed to users so a prompt encodes as a document starts: ``"auto"`` (what the supplied tokenizer adds: its config's ``add_bos_token``, else the token its post-processor puts first, e.g. ``<s>``; none for a trained BPE), ``None`` (no BOS), or a control marker (e.g. ``"<s>"``: declared by a trained BPE, a special token of a supplied one). Recorded by ``build_vocab`` and ``encode``."""
+    """the token put at the start of every document in the blocks, and added by the tokenizer handed to users so a prompt encodes as a document starts: ``"auto"`` (what the supplied tokenizer adds: the special token its post-processor puts first, e.g. ``<s>``, as ``AutoTokenizer`` does; none for a trained BPE), ``None`` (no BOS), or a control marker (e.g. ``"<s>"``: declared by a trained BPE, a special token of a supplied one). Recorded by ``build_vocab`` and ``encode``."""
     sources: list[LMSource] | dict[str, float] | None = field(
         default=None,
         metadata=shapes(

@@ -273,18 +273,27 @@ class OrderedLMDataModule(OrderedDataModuleBase):
 
         eos, bos (as the blocks start a document), pad (the supplied one, else eos) and unk (if
         any): ``hf_tokenizer(prompt).input_ids`` are the tokens the blocks hold after a document
-        boundary. Built on first use from ``dm.tokenizer`` (a copy); needs ``transformers``.
+        boundary; a supplied tokenizer's ``chat_template`` and ``model_max_length`` kept. Built on
+        first use from ``dm.tokenizer`` (a copy); needs ``transformers``.
 
         Raises:
             ImportError: ``transformers`` is not installed.
         """
         tokenizer = self.tokenizer
         if self._hf_tokenizer is None or self._hf_tokenizer[0] is not tokenizer:
-            self._hf_tokenizer = (tokenizer, hf_tokenizer_of(tokenizer, self._special_tokens()))
+            self._hf_tokenizer = (
+                tokenizer,
+                hf_tokenizer_of(tokenizer, self._special_tokens(), self._hf_settings()),
+            )
         return self._hf_tokenizer[1]
 
     def _special_tokens(self) -> dict[str, str]:
         return dict(self._manifest().info.get("special_tokens") or {"eos_token": self.eos_token})
+
+    def _hf_settings(self) -> dict[str, Any]:
+        # read from the supplied tokenizer, not the cache: they do not shape the data (nor its key)
+        source = self.config.tokenizer_source
+        return dict(source.settings) if source is not None else {}
 
     def state_dict(self) -> dict[str, Any]:
         """The train position (see the base class); also writes the tokenizer beside the checkpoints.
@@ -295,7 +304,7 @@ class OrderedLMDataModule(OrderedDataModuleBase):
         """
         trainer = getattr(self, "trainer", None)
         if trainer is not None:
-            save_beside_checkpoints(trainer, self.tokenizer, self._special_tokens())
+            save_beside_checkpoints(trainer, self.tokenizer, self._special_tokens(), self._hf_settings())
         return super().state_dict()
 
     def documents(self, split: str) -> Sequence[str]:

@@ -167,7 +167,12 @@ def lm_figures(ledger: StepLedger) -> list[tuple[str, str]]:
         rows.append(("blocks", blocks + (f" of {size} + 1 tokens" if size is not None else "")))
     dropped = _pair(pack, "train_dropped_tokens", "val_dropped_tokens")
     if dropped:
-        rows.append(("dropped tokens", dropped + " (the last tail shorter than a block)"))
+        rows.append(
+            (
+                "dropped tokens",
+                dropped + " (partial documents where tails join; the last tail shorter than a block)",
+            )
+        )
     if isinstance(pack.get("mixture"), dict):
         from lightning_order.data.lm.mixture import mixture_figure
 

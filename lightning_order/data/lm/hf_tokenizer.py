@@ -3,7 +3,9 @@
 ``dm.hf_tokenizer`` wraps a copy of the tokenizer the data was encoded with (``dm.tokenizer``,
 read from the verified cache) with the special tokens ``build_vocab`` recorded (end-of-text,
 BOS, pad, unknown) and ``add_bos_token`` as the blocks hold a document start, so
-``hf_tokenizer(prompt).input_ids`` is what the model saw after a document boundary.
+``hf_tokenizer(prompt).input_ids`` is what the model saw after a document boundary. A supplied
+tokenizer's ``chat_template`` and ``model_max_length`` are kept (its settings, which do not shape
+the data).
 
 The trained model and its tokenizer travel together: each time Lightning saves a checkpoint,
 ``OrderedLMDataModule`` writes the tokenizer with ``save_pretrained`` into a ``tokenizer/``
@@ -65,18 +67,23 @@ def import_transformers() -> Any:
     return transformers
 
 
-def hf_tokenizer_of(tokenizer: Tokenizer, special: Mapping[str, str]) -> Any:
+def hf_tokenizer_of(
+    tokenizer: Tokenizer, special: Mapping[str, str], settings: Mapping[str, Any] | None = None
+) -> Any:
     """A ``PreTrainedTokenizerFast`` over a copy of ``tokenizer`` with the ``special`` tokens set.
 
     Args:
         tokenizer: the prepared tokenizer (its post-processor adds the BOS, if any).
         special: ``eos_token``, and the ``bos_token``, ``pad_token``, ``unk_token`` it has.
+        settings: the supplied tokenizer's ``chat_template`` and ``model_max_length``, those it has
+            (:data:`~lightning_order.data.lm.tokenizer_source.HF_SETTINGS`).
     """
     transformers = import_transformers()
     backend = Tokenizer.from_str(tokenizer.to_str())  # a copy: changes to it never reach dm.tokenizer
     return transformers.PreTrainedTokenizerFast(
         tokenizer_object=backend,
         **dict(special),
+        **dict(settings or {}),
         # Stated, so transformers (which rebuilds the post-processor from these flags when they
         # are given) keeps exactly the document start of the blocks, here and after a reload.
         add_bos_token="bos_token" in special,
@@ -84,17 +91,20 @@ def hf_tokenizer_of(tokenizer: Tokenizer, special: Mapping[str, str]) -> Any:
     )
 
 
-def tokenizer_files(tokenizer: Tokenizer, special: Mapping[str, str]) -> dict[str, bytes]:
+def tokenizer_files(
+    tokenizer: Tokenizer, special: Mapping[str, str], settings: Mapping[str, Any] | None = None
+) -> dict[str, bytes]:
     """The files of the tokenizer's Hugging Face folder (name -> content), rendered in a temporary folder.
 
     With ``transformers``: what ``save_pretrained`` of :func:`hf_tokenizer_of` writes, its
     ``tokenizer.json`` replaced by the tokenizer the blocks were encoded with. Without it:
     ``tokenizer.json`` alone (a warning says so). The same tokenizer gives the same bytes, so a
-    folder holding them is not written again.
+    folder holding them is not written again. ``special`` and ``settings`` as in
+    :func:`hf_tokenizer_of`.
     """
     files: dict[str, bytes] = {}
     try:
-        hf = hf_tokenizer_of(tokenizer, special)
+        hf = hf_tokenizer_of(tokenizer, special, settings)
     except ImportError as err:
         warnings.warn(f"{err}; wrote tokenizer.json alone (and our record of the files)", stacklevel=3)
     else:
@@ -110,6 +120,7 @@ def save_tokenizer(
     folder: str | os.PathLike[str],
     tokenizer: Tokenizer,
     special: Mapping[str, str],
+    settings: Mapping[str, Any] | None = None,
     *,
     fix: str = "remove it, or save elsewhere",
 ) -> Path | str:
@@ -123,6 +134,7 @@ def save_tokenizer(
         folder: where to write.
         tokenizer: the prepared tokenizer.
         special: its special tokens (see :func:`hf_tokenizer_of`).
+        settings: its ``chat_template`` and ``model_max_length`` (see :func:`hf_tokenizer_of`).
         fix: what the user can do when something not ours is at ``folder``, for the message.
 
     Returns:
@@ -132,11 +144,11 @@ def save_tokenizer(
         OutputError: something not written by lightning_order is at ``folder`` (left as it is).
         OSError: the storage refused the write.
     """
-    return write_owned_folder(os.fspath(folder), tokenizer_files(tokenizer, special), fix=fix)
+    return write_owned_folder(os.fspath(folder), tokenizer_files(tokenizer, special, settings), fix=fix)
 
 
 def save_beside_checkpoints(
-    trainer: Any, tokenizer: Tokenizer, special: Mapping[str, str]
+    trainer: Any, tokenizer: Tokenizer, special: Mapping[str, str], settings: Mapping[str, Any] | None = None
 ) -> Path | str | None:
     """Writes ``<checkpoint dirpath>/tokenizer/`` on global rank zero when its content is not there yet.
 
@@ -144,6 +156,7 @@ def save_beside_checkpoints(
     ours at that path (a user's folder, a file, a symlink) is left as it is, and a folder that
     cannot be written is not either: each is an :class:`~lightning_order.errors.OutputWarning`
     naming the path and the fix, and training goes on (a run is worth more than this folder).
+    ``special`` and ``settings`` as in :func:`hf_tokenizer_of`.
 
     Returns:
         The folder (a ``Path`` when local), or ``None`` (no trainer, not rank zero, no checkpoint
@@ -155,7 +168,7 @@ def save_beside_checkpoints(
         return None
     folder = join(dirpath, TOKENIZER_FOLDER)
     try:
-        return save_tokenizer(folder, tokenizer, special, fix=_FIX)
+        return save_tokenizer(folder, tokenizer, special, settings, fix=_FIX)
     except OutputError as err:
         warnings.warn(f"{err}; training goes on", OutputWarning, stacklevel=2)
     except OSError as err:

@@ -4,6 +4,13 @@ Each task writes its partition's whole blocks into a shard file of its own
 (:mod:`~lightning_order.data.lm.block_shards`); then the partitions' tails are joined in partition
 order into one more shard (per source, after its partitions') and what is left of them is dropped
 (recorded). No padding. The index of the shards (file, block count) is what the step hands on.
+
+A tail begins with the rest of the document its partition's last block cut (unless that block
+ended with an end-of-text). Joined after another tail, that fragment would follow an end-of-text
+as if a document started there, with no BOS and, under ``document_attention``, position 0: so
+each tail after the first of a join starts at its first document start, the fragment dropped
+(counted in ``<split>_fragment_tokens``, part of ``<split>_dropped_tokens``). The first tail's
+fragment opens the tail shard, a row start like any other block's.
 """
 
 from __future__ import annotations
@@ -33,7 +40,7 @@ __all__ = ["pack"]
     writes_data=True,
 )
 def pack(ctx: StepContext, state: DataState) -> StepResult:
-    """Blocks of ``block_size + 1`` tokens per partition, then the partitions' tails in order; no padding."""
+    """Blocks of ``block_size + 1`` tokens per partition, then the partitions' tails in order (see the module); no padding."""
     cfg: LMConfig = ctx.config
     width = cfg.block_size + 1
     eos_id = state.tokenizer.token_to_id(cfg.eos_token) if state.tokenizer is not None else None
@@ -52,11 +59,9 @@ def pack(ctx: StepContext, state: DataState) -> StepResult:
         per = len(stream.paths) // sources
         groups = [range(s * per, (s + 1) * per) for s in range(sources)]
         whole = [t // width for t in stream.tokens]
-        group_rows = [
-            sum(whole[i] for i in g) + sum(stream.tokens[i] % width for i in g) // width for g in groups
-        ]
-        rows = sum(group_rows)
-        if rows == 0:
+        # at most the blocks packed: a tail's fragment is dropped only after a partition's whole
+        # block, so with no whole block this is exactly the count, and otherwise it is not 0
+        if sum(whole) + sum(t % width for t in stream.tokens) // width == 0:
             raise DataError(
                 f"block_size={cfg.block_size} cannot be filled: the {name} split holds {sum(stream.tokens)} tokens, "
                 f"fewer than one block of block_size + 1 = {width}; lower block_size, or use more documents (or a "
@@ -75,22 +80,33 @@ def pack(ctx: StepContext, state: DataState) -> StepResult:
             for i in range(len(stream.paths))
         ]
         packed = engine_of(ctx).map(tasks.pack_partition, items, desc=f"pack {name}")
-        eos, dropped = sum(p["eos"] for p in packed), 0
+        eos, dropped, fragments = sum(p["eos"] for p in packed), 0, 0
         shards: list[tuple[str, int]] = []
+        group_rows = []
         for s, g in enumerate(groups):
             # the source's shards in partition order, then its joined tails: the order of one block file
             shards.extend((f"part-{i:05d}.npy", whole[i]) for i in g if whole[i])
-            tail = np.concatenate([np.empty(0, dtype=np.int32), *(packed[i]["tail"] for i in g)])
+            joined: list[np.ndarray] = []
+            for i in g:
+                tail = packed[i]["tail"]
+                # joined after an end-of-text, a tail starts at its first document start
+                lead = packed[i]["lead"] if joined else 0
+                fragments += lead
+                if len(tail) > lead:
+                    joined.append(tail[lead:])
+            tail = np.concatenate([np.empty(0, dtype=np.int32), *joined])
             count = len(tail) // width
             if count:
                 write_shard(out / f"tail-{s:03d}.npy", tail[: count * width].reshape(count, width))
                 shards.append((f"tail-{s:03d}.npy", count))
                 eos += int(np.count_nonzero(tail[: count * width] == eos_id)) if eos_id is not None else 0
             dropped += int(len(tail) - count * width)
+            group_rows.append(sum(whole[i] for i in g) + count)
         write_index(out, shards, width)
         blocks[name] = ShardedBlocks(out, shards, width)
-        stats[f"{name}_blocks"] = rows
-        stats[f"{name}_dropped_tokens"] = dropped
+        stats[f"{name}_blocks"] = sum(group_rows)
+        stats[f"{name}_dropped_tokens"] = dropped + fragments
+        stats[f"{name}_fragment_tokens"] = fragments
         stats[f"{name}_eos_tokens"] = eos  # 0 without end-of-text: the workers counted none
         if sources > 1:
             stats[f"{name}_source_blocks"] = group_rows
@@ -107,6 +123,10 @@ def pack(ctx: StepContext, state: DataState) -> StepResult:
         replace(state, parts=blocks, part_fps=part_fps),
         fp,
         parts=part_fps,
-        params={"block_size": cfg.block_size, "padding": False, "tails": "carried, then dropped"},
+        params={
+            "block_size": cfg.block_size,
+            "padding": False,
+            "tails": "carried from document starts, then dropped",
+        },
         stats=stats,
     )

@@ -431,17 +431,25 @@ def pack_partition(item: dict[str, Any]) -> dict[str, Any]:
     the file holds no whole block), ``width`` (``block_size + 1``), ``eos_id`` (``None``: none counted).
 
     Returns:
-        ``tail`` (the tokens after its last whole block, int32), ``eos`` (the end-of-text ids in
-        the blocks it wrote: counted here, so no process reads the blocks again) and ``rows``.
+        ``tail`` (the tokens after its last whole block, int32), ``lead`` (how many of them finish
+        a document its last block began: up to the first end-of-text id; 0 when the tail starts a
+        document, or holds no end-of-text), ``eos`` (the end-of-text ids in the blocks it wrote:
+        counted here, so no process reads the blocks again) and ``rows``.
     """
     ids = np.load(item["tokens"], mmap_mode="r")
     width = int(item["width"])
+    eos_id = item.get("eos_id")
     count = len(ids) // width
     eos = 0
     if count:
         whole = np.asarray(ids[: count * width])
-        if item.get("eos_id") is not None:
-            eos = int(np.count_nonzero(whole == item["eos_id"]))
+        if eos_id is not None:
+            eos = int(np.count_nonzero(whole == eos_id))
         write_shard(item["blocks"], whole.reshape(count, width))  # a file of its own, renamed into place
         del whole
-    return {"tail": np.array(ids[count * width :], dtype=np.int32), "eos": eos, "rows": count}
+    tail = np.array(ids[count * width :], dtype=np.int32)
+    lead = 0
+    if count and eos_id is not None and len(tail) and int(ids[count * width - 1]) != eos_id:
+        ends = np.flatnonzero(tail == eos_id)
+        lead = int(ends[0]) + 1 if len(ends) else 0  # none: a stream without end-of-text (eos=False)
+    return {"tail": tail, "lead": lead, "eos": eos, "rows": count}

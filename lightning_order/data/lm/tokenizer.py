@@ -157,7 +157,8 @@ def parse_tokenizer(text: str, digest: str, eos_token: str, label: str) -> Suppl
         label: how messages name it (``tokenizer_file '<path>'``, ``tokenizer '<folder>'``).
 
     Raises:
-        DataError: unparsable, no end-of-text special token, or an id not below its size.
+        DataError: unparsable, no end-of-text special token, an unknown token its model names but
+            does not hold, or an id not below its size.
     """
     try:
         tokenizer = Tokenizer.from_str(text)
@@ -184,6 +185,7 @@ def parse_tokenizer(text: str, digest: str, eos_token: str, label: str) -> Suppl
             step="build_vocab",
         )
     _check_eos_is_special(tokenizer, eos_token, label)
+    _check_unknown_in_vocabulary(tokenizer, label)
     size = tokenizer.get_vocab_size(with_added_tokens=True)
     top = max(tokenizer.get_vocab(with_added_tokens=True).values(), default=-1)
     if top >= size or eos_id >= size:
@@ -211,6 +213,31 @@ def _check_eos_is_special(tokenizer: Tokenizer, eos_token: str, label: str) -> N
             f"with tokenizer.add_special_tokens([{eos_token!r}]) before saving",
             step="build_vocab",
         )
+
+
+def _check_unknown_in_vocabulary(tokenizer: Tokenizer, label: str) -> None:
+    """A model that names an unknown token must hold it: else the first word it does not know raises.
+
+    ``tokenizers`` raises a bare ``Exception`` there (``WordLevel error: Missing [UNK] token from
+    the vocabulary``), in the middle of ``encode``; an added token does not help, as the model looks
+    the unknown token up in its own vocabulary.
+    """
+    unknown = getattr(tokenizer.model, "unk_token", None)
+    if unknown is None or (unknown and tokenizer.model.token_to_id(unknown) is not None):
+        return  # none named (a BPE, a Unigram model), or held
+    kind = type(tokenizer.model).__name__
+    trainer = {"BPE": "BpeTrainer"}.get(kind, f"{kind}Trainer")  # WordLevelTrainer, WordPieceTrainer
+    missing = (
+        f"whose unknown token {unknown!r} is not in its vocabulary" if unknown else "with no unknown token"
+    )
+    token = unknown or "[UNK]"
+    raise DataError(
+        f"{label} has a {kind} model {missing}: the first word it does not know cannot be encoded; train "
+        f"it with an unknown token in its vocabulary (e.g. {kind}(unk_token={token!r}) and "
+        f"{trainer}(special_tokens=[{token!r}, ...])), use a tokenizer that covers the text (a byte-level "
+        "BPE, or one with byte_fallback), or tokenizer_file=None to train one",
+        step="build_vocab",
+    )
 
 
 @contextmanager

@@ -4,7 +4,9 @@ Whatever form a supplied tokenizer takes, it is reduced here to the same plain s
 (:class:`TokenizerSource`): the ``tokenizer.json`` text, the special tokens its Hugging Face
 config declares (``bos_token``, ``eos_token``, ``pad_token``, ``unk_token``) and whether that
 config says to add a BOS, hashed together. The hash is of the content, never the path: a folder
-moved elsewhere keeps its cache, a file edited in place gets a new one. The snapshot is taken
+moved elsewhere keeps its cache, a file edited in place gets a new one. Its ``chat_template`` and
+``model_max_length`` are read too and handed on to the tokenizer users get, but not hashed: they
+do not shape the data. The snapshot is taken
 when the DataModule is built and ``build_vocab`` reads the snapshot, so the data always matches
 the key, even if the object is changed afterwards.
 
@@ -25,12 +27,16 @@ import xxhash
 
 from lightning_order.errors import DataError
 
-__all__ = ["HF_CONFIG_FILES", "SPECIAL_NAMES", "TokenizerSource", "read_source"]
+__all__ = ["HF_CONFIG_FILES", "HF_SETTINGS", "SPECIAL_NAMES", "TokenizerSource", "read_source"]
 
 #: The Hugging Face config files of a tokenizer folder read for its special tokens (when present).
 HF_CONFIG_FILES: tuple[str, ...] = ("tokenizer_config.json", "special_tokens_map.json")
 #: The special tokens a Hugging Face tokenizer declares that the pipeline reads.
 SPECIAL_NAMES: tuple[str, ...] = ("bos_token", "eos_token", "pad_token", "unk_token")
+#: The settings of a Hugging Face tokenizer kept for the tokenizer users get (not the data's: not hashed).
+HF_SETTINGS: tuple[str, ...] = ("chat_template", "model_max_length")
+#: The file ``save_pretrained`` writes a chat template to (it wins over ``tokenizer_config.json``'s).
+_CHAT_TEMPLATE_FILE = "chat_template.jinja"
 
 
 @dataclass(frozen=True)
@@ -43,9 +49,12 @@ class TokenizerSource:
         name: the path, or the object's class name (for messages and the ledger).
         text: the ``tokenizer.json`` content.
         special: the special tokens its Hugging Face config declares (:data:`SPECIAL_NAMES`).
-        add_bos: the config's ``add_bos_token`` when it states one (``transformers`` rebuilds
-            the post-processor from it on load), else ``None`` (the post-processor decides).
-        digest: the xxh3-128 of all of it.
+        add_bos: the config's ``add_bos_token`` when it states one, else ``None``: hashed and
+            recorded, never deciding the BOS (``transformers`` ignores it when a ``tokenizer.json``
+            is there, so the post-processor decides; :mod:`~lightning_order.data.lm.bos`).
+        digest: the xxh3-128 of all of it but ``settings``.
+        settings: its :data:`HF_SETTINGS` (those it has): handed to ``dm.hf_tokenizer`` and the
+            folder saved beside checkpoints; not hashed, as they do not shape the data.
     """
 
     kind: str
@@ -54,6 +63,7 @@ class TokenizerSource:
     special: dict[str, str]
     add_bos: bool | None
     digest: str
+    settings: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def label(self) -> str:
@@ -100,8 +110,20 @@ def _read_text(path: Path, label: str) -> str:
         raise DataError(f"{label} cannot be read ({err})", step="build_vocab") from err
 
 
+def _refuse_dangling(path: Path, name: str) -> None:
+    """One ``DataError`` for a link whose target is gone (it would read as "not there", or a hub name)."""
+    if path.is_symlink() and not path.exists():
+        raise DataError(
+            f"tokenizer {name!r} does not exist (a dangling link to {os.readlink(path)!r}); point the link "
+            "at a tokenizer.json or a folder saved with save_pretrained(), or pass tokenizer=None to train a "
+            "byte-level BPE",
+            step="build_vocab",
+        )
+
+
 def _from_folder(folder: Path, name: str) -> TokenizerSource:
     main = folder / "tokenizer.json"
+    _refuse_dangling(main, str(main))
     if not main.is_file():
         raise DataError(
             f"tokenizer {name!r} is a folder without a tokenizer.json (a slow, sentencepiece-only tokenizer?): "
@@ -112,6 +134,7 @@ def _from_folder(folder: Path, name: str) -> TokenizerSource:
     text = _read_text(main, f"tokenizer {name!r}: {main}")
     special: dict[str, str] = {}
     add_bos: bool | None = None
+    settings: dict[str, Any] = {}
     for config_name in reversed(HF_CONFIG_FILES):  # tokenizer_config.json read last: it wins
         path = folder / config_name
         if not path.is_file():
@@ -120,7 +143,26 @@ def _from_folder(folder: Path, name: str) -> TokenizerSource:
         special.update({k: t for k in SPECIAL_NAMES if (t := _token_text(data.get(k))) is not None})
         if isinstance(data.get("add_bos_token"), bool):
             add_bos = bool(data["add_bos_token"])
-    return TokenizerSource("folder", name, text, special, add_bos, _digest(text, special, add_bos))
+        settings.update(_settings(data))
+    template = folder / _CHAT_TEMPLATE_FILE
+    if template.is_file():
+        settings["chat_template"] = _read_text(template, f"tokenizer {name!r}: {template}")
+    return TokenizerSource("folder", name, text, special, add_bos, _digest(text, special, add_bos), settings)
+
+
+def _settings(found: Any) -> dict[str, Any]:
+    """The :data:`HF_SETTINGS` of a config dict (or a tokenizer object's attributes) that are set."""
+    given: dict[str, Any] = (
+        found if isinstance(found, dict) else {key: getattr(found, key, None) for key in HF_SETTINGS}
+    )
+    settings: dict[str, Any] = {}
+    template = given.get("chat_template")
+    if isinstance(template, (str, list, dict)) and template:
+        settings["chat_template"] = template
+    length = given.get("model_max_length")
+    if isinstance(length, int) and not isinstance(length, bool) and length > 0:
+        settings["model_max_length"] = length
+    return settings
 
 
 def _from_object(value: Any) -> TokenizerSource:
@@ -138,22 +180,32 @@ def _from_object(value: Any) -> TokenizerSource:
         k: t for k in SPECIAL_NAMES if (t := _token_text(str(getattr(value, k, "") or ""))) is not None
     }
     name = type(value).__name__
-    return TokenizerSource("object", name, text, special, None, _digest(text, special, None))
+    return TokenizerSource(
+        "object", name, text, special, None, _digest(text, special, None), _settings(value)
+    )
 
 
 def read_source(value: Any) -> TokenizerSource:
     """Reads ``value`` (a path or an object, see the module docstring) once into a :class:`TokenizerSource`.
 
     Raises:
-        DataError: a path that is not a local file or folder (no hub download), a folder without
+        DataError: an empty path, a dangling link, a path that is not a local file or folder (no
+            hub download), a folder without
             ``tokenizer.json``, unreadable files, or an object with no ``tokenizer.json`` form.
     """
     if not isinstance(value, (str, os.PathLike)):
         return _from_object(value)
     name = os.fspath(value)
+    if not name.strip():  # Path("") is ".": the working folder would be read
+        raise DataError(
+            f"tokenizer {name!r} is an empty path; pass the path of a tokenizer.json or of a folder saved "
+            "with save_pretrained(), or tokenizer=None to train a byte-level BPE",
+            step="build_vocab",
+        )
     path = Path(name).expanduser()
     if path.is_dir():
         return _from_folder(path, name)
+    _refuse_dangling(path, name)
     if not path.is_file():
         raise DataError(
             f"tokenizer {name!r} is not a local file or folder (names on the Hugging Face hub are not "

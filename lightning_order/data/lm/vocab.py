@@ -195,7 +195,11 @@ def build_vocab(ctx: StepContext, state: DataState) -> StepResult:
     tokenizer, params, stats = build_tokenizer(cfg, train_data(state), engine_of(ctx), ctx.work)
     # One decision for a document's start, recorded: the blocks and the tokenizer users get agree.
     bos = choose_bos(
-        cfg.bos_token, tokenizer, cfg.tokenizer_source, cfg.supplied_label or "the trained tokenizer"
+        cfg.bos_token,
+        tokenizer,
+        cfg.tokenizer_source,
+        cfg.supplied_label or "the trained tokenizer",
+        eos_token=cfg.eos_token,
     )
     set_prompt_processor(tokenizer, bos)
     size = tokenizer.get_vocab_size(with_added_tokens=True)

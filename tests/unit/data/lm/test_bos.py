@@ -7,18 +7,20 @@ handed to users encodes a prompt exactly as the blocks hold a document start.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from lm_tokenizers import document_starts, llama_style_tokenizer, prompt_of
+from lm_tokenizers import document_starts, llama_style_folder, llama_style_tokenizer, prompt_of
 from tokenizers import processors
 
 from lightning_order import DataError, OrderedLMDataModule
 from lightning_order.data.lm.blocks import encode_documents
 from lightning_order.data.lm.bos import added_by_post_processor, choose_bos
 from lightning_order.data.lm.corpus import stdlib_corpus
+from lightning_order.data.lm.hf_tokenizer import save_tokenizer
 from lightning_order.data.lm.tokenizer import train_byte_bpe
 from lightning_order.data.lm.tokenizer_source import read_source
 
@@ -58,14 +60,17 @@ def test_auto_is_no_bos_for_a_trained_bpe(docs: list[str]) -> None:
     assert (choice.token, choice.id, choice.origin) == (None, None, "none")
 
 
-def test_a_folder_config_that_states_add_bos_token_decides(tmp_path: Path, docs: list[str]) -> None:
+def test_a_folder_config_add_bos_token_does_not_override_its_post_processor(
+    tmp_path: Path, docs: list[str]
+) -> None:
+    # transformers ignores add_bos_token when a tokenizer.json is there: the post-processor decides
     folder = tmp_path / "folder"
     folder.mkdir()
     llama_style_tokenizer(docs).save(str(folder / "tokenizer.json"))
     (folder / "tokenizer_config.json").write_text('{"bos_token": "<s>", "add_bos_token": false}')
     source = read_source(str(folder))
     choice = choose_bos("auto", llama_style_tokenizer(docs), source, source.label)
-    assert (choice.token, choice.origin) == (None, "tokenizer_config")
+    assert (choice.token, choice.origin) == ("<s>", "post_processor")
 
 
 def test_a_bos_token_that_is_not_a_special_token_is_refused(docs: list[str]) -> None:
@@ -171,3 +176,115 @@ def test_a_trained_bpe_declares_the_bos_token(tmp_path: Path) -> None:
     assert (
         dm.tokenizer.encode("Hello").ids[0] == 1 and dm.tokenizer.encode("Hello").ids[-1] != dm.eos_token_id
     )
+
+
+# -- issue #42, item 5: the blocks, dm.hf_tokenizer and the saved folder agree on BOS --------
+def _config_edits(edit: str) -> dict[str, Any]:
+    return {
+        "add-bos-false": {"add_bos_token": False},
+        "add-bos-true-no-bos-token": {"add_bos_token": True, "bos_token": None},
+    }[edit]
+
+
+@pytest.mark.parametrize(
+    ("edit", "bos", "expected"),
+    [
+        ("add-bos-false", "auto", "<s>"),
+        ("add-bos-true-no-bos-token", "auto", "<s>"),
+        ("add-bos-false", None, None),
+    ],
+)
+def test_the_blocks_hf_tokenizer_and_saved_folder_start_a_document_as_the_supplied_folder_does(
+    tmp_path: Path, docs: list[str], edit: str, bos: str | None, expected: str | None
+) -> None:
+    transformers = pytest.importorskip("transformers")
+    folder = llama_style_folder(tmp_path / "llama", docs)
+    config_path = folder / "tokenizer_config.json"
+    config = {**json.loads(config_path.read_text()), **_config_edits(edit)}
+    config_path.write_text(json.dumps({k: v for k, v in config.items() if v is not None}))
+    dm = _dm(tmp_path, tokenizer=str(folder), eos_token="</s>", bos_token=bos)
+    assert dm.bos_token == expected
+    saved = save_tokenizer(tmp_path / "saved", dm.tokenizer, dm.ledger.info["special_tokens"])
+    users = {
+        "dm.tokenizer": lambda text: dm.tokenizer.encode(text).ids,
+        "dm.hf_tokenizer": lambda text: dm.hf_tokenizer(text).input_ids,
+        "saved folder": lambda text: transformers.AutoTokenizer.from_pretrained(str(saved))(text).input_ids,
+    }
+    if bos == "auto":  # what the folder itself adds (then its own </s>, which a prompt does not have)
+        supplied = transformers.AutoTokenizer.from_pretrained(str(folder))
+        users["supplied folder"] = lambda text: supplied(text).input_ids[:-1]
+    stream = dm.blocks("val").reshape(-1)
+    documents = dm.documents("val")
+    for index, start in enumerate(document_starts(stream, dm.eos_token_id, 3)):
+        for name, encode in users.items():
+            ids = encode(prompt_of(documents[index]))
+            assert stream[start : start + len(ids)].tolist() == ids, (name, index)
+            assert (ids[0] == dm.tokenizer.token_to_id("<s>")) == (expected is not None), name
+
+
+@pytest.mark.parametrize(
+    ("first", "expected"),
+    [
+        ("</s>", "the end-of-text token '</s>'"),
+        ("a", "'a', an ordinary (non-special) token"),
+    ],
+    ids=["bos-equal-to-eos", "ordinary-token"],
+)
+def test_auto_refuses_a_post_processor_start_that_cannot_be_a_bos(
+    docs: list[str], first: str, expected: str
+) -> None:
+    tokenizer = llama_style_tokenizer(docs)
+    token_id = tokenizer.token_to_id(first)
+    assert token_id is not None
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single=f"{first} $A", special_tokens=[(first, token_id)]
+    )
+    with pytest.raises(DataError) as info:
+        choose_bos("auto", tokenizer, None, "tokenizer 't.json'", eos_token="</s>")
+    message = str(info.value)
+    assert info.value.step == "build_vocab" and "\n" not in message
+    assert expected in message and "tokenizer 't.json'" in message and "bos_token=" in message
+
+
+@pytest.mark.parametrize(
+    ("first", "expected"),
+    [("</s>", "the end-of-text token '</s>'"), (100, "an ordinary (non-special) token")],
+    ids=["bos-equal-to-eos", "ordinary-token"],
+)
+def test_an_auto_bos_that_cannot_start_a_document_is_refused_by_the_datamodule(
+    tmp_path: Path, docs: list[str], first: str | int, expected: str
+) -> None:
+    tokenizer = llama_style_tokenizer(docs)
+    token = first if isinstance(first, str) else tokenizer.id_to_token(first)  # a piece of text
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single=f"{token} $A", special_tokens=[(token, tokenizer.token_to_id(token))]
+    )
+    path = tmp_path / "tokenizer.json"
+    tokenizer.save(str(path))
+    with pytest.raises(DataError) as info:
+        _dm(tmp_path, tokenizer=str(path), eos_token="</s>")
+    message = str(info.value)
+    assert expected in message and repr(token) in message and info.value.step == "build_vocab"
+
+
+@pytest.mark.parametrize("bos", ["<s>", None], ids=["bos", "no-bos"])
+def test_every_document_start_in_the_blocks_of_several_partitions_is_whole(
+    tmp_path: Path, bos: str | None
+) -> None:
+    # issue #42, item 6: partitions' tails joined; document_attention reads positions from the blocks
+    dm = _dm(tmp_path, bos_token=bos, num_partitions=4, document_attention=True)
+    for split in ("train", "val"):
+        blocks = np.asarray(dm.blocks(split))
+        after_eos = blocks[:, 1:][blocks[:, :-1] == dm.eos_token_id]
+        if bos is not None:  # a document start after every end-of-text: its BOS
+            assert set(after_eos.tolist()) == {dm.tokenizer.token_to_id(bos)}, split
+        else:  # the first tokens of documents: each follows an end-of-text in the split's stream
+            firsts = {i for d in dm.documents(split) for i in dm.tokenizer.encode(d).ids[:1]}
+            assert set(after_eos.tolist()) <= firsts, split
+        batch = dm.val_dataloader() if split == "val" else dm.train_dataloader()
+        rows = next(iter(batch))
+        inputs, positions = rows["input_ids"], rows["position_ids"]
+        starts = (positions == 0)[:, 1:]
+        if bos is not None:  # position 0 inside a row: only at a BOS
+            assert bool((inputs[:, 1:][starts] == dm.tokenizer.token_to_id(bos)).all()), split
+    assert dm.ledger.latest("pack").stats["train_fragment_tokens"] > 0  # fragments met, and dropped

@@ -157,7 +157,9 @@ def test_every_block_holds_one_eos_per_document_boundary(dm: OrderedLMDataModule
     """Computed independently: each train document encoded alone, its end placed after its tokens.
 
     The packing rule: each partition's documents (in canonical order) make whole blocks of
-    ``block_size + 1``; the partitions' tails, joined in partition order, make the last blocks.
+    ``block_size + 1``; the partitions' tails, joined in partition order, make the last blocks,
+    each tail joined after another from its first document start (issue #42: the rest of a
+    document its partition's last block cut is dropped there).
     """
     width = SMALL["block_size"] + 1
     docs = list(dm.documents("train"))
@@ -170,8 +172,11 @@ def test_every_block_holds_one_eos_per_document_boundary(dm: OrderedLMDataModule
         stream = int(ends[-1]) + 1 if count else 0
         whole = stream // width
         eos_per_block += np.bincount(ends[ends < whole * width] // width, minlength=whole).tolist()
-        tail_ends += [tail_length + int(e) - whole * width for e in ends[ends >= whole * width]]
-        tail_length += stream - whole * width
+        in_tail = [int(e) - whole * width for e in ends[ends >= whole * width]]
+        cut = whole and in_tail and whole * width - 1 not in ends  # the tail opens mid-document
+        lead = in_tail[0] + 1 if tail_length and cut else 0
+        tail_ends += [tail_length + e - lead for e in in_tail if e >= lead]
+        tail_length += stream - whole * width - lead
         start += count
     tail_ends_arr = np.asarray(tail_ends, dtype=np.int64)
     tails = tail_length // width

@@ -268,3 +268,30 @@ def test_our_folder_made_read_only_is_not_replaced(
     ):
         assert save_beside_checkpoints(_Trainer(tmp_path), llama.tokenizer, special) is None
     assert _state(folder) == before and sorted(p.name for p in tmp_path.iterdir()) == [TOKENIZER_FOLDER]
+
+
+# -- issue #42, item 5: the supplied folder's chat_template and model_max_length are kept ------
+TEMPLATE = "{% for m in messages %}<s>{{ m['role'] }}: {{ m['content'] }}</s>{% endfor %}"
+
+
+def test_chat_template_and_model_max_length_reach_hf_tokenizer_and_the_saved_folder(
+    tmp_path: Path, llama: OrderedLMDataModule
+) -> None:
+    folder = llama_style_folder(
+        tmp_path / "chat", stdlib_corpus(200), chat_template=TEMPLATE, model_max_length=4096
+    )
+    # the same content but its settings: the warm cache of the llama fixture serves it
+    dm = OrderedLMDataModule(cache_dir=llama.cache_dir, tokenizer=str(folder), eos_token="</s>", **SMALL)
+    assert dm.cache_key == llama.cache_key
+    dm.prepare_data()
+    dm.setup("fit")
+    messages = [{"role": "user", "content": "Hello"}]
+    hf = dm.hf_tokenizer
+    assert (hf.chat_template, hf.model_max_length) == (TEMPLATE, 4096)
+    trainer = _Trainer(tmp_path / "ckpt")
+    dm.trainer = trainer  # what Lightning sets; state_dict writes the folder beside the checkpoints
+    dm.state_dict()
+    loaded = transformers.AutoTokenizer.from_pretrained(str(tmp_path / "ckpt" / TOKENIZER_FOLDER))
+    assert (loaded.chat_template, loaded.model_max_length) == (TEMPLATE, 4096)
+    assert loaded.apply_chat_template(messages, tokenize=False) == "<s>user: Hello</s>"
+    _assert_encodes_as_the_blocks(loaded, dm)

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
+from tokenizers import Tokenizer, models
 
 from lightning_order.data.engine.engines import LocalEngine
 from lightning_order.data.engine.runner import DataState, StepContext
@@ -15,6 +17,7 @@ from lightning_order.data.lm.encode import TokenFiles
 from lightning_order.data.lm.mixture import LMSource
 from lightning_order.data.lm.pack import pack
 from lightning_order.errors import DataError
+from lightning_order.models.attention import document_positions
 
 WIDTH = 5
 
@@ -133,3 +136,74 @@ def test_a_damaged_shard_or_index_in_the_cache_is_caught_and_prepared_anew(tmp_p
         fresh.prepare_data()
     fresh.setup("fit")
     assert np.array_equal(np.asarray(fresh.blocks("val")), intact)
+
+
+# -- issue #42, item 6: the joined tails keep the blocks' document semantics -------------------
+EOS, BOS = 0, 1
+
+
+def _documents_stream(rng: np.random.Generator, first: int, count: int, bos: bool) -> tuple[np.ndarray, int]:
+    """``count`` documents numbered from ``first``: ``[BOS] d*100+10+offset ... EOS`` each."""
+    ids: list[int] = []
+    for doc in range(first, first + count):
+        ids += [BOS] * bos + [doc * 100 + 10 + k for k in range(int(rng.integers(1, 12)))] + [EOS]
+    return np.asarray(ids, dtype=np.int32), first + count
+
+
+def _true_positions(row: np.ndarray, bos: bool) -> list[int]:
+    """Each token's position in its own document, from its value: BOS 0, then its offset (+1 after a BOS)."""
+    found: list[int] = []
+    for token in row.tolist():
+        if token == BOS:
+            found.append(0)
+        elif token == EOS:
+            found.append(found[-1] + 1 if found else -1)
+        else:
+            found.append((token - 10) % 100 + bos)
+    return found
+
+
+@pytest.mark.parametrize("bos", [True, False], ids=["bos", "no-bos"])
+def test_joined_tails_never_put_a_document_s_middle_after_an_end_of_text(tmp_path, bos):
+    rng = np.random.default_rng(8)  # lengths whose tails, joined, splice documents (before #42)
+    streams, first = [], 0
+    for count in (5, 3, 6, 1, 4, 7):
+        ids, first = _documents_stream(rng, first, count, bos)
+        streams.append(ids)
+    paths = []
+    for i, ids in enumerate(streams):
+        np.save(tmp_path / f"train-{i}.npy", ids)
+        paths.append(str(tmp_path / f"train-{i}.npy"))
+    tokenizer = Tokenizer(models.WordLevel({"<|endoftext|>": EOS, "<s>": BOS, "[UNK]": 2}, unk_token="[UNK]"))
+    parts = {"train": TokenFiles(tuple(paths), tuple(len(s) for s in streams), first)}
+    ctx = StepContext(LMConfig(block_size=WIDTH - 1), inputs={"encode": "fp"}, work=tmp_path / "work")
+    result = pack(ctx, DataState(parts=parts, form="encoded", tokenizer=tokenizer))
+    blocks = np.asarray(result.state.parts["train"])
+    assert result.stats["train_blocks"] == len(blocks) > 0
+    assert result.stats["train_dropped_tokens"] == sum(len(s) for s in streams) - blocks.size
+    assert result.stats["train_eos_tokens"] == int((blocks == EOS).sum())
+    starts = {BOS} if bos else {doc * 100 + 10 for doc in range(first)}
+    after_eos = blocks[:, 1:][blocks[:, :-1] == EOS]
+    assert set(after_eos.tolist()) <= starts  # a document start after every end-of-text
+    # document_attention's positions: past a row's first end-of-text, each token's own position
+    positions = document_positions(torch.from_numpy(blocks).long(), EOS).numpy()
+    for row, found in zip(blocks, positions):
+        ends = np.flatnonzero(row == EOS)
+        if len(ends):
+            assert found[ends[0] + 1 :].tolist() == _true_positions(row, bos)[ends[0] + 1 :], row
+
+
+def test_tails_without_end_of_text_are_joined_whole(tmp_path):
+    # eos=False (the pack-without-eos experiment): no document start is known, nothing is dropped
+    tokenizer = Tokenizer(models.WordLevel({"<|endoftext|>": EOS, "[UNK]": 2}, unk_token="[UNK]"))
+    parts, arrays = {}, {}
+    parts["train"], arrays["train"] = _streams(tmp_path, [12, 3, 25, 0, 9], "train")
+    for path, ids in zip(parts["train"].paths, arrays["train"]):
+        ids[ids == EOS] = 1  # no end-of-text anywhere
+        np.save(path, ids)
+    ctx = StepContext(LMConfig(block_size=WIDTH - 1), inputs={"encode": "fp"}, work=tmp_path / "work")
+    result = pack(ctx, DataState(parts=parts, form="encoded", tokenizer=tokenizer))
+    assert np.array_equal(
+        np.asarray(result.state.parts["train"]), _one_file_layout(arrays["train"], 1, WIDTH)
+    )
+    assert result.stats["train_fragment_tokens"] == 0

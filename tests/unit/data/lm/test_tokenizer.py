@@ -64,3 +64,35 @@ def test_character_loss_counts_special_tokens_in_the_text_as_text(docs):
     tokenizer.add_special_tokens(["<s>"])
     assert character_loss(tokenizer, ["a <s> b", "<s><s>"]) == (0, 11)
     assert tokenizer.encode_special_tokens is False
+
+
+# -- issue #42, item 5: a WordLevel or WordPiece model without its unknown token ----------------
+@pytest.mark.parametrize(
+    ("kind", "unknown", "expected"),
+    [
+        ("WordLevel", "[UNK]", "a WordLevel model whose unknown token '[UNK]' is not in its vocabulary"),
+        ("WordLevel", "", "a WordLevel model with no unknown token"),
+        ("WordPiece", "[UNK]", "a WordPiece model whose unknown token '[UNK]' is not in its vocabulary"),
+    ],
+    ids=["wordlevel", "wordlevel-empty-unk", "wordpiece"],
+)
+def test_a_word_model_without_its_unknown_token_is_a_data_error_naming_the_fix(
+    tmp_path, docs, kind, unknown, expected
+):
+    words = sorted({w for doc in docs[:20] for w in doc.split()})[:200]
+    vocab = {word: i for i, word in enumerate(words)}
+    model = getattr(models, kind)(vocab, unk_token=unknown)
+    tokenizer = Tokenizer(model)
+    tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tokenizer.add_special_tokens(["</s>"])
+    path = tmp_path / "tokenizer.json"
+    tokenizer.save(str(path))
+    dm = OrderedLMDataModule(
+        cache_dir=str(tmp_path / "cache"), tokenizer_file=str(path), eos_token="</s>", **SMALL
+    )
+    with pytest.raises(DataError) as info:
+        dm.prepare_data()
+    message = str(info.value)
+    assert info.value.step == "build_vocab" and "\n" not in message
+    assert expected in message and "tokenizer_file=None" in message
+    assert f"{kind}Trainer(special_tokens=['[UNK]', ...])" in message

@@ -136,3 +136,59 @@ def test_tokenizer_file_still_works(tmp_path: Path, docs: list[str]) -> None:
     dm = _dm(tmp_path, tokenizer_file=str(path))
     dm.prepare_data()
     assert dm.ledger.latest("build_vocab").params["tokenizer_file"] == str(path) and dm.bos_token == "<s>"
+
+
+# -- issue #42, item 5 ------------------------------------------------------------------------
+@pytest.mark.parametrize("given", ["", "   "])
+def test_an_empty_tokenizer_path_is_refused_not_read_as_the_working_folder(
+    tmp_path: Path, folder: Path, monkeypatch: Any, given: str
+) -> None:
+    monkeypatch.chdir(folder)  # ./tokenizer.json is there, and must not be read
+    with pytest.raises(DataError) as info:
+        _dm(tmp_path, tokenizer=given)
+    message = str(info.value)
+    assert info.value.step == "build_vocab" and "\n" not in message
+    assert f"tokenizer {given!r} is an empty path" in message and "tokenizer=None" in message
+
+
+@pytest.mark.parametrize("where", ["the-path", "its-tokenizer-json"])
+def test_a_dangling_link_is_named_as_such_not_as_a_hub_name(tmp_path: Path, where: str) -> None:
+    given = link = tmp_path / "tok"
+    if where == "its-tokenizer-json":  # a folder whose tokenizer.json links to nothing
+        link.mkdir()
+        link = link / "tokenizer.json"
+    link.symlink_to(tmp_path / "gone")
+    with pytest.raises(DataError) as info:
+        _dm(tmp_path, tokenizer=str(given))
+    message = str(info.value)
+    assert (
+        f"tokenizer {str(link)!r} does not exist (a dangling link to {str(tmp_path / 'gone')!r})" in message
+    )
+    assert "hub" not in message and "sentencepiece" not in message and "\n" not in message
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"chat_template": "{% for m in messages %}{{ m['content'] }}</s>{% endfor %}"},
+        {"model_max_length": 4096},
+    ],
+    ids=["chat-template", "model-max-length"],
+)
+def test_a_folder_s_chat_template_and_model_max_length_are_read_outside_the_cache_key(
+    tmp_path: Path, docs: list[str], settings: dict[str, Any]
+) -> None:
+    plain = llama_style_folder(tmp_path / "plain", docs)
+    given = llama_style_folder(tmp_path / "given", docs, **settings)
+    source = read_source(str(given))
+    assert {k: source.settings[k] for k in settings} == settings
+    # they do not shape the data: the same data, the same key
+    assert _dm(tmp_path, tokenizer=str(given)).cache_key == _dm(tmp_path, tokenizer=str(plain)).cache_key
+
+
+def test_a_chat_template_in_tokenizer_config_is_read_and_chat_template_jinja_wins(folder: Path) -> None:
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    (folder / "tokenizer_config.json").write_text(json.dumps({**config, "chat_template": "old"}))
+    assert read_source(str(folder)).settings["chat_template"] == "old"  # the older place
+    (folder / "chat_template.jinja").write_text("new")
+    assert read_source(str(folder)).settings["chat_template"] == "new"
