@@ -68,7 +68,9 @@ from lightning_order.checks.resume import (
     check_resume,
     check_resume_position,
     check_resume_proof,
+    check_stored_position,
     stored_fingerprints,
+    stored_loop_count,
     stored_position,
 )
 from lightning_order.checks.resume_content import check_resume_content
@@ -413,6 +415,8 @@ class OrderValidator(Callback):
         state.done.add(Done.RESUME_CHECKED)
         state.seen.add(CheckpointSeen.FILE)
         state.stored_position = stored_position(checkpoint, self.state_key, owner=OrderValidator.__qualname__)
+        # Every copy of the position may be edited alike: its arithmetic and Lightning's count decide.
+        local += check_stored_position(state.stored_position, stored_loop_count(checkpoint))
         state.loader_states = stored_loader_states(checkpoint)
         violations = agree(all_gather(trainer, [v.to_dict() for v in local]))
         self._act(trainer, violations, "OrderValidator (resume, before the weights are restored)")
