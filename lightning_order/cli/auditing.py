@@ -100,6 +100,8 @@ def audit(path: str | Path, pipeline: Pipeline | None = None, console: Console |
         out.rule(Text(str(manifest)))
         try:
             found = _audit_one(out, manifest, pipeline)
+        except BrokenPipeError:  # the reader went away: no manifest's fault (the command's exit code says it)
+            raise
         except Exception as err:
             # Exit 1 means "violations" to a script: whatever a malformed manifest trips is unreadable.
             out.print(Text(f"✗ unreadable manifest: {unreadable_reason(manifest, err)}", style="bold red"))

@@ -21,6 +21,7 @@ The pipeline is the one whose model the command names (:func:`descriptor_of_comm
 
 from __future__ import annotations
 
+import os
 import sys
 from argparse import ArgumentError
 from pathlib import Path
@@ -31,11 +32,14 @@ from lightning_order.cli.help import HELP, LIGHTNING_COMMANDS, TOOLS
 if TYPE_CHECKING:  # pragma: no cover - imported where used: `--help` imports nothing else
     from lightning_order.pipelines import PipelineDescriptor
 
-__all__ = ["EXIT_REFUSED", "EXIT_USAGE", "descriptor_of_command", "main"]
+__all__ = ["EXIT_BROKEN_PIPE", "EXIT_REFUSED", "EXIT_USAGE", "descriptor_of_command", "main"]
 
 #: Exit codes of :func:`main` for user errors: a run refused (any lightning_order error), a command
 #: line rejected (jsonargparse), as argparse does.
 EXIT_REFUSED, EXIT_USAGE = 1, 2
+#: The exit code when the reader of the output went away (``audit ... | head``): 128 + SIGPIPE, what a
+#: shell reports for a command a closed pipe stopped. Never 1, which ``audit`` uses for "violations".
+EXIT_BROKEN_PIPE = 141
 #: The sections of a fit config that ``prepare`` reads past (only ``data:`` shapes the data).
 _OTHER_SECTIONS = ("trainer", "model", "order", "optimizer", "lr_scheduler", "ckpt_path")
 
@@ -49,9 +53,30 @@ def main(args: list[str] | None = None) -> int:
     Returns:
         The exit code: 0 on success; ``audit`` returns 1 on violations and 2 on unreadable
         manifests; a user error is printed without a traceback and returns 1 (the run was
-        refused) or 2 (the command line was rejected).
+        refused) or 2 (the command line was rejected); 141 when the output's reader went away
+        (``| head``), quietly.
     """
     argv = list(sys.argv[1:] if args is None else args)
+    try:
+        code = _dispatch(argv, args)
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
+    except BrokenPipeError:
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
+    return code
+
+
+def _silence_stdout() -> None:
+    """Points stdout at the null device, so the interpreter's last flush meets no closed pipe."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout without a descriptor (captured): nothing is flushed to a pipe
+        pass
+
+
+def _dispatch(argv: list[str], args: list[str] | None) -> int:
+    """:func:`main` for the command line ``argv`` (``args``: as given to :func:`main`, for LightningCLI)."""
     command = argv[0] if argv else None
     if command in (None, "-h", "--help"):
         sys.stdout.write(HELP)
