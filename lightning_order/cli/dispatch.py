@@ -22,6 +22,7 @@ The pipeline is the one whose model the command names (:func:`descriptor_of_comm
 from __future__ import annotations
 
 import os
+import re
 import sys
 from argparse import ArgumentError
 from pathlib import Path
@@ -40,6 +41,8 @@ EXIT_REFUSED, EXIT_USAGE = 1, 2
 #: The exit code when the reader of the output went away (``audit ... | head``): 128 + SIGPIPE, what a
 #: shell reports for a command a closed pipe stopped. Never 1, which ``audit`` uses for "violations".
 EXIT_BROKEN_PIPE = 141
+#: The options a parser rejected, in its message (argparse's wording, which jsonargparse keeps).
+_REJECTED = re.compile(r"unrecognized arguments: ([^;]*)")
 #: The sections of a fit config that ``prepare`` reads past (only ``data:`` shapes the data).
 _OTHER_SECTIONS = ("trainer", "model", "order", "optimizer", "lr_scheduler", "ckpt_path")
 
@@ -98,11 +101,16 @@ def _dispatch(argv: list[str], args: list[str] | None) -> int:
         )
         return EXIT_USAGE
     prog = f"lightning-order {command}" if command in known else "lightning-order"
+    descriptor = None
     try:
         if command in ("audit", "graph"):
             from lightning_order.cli import tools
 
             return tools.audit_main(argv[1:]) if command == "audit" else tools.graph_main(argv[1:])
+        from lightning_order.cli.parsing import check_config_file
+
+        for path in _config_files(argv[1:]):
+            check_config_file(path)  # before any parser: it would take the last of a repeated key
         descriptor = descriptor_of_command(argv[1:])
         if command == "prepare" and _class_path(argv[1:], "data") is None:
             return _prepare_light(argv[1:], descriptor)
@@ -113,12 +121,58 @@ def _dispatch(argv: list[str], args: list[str] | None) -> int:
         else:
             run(args, descriptor, prog="lightning-order")
     except ArgumentError as err:
+        if descriptor is not None:
+            err = _other_pipeline_options(err, descriptor, argv[1:])
         print_error(error_lines(err, prog))
         return EXIT_USAGE
     except LightningOrderError as err:
         print_error(error_lines(err))
         return EXIT_REFUSED
     return 0
+
+
+def _other_pipeline_options(
+    error: ArgumentError, descriptor: PipelineDescriptor, argv: list[str]
+) -> ArgumentError:
+    """``error`` saying which pipeline ran, for a rejected ``--data.X`` that another pipeline's data takes.
+
+    The nearest option of the pipeline that ran (``--data.block_size: did you mean
+    --data.vocab_size?`` under classification) is the wrong answer there: the option is right, the
+    pipeline is not.
+    """
+    from dataclasses import fields
+
+    from lightning_order.pipelines import PIPELINES
+
+    rejected = _REJECTED.search(error.message)
+    if rejected is None:
+        return error
+    ours = {f.name for f in fields(descriptor.config_class())}
+    message = error.message
+    for name in dict.fromkeys(re.findall(r"--data\.(\w+)", rejected.group(1))):
+        other = next(
+            (
+                spec
+                for spec in PIPELINES.values()
+                if spec.name != descriptor.name and name not in ours and name in {f.name for f in fields(spec.config_class())}
+            ),
+            None,
+        )
+        if other is None:
+            continue
+        named = _class_path(argv, "model")
+        why = f"its model is {named}" if named else "the default, as no model is named"
+        message = re.sub(rf"; --data\.{name}: did you mean [^;?]*\?", "", message)
+        message += (
+            f"; --data.{name} is an option of the {other.name!r} pipeline ({other.title or other.datamodule}), and this "
+            f"command runs the {descriptor.name!r} pipeline ({why}): to run the {other.name!r} pipeline name its model "
+            f"(--model lightning_order.{other.model.partition(':')[2]}, or model: in the config)"
+        )
+    if message == error.message:
+        return error
+    explained = ArgumentError(None, message)
+    explained.argument_name = error.argument_name
+    return explained
 
 
 # -- which pipeline -------------------------------------------------------------------------------
