@@ -80,7 +80,6 @@ def test_audit_nothing_there_exits_two(tmp_path: Path, capsys: pytest.CaptureFix
 
 def _sharded_folder(root: Path, name: str) -> Path:
     """A distributed checkpoint folder (shards, their index, a tied meta.pt carrying a clean ledger)."""
-
     folder = root / name
     folder.mkdir()
     (folder / ".metadata").write_bytes(f"index of {name}".encode())
