@@ -452,9 +452,9 @@ class OrderValidator(Callback):
                 self._check_checkpoint(trainer, meta)
             try:
                 return load(checkpoint_path, *args, **kwargs)
-            except LightningOrderError:
+            except (LightningOrderError, KeyboardInterrupt, SystemExit):
                 raise
-            except Exception as err:  # torch's CheckpointException quotes every rank's traceback
+            except BaseException as err:  # torch's CheckpointException (a BaseException) quotes every rank's traceback
                 self._unguard()
                 raise _unloadable_shards(checkpoint_path, err) from None
 
@@ -500,6 +500,10 @@ class OrderValidator(Callback):
 
 def _unloadable_shards(path: Any, err: BaseException) -> CheckpointError:
     """The one line for a distributed checkpoint whose shards do not load into this run's model."""
+    failures = getattr(err, "failures", None)  # torch's CheckpointException: rank -> what failed there
+    if isinstance(failures, Mapping) and failures:
+        failure = next(iter(failures.values()))
+        err = failure[0] if isinstance(failure, tuple) and failure else failure  # (exception, its stack)
     detail = next((line.strip() for line in str(err).splitlines() if line.strip()), "no detail")[:160]
     return CheckpointError(
         f"the distributed checkpoint {path} cannot be restored into this model ({type(err).__name__}: {detail}): "
