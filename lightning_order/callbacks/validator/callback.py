@@ -7,11 +7,9 @@ The callback only gathers and acts; every judgement is a pure function in
   pipeline, leakage (fitted steps and train/validation key overlap), and the rank summaries
   (fingerprints, shard length, sampled feature statistics), all-gathered so every rank decides on
   the same data and raises together instead of leaving the others hanging in a collective.
-- weight restore (resume): Lightning restores weights after ``setup`` and before ``on_fit_start``
-  (a distributed checkpoint folder: after, in the strategy's ``load_checkpoint``, also wrapped, so
-  its ``meta.pt`` is judged before any shard loads; every such folder the strategy saves records
-  its shards in ``meta.pt``, :func:`~lightning_order.checkpoint.tie_shards`).
-  The validator wraps the strategy's ``load_model_state_dict`` for the duration of the run, so it
+- weight restore (resume): Lightning restores weights after ``setup`` and before ``on_fit_start``.
+  The validator wraps the strategy's ``load_model_state_dict`` (and ``load_checkpoint``, where a
+  distributed checkpoint folder's shards load: :mod:`.restore`) for the duration of the run, so it
   compares the checkpoint's stored data fingerprints with this run's just before the weights are
   loaded: a changed vocabulary surfaces as ``resume-data-changed``, not as a raw size mismatch.
   When ``trainer.ckpt_path`` is already known in ``setup`` (set by the user), it checks there.
@@ -31,7 +29,7 @@ import logging
 import warnings
 import weakref
 from collections.abc import Mapping
-from functools import cached_property
+from functools import cached_property, partial
 from types import MappingProxyType
 from typing import Any, Literal
 
@@ -58,27 +56,27 @@ from lightning_order.callbacks.validator.position import (
     saved_position,
 )
 from lightning_order.callbacks.validator.rank_reads import rank_read_violations
+from lightning_order.callbacks.validator.restore import guard_restore, release_restore, tie_sharded_saves
 from lightning_order.callbacks.validator.resume_content import content_sample, stored_content
 from lightning_order.callbacks.validator.state import CheckpointSeen, Done, ValidatorState, saved_state
-from lightning_order.checkpoint import early_checkpoint, is_sharded_checkpoint, read_sharded_meta, tie_shards
+from lightning_order.checkpoint import early_checkpoint
 from lightning_order.checks.datasets import check_rank_datasets, same_rows_compared
 from lightning_order.checks.lm import fit_fixes_to_model
 from lightning_order.checks.loader_states import stored_loader_states
 from lightning_order.checks.model import check_model_dims
+from lightning_order.checks.position_counts import check_stored_position, stored_loop_count
 from lightning_order.checks.ranks import check_ranks
 from lightning_order.checks.report import format_report, merge_violations
 from lightning_order.checks.resume import (
     check_resume,
     check_resume_position,
     check_resume_proof,
-    check_stored_position,
     stored_fingerprints,
-    stored_loop_count,
     stored_position,
 )
 from lightning_order.checks.resume_content import check_resume_content
 from lightning_order.compat import Callback
-from lightning_order.errors import CheckpointError, LightningOrderError, OrderError, OrderWarning
+from lightning_order.errors import CheckpointError, OrderError, OrderWarning
 from lightning_order.ledger import CHECKPOINT_KEY, fingerprint
 from lightning_order.order import STANDARD_PIPELINE, Pipeline
 from lightning_order.pipelines import all_dims
@@ -426,62 +424,15 @@ class OrderValidator(Callback):
 
     def _guard_weight_restore(self, trainer: pl.Trainer) -> None:
         strategy = trainer.strategy
-        self._tie_sharded_saves(strategy)
-        if self._state.guarded is not None or "load_model_state_dict" in vars(strategy):
-            return
-        original, load = strategy.load_model_state_dict, strategy.load_checkpoint
+        tie_sharded_saves(strategy)
 
-        def load_model_state_dict(checkpoint: Mapping[str, Any], *args: Any, **kwargs: Any) -> Any:
-            self._unguard()
+        def judge(checkpoint: Mapping[str, Any]) -> None:
             if Done.RESUME_CHECKED not in self._state.done:
                 self._check_checkpoint(trainer, checkpoint)
-            self._check_shapes(trainer, checkpoint)
-            return original(checkpoint, *args, **kwargs)
 
-        def load_checkpoint(checkpoint_path: Any, *args: Any, **kwargs: Any) -> Any:
-            # A distributed checkpoint's shards are loaded into the model here, before
-            # load_model_state_dict: its meta.pt is judged first, and what torch cannot load is one line.
-            if not is_sharded_checkpoint(checkpoint_path):
-                return load(checkpoint_path, *args, **kwargs)
-            if Done.RESUME_CHECKED not in self._state.done:
-                try:
-                    meta = read_sharded_meta(checkpoint_path)
-                except CheckpointError:
-                    self._unguard()
-                    raise
-                self._check_checkpoint(trainer, meta)
-            try:
-                return load(checkpoint_path, *args, **kwargs)
-            except (LightningOrderError, KeyboardInterrupt, SystemExit):
-                raise
-            except BaseException as err:  # torch's CheckpointException (a BaseException) quotes every rank's traceback
-                self._unguard()
-                raise _unloadable_shards(checkpoint_path, err) from None
-
-        strategy.load_model_state_dict = load_model_state_dict  # type: ignore[method-assign]
-        strategy.load_checkpoint = load_checkpoint  # type: ignore[method-assign]
-        self._state.guarded = strategy
-
-    @staticmethod
-    def _tie_sharded_saves(strategy: Any) -> None:
-        """Ties every distributed checkpoint folder this strategy saves: its ``meta.pt`` records its shards.
-
-        The wrapper stays for the strategy's life (a checkpoint saved after ``fit`` returned is tied
-        too); it only adds to a folder the save wrote, on global rank 0, which wrote ``meta.pt``.
-        """
-        if "save_checkpoint" in vars(strategy):  # ours already (or another wrapper's: left alone)
-            return
-        original = strategy.save_checkpoint
-
-        def save_checkpoint(checkpoint: dict[str, Any], filepath: Any, *args: Any, **kwargs: Any) -> Any:
-            result = original(checkpoint, filepath, *args, **kwargs)
-            # The save moved the weights into the shards; what is left is meta.pt's content.
-            sharded = "state_dict" not in checkpoint and is_sharded_checkpoint(filepath)
-            if sharded and CHECKPOINT_KEY in checkpoint and strategy.is_global_zero:
-                tie_shards(checkpoint, filepath)
-            return result
-
-        strategy.save_checkpoint = save_checkpoint  # type: ignore[method-assign]
+        shapes = partial(self._check_shapes, trainer)
+        if self._state.guarded is None and guard_restore(strategy, judge, shapes, self._unguard):
+            self._state.guarded = strategy
 
     def _check_shapes(self, trainer: pl.Trainer, checkpoint: Mapping[str, Any]) -> None:
         """Weights that cannot load are named by the order error behind them, before torch fails."""
@@ -493,20 +444,6 @@ class OrderValidator(Callback):
 
     def _unguard(self) -> None:
         if self._state.guarded is not None:
-            vars(self._state.guarded).pop("load_model_state_dict", None)
-            vars(self._state.guarded).pop("load_checkpoint", None)
+            release_restore(self._state.guarded)
             self._state.guarded = None
 
-
-def _unloadable_shards(path: Any, err: BaseException) -> CheckpointError:
-    """The one line for a distributed checkpoint whose shards do not load into this run's model."""
-    failures = getattr(err, "failures", None)  # torch's CheckpointException: rank -> what failed there
-    if isinstance(failures, Mapping) and failures:
-        failure = next(iter(failures.values()))
-        err = failure[0] if isinstance(failure, tuple) and failure else failure  # (exception, its stack)
-    detail = next((line.strip() for line in str(err).splitlines() if line.strip()), "no detail")[:160]
-    return CheckpointError(
-        f"the distributed checkpoint {path} cannot be restored into this model ({type(err).__name__}: {detail}): "
-        "its shards hold other tensors than the model's (another vocabulary, architecture or run); resume with "
-        "the model and data config it was trained with, or warm-start with lightning_order.recover(path, ...)"
-    )
