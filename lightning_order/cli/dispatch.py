@@ -147,19 +147,13 @@ def _other_pipeline_options(
     rejected = _REJECTED.search(error.message)
     if rejected is None:
         return error
-    ours = {f.name for f in fields(descriptor.config_class())}
+    options = {name: {f.name for f in fields(spec.config_class())} for name, spec in PIPELINES.items()}
     message = error.message
     for name in dict.fromkeys(re.findall(r"--data\.(\w+)", rejected.group(1))):
-        other = next(
-            (
-                spec
-                for spec in PIPELINES.values()
-                if spec.name != descriptor.name and name not in ours and name in {f.name for f in fields(spec.config_class())}
-            ),
-            None,
-        )
-        if other is None:
+        theirs = [n for n, known in options.items() if n != descriptor.name and name in known]
+        if name in options.get(descriptor.name, ()) or not theirs:
             continue
+        other = PIPELINES[theirs[0]]
         named = _class_path(argv, "model")
         why = f"its model is {named}" if named else "the default, as no model is named"
         message = re.sub(rf"; --data\.{name}: did you mean [^;?]*\?", "", message)
