@@ -446,4 +446,3 @@ class OrderValidator(Callback):
         if self._state.guarded is not None:
             release_restore(self._state.guarded)
             self._state.guarded = None
-
