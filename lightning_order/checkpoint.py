@@ -57,6 +57,8 @@ __all__ = [
 SHARDED_META = "meta.pt"
 #: The shards' index, written by ``torch.distributed.checkpoint`` (it names the save by a random id).
 _SHARDS_INDEX = ".metadata"
+#: The suffix of the shard files ``torch.distributed.checkpoint``'s file system writer writes.
+_SHARD_SUFFIX = ".distcp"
 #: Where in our entry of ``meta.pt`` the digest of its shards is kept.
 _TIE = "shards"
 #: A key every checkpoint Lightning writes holds (``meta.pt`` included): a file without it is foreign.
@@ -200,9 +202,8 @@ def shards_digest(folder: str | PathLike[str]) -> str:
     digest = xxhash.xxh3_64()
     index = folder / _SHARDS_INDEX
     digest.update(index.read_bytes() if index.is_file() else b"")
-    for entry in sorted(folder.iterdir()):
-        if entry.name not in (SHARDED_META, _SHARDS_INDEX) and entry.is_file() and not entry.name.startswith("."):
-            digest.update(f"\0{entry.name}\0{entry.stat().st_size}".encode())
+    for entry in sorted(folder.glob(f"*{_SHARD_SUFFIX}")):  # any other file a user puts there is no shard
+        digest.update(f"\0{entry.name}\0{entry.stat().st_size}".encode())
     return digest.hexdigest()
 
 

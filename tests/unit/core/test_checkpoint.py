@@ -105,3 +105,9 @@ def test_a_folder_saved_before_the_tie_still_reads(tmp_path: Path) -> None:
     del meta[CHECKPOINT_KEY]["shards"]
     torch.save(meta, folder / SHARDED_META)
     assert read_sharded_meta(folder)[CHECKPOINT_KEY]["run"] == "old"
+
+
+def test_a_file_a_user_adds_to_the_folder_is_no_shard(tmp_path: Path) -> None:
+    folder = _folder(tmp_path, "a")
+    (folder / "README.txt").write_text("the run of Tuesday")
+    assert read_sharded_meta(folder)[CHECKPOINT_KEY]["run"] == "a"
