@@ -21,7 +21,7 @@ from typing import Any
 
 from lightning_order.errors import DataError
 
-__all__ = ["DataParallel", "data_parallel", "derive_data_parallel", "mesh_data_parallel"]
+__all__ = ["DataParallel", "data_parallel", "derive_data_parallel", "mesh_data_parallel", "mesh_misfit"]
 
 
 @dataclass(frozen=True)
@@ -123,3 +123,43 @@ def data_parallel(trainer: Any) -> DataParallel:
     world, rank = int(getattr(trainer, "world_size", 1) or 1), int(getattr(trainer, "global_rank", 0) or 0)
     strategy = getattr(trainer, "strategy", None)
     return derive_data_parallel(world, rank, _sampler_kwargs(strategy), mesh_data_parallel(strategy))
+
+
+def _count(value: Any) -> int | None:
+    """A count a config gives (``2``, ``"2"``, a list of device ids); ``None`` for ``"auto"``, ``-1`` or anything else."""
+    if isinstance(value, (list, tuple)):
+        return len(value)
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    return None
+
+
+def mesh_misfit(data_parallel_size: Any, tensor_parallel_size: Any, devices: Any, num_nodes: Any = 1) -> str | None:
+    """Why a ``ModelParallelStrategy`` mesh cannot fit the processes Lightning starts, or ``None``.
+
+    Lightning starts ``devices × num_nodes`` processes and only then finds that the mesh
+    (``data_parallel_size × tensor_parallel_size``) does not cover them, with a traceback on every
+    rank. ``"auto"`` sizes are Lightning's (``num_nodes`` and ``devices``); a count this cannot
+    know (``devices="auto"`` or ``-1``) is never judged.
+
+    Args:
+        data_parallel_size: the strategy's ``data_parallel_size`` (an int or ``"auto"``).
+        tensor_parallel_size: the strategy's ``tensor_parallel_size`` (an int or ``"auto"``).
+        devices: the Trainer's ``devices`` (an int, a list of ids, a string).
+        num_nodes: the Trainer's ``num_nodes``.
+    """
+    devices_n, nodes = _count(devices), _count(num_nodes if num_nodes is not None else 1)
+    if devices_n is None or nodes is None:
+        return None
+    dp = nodes if data_parallel_size in (None, "auto") else _count(data_parallel_size)
+    tp = devices_n if tensor_parallel_size in (None, "auto") else _count(tensor_parallel_size)
+    if dp is None or tp is None or dp * tp == devices_n * nodes:
+        return None
+    return (
+        f"the device mesh data_parallel_size={data_parallel_size} × tensor_parallel_size={tensor_parallel_size} "
+        f"covers {dp * tp} ranks, but devices={devices} × num_nodes={num_nodes} starts {devices_n * nodes} "
+        f"processes: set the two sizes so that their product is {devices_n * nodes} (e.g. data_parallel_size="
+        f"{devices_n * nodes} with tensor_parallel_size=1), or change devices"
+    )

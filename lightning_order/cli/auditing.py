@@ -16,7 +16,7 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from lightning_order.checkpoint import load_checkpoint
+from lightning_order.checkpoint import SHARDED_META, is_sharded_checkpoint, load_checkpoint, read_sharded_meta
 from lightning_order.cli.console import console as make_console
 from lightning_order.cli.console import ledger_table, print_violations
 from lightning_order.data.engine.cache import cache_problems
@@ -46,8 +46,9 @@ def find_manifests(path: str | Path) -> list[Path]:
     """The manifests under ``path``: a manifest file, one pipeline's folder, or a cache root.
 
     Args:
-        path: a ``manifest.json`` (or a checkpoint, whose ledger :func:`audit` reads), a folder
-            holding one, or a ``cache_dir`` root holding ``<cache_key>/manifest.json`` folders.
+        path: a ``manifest.json`` (or a checkpoint, whose ledger :func:`audit` reads; a distributed
+            checkpoint folder: its ``meta.pt``), a folder holding one, or a ``cache_dir`` root
+            holding ``<cache_key>/manifest.json`` folders.
 
     Raises:
         ManifestError: nothing is there, or no manifest is found under it.
@@ -59,6 +60,8 @@ def find_manifests(path: str | Path) -> list[Path]:
         return [target]  # a FIFO or device too: read_ledger refuses it as unreadable, never opens it
     if (target / MANIFEST_NAME).exists():
         return [target / MANIFEST_NAME]
+    if is_sharded_checkpoint(target):  # a distributed checkpoint: its ledger is in meta.pt
+        return [target / SHARDED_META]
     found = sorted(target.glob(f"*/{MANIFEST_NAME}")) or sorted(target.rglob(MANIFEST_NAME))
     if not found:
         raise ManifestError(
@@ -100,6 +103,8 @@ def audit(path: str | Path, pipeline: Pipeline | None = None, console: Console |
         out.rule(Text(str(manifest)))
         try:
             found = _audit_one(out, manifest, pipeline)
+        except BrokenPipeError:  # the reader went away: no manifest's fault (the command's exit code says it)
+            raise
         except Exception as err:
             # Exit 1 means "violations" to a script: whatever a malformed manifest trips is unreadable.
             out.print(Text(f"✗ unreadable manifest: {unreadable_reason(manifest, err)}", style="bold red"))
@@ -223,7 +228,9 @@ def _is_checkpoint(path: Path) -> bool:
 
 def _checkpoint_ledger(path: Path) -> StepLedger:
     """The ledger a checkpoint carries, read with ``weights_only=True`` (nothing in it runs)."""
-    state = (load_checkpoint(path).get(CHECKPOINT_KEY) or {}).get("ledger")
+    sharded = path.name == SHARDED_META and is_sharded_checkpoint(path.parent)
+    checkpoint = read_sharded_meta(path.parent) if sharded else load_checkpoint(path)  # the folder's shards too
+    state = (checkpoint.get(CHECKPOINT_KEY) or {}).get("ledger")
     if not state:
         raise ManifestError(
             f"the checkpoint {path} carries no lightning_order ledger (saved without OrderValidator "

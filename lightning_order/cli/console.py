@@ -7,6 +7,7 @@ message lives in one place. Output goes through ``rich`` without markup in user 
 from __future__ import annotations
 
 import contextlib
+import errno
 import re
 from argparse import ArgumentError
 from collections.abc import Iterator, Sequence
@@ -59,9 +60,16 @@ def configuration_errors() -> Iterator[None]:
         raise ConfigurationError(f"{err} (the configuration was refused: fix the option it names)") from err
 
 
+class _Console(Console):
+    """rich's console, but a closed pipe is left to the command's exit code (rich exits 1: "violations" to ``audit``)."""
+
+    def on_broken_pipe(self) -> None:
+        raise BrokenPipeError(errno.EPIPE, "the reader of the output went away")
+
+
 def console(stderr: bool = False) -> Console:
     """A rich console for the CLI's output: whole lines (greppable logs), tables at least 120 wide off a terminal."""
-    console = Console(stderr=stderr, soft_wrap=True)  # messages stay whole lines (greppable logs)
+    console = _Console(stderr=stderr, soft_wrap=True)  # messages stay whole lines (greppable logs)
     if not console.is_terminal:
         console.width = max(console.width, 120)  # logs and CI: no table squeezed to 80 columns
     return console

@@ -21,6 +21,8 @@ The pipeline is the one whose model the command names (:func:`descriptor_of_comm
 
 from __future__ import annotations
 
+import os
+import re
 import sys
 from argparse import ArgumentError
 from pathlib import Path
@@ -31,11 +33,16 @@ from lightning_order.cli.help import HELP, LIGHTNING_COMMANDS, TOOLS
 if TYPE_CHECKING:  # pragma: no cover - imported where used: `--help` imports nothing else
     from lightning_order.pipelines import PipelineDescriptor
 
-__all__ = ["EXIT_REFUSED", "EXIT_USAGE", "descriptor_of_command", "main"]
+__all__ = ["EXIT_BROKEN_PIPE", "EXIT_REFUSED", "EXIT_USAGE", "descriptor_of_command", "main"]
 
 #: Exit codes of :func:`main` for user errors: a run refused (any lightning_order error), a command
 #: line rejected (jsonargparse), as argparse does.
 EXIT_REFUSED, EXIT_USAGE = 1, 2
+#: The exit code when the reader of the output went away (``audit ... | head``): 128 + SIGPIPE, what a
+#: shell reports for a command a closed pipe stopped. Never 1, which ``audit`` uses for "violations".
+EXIT_BROKEN_PIPE = 141
+#: The options a parser rejected, in its message (argparse's wording, which jsonargparse keeps).
+_REJECTED = re.compile(r"unrecognized arguments: ([^;]*)")
 #: The sections of a fit config that ``prepare`` reads past (only ``data:`` shapes the data).
 _OTHER_SECTIONS = ("trainer", "model", "order", "optimizer", "lr_scheduler", "ckpt_path")
 
@@ -49,9 +56,30 @@ def main(args: list[str] | None = None) -> int:
     Returns:
         The exit code: 0 on success; ``audit`` returns 1 on violations and 2 on unreadable
         manifests; a user error is printed without a traceback and returns 1 (the run was
-        refused) or 2 (the command line was rejected).
+        refused) or 2 (the command line was rejected); 141 when the output's reader went away
+        (``| head``), quietly.
     """
     argv = list(sys.argv[1:] if args is None else args)
+    try:
+        code = _dispatch(argv, args)
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
+    except BrokenPipeError:
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
+    return code
+
+
+def _silence_stdout() -> None:
+    """Points stdout at the null device, so the interpreter's last flush meets no closed pipe."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout without a descriptor (captured): nothing is flushed to a pipe
+        pass
+
+
+def _dispatch(argv: list[str], args: list[str] | None) -> int:
+    """:func:`main` for the command line ``argv`` (``args``: as given to :func:`main`, for LightningCLI)."""
     command = argv[0] if argv else None
     if command in (None, "-h", "--help"):
         sys.stdout.write(HELP)
@@ -73,11 +101,16 @@ def main(args: list[str] | None = None) -> int:
         )
         return EXIT_USAGE
     prog = f"lightning-order {command}" if command in known else "lightning-order"
+    descriptor = None
     try:
         if command in ("audit", "graph"):
             from lightning_order.cli import tools
 
             return tools.audit_main(argv[1:]) if command == "audit" else tools.graph_main(argv[1:])
+        from lightning_order.cli.parsing import check_config_file
+
+        for path in _config_files(argv[1:]):
+            check_config_file(path)  # before any parser: it would take the last of a repeated key
         descriptor = descriptor_of_command(argv[1:])
         if command == "prepare" and _class_path(argv[1:], "data") is None:
             return _prepare_light(argv[1:], descriptor)
@@ -88,12 +121,52 @@ def main(args: list[str] | None = None) -> int:
         else:
             run(args, descriptor, prog="lightning-order")
     except ArgumentError as err:
+        if descriptor is not None:
+            err = _other_pipeline_options(err, descriptor, argv[1:])
         print_error(error_lines(err, prog))
         return EXIT_USAGE
     except LightningOrderError as err:
         print_error(error_lines(err))
         return EXIT_REFUSED
     return 0
+
+
+def _other_pipeline_options(
+    error: ArgumentError, descriptor: PipelineDescriptor, argv: list[str]
+) -> ArgumentError:
+    """``error`` saying which pipeline ran, for a rejected ``--data.X`` that another pipeline's data takes.
+
+    The nearest option of the pipeline that ran (``--data.block_size: did you mean
+    --data.vocab_size?`` under classification) is the wrong answer there: the option is right, the
+    pipeline is not.
+    """
+    from dataclasses import fields
+
+    from lightning_order.pipelines import PIPELINES
+
+    rejected = _REJECTED.search(error.message)
+    if rejected is None:
+        return error
+    options = {name: {f.name for f in fields(spec.config_class())} for name, spec in PIPELINES.items()}
+    message = error.message
+    for name in dict.fromkeys(re.findall(r"--data\.(\w+)", rejected.group(1))):
+        theirs = [n for n, known in options.items() if n != descriptor.name and name in known]
+        if name in options.get(descriptor.name, ()) or not theirs:
+            continue
+        other = PIPELINES[theirs[0]]
+        named = _class_path(argv, "model")
+        why = f"its model is {named}" if named else "the default, as no model is named"
+        message = re.sub(rf"; --data\.{name}: did you mean [^;?]*\?", "", message)
+        message += (
+            f"; --data.{name} is an option of the {other.name!r} pipeline ({other.title or other.datamodule}), and this "
+            f"command runs the {descriptor.name!r} pipeline ({why}): to run the {other.name!r} pipeline name its model "
+            f"(--model lightning_order.{other.model.partition(':')[2]}, or model: in the config)"
+        )
+    if message == error.message:
+        return error
+    explained = ArgumentError(None, message)
+    explained.argument_name = error.argument_name
+    return explained
 
 
 # -- which pipeline -------------------------------------------------------------------------------

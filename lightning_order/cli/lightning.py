@@ -58,6 +58,7 @@ from lightning_order.cli.run_record import RunRecord, fit_figures
 from lightning_order.cli.tools import tool_parser
 from lightning_order.distributed import release_process_group
 from lightning_order.ledger import StepLedger
+from lightning_order.parallelism import mesh_misfit
 from lightning_order.pipelines import PIPELINES, PipelineDescriptor, descriptor_for
 
 __all__ = ["OrderCLI", "PrepareCLI", "order_callbacks", "run"]
@@ -235,6 +236,9 @@ class OrderCLI(LightningCLI):
                 "it is built, so a value here would be silently replaced); remove it, and change the "
                 f"data instead (e.g. --data.{overridden[0][1]}) or pass another --model.class_path"
             )
+        misfit = _mesh_misfit(config.get("trainer"))
+        if misfit:  # else Lightning starts every process first, and each one fails with a traceback
+            parser.error(misfit)
         if subcommand in TOOLS:
             parser.error(
                 f"'{subcommand}' is run by the `lightning-order` command (lightning_order.cli.main), "
@@ -395,6 +399,22 @@ def order_callbacks(order: Namespace | dict[str, Any], existing: Iterable[Callba
     if order.get("symptoms", True) and not any(isinstance(cb, SymptomMonitor) for cb in existing):
         added.append(SymptomMonitor())
     return added
+
+
+def _mesh_misfit(trainer: Any) -> str | None:
+    """:func:`~lightning_order.parallelism.mesh_misfit` of a parsed ``trainer`` section with a ``ModelParallelStrategy``."""
+    strategy = trainer.get("strategy") if isinstance(trainer, (Namespace, dict)) else None
+    if not isinstance(strategy, (Namespace, dict)) or not str(strategy.get("class_path", "")).endswith(
+        "ModelParallelStrategy"
+    ):
+        return None
+    sizes = strategy.get("init_args") or {}
+    return mesh_misfit(
+        sizes.get("data_parallel_size", "auto"),
+        sizes.get("tensor_parallel_size", "auto"),
+        trainer.get("devices"),
+        trainer.get("num_nodes", 1),
+    )
 
 
 def _public_model(descriptor: PipelineDescriptor) -> str:

@@ -5,7 +5,9 @@ argparse (and jsonargparse 4, which warns and expands) accepts any unique prefix
 without a word. Every parser of the ``lightning-order`` command is built with
 :data:`STRICT_PARSER` (``allow_abbrev=False``), and a rejected option is answered with the
 nearest valid one (:func:`with_suggestions`, by :mod:`difflib`'s similarity ratio), the way
-``git`` answers a mistyped subcommand. Nothing here imports Lightning.
+``git`` answers a mistyped subcommand. A ``--config`` file is read as strictly
+(:func:`check_config_file`): YAML keeps the last of a key written twice, silently, and an empty
+file reaches the parser as nothing at all. Nothing here imports Lightning.
 """
 
 from __future__ import annotations
@@ -15,10 +17,14 @@ import inspect
 import re
 from argparse import ArgumentError
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
+
+import yaml
 
 __all__ = [
     "STRICT_PARSER",
+    "check_config_file",
     "nearest",
     "parser_options",
     "suggest_for_unknown",
@@ -104,3 +110,58 @@ def with_suggestions(error: ArgumentError, options: Sequence[str], argv: Sequenc
     suggested = ArgumentError(None, f"{error.message.rstrip()}; {'; '.join(hints)}")
     suggested.argument_name = error.argument_name
     return suggested
+
+
+class _UniqueKeys(yaml.SafeLoader):
+    """YAML's safe loader, refusing a mapping that writes a key twice (YAML itself keeps the last)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        lines: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *base`: overriding merged keys is the point
+                continue
+            key = self.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            try:
+                if key in lines:
+                    raise _DuplicateKey(key, lines[key], line)
+                lines[key] = line
+            except TypeError:  # an unhashable key: the parser refuses it itself
+                continue
+        return super().construct_mapping(node, deep=deep)
+
+
+class _DuplicateKey(yaml.YAMLError):
+    def __init__(self, key: Any, first: int, again: int) -> None:
+        super().__init__(key, first, again)
+        self.key, self.first, self.again = key, first, again
+
+
+def check_config_file(path: str | Path) -> None:
+    """Refuses a ``--config`` file that is empty or writes a key twice in one mapping.
+
+    A file that cannot be read or is not YAML is left to the parser, which names it itself.
+
+    Raises:
+        ArgumentError: naming the file, and for a repeated key the key and both lines.
+    """
+    try:
+        text = Path(path).read_text()
+    except (OSError, UnicodeDecodeError):
+        return
+    try:
+        config = yaml.load(text, Loader=_UniqueKeys)  # a SafeLoader: builds plain data only
+    except _DuplicateKey as dup:
+        raise ArgumentError(
+            None,
+            f"config file {path}, line {dup.again}: key {dup.key!r} is written twice in the same section (lines "
+            f"{dup.first} and {dup.again}), and YAML would silently keep the last value: keep one of them",
+        ) from None
+    except yaml.YAMLError:
+        return
+    if config is None:
+        raise ArgumentError(
+            None,
+            f"config file {path} is empty (nothing but blanks or comments): write its sections (data:, model:, "
+            f"trainer:) in it, or leave out --config {path}",
+        )

@@ -17,10 +17,27 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 
     from lightning_order.rules import Violation
 
-__all__ = ["FORMAT", "FORMAT_VERSION", "pause"]
+__all__ = ["FORMAT", "FORMAT_VERSION", "PAUSE_DIR", "pause", "pause_path"]
 
 FORMAT = "lightning_order.pause"
 FORMAT_VERSION = 1
+#: The folder a pause checkpoint goes in, under the trainer's ``default_root_dir`` (the working
+#: directory by default). Never the package's own name: a ``lightning_order/`` folder in the working
+#: directory is found before an editable install, as an empty namespace package, and
+#: ``from lightning_order import recover`` run there fails.
+PAUSE_DIR = "lightning_order_pause"
+
+
+def pause_path(root_dir: str | Path, step: int, folder: str | Path | None = None) -> Path:
+    """Where a pause at ``step`` is written: ``<folder>/pause-step<step>.ckpt``.
+
+    Args:
+        root_dir: the trainer's ``default_root_dir``.
+        step: the global step of the pause.
+        folder: the folder asked for (``SymptomMonitor(checkpoint_dir=...)``); default:
+            ``<root_dir>/``:data:`PAUSE_DIR`.
+    """
+    return Path(folder or Path(root_dir) / PAUSE_DIR) / f"pause-step{int(step)}.ckpt"
 
 
 def pause(

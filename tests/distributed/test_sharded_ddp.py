@@ -106,3 +106,27 @@ def test_four_ranks_dp2_by_tp2_read_by_group_and_catch_a_planted_error(tmp_path)
     assert all(r["embedding"]["type"] == r["mlp"]["type"] == "DTensor" for r in correct)
     for result in (r["2d-block-size"] for r in results):
         assert result["rules"] == ["init-before-data"] and result["global_step"] == 0
+
+
+def test_a_distributed_checkpoints_meta_pt_records_the_shards_written_with_it(launch) -> None:
+    assert launch[0]["fsdp2-saved"]["tied"]
+
+
+@pytest.mark.parametrize(
+    ("case", "says"),
+    [
+        ("mixed-meta", "was not written with the shards beside it"),  # A's weights under C's data: silent before
+        ("mixed-vocab", "was not written with the shards beside it"),  # torch's size mismatch on every rank before
+        ("mixed-vocab-untied", "cannot be restored into this model (ValueError: Size mismatch"),  # untied
+        ("truncated-meta", "is not a readable checkpoint"),
+        ("foreign-meta", "is no Lightning checkpoint's meta.pt"),
+    ],
+)
+def test_a_folder_mixing_two_checkpoints_or_a_damaged_meta_pt_is_one_checkpoint_error(
+    launch, case: str, says: str
+) -> None:
+    """Issue #42: one CheckpointError line on every rank, before any step, never a raw traceback."""
+    for result in _case(launch, case):
+        assert result["error"] == "CheckpointError", result
+        assert says in result["message"] and "\n" not in result["message"], result["message"]
+        assert result["global_step"] == 0 and result["batch_hashes"] == []

@@ -11,12 +11,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import DEMO, ROOT, TINY, fit_command, leaky_ledger, png_size
+from helpers import DEMO, ROOT, TINY, clean_ledger, fit_command, leaky_ledger, png_size
 from launching import launch_env
 
 from lightning_order import StepLedger
 from lightning_order.cli import find_manifests, main
 from lightning_order.cli.auditing import AUDIT_VIOLATIONS
+from lightning_order.cli.dispatch import EXIT_BROKEN_PIPE
 from lightning_order.order import STANDARD_PIPELINE
 
 pytestmark = pytest.mark.filterwarnings("ignore:LightningCLI's args parameter")
@@ -54,6 +55,19 @@ def test_audit_via_subprocess_exit_code(tmp_path: Path) -> None:
     )
     assert proc.returncode == AUDIT_VIOLATIONS, proc.stderr
     assert "fit-before-split" in proc.stdout
+
+
+@pytest.mark.parametrize("violations", [True, False], ids=["violations", "clean"])
+def test_audit_into_a_reader_that_stops_early_exits_141_quietly(tmp_path: Path, violations: bool) -> None:
+    """Issue #42: ``audit ... | head`` exited 1 (which means "violations") with a BrokenPipeError."""
+    path = (leaky_ledger() if violations else clean_ledger()).save(tmp_path / "ledger")
+    command = [sys.executable, "-m", "lightning_order", "audit", str(path)]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # the reader is gone before the first line: every write meets a closed pipe
+    errors = proc.stderr.read()
+    assert proc.wait(timeout=120) == EXIT_BROKEN_PIPE, errors
+    assert "BrokenPipeError" not in errors and "Traceback" not in errors, errors
 
 
 @pytest.mark.slow

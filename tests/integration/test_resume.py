@@ -262,6 +262,29 @@ def test_a_garbage_position_in_a_checkpoint_is_one_checkpoint_error_naming_the_f
     assert "Resume from an intact checkpoint of this run" in message and hashes.batches == []
 
 
+@pytest.mark.parametrize(
+    ("samples", "says"),
+    [
+        (10**9, "samples=1000000000 lies beyond the"),
+        (133, "samples=133 is not a whole number of global batches of 32"),
+        (160, "which counts 4 batches of epoch 0 done"),
+    ],
+    ids=["next-epoch", "mid-batch", "skips-a-batch"],
+)
+def test_a_position_edited_alike_in_every_copy_is_resume_position_before_step_1(
+    four_steps: Path, resume_cache: Path, tmp_path: Path, samples: int, says: str
+) -> None:
+    """Issue #42: the copies agree, so only the position's arithmetic and Lightning's loop count can tell."""
+    edited = _edit_position(four_steps / "step=4.ckpt", tmp_path / "edited.ckpt", samples=samples)
+    dm, hashes = datamodule("standard", resume_cache, num_workers=0), BatchHashes()
+    with pytest.raises(OrderError) as caught:
+        quiet_trainer(tmp_path, [OrderValidator(), hashes], max_steps=8).fit(
+            model("standard", dm), dm, ckpt_path=str(edited)
+        )
+    assert caught.value.rules == ["resume-position"] and says in str(caught.value)
+    assert hashes.batches == []
+
+
 def test_limit_train_batches_set_at_resume_names_the_cause_and_the_checkpoints_epoch(
     four_steps: Path, resume_cache: Path, tmp_path: Path
 ) -> None:

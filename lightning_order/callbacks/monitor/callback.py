@@ -19,7 +19,6 @@ import time
 import warnings
 from collections import deque
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any, Literal
 
 import pytorch_lightning as pl
@@ -77,7 +76,8 @@ class SymptomMonitor(Callback):
         unk_token_id: the unknown token's id, when there is no tokenizer to ask.
         val_metric: the logged validation loss compared with the train loss.
         checkpoint_dir: where a pause checkpoint goes (default:
-            ``<trainer.default_root_dir>/lightning_order``).
+            ``<trainer.default_root_dir>/lightning_order_pause``; never a folder named like the
+            package, which would shadow it for imports run from there).
         gpu_hour_price: price of one device-hour, for the waste report's cost.
         verbose: print the report at the end of fit.
         label_check_rows: without an ``OrderValidator`` in the Trainer, rows per split the
@@ -359,10 +359,9 @@ class SymptomMonitor(Callback):
             if "note" not in diagnosis.evidence:
                 warnings.warn(f"SymptomMonitor: {diagnosis.describe()}", OrderWarning, stacklevel=2)
         if self.on_symptom == "stop" and self.pause_path is None:
-            from lightning_order.recovery import pause
+            from lightning_order.recovery.emergency import pause, pause_path
 
-            folder = Path(self.checkpoint_dir or Path(trainer.default_root_dir) / "lightning_order")
-            path = folder / f"pause-step{trainer.global_step}.ckpt"
+            path = pause_path(trainer.default_root_dir, trainer.global_step, self.checkpoint_dir)
             self.pause_path = str(path)  # set first: the checkpoint carries this callback's state
             pause(trainer, path, reason=new, gpu_hour_price=self.gpu_hour_price, elapsed_s=self.elapsed_s)
 

@@ -8,7 +8,8 @@ The callback only gathers and acts; every judgement is a pure function in
   (fingerprints, shard length, sampled feature statistics), all-gathered so every rank decides on
   the same data and raises together instead of leaving the others hanging in a collective.
 - weight restore (resume): Lightning restores weights after ``setup`` and before ``on_fit_start``.
-  The validator wraps the strategy's ``load_model_state_dict`` for the duration of the run, so it
+  The validator wraps the strategy's ``load_model_state_dict`` (and ``load_checkpoint``, where a
+  distributed checkpoint folder's shards load: :mod:`.restore`) for the duration of the run, so it
   compares the checkpoint's stored data fingerprints with this run's just before the weights are
   loaded: a changed vocabulary surfaces as ``resume-data-changed``, not as a raw size mismatch.
   When ``trainer.ckpt_path`` is already known in ``setup`` (set by the user), it checks there.
@@ -28,7 +29,7 @@ import logging
 import warnings
 import weakref
 from collections.abc import Mapping
-from functools import cached_property
+from functools import cached_property, partial
 from types import MappingProxyType
 from typing import Any, Literal
 
@@ -55,6 +56,7 @@ from lightning_order.callbacks.validator.position import (
     saved_position,
 )
 from lightning_order.callbacks.validator.rank_reads import rank_read_violations
+from lightning_order.callbacks.validator.restore import guard_restore, release_restore, tie_sharded_saves
 from lightning_order.callbacks.validator.resume_content import content_sample, stored_content
 from lightning_order.callbacks.validator.state import CheckpointSeen, Done, ValidatorState, saved_state
 from lightning_order.checkpoint import early_checkpoint
@@ -62,6 +64,7 @@ from lightning_order.checks.datasets import check_rank_datasets, same_rows_compa
 from lightning_order.checks.lm import fit_fixes_to_model
 from lightning_order.checks.loader_states import stored_loader_states
 from lightning_order.checks.model import check_model_dims
+from lightning_order.checks.position_counts import check_stored_position, stored_loop_count
 from lightning_order.checks.ranks import check_ranks
 from lightning_order.checks.report import format_report, merge_violations
 from lightning_order.checks.resume import (
@@ -413,25 +416,23 @@ class OrderValidator(Callback):
         state.done.add(Done.RESUME_CHECKED)
         state.seen.add(CheckpointSeen.FILE)
         state.stored_position = stored_position(checkpoint, self.state_key, owner=OrderValidator.__qualname__)
+        # Every copy of the position may be edited alike: its arithmetic and Lightning's count decide.
+        local += check_stored_position(state.stored_position, stored_loop_count(checkpoint))
         state.loader_states = stored_loader_states(checkpoint)
         violations = agree(all_gather(trainer, [v.to_dict() for v in local]))
         self._act(trainer, violations, "OrderValidator (resume, before the weights are restored)")
 
     def _guard_weight_restore(self, trainer: pl.Trainer) -> None:
         strategy = trainer.strategy
-        if self._state.guarded is not None or "load_model_state_dict" in vars(strategy):
-            return
-        original = strategy.load_model_state_dict
+        tie_sharded_saves(strategy)
 
-        def load_model_state_dict(checkpoint: Mapping[str, Any], *args: Any, **kwargs: Any) -> Any:
-            self._unguard()
+        def judge(checkpoint: Mapping[str, Any]) -> None:
             if Done.RESUME_CHECKED not in self._state.done:
                 self._check_checkpoint(trainer, checkpoint)
-            self._check_shapes(trainer, checkpoint)
-            return original(checkpoint, *args, **kwargs)
 
-        strategy.load_model_state_dict = load_model_state_dict  # type: ignore[method-assign]
-        self._state.guarded = strategy
+        shapes = partial(self._check_shapes, trainer)
+        if self._state.guarded is None and guard_restore(strategy, judge, shapes, self._unguard):
+            self._state.guarded = strategy
 
     def _check_shapes(self, trainer: pl.Trainer, checkpoint: Mapping[str, Any]) -> None:
         """Weights that cannot load are named by the order error behind them, before torch fails."""
@@ -443,5 +444,5 @@ class OrderValidator(Callback):
 
     def _unguard(self) -> None:
         if self._state.guarded is not None:
-            vars(self._state.guarded).pop("load_model_state_dict", None)
+            release_restore(self._state.guarded)
             self._state.guarded = None

@@ -17,7 +17,12 @@ dimension), ``tp`` is dp 1 × tp 2 (the MLPs split by ``ColwiseParallel`` / ``Ro
 - ``<mesh>-short-table``: a model of 256 rows for a 300-token tokenizer (token ids beyond the table);
 - ``fsdp2-resume``: 2 steps, saved with ``trainer.save_checkpoint`` (a folder: Lightning's distributed
   checkpoint), resumed to 4; ``fsdp2-straight``: the same 4 steps in one run;
-- ``fsdp2-resume-changed``: the same checkpoint resumed on other data (fewer documents).
+- ``fsdp2-resume-changed``: the same checkpoint resumed on other data (fewer documents);
+- folders mixing two checkpoints (issue #42), each resumed and refused before a step:
+  ``mixed-meta`` (run A's shards, run C's ``meta.pt``, resumed on C's data), ``mixed-vocab`` (the
+  shards of a run on another vocabulary, A's ``meta.pt``), ``mixed-vocab-untied`` (the same with a
+  ``meta.pt`` written before the tie existed: torch's own load fails), ``truncated-meta`` and
+  ``foreign-meta`` (another tool's file in its place).
 
 Writes OUT_DIR/rank<r>.json, a key per case, after every case.
 """
@@ -29,6 +34,8 @@ import shutil
 import sys
 from pathlib import Path
 
+import torch
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests/, for helpers.py
 
 import pytorch_lightning as pl
@@ -36,8 +43,10 @@ from helpers import quiet_trainer
 from mesh_ddp import BatchHashes
 from pytorch_lightning.strategies import ModelParallelStrategy
 
-from lightning_order import OrderedCausalLM, OrderedLMDataModule, OrderError, OrderValidator
+from lightning_order import CheckpointError, OrderedCausalLM, OrderedLMDataModule, OrderError, OrderValidator
+from lightning_order.checkpoint import SHARDED_META, shards_digest
 from lightning_order.distributed import release_process_group
+from lightning_order.ledger import CHECKPOINT_KEY
 
 MESHES = {"fsdp2": (2, 1), "tp": (1, 2), "2d": (2, 2)}
 MODEL = {"n_layer": 1, "n_head": 2, "n_embd": 16}
@@ -97,6 +106,8 @@ def _fit(trainer: pl.Trainer, model, dm, validator: OrderValidator, ckpt_path: s
         trainer.fit(model, dm, ckpt_path=ckpt_path)
     except OrderError as err:
         result.update(error="OrderError", rules=err.rules, message=str(err))
+    except CheckpointError as err:
+        result.update(error="CheckpointError", message=str(err))
     result.update(
         rank=trainer.global_rank,
         global_step=trainer.global_step,
@@ -147,6 +158,56 @@ def run_resume(cache: str, folder: Path) -> dict[str, dict]:
     counter = BatchHashes()
     result = _fit(_trainer("fsdp2", [validator, counter], 4), _model("", dm), dm, validator, str(folder))
     out["fsdp2-resume-changed"] = {**result, "batch_hashes": counter.hashes}
+    meta = torch.load(folder / SHARDED_META, weights_only=True)
+    out["fsdp2-saved"]["tied"] = meta[CHECKPOINT_KEY].get("shards") == shards_digest(folder)
+    out.update(run_mixed(cache, folder))
+    return out
+
+
+def _save(cache: str, folder: Path, **data) -> None:
+    """Run C (other documents) or a run on another vocabulary: 2 steps, saved to ``folder``."""
+    dm = _data(cache, **data)
+    trainer = _trainer("fsdp2", [OrderValidator()], 2)
+    trainer.fit(_model("", dm), dm)
+    trainer.save_checkpoint(folder)
+
+
+def _mix(shards: Path, meta: Path, into: Path, damage: str = "") -> Path:
+    """``shards``' folder with ``meta`` as its meta.pt (rank 0 writes, every rank waits)."""
+    if torch.distributed.get_rank() == 0:
+        shutil.copytree(shards, into)
+        shutil.copy(meta, into / SHARDED_META)
+        target = into / SHARDED_META
+        if damage == "truncated":
+            target.write_bytes(target.read_bytes()[:200])
+        elif damage == "foreign":
+            torch.save({"step": 2, "model_args": {"dim": 16}}, target)
+        elif damage == "untied":
+            state = torch.load(target, weights_only=True)
+            del state[CHECKPOINT_KEY]["shards"]
+            torch.save(state, target)
+    torch.distributed.barrier()
+    return into
+
+
+def run_mixed(cache: str, a: Path) -> dict[str, dict]:
+    """Folders mixing two checkpoints, each resumed (4 steps) on the data its meta.pt names."""
+    root = a.parent
+    other, vocab = root / "checkpoint-c", root / "checkpoint-vocab"
+    _save(cache + "-other", other, max_documents=150)
+    _save(cache + "-vocab", vocab, vocab_size=400)
+    cases = {
+        "mixed-meta": (_mix(a, other / SHARDED_META, root / "checkpoint-mixed-meta"), {"max_documents": 150}, "-other"),
+        "mixed-vocab": (_mix(vocab, a / SHARDED_META, root / "checkpoint-mixed-vocab"), {}, ""),
+        "mixed-vocab-untied": (_mix(vocab, a / SHARDED_META, root / "checkpoint-mixed-untied", "untied"), {}, ""),
+        "truncated-meta": (_mix(a, a / SHARDED_META, root / "checkpoint-truncated", "truncated"), {}, ""),
+        "foreign-meta": (_mix(a, a / SHARDED_META, root / "checkpoint-foreign", "foreign"), {}, ""),
+    }
+    out: dict[str, dict] = {}
+    for case, (folder, data, suffix) in cases.items():
+        dm, validator, counter = _data(cache + suffix, **data), OrderValidator(), BatchHashes()
+        result = _fit(_trainer("fsdp2", [validator, counter], 4), _model("", dm), dm, validator, str(folder))
+        out[case] = {**result, "batch_hashes": counter.hashes}
     return out
 
 
@@ -179,7 +240,8 @@ def main() -> None:
     rank = results["fsdp2"]["rank"]
     (out / f"rank{rank}.json").write_text(json.dumps(results))
     if rank == 0:
-        shutil.rmtree(folder, ignore_errors=True)
+        for made in folder.parent.glob("checkpoint*"):
+            shutil.rmtree(made, ignore_errors=True)
 
 
 if __name__ == "__main__":

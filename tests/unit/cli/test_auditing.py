@@ -12,8 +12,10 @@ from pathlib import Path
 import pytest
 from helpers import clean_ledger, leaky_ledger
 
+from lightning_order.checkpoint import SHARDED_META, tie_shards
 from lightning_order.cli import main
 from lightning_order.cli.auditing import AUDIT_OK, AUDIT_UNREADABLE, AUDIT_VIOLATIONS, find_manifests
+from lightning_order.ledger import CHECKPOINT_KEY
 
 
 @pytest.mark.parametrize("target", ["root", "folder", "manifest"])
@@ -74,3 +76,33 @@ def test_audit_nothing_there_exits_two(tmp_path: Path, capsys: pytest.CaptureFix
     assert main(["audit", str(tmp_path / "missing")]) == AUDIT_UNREADABLE
     assert main(["audit", str(tmp_path)]) == AUDIT_UNREADABLE  # a folder without any manifest
     assert "lightning-order prepare" in capsys.readouterr().out
+
+
+def _sharded_folder(root: Path, name: str) -> Path:
+    """A distributed checkpoint folder (shards, their index, a tied meta.pt carrying a clean ledger)."""
+    folder = root / name
+    folder.mkdir()
+    (folder / ".metadata").write_bytes(f"index of {name}".encode())
+    (folder / "__0_0.distcp").write_bytes(b"w" * 32)
+    meta = {"pytorch-lightning_version": "2.6.0", CHECKPOINT_KEY: {"ledger": clean_ledger().state_dict()}}
+    tie_shards(meta, folder)
+    return folder
+
+
+def test_audit_of_a_sharded_checkpoint_folder_reads_its_meta_pt(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue #42: ``audit`` of a distributed checkpoint folder answered "no manifest.json"."""
+    folder = _sharded_folder(tmp_path, "epoch=0-step=2.ckpt")
+    assert main(["audit", str(folder)]) == AUDIT_OK
+    out = capsys.readouterr().out
+    assert "no manifest.json" not in out and "build_vocab" in out and "no violation" in out
+
+
+def test_audit_of_a_folder_mixing_two_checkpoints_is_unreadable(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a, c = _sharded_folder(tmp_path, "a"), _sharded_folder(tmp_path, "c")
+    shutil.copy(c / SHARDED_META, a / SHARDED_META)
+    assert main(["audit", str(a)]) == AUDIT_UNREADABLE
+    assert "was not written with the shards beside it" in capsys.readouterr().out

@@ -163,3 +163,37 @@ def test_prepare_refuses_a_class_path_data_files_as_fit_does(tmp_path: Path, mon
         assert errors[1].startswith("lightning-order: DataError: [step 'load'] data.data_files names a class")
     cache = tmp_path / "cache"
     assert not cache.exists() or all(p.name.endswith(".lock") for p in cache.iterdir())  # nothing prepared
+
+
+# -- what the command line is told about its config files and its pipeline (issue #42) -------------
+@pytest.mark.parametrize("command", ["prepare", "fit"])
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("", "is empty (nothing but blanks or comments)"),
+        ("# only a comment\n", "is empty (nothing but blanks or comments)"),
+        (
+            "data:\n  batch_size: 8\n  batch_size: 16\n",
+            "line 3: key 'batch_size' is written twice in the same section (lines 2 and 3)",
+        ),
+    ],
+    ids=["empty", "comments-only", "key-twice"],
+)
+def test_an_empty_config_or_a_key_written_twice_is_refused_naming_the_file(
+    tmp_path: Path, capsys, command: str, text: str, says: str
+):
+    config = tmp_path / "run.yaml"
+    config.write_text(text)
+    assert commands.main([command, "--config", str(config), "--print_config"]) == commands.EXIT_USAGE
+    err = capsys.readouterr().err
+    assert f"config file {config}" in err and says in err and "Unexpected config" not in err
+
+
+@pytest.mark.parametrize("command", ["prepare", "fit"])
+def test_an_option_of_the_other_pipeline_names_the_pipeline_that_runs(capsys, command: str):
+    assert commands.main([command, "--data.block_size", "8", "--print_config"]) == commands.EXIT_USAGE
+    err = capsys.readouterr().err
+    assert "--data.block_size is an option of the 'lm' pipeline" in err
+    assert "this command runs the 'standard' pipeline (the default, as no model is named)" in err
+    assert "--model lightning_order.OrderedCausalLM" in err
+    assert "did you mean --data.vocab_size" not in err  # the option is right, the pipeline is not

@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 
 import pytest
-from helpers import DEMO, TINY, leaky_ledger, private_names
+from helpers import DEMO, ROOT, TINY, leaky_ledger, private_names
 
 import lightning_order.cli
 from lightning_order import OrderedTextClassifier, OrderValidator, StepLedger, SymptomMonitor
@@ -304,3 +304,20 @@ def test_lm_tokenizer_and_bos_token_from_a_yaml_config(
     (saved,) = tmp_path.glob("**/tokenizer/tokenizer_config.json")
     assert list(saved.parent.parent.glob("*.ckpt"))  # beside the checkpoint
     capsys.readouterr()
+
+
+def test_a_mesh_that_does_not_fit_the_devices_is_one_line_before_any_process_starts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue #42: Lightning started every process first, and each one failed with a traceback."""
+
+    def started(self: OrderCLI) -> None:
+        raise AssertionError("the classes were built: the mesh was not judged while parsing")
+
+    monkeypatch.setattr(OrderCLI, "instantiate_classes", started)
+    config = str(ROOT / "configs" / "lm-sharded.yaml")
+    argv = ["fit", "--config", config, "--trainer.strategy.init_args.data_parallel_size", "3"]
+    assert main([*argv, "--trainer.default_root_dir", str(tmp_path)]) == 2
+    (line, *_) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("lightning-order fit: error: the device mesh data_parallel_size=3")
+    assert "devices=2 × num_nodes=1 starts 2 processes" in line

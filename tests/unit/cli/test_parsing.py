@@ -7,6 +7,7 @@ Each command line here is rejected while it is parsed: nothing is prepared or tr
 from __future__ import annotations
 
 from argparse import ArgumentError
+from pathlib import Path
 
 import pytest
 from helpers import DEMO, ROOT
@@ -14,6 +15,7 @@ from helpers import DEMO, ROOT
 from lightning_order.cli import main
 from lightning_order.cli.parsing import (
     STRICT_PARSER,
+    check_config_file,
     nearest,
     parser_options,
     suggest_for_unknown,
@@ -99,3 +101,27 @@ def test_a_misspelled_or_shortened_option_is_refused_with_the_nearest_one(
     line = _usage_error(capsys, *argv)
     for word in words:
         assert word in line, (word, line)
+
+
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [
+        ("data:\n  batch_size: 8\n  batch_size: 16\n", 3),
+        ("trainer:\n  max_steps: 3\ntrainer:\n  max_epochs: 1\n", 3),
+        ("data: {vocab_size: 100, vocab_size: 200}\n", 1),
+    ],
+    ids=["nested", "top-level", "flow"],
+)
+def test_a_config_file_writing_a_key_twice_is_refused(tmp_path: Path, text: str, line: int) -> None:
+    path = tmp_path / "twice.yaml"
+    path.write_text(text)
+    with pytest.raises(ArgumentError) as caught:
+        check_config_file(path)
+    assert f"config file {path}, line {line}: key" in caught.value.message
+
+
+def test_a_config_file_with_merge_keys_or_distinct_keys_passes(tmp_path: Path) -> None:
+    path = tmp_path / "fine.yaml"
+    path.write_text("base: &base\n  batch_size: 8\ndata:\n  <<: *base\n  batch_size: 16\nmodel:\n  batch_size: 8\n")
+    check_config_file(path)
+    check_config_file(tmp_path / "missing.yaml")  # the parser names a missing file itself

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 
 from lightning_order.errors import DataError
-from lightning_order.parallelism import DataParallel, data_parallel, derive_data_parallel
+from lightning_order.parallelism import DataParallel, data_parallel, derive_data_parallel, mesh_misfit
 
 
 @pytest.mark.parametrize(
@@ -89,3 +89,25 @@ def test_a_trainer_is_read_through_its_strategy():
         "global_rank": 3,
         "source": "mesh",
     }
+
+
+@pytest.mark.parametrize(
+    ("dp", "tp", "devices", "nodes", "fits"),
+    [
+        (2, 1, 2, 1, True),
+        (1, 2, "2", 1, True),
+        ("auto", "auto", 4, 1, True),  # Lightning's own choice: dp = nodes, tp = devices
+        (2, 2, [0, 1], 2, True),
+        (3, 1, 2, 1, False),
+        (2, 2, 2, 1, False),
+        ("auto", 3, 2, 1, False),
+        (2, 1, "auto", 1, True),  # a count this cannot know is never judged
+        (2, 1, -1, 1, True),
+    ],
+)
+def test_a_mesh_that_does_not_cover_the_processes_is_named(dp, tp, devices, nodes, fits) -> None:
+    misfit = mesh_misfit(dp, tp, devices, nodes)
+    assert (misfit is None) == fits
+    if not fits:
+        assert f"data_parallel_size={dp} × tensor_parallel_size={tp}" in misfit and "\n" not in misfit
+        assert f"devices={devices} × num_nodes={nodes}" in misfit

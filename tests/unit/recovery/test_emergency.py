@@ -7,9 +7,14 @@ with the callbacks it had, and no module of the package reads a private attribut
 from __future__ import annotations
 
 import ast
+import importlib.util
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import pytorch_lightning as pl
 import torch
 from helpers import ROOT, private_names, quiet_trainer
@@ -17,6 +22,7 @@ from pytorch_lightning.demos.boring_classes import BoringModel
 
 from lightning_order.ledger import CHECKPOINT_KEY
 from lightning_order.recovery import pause
+from lightning_order.recovery.emergency import PAUSE_DIR, pause_path
 
 
 class _Fingerprints(pl.Callback):
@@ -62,3 +68,24 @@ def test_no_module_reads_a_private_attribute_of_the_trainer() -> None:
             if isinstance(node, ast.Attribute) and node.attr in private and not on_self:
                 read.append(f"{module.relative_to(ROOT)}:{node.lineno} .{node.attr}")
     assert not read, read
+
+
+def _import_from(cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``import lightning_order`` in a fresh interpreter run in ``cwd``, found as the install finds it."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # the install's own lookup
+    code = "import lightning_order as m; assert m.__file__, f'a namespace package at {list(m.__path__)}'"
+    return subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_the_default_pause_folder_cannot_shadow_the_package(tmp_path: Path) -> None:
+    """Issue #42: ``./lightning_order/`` in the training folder hid an editable install from ``import``."""
+    path = pause_path(tmp_path / "run", 20)
+    assert path == tmp_path / "run" / PAUSE_DIR / "pause-step20.ckpt"
+    assert pause_path(tmp_path, 3, tmp_path / "mine") == tmp_path / "mine" / "pause-step3.ckpt"
+    assert importlib.util.find_spec(path.parent.name) is None  # no importable name
+    path.parent.mkdir(parents=True)
+    (tmp_path / "neutral").mkdir()
+    if _import_from(tmp_path / "neutral").returncode != 0:
+        pytest.skip("lightning_order is importable here only through PYTHONPATH")
+    done = _import_from(path.parent.parent)  # the training folder, the pause folder in it
+    assert done.returncode == 0, done.stderr
