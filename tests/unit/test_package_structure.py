@@ -1,6 +1,8 @@
-"""The package's shape, read with ``ast``: no import cycles, no borrowed private names, small modules.
+"""The package's shape, read with ``ast``: no import cycles, no borrowed private names.
 
-STYLE.md §9 and §12: helpers have a home and a public name, and modules stay small. These tests
+STYLE.md §12: helpers have a home and a public name. There is no line cap: a module is as long
+as its concept needs (STYLE.md §15; issue #44 retires the 450-line rule, which made splits, not
+concepts). These tests
 read every module of ``lightning_order/`` without importing it:
 
 - an import cycle between modules fails. Imports inside ``if TYPE_CHECKING:`` are ignored (they
@@ -8,8 +10,7 @@ read every module of ``lightning_order/`` without importing it:
   edge goes to the module an import names (``from a.b import c`` names ``a.b.c`` when that is a
   module, else ``a.b``), not to the packages above it;
 - ``from a.b import _x`` of another module's underscore name fails (aliasing a public module
-  to a private name, ``from a import cache as _cache``, is fine);
-- a module over :data:`MAX_LINES` lines fails.
+  to a private name, ``from a import cache as _cache``, is fine).
 """
 
 from __future__ import annotations
@@ -18,18 +19,15 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 from helpers import ROOT as REPOSITORY
 
 PACKAGE = "lightning_order"
 ROOT = REPOSITORY / PACKAGE
-MAX_LINES = 450
 
 # Known offenders (none): an entry here must name a module that still offends (the tests below
 # fail on a stale entry, so a fixed offender cannot stay allowed).
 ALLOWED_CYCLES: set[frozenset[str]] = set()
 ALLOWED_PRIVATE_IMPORTS: set[tuple[str, str]] = set()
-ALLOWED_LONG_MODULES: set[str] = set()
 
 
 def _module_name(path: Path) -> str:
@@ -172,19 +170,3 @@ def test_no_private_modules_outside_the_package_entry_points() -> None:
         m for m, p in MODULES.items() if p.stem.startswith("_") and p.stem not in ("__init__", "__main__")
     ]
     assert not private, f"modules named with an underscore (give them a public name): {private}"
-
-
-def _lines(module: str) -> int:
-    return len(MODULES[module].read_text(encoding="utf-8").splitlines())
-
-
-@pytest.mark.parametrize("module", sorted(set(MODULES) - ALLOWED_LONG_MODULES))
-def test_module_is_small(module: str) -> None:
-    assert _lines(module) <= MAX_LINES, f"{module} has {_lines(module)} lines (at most {MAX_LINES})"
-
-
-def test_allowed_long_modules_are_still_long() -> None:
-    stale = sorted(m for m in ALLOWED_LONG_MODULES if m not in MODULES or _lines(m) <= MAX_LINES)
-    assert not stale, (
-        f"allowed long modules that are gone or short (remove them from ALLOWED_LONG_MODULES): {stale}"
-    )
