@@ -145,13 +145,27 @@ def _children(obj: Any, path: str) -> list[tuple[Any, str]]:
     return []
 
 
+def _outside_data(obj: Any) -> bool:
+    """A model, a Trainer or a datamodule reached from a dataset: run state that reading never moves.
+
+    Not walked: their loops and fetchers may hold live iterators that would block the read, and
+    their attributes are the run's, not the dataset's. Looked up on the class (no ``__getattr__``).
+    """
+    kind = type(obj)
+    return (
+        isinstance(obj, torch.nn.Module)
+        or hasattr(kind, "fit_loop")
+        or (hasattr(kind, "prepare_data") and hasattr(kind, "train_dataloader"))
+    )
+
+
 def _walk(roots: list[tuple[Any, str]]) -> _Snapshot:
     """The snapshot of everything reachable from ``roots`` (``(object, name)`` pairs)."""
     snap, seen = _Snapshot(), set()
     stack = [(obj, name, 0) for obj, name in reversed(roots)]
     while stack and len(seen) < _OBJECTS:
         obj, path, depth = stack.pop()
-        if isinstance(obj, _ATOMS) or id(obj) in seen:
+        if isinstance(obj, _ATOMS) or id(obj) in seen or _outside_data(obj):
             continue
         seen.add(id(obj))
         rng = _rng(obj)

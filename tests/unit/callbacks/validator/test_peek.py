@@ -7,6 +7,7 @@ import itertools
 import random
 
 import numpy as np
+import pytorch_lightning as pl
 import torch
 from streams import CountingStream, GetBatch, TokenStream, batch_hash, documents, token_array
 from torch.utils.data import DataLoader, Dataset, IterableDataset, RandomSampler, Sampler
@@ -164,3 +165,31 @@ class _BrokenState(IterableDataset):
 
 def test_a_stream_whose_state_cannot_be_saved_is_not_read() -> None:
     assert peek_batches(DataLoader(_BrokenState(), batch_size=1), 4) == []
+
+
+class _OwnedBy(Dataset):
+    """A dataset that keeps a reference to its datamodule and a transform module (as users write)."""
+
+    def __init__(self) -> None:
+        self.owner = pl.LightningDataModule()
+        self.owner.pending = iter(range(3))  # a live iterator of the run's, not of the data
+        self.transform = torch.nn.Dropout(0.5)
+
+    def __len__(self) -> int:
+        return 4
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        return self.transform(torch.ones(2) * i)
+
+
+def test_a_datamodule_or_module_a_dataset_refers_to_is_not_walked() -> None:
+    dataset = _OwnedBy()
+    with untouched(dataset) as blocked:
+        assert blocked is None
+    # The dropout draws from the global generator: reading it inside untouched leaves the draws as they were.
+    torch.manual_seed(0)
+    expected = _OwnedBy()[1]
+    torch.manual_seed(0)
+    with untouched(dataset):
+        dataset[1]
+    assert torch.equal(dataset[1], expected)
