@@ -309,22 +309,21 @@ def summarize_splits(
         sample_rows: items read per split when it is not hashed whole.
         whole_rows: splits up to this length are hashed whole (and within the whole-split budget).
         items: per split, the ``(bytes, tokens)`` of the largest first item any rank holds
-            (:func:`first_item_sizes`; read here when not given).
+            (:func:`first_item_sizes`; this rank's first item when not given).
     """
-    items = first_item_sizes(dm) if items is None else items
     out: dict[str, dict[str, Any] | None] = {}
     for split in SPLIT_LOADERS:
         dataset, collate = split_dataset(dm, split) if dm is not None else (None, None)
-        item = items.get(split)
-        if dataset is None or not common.get(split) or item is None:
-            out[split] = None
+        out[split] = None
+        if dataset is None or not common.get(split) or (items is not None and items.get(split) is None):
             continue
         try:
             with untouched(dataset) as blocked:
                 if blocked is not None:
                     note_unread(dataset, blocked)
-                    out[split] = None
                     continue
+                # One process (no sizes gathered): this rank's first item sizes its reads.
+                item = items[split] if items is not None else item_size(dataset[0])
                 out[split] = _summarize(dataset, collate, int(common[split]), sample_rows, whole_rows, item)
         except Exception as err:  # an item that cannot be read by index: no content checks
             log.debug("OrderValidator: could not summarise %s (%s)", split, err)

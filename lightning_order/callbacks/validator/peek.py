@@ -29,7 +29,9 @@ from __future__ import annotations
 import copy
 import inspect
 import io
+import itertools
 import logging
+import operator
 import random
 import types
 import weakref
@@ -121,24 +123,26 @@ class _Snapshot:
 
 def _refill(container: Any, saved: Any) -> None:
     """Puts ``saved`` back into ``container`` in place, when reading changed it."""
+    # Compared by identity, in C (map + operator.is_): a list of a million rows costs milliseconds.
     if isinstance(container, dict):
-        if container.keys() != saved.keys() or any(container[k] is not v for k, v in saved.items()):
+        same = container.keys() == saved.keys() and all(map(operator.is_, container.values(), saved.values()))
+        if not same:
             container.clear()
             container.update(saved)
     elif isinstance(container, set):
         if container != saved:
             container.clear()
             container.update(saved)
-    elif len(container) != len(saved) or any(a is not b for a, b in zip(container, saved)):
+    elif len(container) != len(saved) or not all(map(operator.is_, container, saved)):
         container.clear()
         container.extend(saved)
 
 
 def _children(obj: Any, path: str) -> list[tuple[Any, str]]:
     if isinstance(obj, dict):
-        return [(v, f"{path}[{k!r}]") for k, v in list(obj.items())[:_ELEMENTS]]
+        return [(v, f"{path}[{k!r}]") for k, v in itertools.islice(obj.items(), _ELEMENTS)]
     if isinstance(obj, (list, tuple, set, deque)):
-        return [(v, f"{path}[{i}]") for i, v in enumerate(list(obj)[:_ELEMENTS])]
+        return [(v, f"{path}[{i}]") for i, v in enumerate(itertools.islice(obj, _ELEMENTS))]
     attributes = getattr(obj, "__dict__", None)
     if isinstance(attributes, dict):
         return [(v, f"{path}.{k}") for k, v in attributes.items()]
