@@ -14,7 +14,15 @@ from torch.utils.data import DataLoader, Dataset
 
 from lightning_order import OrderValidator
 from lightning_order.callbacks.validator.batches import sample_batch
-from lightning_order.callbacks.validator.budget import READ_BYTES, READ_TOKENS, item_size, rows_within
+from lightning_order.callbacks.validator.budget import (
+    READ_BYTES,
+    READ_TOKENS,
+    WHOLE_BYTES,
+    WHOLE_TOKENS,
+    item_size,
+    rows_within,
+)
+from lightning_order.callbacks.validator.content import summarize_splits
 
 #: Long rows: 32k token ids (the issue's case).
 TOKENS = 1 << 15
@@ -70,6 +78,17 @@ def test_a_sample_of_long_rows_is_cut_to_the_token_budget() -> None:
     expected = READ_TOKENS // (2 * TOKENS)
     assert expected < 512 and size == 600 and batch["input_ids"].shape[0] == expected
     assert len(made) <= expected + 1  # and the row that sized the read
+
+
+def test_a_split_whose_items_pass_the_whole_split_budget_is_sampled() -> None:
+    dm, common = _Data(_LongRows(40, [])), {"train": 40, "val": 40}
+    assert summarize_splits(dm, common, sample_rows=8, whole_rows=100)["train"]["whole"]
+    # 40 rows whose first item holds a fortieth of the budget and one token more: sampled, 8 rows.
+    large = (WHOLE_BYTES // 40, WHOLE_TOKENS // 40 + 1)
+    summary = summarize_splits(
+        dm, common, sample_rows=8, whole_rows=100, items={"train": large, "val": large}
+    )
+    assert not summary["train"]["whole"] and len(summary["train"]["inputs"]) == 8
 
 
 class _Peak(pl.Callback):
