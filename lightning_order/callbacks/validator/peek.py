@@ -197,7 +197,9 @@ def _walk(roots: list[tuple[Any, str]]) -> _Snapshot:
 def _read_roots(loader: Any, others: tuple[Any, ...]) -> list[Any]:
     """The objects reading ``loader`` touches: its dataset, sampler and batch sampler, or ``loader``
     itself when it is no loader (a dataset), and ``others``."""
-    if hasattr(loader, "dataset"):
+    if isinstance(
+        loader, torch.utils.data.DataLoader
+    ):  # not any object with .dataset: a wrapper dataset has one
         found = [getattr(loader, name, None) for name in ("dataset", "sampler", "batch_sampler")]
     else:
         found = [loader]

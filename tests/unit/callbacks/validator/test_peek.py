@@ -193,3 +193,23 @@ def test_a_datamodule_or_module_a_dataset_refers_to_is_not_walked() -> None:
     with untouched(dataset):
         dataset[1]
     assert torch.equal(dataset[1], expected)
+
+
+class _Wrapper(Dataset):
+    """A dataset wrapping another (``self.dataset``, as ``Subset`` does) with its own generator."""
+
+    def __init__(self) -> None:
+        self.dataset, self.rng = list(range(10)), np.random.default_rng(0)
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitem__(self, i: int) -> int:
+        return self.dataset[i] + int(self.rng.integers(100))
+
+
+def test_a_wrapper_dataset_is_put_back_itself_not_only_what_it_wraps() -> None:
+    wrapper = _Wrapper()
+    with untouched(wrapper):
+        wrapper[0]
+    assert wrapper[0] == _Wrapper()[0]
