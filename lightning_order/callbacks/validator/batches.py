@@ -15,8 +15,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from lightning_order.callbacks.validator.budget import item_size, rows_within
 from lightning_order.callbacks.validator.evidence import KEY_HASH
-from lightning_order.callbacks.validator.peek import peek_batches, untouched
+from lightning_order.callbacks.validator.peek import note_unread, peek_batches, untouched
 
 __all__ = ["as_numpy", "batch_field", "batch_inputs", "observed_dims", "sample_batch"]
 
@@ -28,7 +29,10 @@ def sample_batch(dm: Any, loader_name: str, rows: int) -> tuple[Any, int | None]
 
     Map-style datasets are indexed directly (a fixed seed, so every rank samples the same rows of
     the same data) without starting workers; iterable ones yield their first batches, read without
-    consuming the stream (:func:`~lightning_order.callbacks.validator.peek.peek_batches`).
+    consuming the stream (:func:`~lightning_order.callbacks.validator.peek.peek_batches`). Both
+    are read inside :func:`~lightning_order.callbacks.validator.peek.untouched` and bounded by
+    the budgets of :mod:`~lightning_order.callbacks.validator.budget` too: ``rows`` of 128k
+    tokens are cut to what fits (at least one).
 
     Args:
         dm: the datamodule.
@@ -54,9 +58,15 @@ def sample_batch(dm: Any, loader_name: str, rows: int) -> tuple[Any, int | None]
         size = len(dataset)
         if size == 0:
             return None, 0
-        picked = np.sort(np.random.default_rng(0).choice(size, size=min(rows, size), replace=False))
         getitems = getattr(dataset, "__getitems__", None)
-        with untouched(loader):  # an item that draws random numbers (augmentation) leaves the run's alone
+        with untouched(loader) as blocked:  # an augmentation, a generator or a counter on the dataset: put back
+            if blocked is not None:
+                note_unread(dataset, blocked)
+                return None, size
+            # The first row sampled sizes the read: rows bounded by tokens and bytes as well.
+            first = int(np.random.default_rng(0).choice(size, size=min(rows, size), replace=False).min())
+            rows = rows_within(item_size(dataset[first]), rows)
+            picked = np.sort(np.random.default_rng(0).choice(size, size=min(rows, size), replace=False))
             items = getitems(picked.tolist()) if callable(getitems) else [dataset[int(i)] for i in picked]
         return collate(items), size
     # Read without consuming: the run must start on the batch it would have started on without us.

@@ -7,6 +7,11 @@ below the smallest length any rank has, so all ranks look at the same positions)
 non-float parts, which say which row it is; everything but its label, which says which input it
 is), and the collated sample gives per-key statistics of every floating-point tensor and the
 largest token id. Iterable datasets are not indexable: they are skipped (documented limit).
+
+Reads are bounded by :mod:`.budget` as well as by row counts: a split is hashed whole only while
+its items fit the whole-split budget (judged on the largest first item of any rank, so every rank
+decides alike), items are read and hashed a chunk at a time, and only the rows the statistics need
+are kept; all of it inside :func:`~.peek.untouched`, so reading leaves the dataset as it was.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import torch
 import xxhash
 
 from lightning_order.callbacks.validator.batches import observed_dims, sample_batch
+from lightning_order.callbacks.validator.budget import WHOLE_BYTES, WHOLE_TOKENS, item_size, rows_within
 from lightning_order.callbacks.validator.gather import all_gather
 from lightning_order.callbacks.validator.items import (
     SPLIT_LOADERS,
@@ -28,9 +34,11 @@ from lightning_order.callbacks.validator.items import (
     leaves,
     split_dataset,
 )
+from lightning_order.callbacks.validator.peek import note_unread, untouched
 
 __all__ = [
     "dataset_lengths",
+    "first_item_sizes",
     "datamodule_settings",
     "hash_items",
     "item_hashes",
@@ -174,16 +182,31 @@ def _batch_max_id(batch: Any) -> int | None:
     return best
 
 
-def _summarize(dataset: Any, collate: Any, common_length: int, sample_rows: int, whole_rows: int) -> dict:
+def _summarize(
+    dataset: Any, collate: Any, common_length: int, sample_rows: int, whole_rows: int, item: tuple[int, int]
+) -> dict:
+    """One split's summary; ``item``: the ``(bytes, tokens)`` of the largest first item of any rank."""
     length = len(dataset)
-    whole = length <= whole_rows and length == common_length
+    fits = rows_within(item, length, WHOLE_BYTES, WHOLE_TOKENS) >= length
+    whole = length <= whole_rows and length == common_length and fits
     if whole:
         indices = np.arange(length)
     else:
         size = min(sample_rows, common_length)
         indices = np.sort(np.random.default_rng(0).choice(common_length, size=size, replace=False))
-    items = [dataset[int(i)] for i in indices]
-    hashed = hash_items(items)
+    # Only the rows the statistics read are kept; the others are hashed a chunk at a time and dropped.
+    keep = rows_within(item, sample_rows)
+    kept_at = set(range(len(indices)) if len(indices) <= keep else _spread(len(indices), keep))
+    chunk = rows_within(item, len(indices))
+    hashed: list[tuple[int | None, int, int | None]] = []
+    picked: list[Any] = []
+    shapes: dict[str, list[int]] = {}
+    for start in range(0, len(indices), chunk):
+        items = [dataset[int(i)] for i in indices[start : start + chunk]]
+        hashed += hash_items(items)
+        picked += [x for n, x in enumerate(items, start) if n in kept_at]
+        shapes = shapes or _shapes(items[0])
+        del items
     rows = [h[0] for h in hashed]
     summary: dict[str, Any] = {
         "length": length,
@@ -191,11 +214,10 @@ def _summarize(dataset: Any, collate: Any, common_length: int, sample_rows: int,
         "ids": None if any(r is None for r in rows) else rows,
         "inputs": [h[1] for h in hashed],
         "max_token_id": max((h[2] for h in hashed if h[2] is not None), default=None),
-        "random": bool(items) and hash_items([dataset[int(indices[0])]])[0][1] != hashed[0][1],
+        "random": bool(hashed) and hash_items([dataset[int(indices[0])]])[0][1] != hashed[0][1],
         "floats": {},
-        "shapes": _shapes(items[0]) if items else {},
+        "shapes": shapes,
     }
-    picked = items if len(items) <= sample_rows else [items[i] for i in _spread(len(items), sample_rows)]
     try:
         batch = collate(picked) if picked else None
     except Exception as err:  # a collate that needs a worker or a tokenizer not ready: hashes only
@@ -238,12 +260,46 @@ def datamodule_settings(dm: Any) -> dict[str, Any]:
     }
 
 
+def _largest(sizes: list[tuple[int, int] | None]) -> tuple[int, int] | None:
+    """The largest ``(bytes, tokens)`` of the ranks' first items; ``None`` when a rank has none."""
+    if any(s is None for s in sizes) or not sizes:
+        return None
+    return max(int(s[0]) for s in sizes if s), max(int(s[1]) for s in sizes if s)
+
+
 def _spread(n: int, k: int) -> list[int]:
     return np.sort(np.random.default_rng(1).choice(n, size=k, replace=False)).tolist()
 
 
+def first_item_sizes(dm: Any) -> dict[str, tuple[int, int] | None]:
+    """Per split, the ``(bytes, tokens)`` of its first item (:func:`~.budget.item_size`), ``None`` when unread.
+
+    Gathered across ranks with the lengths, so that every rank sizes its reads alike.
+    """
+    out: dict[str, tuple[int, int] | None] = {}
+    for split in SPLIT_LOADERS:
+        dataset, _ = split_dataset(dm, split) if dm is not None else (None, None)
+        out[split] = None
+        if dataset is None or not len(dataset):
+            continue
+        with untouched(dataset) as blocked:
+            if blocked is not None:
+                note_unread(dataset, blocked)
+                continue
+            try:
+                out[split] = item_size(dataset[0])
+            except Exception as err:  # an item that cannot be read by index: no content checks
+                log.debug("OrderValidator: could not read %s's first item (%s)", split, err)
+    return out
+
+
 def summarize_splits(
-    dm: Any, common: Mapping[str, int | None], *, sample_rows: int, whole_rows: int
+    dm: Any,
+    common: Mapping[str, int | None],
+    *,
+    sample_rows: int,
+    whole_rows: int,
+    items: Mapping[str, tuple[int, int] | None] | None = None,
 ) -> dict[str, dict[str, Any] | None]:
     """Each split's summary (see :mod:`lightning_order.checks.datasets`), ``None`` where unreadable.
 
@@ -251,16 +307,24 @@ def summarize_splits(
         dm: the datamodule (its dataloaders give the datasets and collate functions).
         common: per split, the smallest length any rank has (``None``: some rank lacks the split).
         sample_rows: items read per split when it is not hashed whole.
-        whole_rows: splits up to this length are hashed whole.
+        whole_rows: splits up to this length are hashed whole (and within the whole-split budget).
+        items: per split, the ``(bytes, tokens)`` of the largest first item any rank holds
+            (:func:`first_item_sizes`; this rank's first item when not given).
     """
     out: dict[str, dict[str, Any] | None] = {}
     for split in SPLIT_LOADERS:
         dataset, collate = split_dataset(dm, split) if dm is not None else (None, None)
-        if dataset is None or not common.get(split):
-            out[split] = None
+        out[split] = None
+        if dataset is None or not common.get(split) or (items is not None and items.get(split) is None):
             continue
         try:
-            out[split] = _summarize(dataset, collate, int(common[split]), sample_rows, whole_rows)
+            with untouched(dataset) as blocked:
+                if blocked is not None:
+                    note_unread(dataset, blocked)
+                    continue
+                # One process (no sizes gathered): this rank's first item sizes its reads.
+                item = items[split] if items is not None else item_size(dataset[0])
+                out[split] = _summarize(dataset, collate, int(common[split]), sample_rows, whole_rows, item)
         except Exception as err:  # an item that cannot be read by index: no content checks
             log.debug("OrderValidator: could not summarise %s (%s)", split, err)
             out[split] = None
@@ -283,9 +347,11 @@ def sampled_evidence(
         return (None, None), {}, {}
     train_sample = sample_batch(dm, "train_dataloader", 4 * sample_rows)
     observed = {} if dims else observed_dims(train_sample[0])
-    lengths = all_gather(trainer, dataset_lengths(dm))
-    common = {s: min((n[s] or 0) for n in lengths) or None for s in ("train", "val")}
-    content = summarize_splits(dm, common, sample_rows=sample_rows, whole_rows=whole_rows)
+    gathered = all_gather(trainer, {"lengths": dataset_lengths(dm), "items": first_item_sizes(dm)})
+    common = {s: min((g["lengths"][s] or 0) for g in gathered) or None for s in ("train", "val")}
+    # The largest first item of any rank sizes every rank's reads: all ranks read the same rows.
+    items = {s: _largest([g["items"][s] for g in gathered]) for s in ("train", "val")}
+    content = summarize_splits(dm, common, sample_rows=sample_rows, whole_rows=whole_rows, items=items)
     seen = [c["max_token_id"] for c in content.values() if c and c.get("max_token_id") is not None]
     content["settings"] = datamodule_settings(dm)  # compared across ranks (rank-mismatch names the field)
     if seen and not dims:

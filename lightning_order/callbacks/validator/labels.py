@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import xxhash
 
+from lightning_order.callbacks.validator.budget import item_size, rows_within
 from lightning_order.callbacks.validator.gather import all_gather
 from lightning_order.callbacks.validator.items import (
     SPLIT_LOADERS,
@@ -30,6 +31,7 @@ from lightning_order.callbacks.validator.items import (
     leaves,
     split_dataset,
 )
+from lightning_order.callbacks.validator.peek import note_unread, untouched
 from lightning_order.checks.label_encoding import check_label_encoded_features
 from lightning_order.rules import Violation
 
@@ -82,11 +84,17 @@ def read_split_columns(dm: Any, split: str, max_rows: int) -> tuple[str, dict[st
     values repeat: no column can hold an encoding, which is a verdict); ``"unreadable"`` (no
     indexable dataset, no label, items that cannot be read or collated: no verdict)."""
     dataset, collate = split_dataset(dm, split)
-    if dataset is None:
+    if dataset is None or len(dataset) == 0:
         return "unreadable", None
+    with untouched(dataset) as blocked:  # an augmentation, a generator or a counter on the dataset: put back
+        if blocked is not None:
+            note_unread(dataset, blocked)
+            return "unreadable", None
+        return _read_columns(dm, dataset, collate, max_rows)
+
+
+def _read_columns(dm: Any, dataset: Any, collate: Any, max_rows: int) -> tuple[str, dict[str, Any] | None]:
     length = len(dataset)
-    if length == 0:
-        return "unreadable", None
     sampled = length > max_rows
     indices = (
         np.sort(np.random.default_rng(2).choice(length, size=max_rows, replace=False))
@@ -98,12 +106,17 @@ def read_split_columns(dm: Any, split: str, max_rows: int) -> tuple[str, dict[st
     xs, ys, names = [], [], None
     # A small probe first: data without a label and a small float column whose values repeat
     # (images, token blocks, continuous features only) cannot hold an encoding; stop there.
-    bounds = [0, min(_PROBE, len(indices)), *range(_PROBE + _CHUNK, len(indices), _CHUNK), len(indices)]
     try:
+        # Rows of 128k tokens read 8192 at a time would not fit in memory: chunks within the read budget.
+        first = dataset[int(indices[0])]  # sizes the chunks, and is the probe's first row
+        step = rows_within(item_size(first), _CHUNK)
+        probe = min(_PROBE, step)
+        bounds = [0, min(probe, len(indices)), *range(probe + step, len(indices), step), len(indices)]
         for start, stop in itertools.pairwise(bounds):
             if start >= stop:
                 continue
-            batch = collate(_read(dataset, indices[start:stop].tolist()))
+            rest = _read(dataset, indices[max(start, 1) : stop].tolist())
+            batch = collate([first, *rest] if start == 0 else rest)
             columns, chunk_names, labels = _columns(batch, feature_names)
             if labels is None or (columns and len(labels) != columns[0].shape[0]):
                 return "unreadable", None
@@ -116,7 +129,7 @@ def read_split_columns(dm: Any, split: str, max_rows: int) -> tuple[str, dict[st
             ys.append(np.asarray(labels))
             names = chunk_names
     except Exception as err:  # items that cannot be read or collated here: no label check
-        log.debug("OrderValidator: no label-encoding check on %s (%s)", split, err)
+        log.debug("OrderValidator: no label-encoding check on %s (%s)", type(dataset).__name__, err)
         return "unreadable", None
     x, y = np.concatenate(xs), np.concatenate(ys)
     digest = xxhash.xxh3_64_hexdigest(np.ascontiguousarray(x).tobytes() + np.ascontiguousarray(y).tobytes())

@@ -28,7 +28,7 @@ from torch.utils.data import BatchSampler
 from lightning_order.callbacks.validator.content import hash_items
 from lightning_order.callbacks.validator.gather import all_gather, rank_identity
 from lightning_order.callbacks.validator.items import leaf_array, leaves
-from lightning_order.callbacks.validator.peek import peek_batches, readable, untouched
+from lightning_order.callbacks.validator.peek import note_unread, peek_batches, readable, untouched
 from lightning_order.checks.rank_data import check_rank_reads
 from lightning_order.rules import Violation
 
@@ -63,8 +63,8 @@ def _epoch_indices(loader: Any) -> np.ndarray | None:
     """
     batches = loader.batch_sampler
     source = batches if batches is not None and not isinstance(batches, BatchSampler) else loader.sampler
-    with untouched(loader, source):
-        twin = readable(source)
+    with untouched(loader, source) as blocked:
+        twin = readable(source) if blocked is None else None
         if twin is None:
             return None
         if source is loader.sampler:  # one index at a time: read straight into an array (millions)
@@ -95,7 +95,10 @@ def _map_style(loader: Any) -> dict[str, Any]:
     length = len(dataset)
     if not length or length > MAX_DATASET:
         return {}
-    with untouched(loader):  # reading items may draw random numbers (augmentation)
+    with untouched(loader) as blocked:  # reading items may draw random numbers (augmentation)
+        if blocked is not None:
+            note_unread(dataset, blocked)
+            return {}
         order = _epoch_indices(loader)
         if order is None:
             return {}

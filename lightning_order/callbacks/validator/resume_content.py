@@ -3,8 +3,9 @@
 Gathering only (the judgement is :func:`lightning_order.checks.resume_content.check_resume_content`).
 Items are read by index from the map-style dataset behind each split's dataloader (:mod:`.items`)
 at fixed indices, hashed as the rank comparisons hash them
-(:func:`~lightning_order.callbacks.validator.content.hash_items`), with the random states put back
-(an item may draw random numbers). An iterable split cannot be read at fixed indices: it is left
+(:func:`~lightning_order.callbacks.validator.content.hash_items`), inside
+:func:`~lightning_order.callbacks.validator.peek.untouched` (an item may draw random numbers or
+count its reads). An iterable split cannot be read at fixed indices: it is left
 out (the tokenizer is still compared).
 """
 
@@ -14,11 +15,11 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from pytorch_lightning.utilities.seed import isolate_rng
-
+from lightning_order.callbacks.validator.budget import item_size, rows_within
 from lightning_order.callbacks.validator.content import hash_items
 from lightning_order.callbacks.validator.gather import all_gather
 from lightning_order.callbacks.validator.items import SPLIT_LOADERS, split_dataset
+from lightning_order.callbacks.validator.peek import note_unread, untouched
 from lightning_order.checks.resume_content import sample_indices
 from lightning_order.parallelism import data_parallel
 
@@ -32,12 +33,24 @@ def _split_sample(dm: Any, split: str) -> dict[str, Any] | None:
     if dataset is None or not len(dataset):
         return None
     try:
-        with isolate_rng():
-            items = [dataset[i] for i in sample_indices(len(dataset))]
+        with untouched(dataset) as blocked:
+            if blocked is not None:
+                note_unread(dataset, blocked)
+                return None
+            hashes = _hashes(dataset, sample_indices(len(dataset)))
     except Exception as err:  # an item that cannot be read by index: the split is left out
         log.debug("OrderValidator: could not sample %s for the checkpoint (%s)", split, err)
         return None
-    return {"length": len(dataset), "hashes": [h[1] for h in hash_items(items)]}
+    return {"length": len(dataset), "hashes": hashes}
+
+
+def _hashes(dataset: Any, indices: list[int]) -> list[int]:
+    """The inputs hashes of ``dataset``'s items at ``indices``, read a chunk within the read budget at a time."""
+    chunk = rows_within(item_size(dataset[indices[0]]), len(indices)) if indices else 1
+    hashes: list[int] = []
+    for start in range(0, len(indices), chunk):
+        hashes += [h[1] for h in hash_items([dataset[i] for i in indices[start : start + chunk]])]
+    return hashes
 
 
 def content_sample(trainer: Any, dm: Any, tokenizer: str | None) -> dict[str, Any]:

@@ -18,6 +18,7 @@ import torch
 
 from lightning_order.callbacks.validator.arrow_blocks import column_stream, table_blocks
 from lightning_order.callbacks.validator.items import is_label, leaf_array, leaves, split_dataset
+from lightning_order.callbacks.validator.peek import untouched
 
 __all__ = ["CHUNK_TOKENS", "MAX_VAL_WINDOWS", "chunks", "separator_ids", "split_stream", "subset_windows"]
 
@@ -78,7 +79,8 @@ def _one_table(dm: Any) -> bool:
 
 def _item_ids(dataset: Any, index: int) -> np.ndarray | None:
     try:
-        return _input_ids(dataset[index])
+        with untouched(dataset) as blocked:  # an item may draw random numbers or count its reads
+            return _input_ids(dataset[index]) if blocked is None else None
     except Exception:  # an item that cannot be read by index: no stream
         return None
 
