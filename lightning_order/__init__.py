@@ -49,7 +49,6 @@ _LAZY: dict[str, str] = {
     "STANDARD_PIPELINE": "lightning_order.order",
     "Pipeline": "lightning_order.order",
     "Step": "lightning_order.order",
-    "require_steps": "lightning_order.order",
     "register": "lightning_order.pipelines",
     "PipelineSpec": "lightning_order.spec",
     "Preparation": "lightning_order.spec",
@@ -57,6 +56,7 @@ _LAZY: dict[str, str] = {
     "data_fingerprint": "lightning_order.fingerprints",
     "record_step": "lightning_order.recorder",
     "recording": "lightning_order.recorder",
+    "require_steps": "lightning_order.recorder",
     "RecoveryPlan": "lightning_order.recovery",
     "recover": "lightning_order.recovery",
     "RULES": "lightning_order.rules",
@@ -99,11 +99,11 @@ if TYPE_CHECKING:
     from lightning_order.order import STANDARD_PIPELINE as STANDARD_PIPELINE
     from lightning_order.order import Pipeline as Pipeline
     from lightning_order.order import Step as Step
-    from lightning_order.order import require_steps as require_steps
     from lightning_order.pipelines import register as register
     from lightning_order.recorder import StepRecording as StepRecording
     from lightning_order.recorder import record_step as record_step
     from lightning_order.recorder import recording as recording
+    from lightning_order.recorder import require_steps as require_steps
     from lightning_order.recovery import RecoveryPlan as RecoveryPlan
     from lightning_order.recovery import recover as recover
     from lightning_order.rules import RULES as RULES

@@ -12,19 +12,17 @@ and a step re-run upstream makes what consumed its old output ``stale-input``.
 
 from __future__ import annotations
 
-import functools
-import importlib
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar, get_args
+from typing import Literal, get_args
 
-from lightning_order.errors import OrderError, OrderWarning, unknown_step_names
+from lightning_order.errors import OrderError, OrderWarning
 from lightning_order.judge import judge
 from lightning_order.ledger import StepLedger, StepRecord
 from lightning_order.rules import RULES, Violation
 
 # RULES and Violation live in lightning_order.rules (a leaf module); the errors in errors.py.
-__all__ = ["KINDS", "LM_PIPELINE", "STANDARD_PIPELINE", "Pipeline", "Step", "require_steps"]
+__all__ = ["KINDS", "LM_PIPELINE", "STANDARD_PIPELINE", "Pipeline", "Step"]
 
 StepKind = Literal["source", "rowwise", "partition", "fitted", "apply", "model", "loop"]
 KINDS: tuple[str, ...] = get_args(StepKind)
@@ -246,20 +244,6 @@ class Pipeline:
     def __hash__(self) -> int:
         return hash(tuple(sorted(self._steps.items())))
 
-    def check_names(self, names: Iterable[str], where: str = "") -> None:
-        """Raises :class:`~lightning_order.errors.StepNameError` for any name that is no step here.
-
-        Args:
-            names: step names as a user wrote them.
-            where: what is being declared, for the message.
-        """
-        unknown = [n for n in names if n not in self._steps]
-        if unknown:  # a step of another registered pipeline names that pipeline, not Pipeline.extend
-            # The registry imports this module: asked at call time, when both are loaded.
-            registry = importlib.import_module("lightning_order.pipelines")
-            other, theirs = registry.other_pipeline_with(self, unknown)
-            raise unknown_step_names(unknown, self._order, where=where, pipeline=other, theirs=theirs)
-
     def order(self) -> list[str]:
         """A topological order of the steps (ties broken by declaration order)."""
         return list(self._order)
@@ -364,86 +348,3 @@ LM_PIPELINE = Pipeline(  # causal language modelling, DESIGN.md §1b (OrderedLMD
         ("init_model", "build_vocab"): "vocab-changed-after-init",
     },
 )
-
-
-_F = TypeVar("_F", bound=Callable[..., Any])
-
-
-def require_steps(
-    *steps: str, step: str | None = None, pipeline: Pipeline | None = None
-) -> Callable[[_F], _F]:
-    """A method decorator: the method may run only after ``steps`` are done.
-
-    A step counts as done when the instance has ``_<step>_done`` set, or when its ``ledger``
-    (a :class:`StepLedger`) has a record of it. On success the decorator sets
-    ``_<method>_done`` and, when the instance has a ledger and the method did not record itself,
-    records the step with the latest outputs of ``steps`` as inputs.
-
-    Example:
-        >>> class Prep:
-        ...     @require_steps("clean")
-        ...     def build_vocab(self): ...
-        >>> Prep().build_vocab()
-        Traceback (most recent call last):
-        ...
-        lightning_order.errors.OrderError: ...
-
-    Args:
-        *steps: the steps that must be done first.
-        step: the name to record (default: the method's name).
-        pipeline: the pipeline whose rule codes name the violation (default: the standard one).
-
-    Raises:
-        OrderError: when called before the named steps are done; the rule is the specific code
-            where one exists (``vocab-before-clean`` for ``build_vocab`` before ``clean``), else
-            ``missing-step``.
-    """
-    rules_from = pipeline or STANDARD_PIPELINE
-    # The names share the pipeline's vocabulary with lightning_order.recording: a typo raises here.
-    rules_from.check_names([*steps, *([step] if step is not None else [])], where="require_steps")
-
-    def decorate(method: _F) -> _F:
-        name = step or method.__name__
-
-        @functools.wraps(method)
-        def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
-            ledger = getattr(self, "ledger", None)
-            ledger = ledger if isinstance(ledger, StepLedger) else None
-            missing = [s for s in steps if not _is_done(self, ledger, s)]
-            if missing:
-                order = (
-                    rules_from.expected_order_text(set(steps) | {name})
-                    if name in rules_from
-                    else " -> ".join((*steps, name))
-                )
-                raise OrderError(
-                    [
-                        Violation(
-                            _rule_for_missing(rules_from, name, req),
-                            (name, req),
-                            f"{type(self).__name__}.{method.__name__}() was called before "
-                            f"'{req}' was done; required order: {order}",
-                        )
-                        for req in missing
-                    ]
-                )
-            before = len(ledger) if ledger is not None else 0
-            result = method(self, *args, **kwargs)
-            setattr(self, f"_{method.__name__}_done", True)
-            if ledger is not None and len(ledger) == before:
-                inputs = {s: (record.output if (record := ledger.latest(s)) else None) for s in steps}
-                ledger.record(name, inputs=inputs)
-            return result
-
-        return wrapper  # type: ignore[return-value]
-
-    return decorate
-
-
-def _is_done(instance: Any, ledger: StepLedger | None, step: str) -> bool:
-    return bool(getattr(instance, f"_{step}_done", False)) or (ledger is not None and ledger.has(step))
-
-
-def _rule_for_missing(pipeline: Pipeline, step: str, requirement: str) -> str:
-    rule = pipeline.rule_for(step, requirement) if step in pipeline and requirement in pipeline else None
-    return rule if rule not in (None, "out-of-order") else "missing-step"

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from lightning_order.data.lm.spec import LM_SPEC
 from lightning_order.data.text.spec import TEXT_SPEC
+from lightning_order.errors import unknown_step_names
 from lightning_order.order import Pipeline
 from lightning_order.spec import PipelineSpec, resolve
 
@@ -27,9 +28,9 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = [
     "DEFAULT_PIPELINE",
     "PIPELINES",
-    "PipelineDescriptor",
     "PipelineSpec",
     "all_dims",
+    "check_step_names",
     "descriptor_for",
     "other_pipeline_with",
     "register",
@@ -40,10 +41,6 @@ __all__ = [
 
 #: The name a manifest without ``info["pipeline"]`` (every classification cache) belongs to.
 DEFAULT_PIPELINE = TEXT_SPEC.name
-
-
-#: The former name of :class:`~lightning_order.spec.PipelineSpec` (older imports keep working).
-PipelineDescriptor = PipelineSpec
 
 #: Every pipeline, by the name its manifests record (:func:`register` adds one).
 PIPELINES: dict[str, PipelineSpec] = {TEXT_SPEC.name: TEXT_SPEC, LM_SPEC.name: LM_SPEC}
@@ -111,6 +108,24 @@ def other_pipeline_with(pipeline: Pipeline, unknown: Iterable[str]) -> tuple[str
         if theirs:
             return spec.pipeline_label or f"the {spec.name!r} pipeline", theirs
     return "", []
+
+
+def check_step_names(pipeline: Pipeline, names: Iterable[str], where: str = "") -> None:
+    """Raises :class:`~lightning_order.errors.StepNameError` for any name that is no step of ``pipeline``.
+
+    A name that is a step of another registered pipeline is named with that pipeline (pass it),
+    not with :meth:`~lightning_order.order.Pipeline.extend`: the registry knows every pipeline,
+    the :class:`~lightning_order.order.Pipeline` only its own steps.
+
+    Args:
+        pipeline: the pipeline whose step names are valid.
+        names: step names as a user wrote them.
+        where: what is being declared, for the message.
+    """
+    unknown = [n for n in names if n not in pipeline]
+    if unknown:
+        other, theirs = other_pipeline_with(pipeline, unknown)
+        raise unknown_step_names(unknown, pipeline.order(), where=where, pipeline=other, theirs=theirs)
 
 
 def descriptor_for(

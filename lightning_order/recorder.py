@@ -38,11 +38,13 @@ import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
+from lightning_order.errors import OrderError
 from lightning_order.fingerprints import data_fingerprint
 from lightning_order.item_hashes import held_out_sample, item_hashes
 from lightning_order.ledger import StepLedger, StepRecord
 from lightning_order.order import STANDARD_PIPELINE, Pipeline
-from lightning_order.pipelines import DEFAULT_PIPELINE, PIPELINES
+from lightning_order.pipelines import DEFAULT_PIPELINE, PIPELINES, check_step_names
+from lightning_order.rules import Violation
 
 __all__ = [
     "StepRecording",
@@ -51,6 +53,7 @@ __all__ = [
     "record_step",
     "recorded_fingerprints",
     "recording",
+    "require_steps",
 ]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -269,7 +272,7 @@ def record_step(
         StepNameError: at decoration time, when ``step`` is no step of ``pipeline`` (an LM step
             name under the standard pipeline says to pass ``pipeline=LM_PIPELINE``).
     """
-    pipeline.check_names([step], where="record_step")
+    check_step_names(pipeline, [step], where="record_step")
     attributes = (reads,) if isinstance(reads, str) else tuple(reads or ())
 
     def decorate(method: _F) -> _F:
@@ -337,7 +340,7 @@ def recording(
     Raises:
         StepNameError: when ``step`` is no step of ``pipeline`` (before the block runs).
     """
-    pipeline.check_names([step], where="recording")
+    check_step_names(pipeline, [step], where="recording")
     fps = [data_fingerprint(value) for value in reads]
     entry = StepRecording(params)
     yield entry
@@ -352,3 +355,83 @@ def recording(
         stats=_mapping(entry.stats, "stats", step),
         first=reads[0] if reads else None,
     )
+
+
+def require_steps(
+    *steps: str, step: str | None = None, pipeline: Pipeline | None = None
+) -> Callable[[_F], _F]:
+    """A method decorator: the method may run only after ``steps`` are done.
+
+    A step counts as done when the instance has ``_<step>_done`` set, or when its ``ledger``
+    (a :class:`StepLedger`) has a record of it. On success the decorator sets
+    ``_<method>_done`` and, when the instance has a ledger and the method did not record itself,
+    records the step with the latest outputs of ``steps`` as inputs.
+
+    Example:
+        >>> class Prep:
+        ...     @require_steps("clean")
+        ...     def build_vocab(self): ...
+        >>> Prep().build_vocab()
+        Traceback (most recent call last):
+        ...
+        lightning_order.errors.OrderError: ...
+
+    Args:
+        *steps: the steps that must be done first.
+        step: the name to record (default: the method's name).
+        pipeline: the pipeline whose rule codes name the violation (default: the standard one).
+
+    Raises:
+        OrderError: when called before the named steps are done; the rule is the specific code
+            where one exists (``vocab-before-clean`` for ``build_vocab`` before ``clean``), else
+            ``missing-step``.
+    """
+    rules_from = pipeline or STANDARD_PIPELINE
+    # The names share the pipeline's vocabulary with lightning_order.recording: a typo raises here.
+    check_step_names(rules_from, [*steps, *([step] if step is not None else [])], where="require_steps")
+
+    def decorate(method: _F) -> _F:
+        name = step or method.__name__
+
+        @functools.wraps(method)
+        def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+            ledger = getattr(self, "ledger", None)
+            ledger = ledger if isinstance(ledger, StepLedger) else None
+            missing = [s for s in steps if not _is_done(self, ledger, s)]
+            if missing:
+                order = (
+                    rules_from.expected_order_text(set(steps) | {name})
+                    if name in rules_from
+                    else " -> ".join((*steps, name))
+                )
+                raise OrderError(
+                    [
+                        Violation(
+                            _rule_for_missing(rules_from, name, req),
+                            (name, req),
+                            f"{type(self).__name__}.{method.__name__}() was called before "
+                            f"'{req}' was done; required order: {order}",
+                        )
+                        for req in missing
+                    ]
+                )
+            before = len(ledger) if ledger is not None else 0
+            result = method(self, *args, **kwargs)
+            setattr(self, f"_{method.__name__}_done", True)
+            if ledger is not None and len(ledger) == before:
+                inputs = {s: (record.output if (record := ledger.latest(s)) else None) for s in steps}
+                ledger.record(name, inputs=inputs)
+            return result
+
+        return wrapper  # type: ignore[return-value]
+
+    return decorate
+
+
+def _is_done(instance: Any, ledger: StepLedger | None, step: str) -> bool:
+    return bool(getattr(instance, f"_{step}_done", False)) or (ledger is not None and ledger.has(step))
+
+
+def _rule_for_missing(pipeline: Pipeline, step: str, requirement: str) -> str:
+    rule = pipeline.rule_for(step, requirement) if step in pipeline and requirement in pipeline else None
+    return rule if rule not in (None, "out-of-order") else "missing-step"

@@ -85,16 +85,28 @@ class Preparation(ABC):
         """Runs the steps of ``order`` before the first per-rank one and writes the cache into ``folder``."""
 
     def prepare_cache(
-        self, root: Path, config: Any, order: Sequence[str], hooks: Mapping[str, Any] | None = None
+        self,
+        root: Path,
+        config: Any,
+        order: Sequence[str],
+        hooks: Mapping[str, Any] | None = None,
+        required: Sequence[str] = (),
     ) -> Path:
-        """Prepares ``config`` into ``root/<cache key>`` unless an intact cache is there; returns the folder."""
-        cache = importlib.import_module("lightning_order.data.engine.cache")  # not loaded by --help
+        """Prepares ``config`` into ``root/<cache key>`` unless an intact cache is there; returns the folder.
+
+        ``required`` names the files every prepared folder of the pipeline holds (its spec's
+        :attr:`PipelineSpec.files`): a folder without one is not intact and is prepared anew.
+        """
+        # Deferred for load time, not for a cycle: --help reads the specs and skips filelock.
+        from lightning_order.data.engine import cache
+
         key = self.cache_key(config, order)
         cache.build_once(
             root,
             key,
             lambda folder: self.prepare_into(folder, config, order, hooks),
             lock_timeout=config.lock_timeout,
+            required=required,
         )
         return root / key
 
@@ -180,6 +192,7 @@ class PipelineSpec:
 
     def check(self, ledger: StepLedger, pipeline: Pipeline | None = None) -> list[Violation]:
         """Every violation of ``ledger``: the order (``pipeline``, default this one's) and the ledger checks."""
+        # Deferred for load time, not for a cycle: --help reads the specs and skips rich and numpy.
         from lightning_order.checks.ledger import check_ledger
         from lightning_order.checks.report import merge_violations
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import stat
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -163,7 +163,7 @@ def _audit_one(out: Console, manifest: Path, pipeline: Pipeline | None) -> int:
     print_figures(out, descriptor.ledger_figures(ledger))
     violations = descriptor.check(ledger, judged)
     print_violations(out, violations)
-    problems = _folder_problems(manifest, ledger)
+    problems = _folder_problems(manifest, ledger, descriptor.files)
     if problems:
         # A prepared pipeline's folder whose files are missing, partial or changed (xxh3-verified).
         out.print(
@@ -178,14 +178,14 @@ def _audit_one(out: Console, manifest: Path, pipeline: Pipeline | None) -> int:
     return AUDIT_VIOLATIONS if violations else AUDIT_OK
 
 
-def _folder_problems(manifest: Path, ledger: StepLedger) -> list[str]:
+def _folder_problems(manifest: Path, ledger: StepLedger, required: Sequence[str]) -> list[str]:
     # A manifest that names a cache key was written by preparation: its folder's files are verified
     # under whatever name the folder has now (renamed, copied, moved). A checkpoint's ledger names
     # the key too, but no folder travels with it.
     if not ledger.info.get("cache_key") or _is_checkpoint(manifest):
         return []
     if manifest.name == MANIFEST_NAME:
-        return cache_problems(manifest.parent)
+        return cache_problems(manifest.parent, required=required)
     return verify_files(manifest.parent, ledger.info.get("files") or {})
 
 

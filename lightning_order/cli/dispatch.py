@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from lightning_order.cli.help import HELP, LIGHTNING_COMMANDS, TOOLS
 
 if TYPE_CHECKING:  # pragma: no cover - imported where used: `--help` imports nothing else
-    from lightning_order.pipelines import PipelineDescriptor
+    from lightning_order.spec import PipelineSpec
 
 __all__ = ["EXIT_BROKEN_PIPE", "EXIT_REFUSED", "EXIT_USAGE", "descriptor_of_command", "main"]
 
@@ -131,9 +131,7 @@ def _dispatch(argv: list[str], args: list[str] | None) -> int:
     return 0
 
 
-def _other_pipeline_options(
-    error: ArgumentError, descriptor: PipelineDescriptor, argv: list[str]
-) -> ArgumentError:
+def _other_pipeline_options(error: ArgumentError, descriptor: PipelineSpec, argv: list[str]) -> ArgumentError:
     """``error`` saying which pipeline ran, for a rejected ``--data.X`` that another pipeline's data takes.
 
     The nearest option of the pipeline that ran (``--data.block_size: did you mean
@@ -204,7 +202,7 @@ def _class_path(argv: list[str], section: str) -> str | None:
     return found
 
 
-def descriptor_of_command(argv: list[str]) -> PipelineDescriptor:
+def descriptor_of_command(argv: list[str]) -> PipelineSpec:
     """The pipeline a command line is for: the one whose model (or a subclass of it) it names.
 
     Our own models are recognised by name without importing them (``lightning_order.X`` or
@@ -230,7 +228,7 @@ def descriptor_of_command(argv: list[str]) -> PipelineDescriptor:
 
 
 # -- prepare without Lightning ----------------------------------------------------------------------
-def _prepare_arguments(argv: list[str], descriptor: PipelineDescriptor) -> dict[str, Any]:
+def _prepare_arguments(argv: list[str], descriptor: PipelineSpec) -> dict[str, Any]:
     """The ``data:`` arguments of a ``prepare`` command line, parsed by jsonargparse against the
     pipeline's config class: the one parser of ``prepare`` for the pipeline's own DataModule.
 
@@ -267,7 +265,7 @@ def _prepare_arguments(argv: list[str], descriptor: PipelineDescriptor) -> dict[
     return {} if data is None else data.as_dict() if hasattr(data, "as_dict") else dict(data)
 
 
-def _prepare_light(argv: list[str], descriptor: PipelineDescriptor) -> int:
+def _prepare_light(argv: list[str], descriptor: PipelineSpec) -> int:
     """``prepare`` of the pipeline's own DataModule, without Lightning: parse once, prepare, report."""
     try:
         data = _prepare_arguments(argv, descriptor)
@@ -288,7 +286,7 @@ def _prepare_light(argv: list[str], descriptor: PipelineDescriptor) -> int:
         return EXIT_REFUSED
     root = Path(config.cache_dir).expanduser() if config.cache_dir else _cache.default_cache_dir()
     try:
-        folder = preparation.prepare_cache(root, config, order)
+        folder = preparation.prepare_cache(root, config, order, required=descriptor.files)
     except LightningOrderError as err:
         print_error(error_lines(err))
         return EXIT_REFUSED

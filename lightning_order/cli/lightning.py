@@ -59,7 +59,8 @@ from lightning_order.cli.tools import tool_parser
 from lightning_order.distributed import release_process_group
 from lightning_order.ledger import StepLedger
 from lightning_order.parallelism import mesh_misfit
-from lightning_order.pipelines import PIPELINES, PipelineDescriptor, descriptor_for
+from lightning_order.pipelines import PIPELINES, descriptor_for
+from lightning_order.spec import PipelineSpec
 
 __all__ = ["OrderCLI", "PrepareCLI", "order_callbacks", "run"]
 
@@ -116,12 +117,12 @@ class OrderCLI(LightningCLI):
         model_class: Any = None,
         datamodule_class: Any = None,
         *,
-        pipeline: PipelineDescriptor | str | None = None,
+        pipeline: PipelineSpec | str | None = None,
         subclass_mode_model: bool = True,
         save_config_kwargs: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
-        name = pipeline.name if isinstance(pipeline, PipelineDescriptor) else pipeline or self.pipeline_name
+        name = pipeline.name if isinstance(pipeline, PipelineSpec) else pipeline or self.pipeline_name
         classes = [c for c in (datamodule_class, model_class) if isinstance(c, type)]
         self.descriptor = descriptor_for(name=name, classes=classes)
         kwargs.setdefault("parser_class", _SubcommandsParser)
@@ -417,12 +418,12 @@ def _mesh_misfit(trainer: Any) -> str | None:
     )
 
 
-def _public_model(descriptor: PipelineDescriptor) -> str:
+def _public_model(descriptor: PipelineSpec) -> str:
     """The model's public import path (``lightning_order.OrderedCausalLM``), as a config names it."""
     return f"lightning_order.{descriptor.model.partition(':')[2]}"
 
 
-def run(args: list[str] | None, descriptor: PipelineDescriptor, *, prepare: bool = False, prog: str) -> None:
+def run(args: list[str] | None, descriptor: PipelineSpec, *, prepare: bool = False, prog: str) -> None:
     """Runs :class:`OrderCLI` (or :class:`PrepareCLI`) for ``descriptor`` on ``args``.
 
     ``args=None`` lets LightningCLI read ``sys.argv`` itself, which Lightning's DDP launcher re-runs.

@@ -6,7 +6,8 @@ concepts). These tests
 read every module of ``lightning_order/`` without importing it:
 
 - an import cycle between modules fails. Imports inside ``if TYPE_CHECKING:`` are ignored (they
-  never run); imports inside functions count (they run, later, and still tie the modules). An
+  never run); imports inside functions count (they run, later, and still tie the modules), and so
+  do ``importlib.import_module("<literal>")`` and ``__import__("<literal>")`` calls. An
   edge goes to the module an import names (``from a.b import c`` names ``a.b.c`` when that is a
   module, else ``a.b``), not to the packages above it;
 - ``from a.b import _x`` of another module's underscore name fails (aliasing a public module
@@ -46,10 +47,31 @@ def _is_type_checking(test: ast.expr) -> bool:
     )
 
 
+def _dynamic_import(node: ast.AST) -> ast.Import | None:
+    """``importlib.import_module("a.b")`` or ``__import__("a.b")`` with a literal name, as ``import a.b``.
+
+    A dynamic import is still a dependency: read as an import, it cannot hide a cycle.
+    """
+    if not (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant)):
+        return None
+    name = node.args[0].value
+    called = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+    if called not in ("import_module", "__import__") or not isinstance(name, str):
+        return None
+    return ast.Import(names=[ast.alias(name=name)])
+
+
 def _imports(node: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
-    """Every import under ``node``, at any depth, except the bodies of ``if TYPE_CHECKING:``."""
+    """Every import under ``node``, at any depth, except the bodies of ``if TYPE_CHECKING:``.
+
+    ``importlib.import_module("<literal>")`` and ``__import__("<literal>")`` calls count as imports.
+    """
     for child in ast.iter_child_nodes(node):
-        if isinstance(child, (ast.Import, ast.ImportFrom)):
+        dynamic = _dynamic_import(child)
+        if dynamic is not None:
+            yield dynamic
+            yield from _imports(child)
+        elif isinstance(child, (ast.Import, ast.ImportFrom)):
             yield child
         elif isinstance(child, ast.If) and _is_type_checking(child.test):
             for orelse in child.orelse:  # the `else:` branch runs
@@ -135,6 +157,11 @@ def test_the_walk_sees_the_package() -> None:
     assert "lightning_order.checks.symptoms" in MODULES
     graph = _graph()
     assert "lightning_order.checks.report" in graph["lightning_order.callbacks.validator.callback"]
+
+
+def test_the_walk_sees_a_dynamic_import_with_a_literal_name() -> None:
+    tree = ast.parse('import importlib\ndef f():\n    importlib.import_module("lightning_order.order")\n')
+    assert [ast.unparse(node) for node in _imports(tree)] == ["import importlib", "import lightning_order.order"]
 
 
 def test_no_import_cycles_between_modules() -> None:

@@ -39,7 +39,7 @@ import sys
 import time
 import uuid
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from filelock import FileLock, Timeout
@@ -143,11 +143,13 @@ def published_identity(path: Path) -> str | None:
     return f"{marker}|{info.st_ino}|{info.st_mtime_ns}|{info.st_size}"
 
 
-def cache_problems(path: Path, key: str | None = None) -> list[str]:
+def cache_problems(path: Path, key: str | None = None, required: Sequence[str] = ()) -> list[str]:
     """Why ``path`` is not a finished, intact cache of ``key``: one line per problem (empty: it is).
 
-    The manifest must load (its checksum holds), be of ``key``, and every file it lists must have
-    the recorded size and xxh3 hash (:func:`~.storage.verify_files`).
+    The manifest must load (its checksum holds), be of ``key``, every file of ``required`` must be
+    there (what the pipeline's spec says each prepared folder of it holds, listed or not:
+    :attr:`~lightning_order.spec.PipelineSpec.files`, passed by whoever knows the pipeline), and
+    every file it lists must have the recorded size and xxh3 hash (:func:`~.storage.verify_files`).
     """
     if not (path / MANIFEST_NAME).is_file():
         return [f"{MANIFEST_NAME}: missing"]
@@ -157,24 +159,16 @@ def cache_problems(path: Path, key: str | None = None) -> list[str]:
         return [f"{MANIFEST_NAME}: {err}"]
     if key is not None and ledger.info.get("cache_key") != key:
         return [f"{MANIFEST_NAME}: of cache key {ledger.info.get('cache_key')!r}, not {key!r}"]
-    missing = [f"{name}: missing" for name in _required_files(ledger) if not (path / name).exists()]
+    missing = [f"{name}: missing" for name in required if not (path / name).exists()]
     return missing or verify_files(path, ledger.info.get("files") or {})
 
 
-def _required_files(ledger: StepLedger) -> tuple[str, ...]:
-    """What the pipeline's spec says every prepared folder of it holds, listed or not."""
-    from lightning_order.pipelines import descriptor_for
-
-    try:
-        return descriptor_for(ledger=ledger).files
-    except KeyError:  # a pipeline this process does not know: the manifest's list is all there is
-        return ()
-
-
-def is_complete(path: Path, key: str | None = None) -> bool:
+def is_complete(path: Path, key: str | None = None, required: Sequence[str] = ()) -> bool:
     """Whether ``path`` holds a finished, intact cache of ``key`` (:func:`cache_problems`; hashed once a machine: :mod:`.verification`)."""
     identity = f"{key}|{published_identity(path)}"  # the record names the key and the published build
-    return not verified_problems(path, identity, lambda: cache_problems(path, key), default_cache_dir())
+    return not verified_problems(
+        path, identity, lambda: cache_problems(path, key, required), default_cache_dir()
+    )
 
 
 def check_cache_path(final: Path) -> None:
@@ -221,11 +215,12 @@ def _refuse_foreign(final: Path) -> None:
         )
 
 
-def remove_stale(root: Path, key: str) -> list[Path]:
+def remove_stale(root: Path, key: str, required: Sequence[str] = ()) -> list[Path]:
     """Deletes leftovers of interrupted preparations of ``key`` (call it holding the lock).
 
     Only folders this library wrote are touched (:func:`is_own_temp_dir`, and a final folder
     holding our manifest or marker).
+    ``required`` names the files a complete folder holds (as for :func:`build_once`).
 
     Returns:
         The folders removed: temporary folders, and a final folder that is not complete.
@@ -240,7 +235,7 @@ def remove_stale(root: Path, key: str) -> list[Path]:
             shutil.rmtree(tmp, ignore_errors=True)
             removed.append(tmp)
     final = root / key
-    if final.is_dir() and not final.is_symlink() and not is_complete(final, key):
+    if final.is_dir() and not final.is_symlink() and not is_complete(final, key, required):
         _refuse_foreign(final)
         shutil.rmtree(final, ignore_errors=True)
         removed.append(final)
@@ -395,8 +390,12 @@ def build_once(
     build: Callable[[Path], None],
     step: str = "prepare_data",
     lock_timeout: float | None = None,
+    required: Sequence[str] = (),
 ) -> None:
     """Builds the cache folder ``root/key`` with ``build(tmp)`` unless an intact one exists.
+
+    ``required`` names the files every prepared folder of the pipeline holds (its spec's
+    :attr:`~lightning_order.spec.PipelineSpec.files`): a folder without one is not intact.
 
     Under the lock: a damaged folder is reported (:class:`CacheWarning` naming each bad file) and
     removed, leftovers of interrupted preparations are removed (and old unlocked ones of other
@@ -410,7 +409,7 @@ def build_once(
             the lock was not free within ``lock_timeout`` seconds (its holder named).
     """
     final = root / key
-    if is_complete(final, key):
+    if is_complete(final, key, required):
         return
     check_cache_path(final)
     try:
@@ -420,7 +419,7 @@ def build_once(
             f"cannot create the cache root or its lock at {root} ({err}); " + CACHE_HINT, step=step
         ) from err
     try:
-        problems = cache_problems(final, key)
+        problems = cache_problems(final, key, required)
         if not problems:
             return
         if final.exists():
@@ -434,7 +433,7 @@ def build_once(
                 ),
                 stacklevel=3,
             )
-        remove_stale(root, key)
+        remove_stale(root, key, required)
         remove_stale_others(root, key)
         tmp = None
         try:

@@ -38,8 +38,9 @@ from lightning_order.data.engine.runner import DataState, StepContext, run_steps
 from lightning_order.ledger import StepLedger
 from lightning_order.order import Pipeline
 from lightning_order.parallelism import data_parallel
-from lightning_order.pipelines import PIPELINES, PipelineDescriptor, resolve
+from lightning_order.pipelines import PIPELINES, resolve
 from lightning_order.positions import GlobalOrder, check_position
+from lightning_order.spec import PipelineSpec
 
 __all__ = ["OrderedDataModuleBase"]
 
@@ -75,7 +76,7 @@ class OrderedDataModuleBase(pl.LightningDataModule):
                 setattr(cls, dim, _dim_property(dim))
 
     @classmethod
-    def descriptor(cls) -> PipelineDescriptor:
+    def descriptor(cls) -> PipelineSpec:
         """This DataModule's pipeline descriptor."""
         return PIPELINES[cls.pipeline_name]
 
@@ -142,7 +143,9 @@ class OrderedDataModuleBase(pl.LightningDataModule):
         Under a file lock: the first process prepares, the others wait and then find the
         finished cache. A complete cache of the same configuration is reused at once.
         """
-        self._preparation().prepare_cache(self.cache_root, self.config, self.order, self._hooks())
+        self._preparation().prepare_cache(
+            self.cache_root, self.config, self.order, self._hooks(), required=self.descriptor().files
+        )
 
     def _ensure_prepared(self) -> Path:
         # Every file of the cache is verified against the manifest's hashes once per published
@@ -150,7 +153,7 @@ class OrderedDataModuleBase(pl.LightningDataModule):
         # again, and what was read from the old one (manifest, tokenizer) is dropped.
         published = _cache.published_identity(self.cache_path)
         if self._verified != (self.cache_key, published):
-            if not _cache.is_complete(self.cache_path, self.cache_key):
+            if not _cache.is_complete(self.cache_path, self.cache_key, self.descriptor().files):
                 self.prepare_data()
                 published = _cache.published_identity(self.cache_path)
             if self._verified is not None:

@@ -8,7 +8,7 @@ or as one document is one item (a paragraph may span any range). The driver hold
 names, their sizes and row-group counts: never a document.
 
 The worker path is taken only where it reads what ``datasets.load_dataset`` would read
-(:func:`worker_readable`): local, uncompressed ``json`` (lines, not one array), ``parquet`` or
+(:func:`worker_files` names the files, or ``None``): local, uncompressed ``json`` (lines, not one array), ``parquet`` or
 ``text`` files named by ``data_files``, no ``dataset_config``, the whole ``load_split`` and no
 ``max_documents`` (its prefix is taken by ``datasets``' path, unchanged). Everything else keeps
 that path.
@@ -30,7 +30,6 @@ __all__ = [
     "plan_ranges",
     "range_size",
     "worker_files",
-    "worker_readable",
 ]
 
 #: Bytes of input per ``load`` work item (a few times a partition's text; tests lower it to split small files).
@@ -89,11 +88,6 @@ def worker_files(cfg: Any) -> list[Path] | None:
     if len(paths) != len(names) or not all(_plain(p, cfg.dataset) for p in paths):
         return None
     return paths
-
-
-def worker_readable(cfg: Any) -> bool:
-    """Whether ``load`` can plan file ranges for workers (see the module docstring)."""
-    return worker_files(cfg) is not None
 
 
 def _plain(path: Path, dataset: str) -> bool:

@@ -2,8 +2,9 @@
 
 The ``dedup`` step of the LM pipeline (:mod:`.deduplication`, on the rule of :mod:`.clusters`) removes duplicates from the whole
 cleaned corpus *before* the split, so no near-duplicate can land on both sides of it;
-:func:`~.clusters.straddling_pairs` is the check that proves it afterwards (the validator's
-``dedup-after-split``).
+:func:`~.clusters.straddling_pairs` counts, afterwards, the near-duplicate pairs that straddle
+a split (the tests' proof). The validator's ``dedup-after-split`` rule judges the recorded order
+(``dedup`` before ``split``), not pairs.
 
 Definitions (one place, used by every function here and by :mod:`.clusters`):
 

@@ -1,10 +1,11 @@
 """Row-wise text kernels over Arrow arrays: the same results as the per-row Python functions, vectorised.
 
 :func:`clean_array` is :func:`~.normalise.clean_text` applied to a whole string array,
-:func:`text_features` the default engineered features (:func:`~.features.engineer_batch`),
-:func:`key_hash_array` the split key hashes (:func:`~.split.key_hashes`, :func:`~.split.is_val`).
+:func:`text_features` the default engineered features (:func:`~.features.engineer_batch`); the
+split key hashes' kernel is :func:`~lightning_order.data.engine.keys.key_hash_array`, beside its
+per-row twin :func:`~lightning_order.data.engine.keys.key_hashes`.
 Exactness comes first: every kernel returns, for every row, exactly what the Python function
-returns (``tests/test_data_fast.py`` holds them to outputs recorded on the per-row path). Where
+returns (``tests/unit/data/text/test_arrow.py`` holds them to outputs recorded on the per-row path). Where
 Arrow's semantics differ from Python's, the rows that could differ are found with cheap Arrow
 checks and handed to the Python function, and only those:
 

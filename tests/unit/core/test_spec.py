@@ -27,7 +27,7 @@ from lightning_order.data.lm.config import LMConfig
 from lightning_order.data.lm.prepare import PREPARATION as LM_PREPARATION
 from lightning_order.data.text import spec as text_spec
 from lightning_order.data.text.prepare import PREPARATION as TEXT_PREPARATION
-from lightning_order.pipelines import PIPELINES, register, unregister
+from lightning_order.pipelines import PIPELINES, check_step_names, register, unregister
 
 PIPELINE_NAMES = {text_spec.NAME, lm_spec.NAME}
 
@@ -96,12 +96,12 @@ def test_help_names_each_other_pipelines_demo_config_from_its_spec():
 
 def test_a_step_of_another_registered_pipeline_is_named_with_its_pipeline():
     with pytest.raises(StepNameError) as caught:
-        STANDARD_PIPELINE.check_names(["pack"], where="recording")
+        check_step_names(STANDARD_PIPELINE, ["pack"], where="recording")
     assert "'pack' is a step of LM_PIPELINE" in str(caught.value) and "pass pipeline=LM_PIPELINE" in str(
         caught.value
     )
     with pytest.raises(StepNameError) as caught:
-        LM_PIPELINE.check_names(["fit_features"])
+        check_step_names(LM_PIPELINE, ["fit_features"])
     assert "'fit_features' is a step of STANDARD_PIPELINE" in str(caught.value)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -36,9 +37,9 @@ def _counting(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     calls: list[Path] = []
     full = cache.cache_problems
 
-    def counted(path: Path, key: str | None = None) -> list[str]:
+    def counted(path: Path, key: str | None = None, required: Sequence[str] = ()) -> list[str]:
         calls.append(path)
-        return full(path, key)
+        return full(path, key, required)
 
     monkeypatch.setattr(cache, "cache_problems", counted)
     return calls
