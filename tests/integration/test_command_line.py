@@ -70,12 +70,24 @@ def test_audit_into_a_reader_that_stops_early_exits_141_quietly(tmp_path: Path, 
     assert "BrokenPipeError" not in errors and "Traceback" not in errors, errors
 
 
+def _small_lm_args(tmp_path: Path) -> list[str]:
+    """The LM demo cut small (200 documents, a BPE of 300, blocks of 16), its cache and logs in ``tmp_path``."""
+    return [
+        "--data.max_documents=200",
+        "--data.vocab_size=300",
+        "--data.block_size=16",
+        "--data.cache_dir",
+        str(tmp_path / "cache"),
+        "--trainer.default_root_dir",
+        str(tmp_path),
+    ]
+
+
 @pytest.mark.slow
 def test_lm_main_job_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     """The main job on a small corpus: the ledger, no violation, the perplexity and a continuation."""
     config = str(ROOT / "configs" / "lm-demo.yaml")
-    args = ["--data.max_documents=200", "--data.vocab_size=300", "--data.block_size=16"]
-    args += ["--data.cache_dir", str(tmp_path / "cache"), "--trainer.default_root_dir", str(tmp_path)]
+    args = _small_lm_args(tmp_path)
     args += ["--trainer.max_epochs=1", "--trainer.check_val_every_n_epoch=1"]
     assert main(["prepare", "--config", config, *args]) == 0
     assert "✓ the order is correct" in capsys.readouterr().out
@@ -96,8 +108,7 @@ def test_an_lm_fit_cut_short_prints_its_perplexity(tmp_path: Path, capsys: pytes
     """lm-demo.yaml validates every 4 epochs; stopped after 5 steps, the run validates once at its end
     (#26), and names no checkpoint folder, as none was written."""
     config = str(ROOT / "configs" / "lm-demo.yaml")
-    args = ["--data.max_documents=200", "--data.vocab_size=300", "--data.block_size=16"]
-    args += ["--data.cache_dir", str(tmp_path / "cache"), "--trainer.default_root_dir", str(tmp_path)]
+    args = _small_lm_args(tmp_path)
     assert main(["fit", "--config", config, *args, "--trainer.max_steps=5"]) == 0
     out = capsys.readouterr().out
     assert "validation perplexity:" in out and "val_ppl" in out and "train_loss" in out
@@ -110,8 +121,7 @@ def test_an_lm_fit_whose_loss_went_to_nan_ends_with_its_summary_and_exit_code_0(
 ) -> None:
     """#42 item 9: the run trained to its last step; its summary says why there is no continuation."""
     config = str(ROOT / "configs" / "lm-demo.yaml")
-    args = ["--data.max_documents=200", "--data.vocab_size=300", "--data.block_size=16"]
-    args += ["--data.cache_dir", str(tmp_path / "cache"), "--trainer.default_root_dir", str(tmp_path)]
+    args = _small_lm_args(tmp_path)
     args += ["--trainer.max_steps=6", "--model.init_args.lr=1e12", "--order.symptoms=false"]
     assert main(["fit", "--config", config, *args]) == 0
     out = capsys.readouterr().out
@@ -134,8 +144,7 @@ def test_an_lm_fit_summary_has_its_throughput_and_loss_curve(
 ) -> None:
     """#34 item 6: train tokens per second, and the loss curve written beside the logs and named."""
     config = str(ROOT / "configs" / "lm-demo.yaml")
-    args = ["--data.max_documents=200", "--data.vocab_size=300", "--data.block_size=16"]
-    args += ["--data.cache_dir", str(tmp_path / "cache"), "--trainer.default_root_dir", str(tmp_path)]
+    args = _small_lm_args(tmp_path)
     assert main(["fit", "--config", config, *args, "--trainer.max_steps=5"]) == 0
     out = capsys.readouterr().out
     rate = _summary_line(out, "train tokens per second")
