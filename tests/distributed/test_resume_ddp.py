@@ -9,6 +9,8 @@ exactly once. The same in one process: tests/integration/test_resume.py.
 
 from __future__ import annotations
 
+import subprocess
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +28,22 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def launched(tmp_path_factory: pytest.TempPathFactory, resume_cache: Path) -> dict[str, Any]:
-    out = tmp_path_factory.mktemp("resume-ddp")
-    run_script("resume_ddp.py", out, str(resume_cache), timeout=500)
+    # The launch takes about 20 s. Once in 13 runs (the second CI run of issue #42's stop, inside
+    # the whole suite; never alone, 0 of 12) it hung until its 500 s limit, and the ranks' output
+    # was gone before it could be read. Until that is understood, a launch that outlives 150 s is
+    # reported with what each rank printed (a warning in the summary) and run once more.
+    for attempt in (1, 2):
+        out = tmp_path_factory.mktemp("resume-ddp")
+        try:
+            run_script("resume_ddp.py", out, str(resume_cache), timeout=150)
+            break
+        except subprocess.TimeoutExpired:
+            printed = {p.name: p.read_text(errors="replace")[-3000:] for p in sorted(out.glob(".rank*"))}
+            warnings.warn(
+                f"resume_ddp.py launch {attempt} outlived 150 s; the ranks printed: {printed}", stacklevel=2
+            )
+            if attempt == 2:
+                raise
     ranks = [read_json(out / f"rank{r}.json") for r in range(2)]
     return {"out": out, "cache": resume_cache, "ranks": ranks}
 
