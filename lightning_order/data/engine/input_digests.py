@@ -31,6 +31,7 @@ file system cannot be told (no ``/proc``: not Linux; a device ``mountinfo`` does
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import re
@@ -60,10 +61,22 @@ def file_system(path: Path) -> str | None:
     """
     try:
         device = os.stat(path).st_dev
+    except OSError:
+        return None
+    return _device_file_system(os.major(device), os.minor(device))
+
+
+@functools.cache
+def _device_file_system(major: int, minor: int) -> str | None:
+    """The file system type of device ``major:minor`` in the mount table, read once per device and process.
+
+    Every input file of a preparation asks (thousands, on each rank): a device keeps its file
+    system while it is mounted, so the table is not read again for each of them.
+    """
+    try:
         table = _MOUNTINFO.read_text()
     except OSError:
         return None
-    major, minor = os.major(device), os.minor(device)
     found = re.search(rf"^\d+ \d+ {major}:{minor} .*? - (\S+) ", table, flags=re.MULTILINE)
     return None if found is None else found.group(1)
 
