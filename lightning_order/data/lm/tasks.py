@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +43,7 @@ from lightning_order.errors import DataError
 
 __all__ = [
     "SAMPLE_SEED",
+    "PackItem",
     "clean_chunk",
     "confirm_pairs",
     "dedup_bands",
@@ -424,11 +425,25 @@ def encode_partition(item: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def pack_partition(item: dict[str, Any]) -> dict[str, Any]:
-    """Writes one file's whole blocks into a shard file of its own; returns its tail tokens.
+@dataclass(frozen=True)
+class PackItem:
+    """The work of :func:`pack_partition`: one file of token ids cut into blocks.
 
-    Item keys: ``tokens`` (the ``.npy``), ``blocks`` (the shard to write: nothing is written when
-    the file holds no whole block), ``width`` (``block_size + 1``), ``eos_id`` (``None``: none counted).
+    Attributes:
+        tokens: the ``.npy`` of the file's token ids.
+        blocks: the shard to write (nothing is written when the file holds no whole block).
+        block_size: the config's: blocks of ``block_size + 1`` tokens are cut.
+        eos_id: the end-of-text id (``None``: none counted).
+    """
+
+    tokens: str
+    blocks: str
+    block_size: int
+    eos_id: int | None
+
+
+def pack_partition(item: PackItem) -> dict[str, Any]:
+    """Writes one file's whole blocks (``block_size + 1`` tokens each) into a shard file of its own; returns its tail tokens.
 
     Returns:
         ``tail`` (the tokens after its last whole block, int32), ``lead`` (how many of them finish
@@ -436,20 +451,20 @@ def pack_partition(item: dict[str, Any]) -> dict[str, Any]:
         document, or holds no end-of-text), ``eos`` (the end-of-text ids in the blocks it wrote:
         counted here, so no process reads the blocks again) and ``rows``.
     """
-    ids = np.load(item["tokens"], mmap_mode="r")
-    width = int(item["width"])
-    eos_id = item.get("eos_id")
-    count = len(ids) // width
+    ids = np.load(item.tokens, mmap_mode="r")
+    eos_id = item.eos_id
+    count = len(ids) // (item.block_size + 1)
+    end = count * (item.block_size + 1)  # where the whole blocks end
     eos = 0
     if count:
-        whole = np.asarray(ids[: count * width])
+        whole = np.asarray(ids[:end])
         if eos_id is not None:
             eos = int(np.count_nonzero(whole == eos_id))
-        write_shard(item["blocks"], whole.reshape(count, width))  # a file of its own, renamed into place
+        write_shard(item.blocks, whole.reshape(count, -1))  # a file of its own, renamed into place
         del whole
-    tail = np.array(ids[count * width :], dtype=np.int32)
+    tail = np.array(ids[end:], dtype=np.int32)
     lead = 0
-    if count and eos_id is not None and len(tail) and int(ids[count * width - 1]) != eos_id:
+    if count and eos_id is not None and len(tail) and int(ids[end - 1]) != eos_id:
         ends = np.flatnonzero(tail == eos_id)
         lead = int(ends[0]) + 1 if len(ends) else 0  # none: a stream without end-of-text (eos=False)
     return {"tail": tail, "lead": lead, "eos": eos, "rows": count}
