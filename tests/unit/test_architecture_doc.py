@@ -73,7 +73,9 @@ def _parameters(modules: dict[str, ast.Module]) -> dict[str, list[list[str]]]:
         for node in ast.walk(tree):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 names = [a.arg for a in [*node.args.posonlyargs, *node.args.args]]
-                found.setdefault(node.name, []).append(names[1:] if names[:1] in (["self"], ["cls"]) else names)
+                found.setdefault(node.name, []).append(
+                    names[1:] if names[:1] in (["self"], ["cls"]) else names
+                )
             elif isinstance(node, ast.ClassDef):
                 init = next(
                     (n for n in node.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None
@@ -82,7 +84,11 @@ def _parameters(modules: dict[str, ast.Module]) -> dict[str, list[list[str]]]:
                     found.setdefault(node.name, []).append([a.arg for a in init.args.args[1:]])
                 else:  # a dataclass: its annotated fields, in order
                     found.setdefault(node.name, []).append(
-                        [n.target.id for n in node.body if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)]
+                        [
+                            n.target.id
+                            for n in node.body
+                            if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)
+                        ]
                     )
     return found
 
@@ -104,7 +110,9 @@ class Flow:
 class _Scope(ast.NodeVisitor):
     """One function (or a module's top level): the names that hold the value, found to a fixpoint."""
 
-    def __init__(self, module: str, own: set[str], parameters: dict[str, list[list[str]]], flow: Flow) -> None:
+    def __init__(
+        self, module: str, own: set[str], parameters: dict[str, list[list[str]]], flow: Flow
+    ) -> None:
         self.module, self.own, self.parameters, self.flow = module, own, parameters, flow
         self.names: set[str] = {VALUE}
 
@@ -197,7 +205,10 @@ class _Scope(ast.NodeVisitor):
 def _held(scope: _Scope, body: list[ast.stmt]) -> bool:
     for statement in body:
         for node in ast.walk(statement):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node is not statement:
+            if (
+                isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                and node is not statement
+            ):
                 continue
             if isinstance(node, ast.expr) and scope.carried(node):
                 return True
@@ -226,7 +237,11 @@ def follow() -> Flow:
             flow.handed_on |= scope.flow.handed_on
             flow.renames += [r for r in dict.fromkeys(scope.flow.renames) if r not in flow.renames]
         for node in ast.walk(tree):
-            if isinstance(node, ast.keyword) and node.arg == "dims" and isinstance(node.value, (ast.Tuple, ast.List)):
+            if (
+                isinstance(node, ast.keyword)
+                and node.arg == "dims"
+                and isinstance(node.value, (ast.Tuple, ast.List))
+            ):
                 if any(isinstance(e, ast.Constant) and e.value == VALUE for e in node.value.elts):
                     flow.dims.add(module)
     return flow
@@ -330,7 +345,9 @@ def test_every_module_whose_code_names_block_size_holds_it():
     unseen = []
     for name, tree in _modules().items():
         docs = _docstrings(tree)
-        if any(isinstance(n, ast.Constant) and n.value == VALUE and id(n) not in docs for n in ast.walk(tree)):
+        if any(
+            isinstance(n, ast.Constant) and n.value == VALUE and id(n) not in docs for n in ast.walk(tree)
+        ):
             if name not in FLOW.held | FLOW.dims | set(UNRELATED):
                 unseen.append(name)
     assert unseen == []

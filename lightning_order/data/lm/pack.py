@@ -111,7 +111,12 @@ def pack(ctx: StepContext, state: DataState) -> StepResult:
     if sources > 1 and "train" in blocks:
         tokens = {name: stats[f"{name}_source_tokens"] for name in blocks}
         stats["mixture"] = mixture_record(
-            cfg.source_list, tokens, stats["train_source_blocks"], cfg.block_size, cfg.seed, cfg.mixture_tolerance
+            cfg.source_list,
+            tokens,
+            stats["train_source_blocks"],
+            cfg.block_size,
+            cfg.seed,
+            cfg.mixture_tolerance,
         )
     part_fps = {name: fingerprint(fp, name) for name in blocks}
     return StepResult(
