@@ -57,45 +57,6 @@ __all__ = [
 LM_BATCH_KEYS: tuple[str, ...] = ("input_ids", "labels")
 #: The keys of a ``batch_format="hf"`` batch: every LM batch key and the attention mask.
 HF_BATCH_KEYS: tuple[str, ...] = (*LM_BATCH_KEYS, "attention_mask")
-#: The constructor's positional order (the public contract; types, defaults and docs are LMConfig's).
-_POSITIONAL_ORDER: tuple[str, ...] = (
-    "dataset",
-    "data_files",
-    "text_column",
-    "val_fraction",
-    "seed",
-    "vocab_size",
-    "batch_size",
-    "num_workers",
-    "num_proc",
-    "cache_dir",
-    "order",
-    "enforce",
-    "block_size",
-    "tokenizer_file",
-    "pad_vocab_multiple",
-    "dedup_threshold",
-    "max_documents",
-    "dataset_config",
-    "load_split",
-    "input_hash",
-    "shuffle",
-    "eos",
-    "sample_by",
-    "eos_token",
-    "num_partitions",
-    "tokenizer_train_bytes",
-    "engine",
-    "ray_address",
-    "lock_timeout",
-    "batch_format",
-    "document_attention",
-    "tokenizer",
-    "bos_token",
-    "sources",
-    "mixture_tolerance",
-    "shard_validation",
-)
 
 
 def block_batch(
@@ -214,7 +175,7 @@ class OrderedLMDataModule(OrderedDataModuleBase):
     pipeline_name: ClassVar[str] = NAME
     config: LMConfig
 
-    @config_constructor(LMConfig, _POSITIONAL_ORDER)
+    @config_constructor(LMConfig)  # the positional order is the fields' (data/engine/arguments.py)
     def __init__(self, arguments: dict[str, Any]) -> None:
         """Takes :class:`~lightning_order.data.lm.config.LMConfig`'s fields as keywords."""
         self._configure(arguments, overrides=override_identity(type(self), OrderedLMDataModule, ("clean",)))
