@@ -21,7 +21,12 @@ from typing import Any
 import pytest
 
 from lightning_order import OrderedDataModule, OrderedLMDataModule
-from lightning_order.data.engine.arguments import after, config_constructor, constructor_fields, positional_order
+from lightning_order.data.engine.arguments import (
+    after,
+    config_constructor,
+    constructor_fields,
+    positional_order,
+)
 from lightning_order.data.engine.config import field_docs
 from lightning_order.data.lm.config import LMConfig
 from lightning_order.data.text.config import DataConfig
