@@ -140,7 +140,6 @@ class LMConfig(BaseDataConfig):
     shard_validation: bool = field(default=True, metadata=SERVES)
     """each data-parallel rank validates (and tests) on its own contiguous share of the validation blocks, none scored twice (a share one block shorter than the others ends with a padding block whose labels are all -100, so every rank runs as many steps); ``OrderedCausalLM`` reduces ``val_loss`` as a sum and a count, so it equals the 1-rank value. ``False``: every rank reads the whole split (for a model that logs a mean of rank means, see docs/lm.md). Recorded in the ledger's ``info["shard_validation"]``; the prepared data does not depend on it."""
 
-
     def validate(self) -> None:
         """The mixture's sources (before the shared checks: they replace ``dataset``), the shared checks (:meth:`BaseDataConfig.validate`), then the LM fields."""
         if self.sources is not None:

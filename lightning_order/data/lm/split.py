@@ -28,9 +28,7 @@ def split(ctx: StepContext, state: DataState) -> StepResult:
     docs = partitioned(ctx, state.data, "all", int(state.extra["partitions"]))
     out = {name: scratch(ctx, "split", name) for name in ("train", "val")}
     sources = len(cfg.source_list) or 1  # a mixture: each source's files apart (mixture.py)
-    mixed = (
-        {"sources": sources, "partitions": docs.count} if sources > 1 else {}
-    )  # SplitItem's, for a mixture
+    mixed = {"sources": sources, "partitions": docs.count} if sources > 1 else {}
     files = docs.count * sources  # what pack checks: each source's files apart, as written here
     items = [tasks.SplitItem(docs, p, cfg.val_fraction, cfg.seed, out, **mixed) for p in range(docs.count)]
     results = engine_of(ctx).map(tasks.split_partition, items, weight=docs.text_bytes, desc="split")
