@@ -130,18 +130,18 @@ def test_the_shared_keywords_are_the_base_configs_fields() -> None:
         "val_fraction",
         "seed",
         "vocab_size",
-        "num_proc",
-        "dataset_config",
-        "load_split",
-        "input_hash",
         "batch_size",
         "num_workers",
-        "shuffle",
+        "num_proc",
         "cache_dir",
         "order",
         "enforce",
+        "dataset_config",
+        "load_split",
+        "input_hash",
+        "shuffle",
         "lock_timeout",
-    ]
+    ]  # declared in the order the LM DataModule takes them (its positional order is read from the fields)
     assert set(SERVING_FIELDS) <= set(SHARED) and not set(SERVING_FIELDS) & SHAPES_THE_DATA
 
 
