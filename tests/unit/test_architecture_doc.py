@@ -221,7 +221,9 @@ def follow() -> Flow:
     parameters = _parameters(modules)
     flow = Flow()
     for module, tree in modules.items():
-        if module in UNRELATED:
+        # The value enters a module only under its name (an attribute, a key, a parameter); a rename
+        # is caught where it happens, in a module that names it.
+        if module in UNRELATED or VALUE not in (PACKAGE / module).read_text(encoding="utf-8"):
             continue
         own = {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
         scopes: list[list[ast.stmt]] = [tree.body]
