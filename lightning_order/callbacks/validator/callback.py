@@ -340,8 +340,10 @@ class OrderValidator(Callback):
         *,
         samples: Mapping[str, Any] | None = None,
         checkpoint: Mapping[str, Any] | None = None,
+        step_one: Any = None,
     ) -> CheckEvidence:
-        """What a phase's checks read: this run's data as ``setup`` found it, and what the caller adds."""
+        """What a phase's checks read: this run's data as ``setup`` found it, and what the caller adds
+        (sampled rows, the checkpoint being resumed, the first step's observation)."""
         state = self._state
         dm = trainer.datamodule  # type: ignore[attr-defined]  # set by Lightning, undeclared
         reads_model = any(EvidenceKind.MODEL in check.reads for check in registered_checks(phase))
@@ -370,6 +372,7 @@ class OrderValidator(Callback):
             # The model's dims only where a check of the phase reads them (a walk over its modules).
             model=model_dims(pl_module) if pl_module is not None and reads_model else {},
             checkpoint=checkpoint,
+            step_one=step_one,
         )
 
     def _late_checks(self, trainer: pl.Trainer, pl_module: pl.LightningModule, where: str) -> None:
