@@ -48,9 +48,10 @@ from lightning_order.callbacks.validator.evidence import (
     data_fingerprints,
     datamodule_ledger,
     model_dims,
+    phase_evidence,
     restore_violations,
 )
-from lightning_order.callbacks.validator.gather import run_phase
+from lightning_order.callbacks.validator.gather import PhaseResult, run_phase
 from lightning_order.callbacks.validator.lm import is_hf_model, tokenizer_in_use
 from lightning_order.callbacks.validator.resume import (
     content_sample,
@@ -67,7 +68,7 @@ from lightning_order.checkpoint import early_checkpoint
 from lightning_order.checks.lm import fit_fixes_to_model
 from lightning_order.checks.loader_states import stored_loader_states
 from lightning_order.checks.position_counts import stored_loop_count
-from lightning_order.checks.registry import CheckEvidence, EvidenceKind, Phase, registered_checks
+from lightning_order.checks.registry import Phase
 from lightning_order.checks.report import format_report, merge_violations
 from lightning_order.checks.resume import stored_fingerprints, stored_position
 from lightning_order.compat import Callback
@@ -246,11 +247,8 @@ class OrderValidator(Callback):
         elif dm is None:
             rank_zero_info("OrderValidator: no datamodule; only the model and resume checks run")
         samples = {"train": train_sample[0], "train_size": train_sample[1], "content": content}
-        evidence = self._evidence(trainer, Phase.SETUP, pl_module, samples=samples)
-        result = run_phase(trainer, Phase.SETUP, evidence)
-        state.evidence = result.facts
         where = f"OrderValidator.setup ({getattr(stage, 'value', stage)})"
-        self._act(trainer, result.violations, where, fatal=result.fatal)
+        self._run(trainer, Phase.SETUP, pl_module, where, samples=samples)
 
         try:  # known this early only when the user set trainer.ckpt_path to a file
             checkpoint = early_checkpoint(trainer.ckpt_path)
@@ -291,11 +289,7 @@ class OrderValidator(Callback):
         resumed = resume_point(trainer) if self._state.resuming else None
         stored = self._state.stored_position or self.position
         checkpoint = {"position": stored, "resumed": resumed} if self._state.resuming else None
-        evidence = self._evidence(trainer, Phase.TRAIN_START, pl_module, checkpoint=checkpoint)
-        result = run_phase(trainer, Phase.TRAIN_START, evidence)
-        self._act(
-            trainer, result.violations, "OrderValidator (before the first training step)", fatal=result.fatal
-        )
+        self._run(trainer, Phase.TRAIN_START, pl_module, "OrderValidator (before step 1)", checkpoint=checkpoint)
         ledger = datamodule_ledger(trainer.datamodule)  # type: ignore[attr-defined]  # set by Lightning, undeclared
         if self.record and ledger is not None:
             shard, optim = ledger.latest("shard"), ledger.latest("configure_optimizers")
@@ -332,21 +326,8 @@ class OrderValidator(Callback):
         self._unguard()
 
     # -- helpers ---------------------------------------------------------------------------
-    def _evidence(
-        self,
-        trainer: pl.Trainer,
-        phase: Phase,
-        pl_module: pl.LightningModule | None,
-        *,
-        samples: Mapping[str, Any] | None = None,
-        checkpoint: Mapping[str, Any] | None = None,
-        step_one: Any = None,
-    ) -> CheckEvidence:
-        """What a phase's checks read: this run's data as ``setup`` found it, and what the caller adds
-        (sampled rows, the checkpoint being resumed, the first step's observation)."""
-        state = self._state
-        dm = trainer.datamodule  # type: ignore[attr-defined]  # set by Lightning, undeclared
-        reads_model = any(EvidenceKind.MODEL in check.reads for check in registered_checks(phase))
+    def _run(self, trainer: pl.Trainer, phase: Phase, pl_module: Any, where: str, **given: Any) -> PhaseResult:
+        """The registered checks of ``phase`` on this run's evidence and ``given``'s; raises or warns."""
         settings = {
             "sample_rows": self.sample_rows,
             "overlap_max_rows": self.overlap_max_rows,
@@ -354,26 +335,14 @@ class OrderValidator(Callback):
             "whole_rows": self.whole_rows,
             "label_check_rows": self.label_check_rows,
         }
-        return CheckEvidence(
-            phase=phase,
-            world_size=max(1, int(trainer.world_size)),
-            settings=settings,
-            datamodule=dm,
-            ledger=datamodule_ledger(dm),
-            pipeline=self.pipeline,
-            fingerprints=dict(state.fingerprints),
-            dims=dict(state.dims),
-            samples={
-                **(samples or {}),
-                "observed": dict(state.observed),
-                "tokenizer": state.tokenizer,
-                "resume_sample": dict(state.content),
-            },
-            # The model's dims only where a check of the phase reads them (a walk over its modules).
-            model=model_dims(pl_module) if pl_module is not None and reads_model else {},
-            checkpoint=checkpoint,
-            step_one=step_one,
-        )
+        evidence = phase_evidence(trainer, phase, pl_module, self._state, self.pipeline, settings, **given)
+        result = run_phase(trainer, phase, evidence)
+        self._state.evidence.update(result.facts)  # before acting: also readable after a raise
+        violations = result.violations
+        if phase is Phase.FIT_START:  # resize_token_embeddings for HF models
+            violations = fit_fixes_to_model(violations, is_hf_model(pl_module))
+        self._act(trainer, violations, where, fatal=result.fatal)
+        return result
 
     def _late_checks(self, trainer: pl.Trainer, pl_module: pl.LightningModule, where: str) -> None:
         """The ``fit-start`` checks: the model's dims (and an LM run's), a restored state no file showed.
@@ -391,12 +360,7 @@ class OrderValidator(Callback):
             state.done.add(Done.RESUME_CHECKED)
         if state.loader_states and trainer.state.fn == "fit":  # judged before Lightning restores them
             checkpoint["loader_states"] = state.loader_states
-        evidence = self._evidence(trainer, Phase.FIT_START, pl_module, checkpoint=checkpoint or None)
-        result = run_phase(trainer, Phase.FIT_START, evidence)
-        violations = fit_fixes_to_model(
-            result.violations, is_hf_model(pl_module)
-        )  # resize_token_embeddings for HF
-        self._act(trainer, violations, where, fatal=result.fatal)
+        self._run(trainer, Phase.FIT_START, pl_module, where, checkpoint=checkpoint or None)
 
     def _act(self, trainer: pl.Trainer, violations: list[Violation], where: str, fatal: bool = False) -> None:
         """Raises (``fatal`` always: what follows cannot run) or warns, with the report."""
@@ -430,10 +394,8 @@ class OrderValidator(Callback):
         state.seen.add(CheckpointSeen.FILE)
         state.stored_position = stored["position"]
         state.loader_states = stored_loader_states(checkpoint)
-        evidence = self._evidence(trainer, Phase.RESUME, trainer.lightning_module, checkpoint=stored)
-        result = run_phase(trainer, Phase.RESUME, evidence)
         where = "OrderValidator (resume, before the weights are restored)"
-        self._act(trainer, result.violations, where, fatal=result.fatal)
+        self._run(trainer, Phase.RESUME, trainer.lightning_module, where, checkpoint=stored)
 
     def _guard_weight_restore(self, trainer: pl.Trainer) -> None:
         strategy = trainer.strategy

@@ -28,9 +28,16 @@ import numpy as np
 import torch
 from torch import nn
 
+from lightning_order.callbacks.validator.state import ValidatorState
 from lightning_order.checks.ledger import judged_pipeline
 from lightning_order.checks.model import check_model_dims
-from lightning_order.checks.registry import CheckEvidence, EvidenceKind, Phase, register_check
+from lightning_order.checks.registry import (
+    CheckEvidence,
+    EvidenceKind,
+    Phase,
+    register_check,
+    registered_checks,
+)
 from lightning_order.checks.resume import check_restore_shapes
 from lightning_order.ledger import StepLedger
 from lightning_order.order import STANDARD_PIPELINE, Pipeline
@@ -50,6 +57,7 @@ __all__ = [
     "leaves",
     "ledger_violations",
     "model_dims",
+    "phase_evidence",
     "restore_violations",
     "spec_of",
     "split_dataset",
@@ -213,6 +221,56 @@ def restore_violations(
     model = {k: tuple(v.shape) for k, v in module.state_dict().items()}
     fits = not check_model_dims(model_dims(module), dict(dims), observed=dict(observed))
     return check_restore_shapes(stored, model, model_fits_data=fits)
+
+
+# -- a phase's evidence --------------------------------------------------------------------------
+def phase_evidence(
+    trainer: Any,
+    phase: Phase,
+    module: Any,
+    state: ValidatorState,
+    pipeline: Pipeline,
+    settings: Mapping[str, Any],
+    *,
+    samples: Mapping[str, Any] | None = None,
+    checkpoint: Mapping[str, Any] | None = None,
+    step_one: Any = None,
+) -> CheckEvidence:
+    """What ``phase``'s checks read: this run's data as ``setup`` found it (``state``), and what is given.
+
+    Args:
+        trainer: the Trainer (its datamodule and world size).
+        phase: the phase.
+        module: the LightningModule, whose dims are read when a check of the phase reads them.
+        state: what the validator knows of this run.
+        pipeline: the pipeline the ledger is judged against.
+        settings: the validator's settings.
+        samples: sampled rows read for this phase (``setup``'s), added to what ``state`` holds.
+        checkpoint: what a checkpoint being resumed holds, or ``None``.
+        step_one: what the first training step showed, or ``None``.
+    """
+    dm = trainer.datamodule
+    # The model's dims only where a check of the phase reads them (a walk over its modules).
+    reads_model = any(EvidenceKind.MODEL in check.reads for check in registered_checks(phase))
+    return CheckEvidence(
+        phase=phase,
+        world_size=max(1, int(trainer.world_size)),
+        settings=dict(settings),
+        datamodule=dm,
+        ledger=datamodule_ledger(dm),
+        pipeline=pipeline,
+        fingerprints=dict(state.fingerprints),
+        dims=dict(state.dims),
+        samples={
+            **(samples or {}),
+            "observed": dict(state.observed),
+            "tokenizer": state.tokenizer,
+            "resume_sample": dict(state.content),
+        },
+        model=model_dims(module) if module is not None and reads_model else {},
+        checkpoint=checkpoint,
+        step_one=step_one,
+    )
 
 
 # -- the checks judged on these alone ------------------------------------------------------------

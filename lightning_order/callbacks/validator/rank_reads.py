@@ -10,7 +10,8 @@ Read off the train loader Lightning itself will iterate (``trainer.train_dataloa
   data), and the hashes of the rows of its first batches;
 - an iterable loader: the hashes of the rows of its first batches.
 
-The judgement is :func:`lightning_order.checks.rank_data.check_rank_reads`. Iterating a sampler
+The judgement is :func:`lightning_order.checks.rank_data.check_rank_reads`, registered here as the
+``ranks-read-same-data`` check (``train-start``, every rank's summary gathered by the phase). Iterating a sampler
 costs what one epoch's index list costs (Lightning's ``DistributedSampler`` builds it anyway);
 above :data:`MAX_DATASET` items only the first batches are compared.
 """
