@@ -176,7 +176,8 @@ class OrderValidator(Callback):
         """What the latest checks had to go on, read-only: ``overlap`` (what the overlap check compared,
         :func:`~lightning_order.callbacks.validator.overlap.overlap_check`) and ``label_encoding`` (whether
         the label-encoding check gave a verdict) and, under DDP, ``same_rows_floats`` (whether the
-        float columns of the same rows were compared across ranks). ``SymptomMonitor`` reads it to
+        float columns of the same rows were compared across ranks): each registered check's ``facts``.
+        ``SymptomMonitor`` reads it (through :class:`~lightning_order.checks.registry.CheckReport`) to
         rule causes out."""
         return MappingProxyType(self._state.evidence)
 

@@ -11,8 +11,17 @@ import pytest
 
 import lightning_order
 import lightning_order.callbacks  # registers the built-in checks
-from lightning_order import RULES, CheckEvidence, Rule, Violation, register_check, unregister_check
-from lightning_order.checks.registry import EvidenceKind, Phase, check_named, registered_checks
+from lightning_order import (
+    RULES,
+    CheckEvidence,
+    OrderValidator,
+    Rule,
+    SymptomMonitor,
+    Violation,
+    register_check,
+    unregister_check,
+)
+from lightning_order.checks.registry import CheckReport, EvidenceKind, Phase, check_named, registered_checks
 
 _RULE = Rule("a rule of a test", "nothing a user sees", "nothing to do")
 
@@ -108,6 +117,7 @@ def test_the_monitor_imports_nothing_of_the_validator():
                 imported |= {alias.name for alias in node.names}
     assert imported and not {m for m in imported if m.startswith("lightning_order.callbacks.validator")}
     assert "lightning_order.checks.registry" in imported  # it reads the validator through the registry
+    assert isinstance(OrderValidator(), CheckReport) and not isinstance(SymptomMonitor(), CheckReport)
 
 
 def test_the_registry_imports_no_spec_or_pipeline():
