@@ -60,7 +60,11 @@ _LAZY: dict[str, str] = {
     "RecoveryPlan": "lightning_order.recovery",
     "recover": "lightning_order.recovery",
     "RULES": "lightning_order.rules",
+    "Rule": "lightning_order.rules",
     "Violation": "lightning_order.rules",
+    "CheckEvidence": "lightning_order.checks.registry",
+    "register_check": "lightning_order.checks.registry",
+    "unregister_check": "lightning_order.checks.registry",
 }
 
 #: The public names: the keys of :data:`_LAZY`, written once.
@@ -71,6 +75,9 @@ if TYPE_CHECKING:
     # What type checkers and editors read: each name of _LAZY from its module (a test keeps the two equal).
     from lightning_order.callbacks import OrderValidator as OrderValidator
     from lightning_order.callbacks import SymptomMonitor as SymptomMonitor
+    from lightning_order.checks.registry import CheckEvidence as CheckEvidence
+    from lightning_order.checks.registry import register_check as register_check
+    from lightning_order.checks.registry import unregister_check as unregister_check
     from lightning_order.checks.symptoms import Diagnosis as Diagnosis
     from lightning_order.data.lm.datamodule import OrderedLMDataModule as OrderedLMDataModule
     from lightning_order.data.lm.mixture import LMSource as LMSource
@@ -107,6 +114,7 @@ if TYPE_CHECKING:
     from lightning_order.recovery import RecoveryPlan as RecoveryPlan
     from lightning_order.recovery import recover as recover
     from lightning_order.rules import RULES as RULES
+    from lightning_order.rules import Rule as Rule
     from lightning_order.rules import Violation as Violation
     from lightning_order.spec import PipelineSpec as PipelineSpec
     from lightning_order.spec import Preparation as Preparation

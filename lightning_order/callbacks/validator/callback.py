@@ -1,26 +1,31 @@
 """``OrderValidator``: proves the data order before the first optimizer step, or stops the run.
 
-The callback only gathers and acts; every judgement is a pure function in
-:mod:`lightning_order.checks`. Where each check runs, and why there:
+The callback only gathers and acts: at each phase of a run it gathers the evidence once and runs
+what :mod:`lightning_order.checks.registry` holds for the phase (:func:`.gather.run_phase`: every
+check's judge is a pure function, the verdict agreed across ranks in one all-gather). The phases,
+and why there:
 
-- ``setup`` (after the datamodule's own ``setup``, on every rank): the ledger against the
-  pipeline, leakage (fitted steps and train/validation key overlap), and the rank summaries
-  (fingerprints, shard length, sampled feature statistics), all-gathered so every rank decides on
-  the same data and raises together instead of leaving the others hanging in a collective.
-- weight restore (resume): Lightning restores weights after ``setup`` and before ``on_fit_start``.
-  The validator wraps the strategy's ``load_model_state_dict`` (and ``load_checkpoint``, where a
-  distributed checkpoint folder's shards load: :mod:`.restore`) for the duration of the run, so it
-  compares the checkpoint's stored data fingerprints with this run's just before the weights are
-  loaded: a changed vocabulary surfaces as ``resume-data-changed``, not as a raw size mismatch.
-  When ``trainer.ckpt_path`` is already known in ``setup`` (set by the user), it checks there.
-- ``on_fit_start`` (after ``configure_model`` and the restore): the model's dims against the data's.
-- ``on_train_start`` of a resumed fit (the train loader restored, no batch drawn yet): the data
-  position the checkpoint saved against where the loader and Lightning's loop will continue
-  (``resume-position``, with the samples it would replay or skip); the ``train`` record notes it.
+- ``setup`` (after the datamodule's own ``setup``, on every rank): the ledger and the data's
+  dims and fingerprints, sampled rows and, for a datamodule without a ledger, a content sample
+  for checkpoints; the registered ``setup`` checks (the ledger against its pipeline, overlap,
+  label encoding, the ranks' data), so every rank decides on the same data and raises together
+  instead of leaving the others hanging in a collective.
+- ``resume``: Lightning restores weights after ``setup`` and before ``on_fit_start``. The
+  validator wraps the strategy's ``load_model_state_dict`` (and ``load_checkpoint``, where a
+  distributed checkpoint folder's shards load: :mod:`.resume`) for the duration of the run, so
+  the ``resume`` checks compare the checkpoint's stored data with this run's just before the
+  weights are loaded: a changed vocabulary surfaces as ``resume-data-changed``, not as a raw size
+  mismatch. When ``trainer.ckpt_path`` is already known in ``setup`` (set by the user), they run there.
+- ``fit-start`` (``on_fit_start``, after ``configure_model`` and the restore; or the start of
+  ``validate``/``test``): the model's dims against the data's, an LM run's rows and tokenizer, a
+  restored state no file showed first, the checkpoint's loader states (fatal).
+- ``train-start`` (the train loader restored, no batch drawn yet): where a resumed loader
+  continues (``resume-position``), what each rank reads; the ``train`` record notes it.
 
-Nothing runs per training step: the callback implements no batch hook. What a hook leaves for a
-later one (this run's data, how a checkpoint showed itself, the checks done) is one
-:class:`~lightning_order.callbacks.validator.state.ValidatorState`, replaced by every ``setup``.
+What a hook leaves for a later one (this run's data, how a checkpoint showed itself, the checks
+done) is one :class:`~lightning_order.callbacks.validator.state.ValidatorState`, replaced by every
+``setup``. Other callbacks read what it found through
+:class:`~lightning_order.checks.registry.CheckReport`.
 """
 
 from __future__ import annotations
@@ -42,39 +47,30 @@ from lightning_order.callbacks.validator.evidence import (
     data_dims,
     data_fingerprints,
     datamodule_ledger,
-    ledger_violations,
+    model_dims,
+    phase_evidence,
+    restore_violations,
 )
-from lightning_order.callbacks.validator.gather import agree, all_gather, rank_identity, rank_summary
-from lightning_order.callbacks.validator.labels import label_encoding_verdict
-from lightning_order.callbacks.validator.lm import is_hf_model, lm_violations, tokenizer_in_use
-from lightning_order.callbacks.validator.model_dims import model_dims, restore_violations
-from lightning_order.callbacks.validator.overlap import overlap_check
-from lightning_order.callbacks.validator.position import (
-    loader_state_misfits,
+from lightning_order.callbacks.validator.gather import PhaseResult, run_phase
+from lightning_order.callbacks.validator.lm import is_hf_model, tokenizer_in_use
+from lightning_order.callbacks.validator.resume import (
+    content_sample,
+    guard_restore,
+    release_restore,
     resume_point,
     resumed_at,
     saved_position,
+    stored_content,
+    tie_sharded_saves,
 )
-from lightning_order.callbacks.validator.rank_reads import rank_read_violations
-from lightning_order.callbacks.validator.restore import guard_restore, release_restore, tie_sharded_saves
-from lightning_order.callbacks.validator.resume_content import content_sample, stored_content
 from lightning_order.callbacks.validator.state import CheckpointSeen, Done, ValidatorState, saved_state
 from lightning_order.checkpoint import early_checkpoint
-from lightning_order.checks.datasets import check_rank_datasets, same_rows_compared
 from lightning_order.checks.lm import fit_fixes_to_model
 from lightning_order.checks.loader_states import stored_loader_states
-from lightning_order.checks.model import check_model_dims
-from lightning_order.checks.position_counts import check_stored_position, stored_loop_count
-from lightning_order.checks.ranks import check_ranks
+from lightning_order.checks.position_counts import stored_loop_count
+from lightning_order.checks.registry import Phase
 from lightning_order.checks.report import format_report, merge_violations
-from lightning_order.checks.resume import (
-    check_resume,
-    check_resume_position,
-    check_resume_proof,
-    stored_fingerprints,
-    stored_position,
-)
-from lightning_order.checks.resume_content import check_resume_content
+from lightning_order.checks.resume import stored_fingerprints, stored_position
 from lightning_order.compat import Callback
 from lightning_order.errors import CheckpointError, OrderError, OrderWarning
 from lightning_order.ledger import CHECKPOINT_KEY, fingerprint
@@ -180,7 +176,8 @@ class OrderValidator(Callback):
         """What the latest checks had to go on, read-only: ``overlap`` (what the overlap check compared,
         :func:`~lightning_order.callbacks.validator.overlap.overlap_check`) and ``label_encoding`` (whether
         the label-encoding check gave a verdict) and, under DDP, ``same_rows_floats`` (whether the
-        float columns of the same rows were compared across ranks). ``SymptomMonitor`` reads it to
+        float columns of the same rows were compared across ranks): each registered check's ``facts``.
+        ``SymptomMonitor`` reads it (through :class:`~lightning_order.checks.registry.CheckReport`) to
         rule causes out."""
         return MappingProxyType(self._state.evidence)
 
@@ -243,48 +240,16 @@ class OrderValidator(Callback):
         content["tokenizer"] = state.tokenizer = tokenizer_in_use(dm)
         # No ledger to prove the data on resume: its tokenizer and sampled items go into checkpoints.
         self.content = state.content = content_sample(trainer, dm, state.tokenizer) if ledger is None else {}
-        local: list[Violation] = []
-        if ledger is not None:
-            # A hand-written datamodule (lightning_order.recording) is judged on the steps it declares.
-            local += ledger_violations(dm, ledger, self.pipeline)
-        elif dm is not None:
+        if ledger is None and dm is not None:
             rank_zero_info(
                 f"OrderValidator: {type(dm).__name__} keeps no ledger; checking dims, ranks and overlap "
                 "from sampled batches (OrderedDataModule's ledger would allow the full order check)"
             )
-        else:
+        elif dm is None:
             rank_zero_info("OrderValidator: no datamodule; only the model and resume checks run")
-        overlap, found = overlap_check(
-            dm,
-            train_sample,
-            content,
-            max_rows=self.overlap_max_rows,
-            threshold=self.overlap_threshold,
-            sample_rows=self.sample_rows,
-        )
-        local += found
-        # Collective (every rank reads its splits, all-gathers them): identical verdicts everywhere.
-        labels: list[Violation]
-        checked, labels = False, []
-        if self.label_check_rows:
-            checked, labels = label_encoding_verdict(trainer, dm, self.label_check_rows)
-        state.evidence = {"overlap": overlap, "label_encoding": checked}
-        # The content summary compares every float key; the sampled `features` only where it is missing.
-        summary = rank_summary(
-            trainer, dm, ledger, self.fingerprints, None if content.get("train") else train_sample[0]
-        )
-        summary["content"] = {**rank_identity(trainer), **content, "model": model_dims(pl_module)}
-        gathered = all_gather(trainer, {"summary": summary, "violations": [v.to_dict() for v in local]})
-        violations = agree([g["violations"] for g in gathered])
-        contents = [g["summary"]["content"] for g in gathered]
-        state.evidence["same_rows_floats"] = same_rows_compared(contents)
-        violations = merge_violations(
-            violations,
-            check_ranks([g["summary"] for g in gathered]),
-            check_rank_datasets(contents),
-            labels,
-        )
-        self._act(trainer, violations, f"OrderValidator.setup ({getattr(stage, 'value', stage)})")
+        samples = {"train": train_sample[0], "train_size": train_sample[1], "content": content}
+        where = f"OrderValidator.setup ({getattr(stage, 'value', stage)})"
+        self._run(trainer, Phase.SETUP, pl_module, where, samples=samples)
 
         try:  # known this early only when the user set trainer.ckpt_path to a file
             checkpoint = early_checkpoint(trainer.ckpt_path)
@@ -298,11 +263,6 @@ class OrderValidator(Callback):
     @override
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._late_checks(trainer, pl_module, "OrderValidator.on_fit_start")
-        states = self._state.loader_states  # judged before Lightning restores them (same file, every rank)
-        if states:
-            local = [v.to_dict() for v in loader_state_misfits(trainer, states)]
-            where = "OrderValidator (resume, before the loader states are restored)"
-            self._act(trainer, agree(all_gather(trainer, local)), where, fatal=True)
         ledger = datamodule_ledger(trainer.datamodule)  # type: ignore[attr-defined]  # set by Lightning, undeclared
         if self.record and ledger is not None:
             encode = ledger.latest("encode")
@@ -326,13 +286,11 @@ class OrderValidator(Callback):
 
     @override
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        # The loader is restored and no batch is drawn: where a resumed one continues, what each rank reads.
         resumed = resume_point(trainer) if self._state.resuming else None
-        if resumed is not None:  # the loader is restored and no batch is drawn: the last moment to check
-            stored = self._state.stored_position or self.position
-            local = check_resume_position(stored, resumed)
-            violations = agree(all_gather(trainer, [v.to_dict() for v in local]))
-            self._act(trainer, violations, "OrderValidator (resume, before the first resumed step)")
-        self._act(trainer, rank_read_violations(trainer), "OrderValidator (what each rank reads)")
+        stored = self._state.stored_position or self.position
+        checkpoint = {"position": stored, "resumed": resumed} if self._state.resuming else None
+        self._run(trainer, Phase.TRAIN_START, pl_module, "OrderValidator (before step 1)", checkpoint=checkpoint)
         ledger = datamodule_ledger(trainer.datamodule)  # type: ignore[attr-defined]  # set by Lightning, undeclared
         if self.record and ledger is not None:
             shard, optim = ledger.latest("shard"), ledger.latest("configure_optimizers")
@@ -369,8 +327,26 @@ class OrderValidator(Callback):
         self._unguard()
 
     # -- helpers ---------------------------------------------------------------------------
+    def _run(self, trainer: pl.Trainer, phase: Phase, pl_module: Any, where: str, **given: Any) -> PhaseResult:
+        """The registered checks of ``phase`` on this run's evidence and ``given``'s; raises or warns."""
+        settings = {
+            "sample_rows": self.sample_rows,
+            "overlap_max_rows": self.overlap_max_rows,
+            "overlap_threshold": self.overlap_threshold,
+            "whole_rows": self.whole_rows,
+            "label_check_rows": self.label_check_rows,
+        }
+        evidence = phase_evidence(trainer, phase, pl_module, self._state, self.pipeline, settings, **given)
+        result = run_phase(trainer, phase, evidence)
+        self._state.evidence.update(result.facts)  # before acting: also readable after a raise
+        violations = result.violations
+        if phase is Phase.FIT_START:  # resize_token_embeddings for HF models
+            violations = fit_fixes_to_model(violations, is_hf_model(pl_module))
+        self._act(trainer, violations, where, fatal=result.fatal)
+        return result
+
     def _late_checks(self, trainer: pl.Trainer, pl_module: pl.LightningModule, where: str) -> None:
-        """The model's dims, and the resume check when no weight restore went through the guard.
+        """The ``fit-start`` checks: the model's dims (and an LM run's), a restored state no file showed.
 
         The guard stays in place: strategies with ``restore_checkpoint_after_setup`` restore the
         weights after ``on_fit_start``; ``teardown`` removes it.
@@ -379,15 +355,13 @@ class OrderValidator(Callback):
         if Done.MODEL_CHECKED in state.done:
             return
         state.done.add(Done.MODEL_CHECKED)
-        local = check_model_dims(model_dims(pl_module), state.dims, observed=state.observed)
-        local += lm_violations(trainer.datamodule, pl_module, self.sample_rows, state.tokenizer)  # type: ignore[attr-defined]  # set by Lightning, undeclared
-        local = fit_fixes_to_model(local, is_hf_model(pl_module))  # resize_token_embeddings for HF models
-        if state.resume_unchecked:
-            local += check_resume(self.fingerprints, state.fingerprints)
-            local += check_resume_proof(self.fingerprints, state.fingerprints)
-            local += check_resume_content(self.content, state.content)
+        checkpoint: dict[str, Any] = {}
+        if state.resume_unchecked:  # the callback's state is the checkpoint's: its data against this run's
+            checkpoint |= {"fingerprints": dict(self.fingerprints), "content": dict(self.content)}
             state.done.add(Done.RESUME_CHECKED)
-        self._act(trainer, agree(all_gather(trainer, [v.to_dict() for v in local])), where)
+        if state.loader_states and trainer.state.fn == "fit":  # judged before Lightning restores them
+            checkpoint["loader_states"] = state.loader_states
+        self._run(trainer, Phase.FIT_START, pl_module, where, checkpoint=checkpoint or None)
 
     def _act(self, trainer: pl.Trainer, violations: list[Violation], where: str, fatal: bool = False) -> None:
         """Raises (``fatal`` always: what follows cannot run) or warns, with the report."""
@@ -409,18 +383,20 @@ class OrderValidator(Callback):
             warnings.warn(str(error), OrderWarning, stacklevel=2)
 
     def _check_checkpoint(self, trainer: pl.Trainer, checkpoint: Mapping[str, Any]) -> None:
-        stored = stored_fingerprints(checkpoint, self.state_key, owner=OrderValidator.__qualname__)
-        state = self._state
-        local = check_resume(stored, state.fingerprints) + check_resume_proof(stored, state.fingerprints)
-        local += check_resume_content(stored_content(checkpoint, self.state_key), state.content)
+        """The ``resume`` checks on a checkpoint's content, before any of its weights is restored."""
+        state, owner = self._state, OrderValidator.__qualname__
+        stored = {
+            "fingerprints": stored_fingerprints(checkpoint, self.state_key, owner=owner),
+            "content": stored_content(checkpoint, self.state_key),
+            "position": stored_position(checkpoint, self.state_key, owner=owner),
+            "loop_count": stored_loop_count(checkpoint),
+        }
         state.done.add(Done.RESUME_CHECKED)
         state.seen.add(CheckpointSeen.FILE)
-        state.stored_position = stored_position(checkpoint, self.state_key, owner=OrderValidator.__qualname__)
-        # Every copy of the position may be edited alike: its arithmetic and Lightning's count decide.
-        local += check_stored_position(state.stored_position, stored_loop_count(checkpoint))
+        state.stored_position = stored["position"]
         state.loader_states = stored_loader_states(checkpoint)
-        violations = agree(all_gather(trainer, [v.to_dict() for v in local]))
-        self._act(trainer, violations, "OrderValidator (resume, before the weights are restored)")
+        where = "OrderValidator (resume, before the weights are restored)"
+        self._run(trainer, Phase.RESUME, trainer.lightning_module, where, checkpoint=stored)
 
     def _guard_weight_restore(self, trainer: pl.Trainer) -> None:
         strategy = trainer.strategy

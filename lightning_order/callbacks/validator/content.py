@@ -26,14 +26,14 @@ import xxhash
 
 from lightning_order.callbacks.validator.batches import observed_dims, sample_batch
 from lightning_order.callbacks.validator.budget import WHOLE_BYTES, WHOLE_TOKENS, item_size, rows_within
-from lightning_order.callbacks.validator.gather import all_gather
-from lightning_order.callbacks.validator.items import (
+from lightning_order.callbacks.validator.evidence import (
     SPLIT_LOADERS,
     is_label,
     leaf_array,
     leaves,
     split_dataset,
 )
+from lightning_order.callbacks.validator.gather import all_gather
 from lightning_order.callbacks.validator.peek import note_unread, untouched
 
 __all__ = [

@@ -31,9 +31,8 @@ import numpy as np
 
 from lightning_order.callbacks.validator.batches import as_numpy, batch_field, sample_batch
 from lightning_order.callbacks.validator.documents import document_violations
-from lightning_order.callbacks.validator.evidence import datamodule_ledger, spec_of
+from lightning_order.callbacks.validator.evidence import datamodule_ledger, model_dims, spec_of
 from lightning_order.callbacks.validator.lm_tokens import token_violations
-from lightning_order.callbacks.validator.model_dims import model_dims
 from lightning_order.callbacks.validator.tokenizer_fit import tokenizer_fit_violations
 from lightning_order.checks.label_shift import (
     IGNORE_INDEX,
@@ -43,6 +42,7 @@ from lightning_order.checks.label_shift import (
     unshifted_rows,
 )
 from lightning_order.checks.lm import check_lm, eos_evidence, lm_ledger_evidence
+from lightning_order.checks.registry import CheckEvidence, EvidenceKind, Phase, register_check
 from lightning_order.fingerprints import is_tokenizer, tokenizer_fingerprint
 from lightning_order.models.hf import hf_causal_lm
 from lightning_order.pipelines import PIPELINES, spec_of_class
@@ -315,3 +315,19 @@ def lm_violations(dm: Any, module: Any, sample_rows: int, setup_fp: str | None =
             eos[0].describe("blocks" if evidence.get("sampled_rows") else "tokens"),
         )
     return found
+
+
+def _gather_lm(trainer: Any, evidence: CheckEvidence) -> list[Violation]:
+    tokenizer = evidence.samples.get("tokenizer")
+    sample_rows = int(evidence.settings.get("sample_rows") or 512)
+    return lm_violations(trainer.datamodule, trainer.lightning_module, sample_rows, tokenizer)
+
+
+register_check(
+    "lm",
+    lambda evidence: evidence.gathered,
+    phase=Phase.FIT_START,
+    reads=[EvidenceKind.LEDGER, EvidenceKind.SAMPLES, EvidenceKind.MODEL],
+    gather=_gather_lm,
+    order=20,
+)

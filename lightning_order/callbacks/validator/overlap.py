@@ -33,6 +33,7 @@ from lightning_order.checks.datasets import check_twin_rate, twin_estimate
 from lightning_order.checks.estimates import MIN_HITS, RateEstimate
 from lightning_order.checks.leakage import check_key_overlap, check_row_overlap, row_hashes
 from lightning_order.checks.packed_split import check_packed_split, cut_windows
+from lightning_order.checks.registry import CheckEvidence, EvidenceKind, Phase, register_check
 from lightning_order.checks.windows import check_window_overlap, window_overlap
 from lightning_order.rules import Violation
 
@@ -136,3 +137,27 @@ def _say(estimate: RateEstimate | None, found: list[Violation]) -> None:
             f"OrderValidator: validation rows with a train twin: {estimate.describe('validation rows')}; "
             f"no violation (a sampled rate needs at least {MIN_HITS} twins with its interval above the threshold)"
         )
+
+
+def _gather_overlap(trainer: Any, evidence: CheckEvidence) -> tuple[str | None, list[Violation]]:
+    samples, settings = evidence.samples, evidence.settings
+    return overlap_check(
+        evidence.datamodule,
+        (samples.get("train"), samples.get("train_size")),
+        samples.get("content") or {},
+        max_rows=int(settings["overlap_max_rows"]),
+        threshold=float(settings["overlap_threshold"]),
+        sample_rows=int(settings["sample_rows"]),
+    )
+
+
+register_check(
+    "train-val-overlap",
+    lambda evidence: evidence.gathered[1],
+    phase=Phase.SETUP,
+    reads=[EvidenceKind.SAMPLES],
+    rules=("train-val-overlap",),
+    gather=_gather_overlap,
+    order=20,
+    facts=lambda gathered, _ranks: {"overlap": gathered[0]},
+)
