@@ -80,7 +80,9 @@ def load(ctx: StepContext, state: DataState) -> StepResult:
 def split(ctx: StepContext, state: DataState) -> StepResult:
     """Every fourth row to validation (a real pipeline splits by a hash of each row's key)."""
     val = np.arange(len(state.data["x"])) % 4 == 0
-    parts = {name: {k: v[mask] for k, v in state.data.items()} for name, mask in (("train", ~val), ("val", val))}
+    parts = {
+        name: {k: v[mask] for k, v in state.data.items()} for name, mask in (("train", ~val), ("val", val))
+    }
     output = fingerprint("split", ctx.inputs)
     fps = {name: fingerprint(output, name) for name in parts}
     return StepResult(replace(state, data=None, parts=parts), output=output, parts=fps)
@@ -168,12 +170,21 @@ class ToyDataModule(OrderedDataModuleBase):
         super().__init__()
         self.save_hyperparameters()
         self.configure(
-            {"rows": rows, "batch_size": batch_size, "seed": seed, "cache_dir": cache_dir, "order": order, "enforce": enforce}
+            {
+                "rows": rows,
+                "batch_size": batch_size,
+                "seed": seed,
+                "cache_dir": cache_dir,
+                "order": order,
+                "enforce": enforce,
+            }
         )
 
     def read_prepared(self, path: Path, ledger: StepLedger) -> DataState:
         """The parts as ``prepare_data`` saved them (``setup`` runs ``shard`` on them)."""
-        return DataState(parts={name: dict(np.load(path / f"{name}.npz")) for name in ("train", "val")}, form="rows")
+        return DataState(
+            parts={name: dict(np.load(path / f"{name}.npz")) for name in ("train", "val")}, form="rows"
+        )
 
     def to_dataset(self, data: Mapping[str, np.ndarray]) -> torch.utils.data.Dataset:
         """Rows of ``{"x", "y"}`` tensors."""

@@ -5,7 +5,7 @@
 * :mod:`~.text`: text classification, :class:`~lightning_order.OrderedDataModule`.
 * :mod:`~.lm`: causal language modelling, :class:`~lightning_order.OrderedLMDataModule`.
 
-A new pipeline is a package beside these two and a descriptor in :mod:`lightning_order.pipelines`.
+A new pipeline is a package beside these two and a spec in :mod:`lightning_order.pipelines`.
 The names below are imported on first use, so importing a step module does not import torch or
 Lightning.
 """

@@ -17,7 +17,6 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-import toy_regression
 from helpers import ROOT, quiet_trainer
 from toy_regression import NAME, PREPARATION, TOY_SPEC, ToyDataModule, ToyRegressor
 
@@ -50,9 +49,15 @@ def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 def test_the_example_imports_public_names_of_lightning_order_only() -> None:
     tree = ast.parse(EXAMPLE.read_text())
-    ours = [node for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("lightning_order")]
-    others = [node.module for node in ast.walk(tree) if isinstance(node, ast.Import) for node in node.names]
-    assert [node.module for node in ours] == ["lightning_order"] and not [m for m in others if m.startswith("lightning_order")]
+    imports = [node for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))]
+    ours = [
+        node
+        for node in imports
+        if isinstance(node, ast.ImportFrom) and str(node.module).startswith("lightning_order")
+    ]
+    modules = [alias.name for node in imports if isinstance(node, ast.Import) for alias in node.names]
+    assert [node.module for node in ours] == ["lightning_order"]
+    assert not [module for module in modules if module.startswith("lightning_order")]
     names = [alias.name for node in ours for alias in node.names]
     assert set(names) <= set(lightning_order.__all__), set(names) - set(lightning_order.__all__)
     assert not [name for name in names if name.startswith("_")]
@@ -66,6 +71,7 @@ def test_the_spec_is_registered_from_outside_and_found_by_name_class_and_ledger(
     dm.prepare_data()
     assert spec_for(classes=[ToyDataModule]) is TOY_SPEC is spec_for(ledger=dm.ledger)
     assert dm.num_inputs == 1  # the dim property the base gives every pipeline's DataModule
+    assert getattr(dm, "tokenizer", None) is None  # it prepares none (the monitor asks so)
     assert TOY_SPEC.check(dm.ledger) == []
     # The base's manifest: the pipeline, the config's identity, the files, the data fingerprints.
     info = dm.ledger.info
@@ -83,9 +89,11 @@ def test_a_datamodule_of_an_unregistered_pipeline_is_refused_when_its_class_is_d
             pipeline_name = "never_registered"
 
 
-def test_prepare_audit_and_graph_read_the_prepared_cache(cache_dir: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_prepare_audit_and_graph_read_the_prepared_cache(
+    cache_dir: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     model = "--model=toy_regression.ToyRegressor"
-    assert main(["prepare", model, "--data=toy_regression.ToyDataModule", f"--data.cache_dir={cache_dir}"]) == 0
+    assert main(["prepare", model, f"--data.cache_dir={cache_dir}", "--data.rows=96"]) == 0
     dm = ToyDataModule(cache_dir=cache_dir)
     assert str(dm.cache_path) in capsys.readouterr().out
     assert main(["audit", str(dm.cache_path)]) == 0
@@ -93,12 +101,16 @@ def test_prepare_audit_and_graph_read_the_prepared_cache(cache_dir: str, capsys:
     assert main(["graph", "--manifest", str(dm.cache_path)]) == 0
     mermaid = capsys.readouterr().out
     assert "scale[" in mermaid and "engineer_features" not in mermaid
-    assert not [line for line in mermaid.splitlines() if line.strip().startswith("class ") and "violated" in line]
+    assert not [
+        line for line in mermaid.splitlines() if line.strip().startswith("class ") and "violated" in line
+    ]
     assert main(["graph", "--pipeline", NAME]) == 0
     assert "scale[" in capsys.readouterr().out
 
 
-def test_a_planted_order_error_is_audited_with_its_rule(cache_dir: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_planted_order_error_is_audited_with_its_rule(
+    cache_dir: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     dm = ToyDataModule(cache_dir=cache_dir, order=list(PLANTED), enforce=False)
     dm.prepare_data()
     assert main(["audit", str(dm.cache_path)]) == 1
@@ -111,16 +123,21 @@ def test_a_planted_order_error_is_audited_with_its_rule(cache_dir: str, capsys: 
 def test_fit_from_the_command_line_runs_the_example(
     cache_dir: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    args = ["--model=toy_regression.ToyRegressor", "--data=toy_regression.ToyDataModule"]
+    args = ["--model=toy_regression.ToyRegressor"]  # its spec names the DataModule
     trainer = ["--trainer.max_steps=3", "--trainer.accelerator=cpu", f"--trainer.default_root_dir={tmp_path}"]
-    assert main(["fit", *args, f"--data.cache_dir={cache_dir}", *trainer, "--trainer.enable_progress_bar=false"]) == 0
+    assert (
+        main(["fit", *args, f"--data.cache_dir={cache_dir}", *trainer, "--trainer.enable_progress_bar=false"])
+        == 0
+    )
     out = capsys.readouterr().out
     assert "the order is correct" in out and "val_loss" in out
 
 
 def test_fit_with_the_validator_is_silent_on_a_correct_run(cache_dir: str) -> None:
     dm = ToyDataModule(cache_dir=cache_dir)
-    trainer = quiet_trainer(None, [OrderValidator()], max_epochs=1, limit_train_batches=3, limit_val_batches=2)
+    trainer = quiet_trainer(
+        None, [OrderValidator()], max_epochs=1, limit_train_batches=3, limit_val_batches=2
+    )
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         trainer.fit(ToyRegressor(**dm.dims), dm)
@@ -131,14 +148,12 @@ def test_fit_with_the_validator_is_silent_on_a_correct_run(cache_dir: str) -> No
 
 def test_the_validator_stops_a_planted_order_error_before_step_one(cache_dir: str) -> None:
     dm = ToyDataModule(cache_dir=cache_dir, order=list(PLANTED), enforce=False)
-    trainer = quiet_trainer(None, [OrderValidator()], max_epochs=1, limit_train_batches=3, limit_val_batches=2)
+    trainer = quiet_trainer(
+        None, [OrderValidator()], max_epochs=1, limit_train_batches=3, limit_val_batches=2
+    )
     with pytest.raises(OrderError) as caught:
         trainer.fit(ToyRegressor(**dm.dims), dm)
     assert "fit-before-split" in caught.value.rules and trainer.global_step == 0
     with pytest.raises(OrderError) as refused:
         ToyDataModule(cache_dir=cache_dir, order=list(PLANTED))
     assert refused.value.rules == ["fit-before-split"]
-
-
-def test_the_example_module_registers_its_pipeline_when_imported() -> None:
-    assert toy_regression.TOY_SPEC.name in PIPELINES and toy_regression.TOY_STEPS.data_steps() == PLANTED[:1] + ("split", "scale", "shard")

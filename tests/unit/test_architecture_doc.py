@@ -97,7 +97,7 @@ def test_the_path_ends_at_the_model_and_starts_at_the_declaration():
     assert files[0] == "data/lm/config.py" and files[-1] == "models/causal_lm.py"
 
 
-#: Every dim a model is built from (the descriptors' dims).
+#: Every dim a model is built from (the specs' dims).
 DIMS = ("block_size", "vocab_size", "padded_vocab_size", "num_features", "num_classes", "max_length")
 
 

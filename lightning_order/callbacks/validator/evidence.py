@@ -17,7 +17,7 @@ import numpy as np
 from lightning_order.checks.ledger import judged_pipeline
 from lightning_order.ledger import StepLedger
 from lightning_order.order import STANDARD_PIPELINE, Pipeline
-from lightning_order.pipelines import PIPELINES, descriptor_for, spec_of_class
+from lightning_order.pipelines import PIPELINES, spec_for, spec_of_class
 from lightning_order.recorder import recorded_fingerprints
 from lightning_order.rules import Violation
 from lightning_order.spec import PipelineSpec
@@ -87,7 +87,7 @@ def ledger_pipeline(dm: Any, ledger: StepLedger | None, configured: Pipeline = S
 
     A pipeline the user configured (anything but the default) is kept. Otherwise a user's own
     :class:`~lightning_order.order.Pipeline` on the datamodule (``dm.pipeline``) judges its
-    ledger; for ours, :func:`~lightning_order.pipelines.descriptor_for` decides: the datamodule's
+    ledger; for ours, :func:`~lightning_order.pipelines.spec_for` decides: the datamodule's
     own ``pipeline``, else the name the ledger records (``info["pipeline"]``), else the default.
 
     Args:
@@ -102,7 +102,7 @@ def ledger_pipeline(dm: Any, ledger: StepLedger | None, configured: Pipeline = S
     if own is not None and all(own is not d.pipeline for d in PIPELINES.values()):
         return own  # declared by the datamodule, not one of ours: judged as declared
     try:
-        return descriptor_for(pipeline=own, ledger=ledger).pipeline
+        return spec_for(pipeline=own, ledger=ledger).pipeline
     except KeyError as err:  # a ledger of a pipeline this version does not know
         log.debug("OrderValidator: %s; judging on the configured pipeline", err)
         return configured
@@ -117,7 +117,7 @@ def spec_of(dm: Any, ledger: StepLedger | None = None) -> PipelineSpec | None:
     if spec is not None or ledger is None:
         return spec
     try:
-        return descriptor_for(ledger=ledger)
+        return spec_for(ledger=ledger)
     except KeyError as err:  # a ledger of a pipeline this version does not know
         log.debug("OrderValidator: %s", err)
         return None
@@ -134,5 +134,5 @@ def ledger_violations(
         configured: the pipeline the caller was given (``OrderValidator(pipeline=...)``).
     """
     pipeline = judged_pipeline(ledger_pipeline(dm, ledger, configured), ledger)
-    spec = spec_of(dm, ledger) or descriptor_for()
+    spec = spec_of(dm, ledger) or spec_for()
     return spec.check(ledger, pipeline)
