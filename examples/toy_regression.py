@@ -117,8 +117,9 @@ def shard(ctx: StepContext, state: DataState) -> StepResult:
 
 
 # -- a validator check of its own -------------------------------------------------------------------
-# (the place for one: a pure function of the evidence the validator gathers, registered with the
-# library's check registry; wired once that registry is public)
+# TO WIRE (#43 item 5, `lightning_order.register_check`): a check of this pipeline goes here, a pure
+# function of the evidence the validator gathers before step 1 (e.g. the train rows' x standardised:
+# |mean| < 0.5), registered for NAME. Until then the validator judges this pipeline by its order.
 
 
 # -- the preparation: where the prepared files go; order, cache key and manifest come from the base
@@ -169,16 +170,7 @@ class ToyDataModule(OrderedDataModuleBase):
         """See :class:`ToyConfig` and :class:`~lightning_order.BaseDataConfig` for the arguments."""
         super().__init__()
         self.save_hyperparameters()
-        self.configure(
-            {
-                "rows": rows,
-                "batch_size": batch_size,
-                "seed": seed,
-                "cache_dir": cache_dir,
-                "order": order,
-                "enforce": enforce,
-            }
-        )
+        self.configure(dict(self.hparams))  # the config, the order (checked) and the cache key
 
     def read_prepared(self, path: Path, ledger: StepLedger) -> DataState:
         """The parts as ``prepare_data`` saved them (``setup`` runs ``shard`` on them)."""
@@ -198,7 +190,7 @@ class ToyRegressor(pl.LightningModule):
     def __init__(self, num_inputs: int = 1, lr: float = 0.01) -> None:
         super().__init__()
         self.save_hyperparameters()
-        self.features = torch.nn.Linear(num_inputs, 1)
+        self.features, self.lr = torch.nn.Linear(num_inputs, 1), lr
 
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
         return torch.nn.functional.mse_loss(self.features(batch["x"]), batch["y"])
@@ -207,4 +199,4 @@ class ToyRegressor(pl.LightningModule):
         self.log("val_loss", torch.nn.functional.mse_loss(self.features(batch["x"]), batch["y"]))
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
-        return torch.optim.SGD(self.parameters(), lr=self.hparams.lr)
+        return torch.optim.SGD(self.parameters(), lr=self.lr)

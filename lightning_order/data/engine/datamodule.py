@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from tokenizers import Tokenizer
 from torch.utils.data import DataLoader
@@ -104,7 +104,8 @@ class OrderedDataModuleBase(pl.LightningDataModule):
             DataError: an argument is invalid, or the order cannot run at all.
             OrderError: ``enforce`` and the order breaks the pipeline.
         """
-        self.config = self.spec().config_class().from_arguments(arguments, **config_extra)
+        config_class = cast(type[BaseDataConfig], self.spec().config_class())
+        self.config = config_class.from_arguments(arguments, **config_extra)
         cfg = self.config
         self.batch_size, self.num_workers, self.cache_dir = cfg.batch_size, cfg.num_workers, cfg.cache_dir
         self.shuffle, self.enforce, self.seed = cfg.shuffle, cfg.enforce, cfg.seed
