@@ -119,7 +119,7 @@ class PipelineSpec:
         name: the registry key and the manifest's ``info["pipeline"]``; written nowhere else.
         pipeline: the DAG that judges its ledgers (its data steps built from its step registry).
         dims: the data dims its model is built from, linked from the DataModule into the model
-            by the CLI and compared by the model check before step 1 (DESIGN.md §3).
+            by the CLI and compared by the model check before step 1 (docs/architecture.md, "Dims contract").
         datamodule: import path of its DataModule class.
         model: import path of its reference model class.
         config: import path of its config class (the DataModule's arguments, typed and documented).
