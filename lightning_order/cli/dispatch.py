@@ -74,7 +74,7 @@ def _silence_stdout() -> None:
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError):  # stdout without a file descriptor (captured): nothing is flushed to a pipe
+    except (OSError, ValueError):  # stdout without a fileno() (captured): nothing is flushed to a pipe
         pass
 
 
