@@ -5,7 +5,8 @@ as the manifest's ``info["pipeline"]``. :data:`PIPELINES` maps that name to the 
 :class:`~lightning_order.spec.PipelineSpec`, declared in its own package
 (:mod:`lightning_order.data.text.spec`, :mod:`lightning_order.data.lm.spec`). The CLI, ``audit``,
 ``graph``, the manifest writers and the validator ask :func:`spec_for`; none of them has its
-own rule. A third pipeline is one spec plus one package, admitted by :func:`register`.
+own rule. A third pipeline is one spec plus one module or package, admitted by :func:`register`
+(``examples/toy_regression.py``).
 
 This module imports neither torch nor Lightning: the light commands (``--help``, ``audit``,
 ``graph``) read it too.

@@ -50,7 +50,11 @@ __all__ = ["OrderedDataModuleBase"]
 
 
 class OrderedDataModuleBase(pl.LightningDataModule):
-    """What every ordered DataModule shares (see the module docstring); not used directly.
+    """What every ordered DataModule shares (see the module docstring); subclassed, not used directly.
+
+    A subclass names its pipeline (:attr:`pipeline_name`, registered first), passes its
+    constructor's arguments to :meth:`configure` and defines :meth:`read_prepared`
+    (``examples/toy_regression.py`` is a whole one).
 
     Attributes:
         config: the validated arguments (the pipeline's config class).
@@ -62,7 +66,7 @@ class OrderedDataModuleBase(pl.LightningDataModule):
             (its offset in every global batch) after ``setup``.
     """
 
-    #: The spec this DataModule belongs to (a key of :data:`lightning_order.pipelines.PIPELINES`).
+    #: The name of the spec this DataModule belongs to (a key of :data:`lightning_order.pipelines.PIPELINES`).
     pipeline_name: ClassVar[str]
     config: BaseDataConfig
 
