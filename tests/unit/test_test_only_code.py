@@ -3,8 +3,9 @@
 A top-level public function or class of a module must be referenced somewhere in the package
 (another module, or its own), in ``benchmarks/`` or ``examples/``, or be exported by name (a lazy
 export map, a spec's ``"module:attribute"``). One that only tests call is a test helper: it lives
-in ``tests/`` (issue #44 moved ``deduplicate`` and ``straddling_pairs`` to ``tests/dedup_reference.py``
-and removed ``allocate_array`` and ``shifts_labels_itself``). Read with ``ast``, nothing imported.
+in ``tests/``; one nothing calls is deleted (issue #44 moved ``deduplicate``, ``straddling_pairs``,
+``clusters_removed`` and ``check_params`` to ``tests/dedup_reference.py`` and deleted
+``allocate_array``, ``twin_windows`` and ``shifts_labels_itself``). Read with ``ast``, nothing imported.
 """
 
 from __future__ import annotations
