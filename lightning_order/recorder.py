@@ -44,7 +44,7 @@ from lightning_order.fingerprints import data_fingerprint
 from lightning_order.item_hashes import held_out_sample, item_hashes
 from lightning_order.ledger import StepLedger, StepRecord
 from lightning_order.order import STANDARD_PIPELINE, Pipeline
-from lightning_order.pipelines import DEFAULT_PIPELINE, PIPELINES, check_step_names, descriptor_for
+from lightning_order.pipelines import DEFAULT_PIPELINE, PIPELINES, check_step_names, spec_for
 from lightning_order.rules import Violation
 
 __all__ = [
@@ -104,7 +104,7 @@ def ledger_pipeline(dm: Any, ledger: StepLedger | None, configured: Pipeline = S
 
     A pipeline the user configured (anything but the default) is kept. Otherwise a user's own
     :class:`~lightning_order.order.Pipeline` on the datamodule (``dm.pipeline``) judges its
-    ledger; for ours, :func:`~lightning_order.pipelines.descriptor_for` decides: the datamodule's
+    ledger; for ours, :func:`~lightning_order.pipelines.spec_for` decides: the datamodule's
     own ``pipeline``, else the name the ledger records (``info["pipeline"]``), else the default.
 
     Args:
@@ -119,7 +119,7 @@ def ledger_pipeline(dm: Any, ledger: StepLedger | None, configured: Pipeline = S
     if own is not None and all(own is not d.pipeline for d in PIPELINES.values()):
         return own  # declared by the datamodule, not one of ours: judged as declared
     try:
-        return descriptor_for(pipeline=own, ledger=ledger).pipeline
+        return spec_for(pipeline=own, ledger=ledger).pipeline
     except KeyError as err:  # a ledger of a pipeline this version does not know
         log.debug("lightning_order: %s; judging on the configured pipeline", err)
         return configured

@@ -11,7 +11,7 @@ distinct documents share a phrase. A full pass answers it without sampling:
    memory is the validation side plus one chunk, never the train split;
 3. a validation token is *covered* when a validation n-gram holding it occurs in train; a
    validation window counts as a twin when it lies inside a validation document whose every
-   token is covered (:func:`twin_windows`; documents are the spans between the tokenizer's
+   token is covered (:func:`window_overlap`; documents are the spans between the tokenizer's
    end-of-text or BOS ids, or the rare id that closes most matches). Without any separator, a
    covered run of two windows or more stands for a document.
 
@@ -45,7 +45,6 @@ __all__ = [
     "check_window_overlap",
     "find_ngrams",
     "ngram_hashes",
-    "twin_windows",
     "window_overlap",
 ]
 
@@ -135,31 +134,6 @@ def _covered(found: np.ndarray, length: int, n: int) -> np.ndarray:
     return np.cumsum(marks[:-1]) > 0
 
 
-def twin_windows(
-    tokens: np.ndarray, found: np.ndarray, window: int, separators: Iterable[int] = (), n: int = NGRAM
-) -> np.ndarray:
-    """Which stride-1 validation windows lie inside validation documents that train holds too.
-
-    With ``separators`` (end-of-text / BOS ids), a document is the span between two separators
-    and is a twin when every one of its tokens is covered (:func:`find_ngrams`); its windows,
-    separators included, are twins. Without, the end-of-text id is read off the data (a rare id
-    that closes most matches of a window or more); failing that, a covered run of at least
-    ``2 * window`` tokens stands for a document (a phrase shared verbatim over two windows
-    counts as a duplicate).
-
-    Args:
-        tokens: the validation tokens.
-        found: :func:`find_ngrams` for them.
-        window: tokens per window (``block_size + 1``).
-        separators: the ids that end or open each document.
-        n: the n-gram length.
-
-    Returns:
-        One boolean per window start (``len(tokens) - window + 1`` of them).
-    """
-    return _twins(np.asarray(tokens), _covered(found, len(tokens), n), window, tuple(separators))[0]
-
-
 def _inferred_separator(
     tokens: np.ndarray, covered: np.ndarray, window: int, tail: int = 8
 ) -> tuple[int, ...]:
@@ -189,7 +163,7 @@ def _inferred_separator(
 def _twins(
     tokens: np.ndarray, covered: np.ndarray, window: int, separators: tuple[int, ...]
 ) -> tuple[np.ndarray, int]:
-    """:func:`twin_windows`, and the longest twin document (or run)."""
+    """Which stride-1 windows lie inside twin documents (one boolean per window start), and the longest twin document (or run)."""
     length = covered.size
     if length < window:
         return np.zeros(0, dtype=bool), 0
@@ -229,7 +203,7 @@ def window_overlap(
         val_tokens: the validation split's tokens, in order (a 1-D array).
         train_chunks: the train split's tokens in consecutive pieces (see :func:`find_ngrams`).
         window: tokens per window (``block_size + 1``).
-        separators: the ids that end or open each document (see :func:`twin_windows`).
+        separators: the ids that end or open each document (see :func:`window_overlap`).
         n: the n-gram length.
 
     Returns:

@@ -25,7 +25,7 @@ from lightning_order.cli.help import TOOLS
 from lightning_order.cli.parsing import STRICT_PARSER, parser_options, with_suggestions
 from lightning_order.cli.rendering import graph_marks, to_dot, to_mermaid
 from lightning_order.errors import ManifestError
-from lightning_order.pipelines import DEFAULT_PIPELINE, PIPELINES, descriptor_for
+from lightning_order.pipelines import DEFAULT_PIPELINE, PIPELINES, spec_for
 
 __all__ = ["audit_main", "graph_main", "tool_parser"]
 
@@ -85,8 +85,8 @@ def graph_main(argv: list[str]) -> int:
     cache is drawn as :data:`~lightning_order.LM_PIPELINE`; without, ``--pipeline`` names it.
     """
     cfg = _parse("graph", argv)
-    descriptor = PIPELINES[cfg.pipeline]
-    marks = graph_marks(descriptor.pipeline)
+    spec = PIPELINES[cfg.pipeline]
+    marks = graph_marks(spec.pipeline)
     if cfg.manifest:
         err_console = make_console(stderr=True)
         try:
@@ -96,14 +96,14 @@ def graph_main(argv: list[str]) -> int:
             return AUDIT_UNREADABLE
         try:
             ledger = read_ledger(manifest)
-            descriptor = descriptor_for(ledger=ledger)
-            marks = graph_marks(descriptor.pipeline, ledger, descriptor.check(ledger))
+            spec = spec_for(ledger=ledger)
+            marks = graph_marks(spec.pipeline, ledger, spec.check(ledger))
         except Exception as err:
             # Exit codes are audit's: whatever a malformed manifest trips is "unreadable" (2).
             err_console.print(Text(f"✗ {unreadable_reason(manifest, err)}", style="bold red"))
             return AUDIT_UNREADABLE
     render = to_dot if cfg.format == "dot" else to_mermaid
-    sys.stdout.write(render(descriptor.pipeline, marks))
+    sys.stdout.write(render(spec.pipeline, marks))
     return 0
 
 

@@ -355,7 +355,7 @@ def test_every_module_whose_code_names_block_size_holds_it():
     assert unseen == []
 
 
-#: Every dim a model is built from (the descriptors' dims).
+#: Every dim a model is built from (the specs' dims).
 DIMS = ("block_size", "vocab_size", "padded_vocab_size", "num_features", "num_classes", "max_length")
 
 

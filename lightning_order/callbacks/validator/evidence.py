@@ -41,7 +41,7 @@ from lightning_order.checks.registry import (
 from lightning_order.checks.resume import check_restore_shapes
 from lightning_order.ledger import StepLedger
 from lightning_order.order import STANDARD_PIPELINE, Pipeline
-from lightning_order.pipelines import all_dims, descriptor_for, spec_of_class
+from lightning_order.pipelines import all_dims, spec_for, spec_of_class
 from lightning_order.recorder import datamodule_ledger, ledger_pipeline, recorded_fingerprints
 from lightning_order.rules import Violation
 from lightning_order.spec import PipelineSpec
@@ -117,7 +117,7 @@ def spec_of(dm: Any, ledger: StepLedger | None = None) -> PipelineSpec | None:
     if spec is not None or ledger is None:
         return spec
     try:
-        return descriptor_for(ledger=ledger)
+        return spec_for(ledger=ledger)
     except KeyError as err:  # a ledger of a pipeline this version does not know
         log.debug("OrderValidator: %s", err)
         return None
@@ -134,7 +134,7 @@ def ledger_violations(
         configured: the pipeline the caller was given (``OrderValidator(pipeline=...)``).
     """
     pipeline = judged_pipeline(ledger_pipeline(dm, ledger, configured), ledger)
-    spec = spec_of(dm, ledger) or descriptor_for()
+    spec = spec_of(dm, ledger) or spec_for()
     return spec.check(ledger, pipeline)
 
 

@@ -324,7 +324,7 @@ def _gather_lm(trainer: Any, evidence: CheckEvidence) -> list[Violation]:
 
 
 register_check(
-    "lm",
+    "lm-batches",
     lambda evidence: evidence.gathered,
     phase=Phase.FIT_START,
     reads=[EvidenceKind.LEDGER, EvidenceKind.SAMPLES, EvidenceKind.MODEL],

@@ -104,12 +104,9 @@ def check_bool(name: str, value: Any, *, step: str) -> bool:
 
 def check_fraction(name: str, value: Any, *, step: str, fix: str, closed: bool = False) -> float:
     """``value`` as a float in ``(0, 1)`` (``(0, 1]`` when ``closed``)."""
-    upper_ok = (lambda v: v <= 1.0) if closed else (lambda v: v < 1.0)
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not (0.0 < float(value) and upper_ok(float(value)))
-    ):
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    inside = number and 0.0 < float(value) and (float(value) <= 1.0 if closed else float(value) < 1.0)
+    if not inside:
         interval = "(0, 1]" if closed else "(0, 1)"
         raise DataError(f"{name} must be in {interval}, got {value!r}; {fix}", step=step)
     return float(value)
@@ -429,7 +426,7 @@ def document_arguments(config: type, extra: Mapping[str, str] | None = None) -> 
 
     def decorate(cls: type) -> type:
         docs = {**field_docs(config), **(extra or {})}
-        names = [n for n in inspect.signature(cls.__init__).parameters if n != "self"]
+        names = [n for n in inspect.signature(cls.__init__).parameters if n != "self"]  # type: ignore[misc]
         missing = [n for n in names if n not in docs]
         if missing:
             raise TypeError(f"{cls.__name__}: no documentation for the arguments {missing}")

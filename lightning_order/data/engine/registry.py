@@ -38,7 +38,11 @@ ROWS = frozenset({"rows"})
 
 @dataclass(frozen=True)
 class StepSpec:
-    """A registered step: its function and the declarations the runner and the checker read."""
+    """A registered step: its function and the declarations the runner and the checker read.
+
+    ``takes`` is the set of data forms the step runs on; one form (``"rows"``) or ``None``
+    (nothing loaded yet: a source step) may be given alone and is read as the set of it.
+    """
 
     name: str
     fn: StepFn
@@ -54,6 +58,13 @@ class StepSpec:
     writes_data: bool = False
     partitions: tuple[str, ...] = ()
     per_rank: bool = False
+
+    def __post_init__(self) -> None:
+        # One form (or None, for a source) is the set of it: a bare string would be read as its letters.
+        if self.takes is None or isinstance(self.takes, str):
+            object.__setattr__(self, "takes", frozenset({self.takes}))
+        elif not isinstance(self.takes, frozenset):
+            object.__setattr__(self, "takes", frozenset(self.takes))
 
 
 class StepRegistry:
@@ -73,7 +84,12 @@ class StepRegistry:
         return tuple(self._specs) if self.pipeline is None else tuple(self.pipeline.subset(self._specs))
 
     def register(self, name: str, **declared: Any) -> Callable[[StepFn], StepFn]:
-        """A decorator registering ``fn`` as step ``name`` with the :class:`StepSpec` fields ``declared``."""
+        """A decorator registering ``fn`` as step ``name`` with the :class:`StepSpec` fields ``declared``.
+
+        Example:
+            >>> @STEPS.register("load", takes=None, makes="rows", reads="none", writes_data=True)  # doctest: +SKIP
+            ... def load(ctx: StepContext, state: DataState) -> StepResult: ...
+        """
 
         def decorate(fn: StepFn) -> StepFn:
             self.add(StepSpec(name, fn, **declared))

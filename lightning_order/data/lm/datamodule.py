@@ -178,7 +178,7 @@ class OrderedLMDataModule(OrderedDataModuleBase):
     @config_constructor(LMConfig)  # the positional order is the fields' (data/engine/arguments.py)
     def __init__(self, arguments: dict[str, Any]) -> None:
         """Takes :class:`~lightning_order.data.lm.config.LMConfig`'s fields as keywords."""
-        self._configure(arguments, overrides=override_identity(type(self), OrderedLMDataModule, ("clean",)))
+        self.configure(arguments, overrides=override_identity(type(self), OrderedLMDataModule, ("clean",)))
         if self.config.sources is not None:  # plain data in checkpoints, which load with weights_only=True
             self.hparams["sources"] = [dataclasses.asdict(s) for s in self.config.source_list]
         self._doc_hashes: dict[str, np.ndarray] = {}
@@ -294,7 +294,7 @@ class OrderedLMDataModule(OrderedDataModuleBase):
         return self._doc_hashes.get(split)
 
     # -- setup and loaders (the template: OrderedDataModuleBase) ---------------------------
-    def _read_prepared(self, path: Path, ledger: StepLedger) -> DataState:
+    def read_prepared(self, path: Path, ledger: StepLedger) -> DataState:
         arrays = read_blocks(path)
         self._doc_hashes = {"train": arrays["train_doc_hashes"], "val": arrays["val_doc_hashes"]}
         pack = ledger.latest("pack")  # a mixture's record: shard draws the train blocks by weight from it
@@ -302,7 +302,7 @@ class OrderedLMDataModule(OrderedDataModuleBase):
         extra = {"mixture": mixture} if mixture else {}
         return DataState(parts={"train": arrays["train"], "val": arrays["val"]}, form="packed", extra=extra)
 
-    def _assign(self, state: DataState, ledger: StepLedger) -> None:
+    def assign(self, state: DataState, ledger: StepLedger) -> None:
         self._train, self._val = state.parts["train"], state.parts["val"]
 
     def setup(self, stage: str | None = None) -> None:
@@ -328,7 +328,7 @@ class OrderedLMDataModule(OrderedDataModuleBase):
             return str(self._batch_format["format"])
         return "shifted" if self.config.batch_format == "auto" else str(self.config.batch_format)
 
-    def _dataset(self, data: Any) -> BlockDataset:
+    def to_dataset(self, data: Any) -> BlockDataset:
         eos_id = self.eos_token_id if self.config.document_attention else None
         if isinstance(data, BlockView):
             return BlockDataset(data.blocks, data.rows(), self.batch_format, eos_id)
@@ -345,7 +345,7 @@ class OrderedLMDataModule(OrderedDataModuleBase):
             raise ValueError(f"blocks(split) takes 'train' or 'val' after setup(), got {split!r}")
         return np.asarray(found)
 
-    def _collate(self) -> Any:
+    def collate_fn(self) -> Any:
         return collate_blocks
 
     def val_dataloader(self) -> DataLoader:
@@ -366,9 +366,9 @@ class OrderedLMDataModule(OrderedDataModuleBase):
     def _eval_loader(self) -> DataLoader:
         if not self.config.shard_validation:
             return self._loader(self._val, False)
-        data = None if self._val is None else self._dataset(self._val)
+        data = None if self._val is None else self.to_dataset(self._val)
         # The data-parallel size and rank the shard step split the train blocks by (setup).
         parts, part = int(self.shard_info.get("world_size", 1)), int(self.shard_info.get("rank", 0))
         return make_share_loader(
-            data, self.batch_size, self.num_workers, self._collate(), parts, part, pad=True
+            data, self.batch_size, self.num_workers, self.collate_fn(), parts, part, pad=True
         )

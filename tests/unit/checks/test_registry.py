@@ -35,7 +35,7 @@ def _nothing(evidence: CheckEvidence) -> list[Violation]:
     [
         (Phase.SETUP, ["order", "train-val-overlap", "label-encoding", "rank-data"]),
         (Phase.RESUME, ["resume-data", "stored-position"]),
-        (Phase.FIT_START, ["model-dims", "lm", "resume-data", "loader-states"]),
+        (Phase.FIT_START, ["model-dims", "lm-batches", "resume-data", "loader-states"]),
         (Phase.TRAIN_START, ["resume-position", "ranks-read-same-data"]),
     ],
 )

@@ -10,7 +10,6 @@ from lightning_order.checks.windows import (
     check_window_overlap,
     find_ngrams,
     ngram_hashes,
-    twin_windows,
     window_overlap,
 )
 
@@ -57,8 +56,6 @@ def test_planted_twin_documents_are_counted_exactly():
     val = _stream(val_docs)
     result = window_overlap(val, _chunks(_stream(train_docs)), WINDOW, separators=[EOS])
     # Every window inside a planted document (and its end-of-text) is a twin; nothing else is.
-    expected = twin_windows(val, find_ngrams(ngram_hashes(val), [_stream(train_docs)]), WINDOW, [EOS])
-    assert result.twins == int(expected.sum()) > 0
     inside = sum(len(val_docs[i]) + 1 - WINDOW + 1 for i in planted if i not in (40, 41))
     inside += len(val_docs[40]) + len(val_docs[41]) + 2 - WINDOW + 1  # two planted in a row: one span
     assert result.twins == inside

@@ -70,8 +70,8 @@ def _lightning_runs(monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
 
     seen: list[tuple] = []
 
-    def run(args, descriptor, *, prepare=False, prog):
-        seen.append((args, descriptor.name, prepare))
+    def run(args, spec, *, prepare=False, prog):
+        seen.append((args, spec.name, prepare))
 
     monkeypatch.setattr(lightning_order.cli.lightning, "run", run)
     return seen
