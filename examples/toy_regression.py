@@ -27,19 +27,24 @@ import torch
 from lightning_order import (
     STANDARD_PIPELINE,
     BaseDataConfig,
+    CheckEvidence,
     DataState,
     OrderedDataModuleBase,
     Pipeline,
     PipelinePreparation,
     PipelineSpec,
+    Rule,
     Step,
     StepContext,
     StepLedger,
     StepRegistry,
     StepResult,
+    Violation,
     fingerprint,
     register,
+    register_check,
     train_data,
+    unregister_check,
 )
 
 NAME = "toy_regression"
@@ -117,9 +122,39 @@ def shard(ctx: StepContext, state: DataState) -> StepResult:
 
 
 # -- a validator check of its own -------------------------------------------------------------------
-# TO WIRE (#43 item 5, `lightning_order.register_check`): a check of this pipeline goes here, a pure
-# function of the evidence the validator gathers before step 1 (e.g. the train rows' x standardised:
-# |mean| < 0.5), registered for NAME. Until then the validator judges this pipeline by its order.
+CHECK_NAME = "toy-x-standardised"
+X_NOT_STANDARDISED = Rule(
+    "the toy pipeline's x is not standardised in the rows the model is trained on",
+    "the line is fitted to raw x: slow, step-size-sensitive training, and a model that expects "
+    "scaled inputs at serving time gets raw ones",
+    "serve the rows `scale` wrote (run prepare again; do not transform x after it)",
+)
+
+
+def x_standardised(evidence: CheckEvidence) -> list[Violation]:
+    """A pure judge of the sampled train rows: ``scale`` left x with a mean near 0 (|mean| < 1)."""
+    batch = evidence.samples.get("train")
+    if not isinstance(evidence.datamodule, ToyDataModule) or not isinstance(batch, Mapping):
+        return []  # another pipeline's run, or no rows sampled: nothing to judge
+    mean = float(batch["x"].float().mean())
+    if abs(mean) < 1.0:
+        return []
+    return [Violation("x-not-standardised", ("scale",), f"the sampled train rows' x has mean {mean:.2f}")]
+
+
+def register_toy_check() -> None:
+    """Registers :func:`x_standardised` with the validator (again, when this module is imported again)."""
+    try:
+        unregister_check(CHECK_NAME)
+    except KeyError:
+        pass
+    register_check(
+        CHECK_NAME,
+        x_standardised,
+        phase="setup",
+        reads=["samples"],
+        rules={"x-not-standardised": X_NOT_STANDARDISED},
+    )
 
 
 # -- the preparation: where the prepared files go; order, cache key and manifest come from the base
@@ -200,3 +235,6 @@ class ToyRegressor(pl.LightningModule):
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
         return torch.optim.SGD(self.parameters(), lr=self.lr)
+
+
+register_toy_check()

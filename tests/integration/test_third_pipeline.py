@@ -18,10 +18,26 @@ from pathlib import Path
 
 import pytest
 from helpers import ROOT, quiet_trainer
-from toy_regression import NAME, PREPARATION, TOY_SPEC, ToyDataModule, ToyRegressor
+from toy_regression import (
+    CHECK_NAME,
+    NAME,
+    PREPARATION,
+    TOY_SPEC,
+    ToyDataModule,
+    ToyRegressor,
+    register_toy_check,
+)
 
 import lightning_order
-from lightning_order import OrderError, OrderValidator, OrderWarning, PipelineSpec, register
+from lightning_order import (
+    RULES,
+    OrderError,
+    OrderValidator,
+    OrderWarning,
+    PipelineSpec,
+    register,
+    unregister_check,
+)
 from lightning_order.cli import main
 from lightning_order.data.engine.datamodule import OrderedDataModuleBase
 from lightning_order.ledger import MANIFEST_NAME
@@ -33,13 +49,16 @@ PLANTED = ("load", "scale", "split", "shard")  # scale learns from validation ro
 # Collected with every other test module: the registry is left as the library has it until this
 # module's tests run (the fixture below registers the spec for them).
 unregister(NAME)
+unregister_check(CHECK_NAME)
 
 
 @pytest.fixture(autouse=True, scope="module")
 def registered() -> Iterator[PipelineSpec]:
     register(TOY_SPEC, replace=True)
+    register_toy_check()
     yield TOY_SPEC
-    unregister(NAME)  # the other tests see the library's pipelines only
+    unregister(NAME)  # the other tests see the library's pipelines and checks only
+    unregister_check(CHECK_NAME)
 
 
 @pytest.fixture(scope="module")
@@ -155,3 +174,22 @@ def test_the_validator_stops_a_planted_order_error_before_step_one(cache_dir: st
     with pytest.raises(OrderError) as refused:
         ToyDataModule(cache_dir=cache_dir, order=list(PLANTED))
     assert refused.value.rules == ["fit-before-split"]
+
+
+class UnscaledToyDataModule(ToyDataModule):
+    """A planted bug the order cannot show: x served raw again after ``scale`` (a transform after it)."""
+
+    def to_dataset(self, data):  # type: ignore[no-untyped-def]
+        return super().to_dataset({**data, "x": data["x"] * 3.0 + 5.0})
+
+
+def test_the_examples_own_validator_check_stops_rows_that_are_not_standardised(cache_dir: str) -> None:
+    assert "x-not-standardised" in RULES  # declared by the example, with its meaning and fix
+    dm = UnscaledToyDataModule(cache_dir=cache_dir)
+    trainer = quiet_trainer(
+        None, [OrderValidator()], max_epochs=1, limit_train_batches=3, limit_val_batches=2
+    )
+    with pytest.raises(OrderError) as caught:
+        trainer.fit(ToyRegressor(**dm.dims), dm)
+    assert caught.value.rules == ["x-not-standardised"] and trainer.global_step == 0
+    assert "serve the rows `scale` wrote" in str(caught.value)
