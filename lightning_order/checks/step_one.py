@@ -297,10 +297,11 @@ def separated_boundaries(
 ) -> list[tuple[int, int]]:
     """``(row, t)``: where a document starts inside a row that the targets keep apart from the one before.
 
-    A start is an attended position after an attended end-of-text id, or a single ignored target between
-    kept ones (``DataCollatorWithFlattening``'s ``-100`` at each sequence's first label); it counts
-    when the target that would predict its token from the previous document is ignored. Packing
-    that trains across boundaries (``group_texts``) keeps that target: no start counts there.
+    A start is an attended position whose target alone is ignored between kept ones
+    (``DataCollatorWithFlattening``'s ``-100`` at each sequence's first label: the previous
+    document's last token is not trained to predict it). Packing that trains across boundaries
+    (``group_texts``) keeps that target, completion-only rows ignore whole prompts, and a lone
+    ignored target on an end-of-text id is that id masked (``eos-label-masked``): no start there.
     """
     if targets is None or ids.ndim != 2:
         return []
@@ -314,10 +315,7 @@ def separated_boundaries(
         for t in range(max(1, offset), width):
             if predicts.get(t, True) or not (mask[row, t] and mask[row, t - 1]):
                 continue
-            after_eos = eos_id is not None and ids[row, t - 1] == eos_id
-            # A lone ignored target on an end-of-text id is that id masked (eos-label-masked), no start.
-            single = predicts.get(t - 1, False) and predicts.get(t + 1, False) and ids[row, t] != eos_id
-            if after_eos or single:
+            if predicts.get(t - 1, False) and predicts.get(t + 1, False) and ids[row, t] != eos_id:
                 found.append((row, t))
     return found
 
