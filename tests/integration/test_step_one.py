@@ -140,7 +140,8 @@ def test_pre_shifted_labels_into_a_model_that_shifts_them_are_stopped(shape):
 
 @pytest.mark.slow
 def test_a_compiled_hf_model_fed_pre_shifted_labels_is_stopped():
-    compiled = torch.compile(llama(), backend="eager")  # dynamo as in production; inductor takes minutes on CPU
+    # Dynamo captures the graph as in production; inductor's CPU code generation takes minutes here.
+    compiled = torch.compile(llama(), backend="eager")
     started = time.perf_counter()
     error, steps, _ = fit(LM(compiled), Data(preshifted(), stack))
     assert error is not None and error.rules == ["labels-shifted-twice"] and steps == 0, error
