@@ -365,3 +365,30 @@ def test_a_sampled_guess_that_step_1_cannot_decide_only_warns():
         error, steps, validator = fit(Ignores(llama()), Data(preshifted(), stack))
     assert error is None and steps == 1
     assert [v.rule for v in validator.sampled_warnings] == ["labels-shifted-twice"]
+
+
+class Manual(LM):
+    """Manual optimization: the optimizer step is taken inside ``training_step``."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__(model, "tuple")
+        self.automatic_optimization = False
+
+    def training_step(self, batch: Any, batch_idx: int) -> None:
+        optimizer = self.optimizers()
+        self.manual_backward(super().training_step(batch, batch_idx))
+        optimizer.step()
+        optimizer.zero_grad()
+
+
+@pytest.mark.parametrize("loop", ["gradient-accumulation", "manual-optimization"])
+def test_step_1_is_judged_before_any_optimizer_step_in_other_loops(loop):
+    items = [(i["input_ids"], i["labels"]) for i in preshifted()]
+    model = llama()
+    before = [p.detach().clone() for p in model.parameters()]
+    if loop == "manual-optimization":
+        error, steps, _ = fit(Manual(model), Data(items))
+    else:
+        error, steps, _ = fit(LM(model, "tuple"), Data(items), accumulate_grad_batches=2)
+    assert error is not None and error.rules == ["labels-shifted-twice"] and steps == 0
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))  # no optimizer step taken
