@@ -59,6 +59,16 @@ def _is_ids(value: Any) -> bool:
     return torch.is_tensor(value) and value.ndim == 2 and not value.is_floating_point() and value.numel() > 0
 
 
+def _rows(table: nn.Module) -> int | None:
+    """The rows of a token embedding: ``num_embeddings`` (the whole table, also where a tensor-parallel
+    rank holds a slice of its weight), else its weight's first dimension."""
+    rows = getattr(table, "num_embeddings", None)
+    if isinstance(rows, int) and rows > 0:
+        return rows
+    weight = getattr(table, "weight", None)
+    return int(weight.shape[0]) if weight is not None and weight.ndim == 2 and weight.shape[0] else None
+
+
 def _is_hf_model(module: nn.Module) -> bool:
     """A ``transformers`` model (or a compiled one, whose attributes are its original's)."""
     return callable(getattr(module, "get_input_embeddings", None)) and hasattr(module, "config")
@@ -140,7 +150,8 @@ class StepOneObserver:
         def cross_entropy(
             input: torch.Tensor, target: torch.Tensor, *args: Any, **kwargs: Any
         ) -> torch.Tensor:
-            if self.active:
+            # Inside a graph being compiled a copy would break the graph: the model's labels= stand in.
+            if self.active and not torch.compiler.is_compiling():
                 ignore = kwargs.get("ignore_index", args[2] if len(args) > 2 else IGNORE_INDEX)
                 self._record_loss(target, int(ignore))
             return original(input, target, *args, **kwargs)
@@ -164,7 +175,9 @@ class StepOneObserver:
         def hook(_module: nn.Module, args: tuple[Any, ...]) -> None:
             if not self.active or self.ids is not None or not args or not _is_ids(args[0]):
                 return
-            self._record_ids(args[0], int(table.weight.shape[0]))
+            if torch.compiler.is_compiling():  # the top model's keyword arguments give the ids
+                return
+            self._record_ids(args[0], _rows(table))
 
         return hook
 
@@ -177,8 +190,8 @@ class StepOneObserver:
 
     def _model_call(self, name: str) -> Callable[..., None]:
         def hook(_module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-            if not self.active or self.call:
-                return
+            if not self.active or self.call or torch.compiler.is_compiling():
+                return  # compiled whole with the LightningModule: nothing seen, the samples only warn
             ids = kwargs.get("input_ids", args[0] if args else None)
             labels = kwargs.get("labels")
             self.call = {
