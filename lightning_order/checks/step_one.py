@@ -83,6 +83,8 @@ class StepOne:
         cu_seq_lens: it was called with ``cu_seq_lens_q`` (documents kept apart by the kernel).
         labels_to_model: it was called with ``labels=`` (a ``transformers`` causal LM shifts them itself).
         model: the called model's class name, for messages.
+        call_seen: a ``transformers`` model's call was seen (its keyword arguments, positions
+            included, are known; a hand-written model reads positions where the observer cannot see).
     """
 
     ids: np.ndarray | None = None
@@ -94,6 +96,7 @@ class StepOne:
     cu_seq_lens: bool = False
     labels_to_model: bool = False
     model: str = "the model"
+    call_seen: bool = False
 
 
 @dataclass(frozen=True)
@@ -324,7 +327,7 @@ def _positions(
     step: StepOne, facts: TokenFacts, loss: LossSeen | None, offset: int | None
 ) -> list[Violation]:
     ids = step.ids
-    if ids is None or step.cu_seq_lens:
+    if ids is None or step.cu_seq_lens or not step.call_seen:
         return []
     if loss is not None and offset == 1:
         starts = separated_boundaries(
@@ -408,7 +411,7 @@ def judge_step_one(step: StepOne, facts: TokenFacts) -> Verdict:
     """
     found: list[Violation] = list(_overflow(step))
     decided: set[str] = set()
-    if step.ids is not None:
+    if step.ids is not None and step.call_seen:
         decided.add("attention-crosses-documents")
     language = None  # the first loss whose targets are the ids at a known offset
     for loss in step.losses:

@@ -254,4 +254,5 @@ class StepOneObserver:
             cu_seq_lens=bool(call.get("cu_seq_lens")),
             labels_to_model=labels is not None,
             model=call.get("model", type(self.module).__name__),
+            call_seen=bool(call),
         )

@@ -31,7 +31,7 @@ def targets_at(x: np.ndarray, offset: int) -> np.ndarray:
 
 def step(x: np.ndarray, targets: np.ndarray | None = None, **kwargs) -> StepOne:
     losses = () if targets is None else (LossSeen(targets, rows=x.shape[0], empty_rows=_empty(targets)),)
-    return StepOne(ids=x, losses=losses, model="LlamaForCausalLM", **kwargs)
+    return StepOne(ids=x, losses=losses, model="LlamaForCausalLM", call_seen=True, **kwargs)
 
 
 def _empty(targets: np.ndarray) -> int:
@@ -204,3 +204,11 @@ def test_ids_beyond_the_embedding_come_from_its_input_only():
     # position_ids up to 999 in a row longer than the vocabulary: no token id, nothing to say
     long_row = step(x, max_id=199, embedding_rows=256, position_ids=np.arange(1000)[None])
     assert rules(judge_step_one(long_row, TokenFacts())) == []
+
+
+def test_positions_are_not_judged_without_the_model_call():
+    """A hand-written model (OrderedCausalLM) reads positions from its batch, out of the observer's sight."""
+    x, t = flattened([0, 20, 45])
+    unseen = StepOne(ids=x, losses=(LossSeen(t, rows=1),), model="OrderedCausalLM")
+    verdict = judge_step_one(unseen, TokenFacts(eos_id=EOS, separate_documents=True))
+    assert rules(verdict) == [] and "attention-crosses-documents" not in verdict.decided
