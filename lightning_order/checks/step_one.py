@@ -420,7 +420,10 @@ def judge_step_one(step: StepOne, facts: TokenFacts) -> Verdict:
             language = (loss, offset)
     if step.losses:
         decided.add("rows-without-target")
-        found += _empty_rows_violation(step.losses)
+        # Rows without a target count in the loss whose targets are the ids (an auxiliary masked-LM loss
+        # may leave a short row unmasked), or where no row keeps one: a loss of nothing, NaN.
+        judged = [language[0]] if language is not None else [s for s in step.losses if s.empty_rows == s.rows]
+        found += _empty_rows_violation(tuple(judged)) if judged else []
     if language is not None:
         loss, offset = language
         decided |= {"labels-shifted-twice", "labels-not-shifted"}

@@ -37,7 +37,7 @@ from lightning_order.checks.label_shift import IGNORE_INDEX
 from lightning_order.checks.step_one import LossSeen, StepOne, TokenFacts
 from lightning_order.rules import Violation
 
-__all__ = ["MAX_LOSSES", "MAX_ROWS", "MAX_TOKENS", "StepOneObserver", "StepOneWatch"]
+__all__ = ["MAX_LOSSES", "MAX_ROWS", "MAX_TOKENS", "StepOneObserver", "StepOneWatch", "hf_models"]
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ MAX_ROWS = 16
 MAX_TOKENS = 2048
 #: Losses recorded at most (a step may compute a few: an auxiliary loss, a teacher's).
 MAX_LOSSES = 4
-#: Keyword arguments of the model call that are kept, as ``(name, recorded as)``.
+#: Keyword arguments of the model call whose first rows and positions are kept.
 _KWARGS = ("position_ids", "attention_mask")
 
 

@@ -212,3 +212,14 @@ def test_positions_are_not_judged_without_the_model_call():
     unseen = StepOne(ids=x, losses=(LossSeen(t, rows=1),), model="OrderedCausalLM")
     verdict = judge_step_one(unseen, TokenFacts(eos_id=EOS, separate_documents=True))
     assert rules(verdict) == [] and "attention-crosses-documents" not in verdict.decided
+
+
+def test_an_auxiliary_masked_loss_with_an_unmasked_row_is_no_row_without_target():
+    x = ids()
+    masked_lm = np.full(x.shape, -100)
+    masked_lm[0, [3, 9]] = 17  # a masked-LM head's targets: one row masked, the others not at all
+    aux = LossSeen(masked_lm, rows=4, empty_rows=3, source="cross_entropy")
+    verdict = judge_step_one(StepOne(ids=x, losses=(aux,), call_seen=True), TokenFacts())
+    assert rules(verdict) == []
+    nothing = LossSeen(np.full(x.shape, -100), rows=4, empty_rows=4)
+    assert rules(judge_step_one(StepOne(ids=x, losses=(nothing,)), TokenFacts())) == ["rows-without-target"]
