@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 import torch
@@ -52,10 +52,11 @@ _KWARGS = ("position_ids", "attention_mask")
 
 
 def _slice(tensor: torch.Tensor) -> np.ndarray:
-    return tensor.detach()[:MAX_ROWS, :MAX_TOKENS].cpu().numpy()
+    copied: np.ndarray = tensor.detach()[:MAX_ROWS, :MAX_TOKENS].cpu().numpy()
+    return copied
 
 
-def _is_ids(value: Any) -> bool:
+def _is_ids(value: Any) -> TypeGuard[torch.Tensor]:
     return torch.is_tensor(value) and value.ndim == 2 and not value.is_floating_point() and value.numel() > 0
 
 
@@ -157,7 +158,7 @@ class StepOneObserver:
             return original(input, target, *args, **kwargs)
 
         self._wrapper = cross_entropy
-        functional.cross_entropy = cross_entropy  # type: ignore[assignment]  # restored by remove()
+        functional.cross_entropy = cross_entropy  # restored by remove()
         self.active = True
 
     def remove(self) -> None:
@@ -167,7 +168,7 @@ class StepOneObserver:
             handle.remove()
         self._handles = []
         if self._original is not None and functional.cross_entropy is self._wrapper:
-            functional.cross_entropy = self._original  # type: ignore[assignment]
+            functional.cross_entropy = self._original
         self._original = self._wrapper = None
 
     # -- recording -----------------------------------------------------------------------------
