@@ -321,15 +321,13 @@ def end_ids(tokenizer: Any, eos_id: int | None) -> tuple[int, ...]:
 def sampled_only(violation: Violation) -> bool:
     """Whether ``violation`` rests on sampled rows alone (a guess: it may only warn).
 
-    The label and end/start-of-document rules read off the sampled batch, truncation of padded
-    one-document rows, and served positions without the probe's forward; the tokenizer's and
-    the model's facts, the records, and the probe are proof.
+    The label and end/start-of-document rules read off the sampled batch, and truncation of padded
+    one-document rows; the tokenizer's and the model's facts, the records, and what contradicts a
+    record (served positions against a recorded ``document_attention``, the probe) are proof.
     """
     if violation.rule in _SAMPLED_RULES:
         return True
-    if violation.rule == "documents-truncated":
-        return bool(violation.details.get("padded"))
-    return violation.rule == "attention-crosses-documents" and "leak" not in violation.details
+    return violation.rule == "documents-truncated" and bool(violation.details.get("padded"))
 
 
 @dataclass(frozen=True)
