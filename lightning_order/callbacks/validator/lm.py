@@ -19,6 +19,10 @@ module or of its first submodule that has them (a ``transformers`` model inside 
 LightningModule), else from its embedding modules. Gathering only, over duck-typed objects; what
 the ledger recorded is read by the pure :func:`~lightning_order.checks.lm.lm_ledger_evidence`,
 as on the command line.
+
+:func:`lm_findings` splits what is found by evidence (issue #43): the label and document-end/start
+rules read off the sampled batch are guesses (:func:`sampled_only`) that step 1 decides
+(:mod:`~lightning_order.callbacks.validator.step_one`) or that are only warned; the rest is proof.
 """
 
 from __future__ import annotations
