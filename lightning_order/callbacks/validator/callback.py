@@ -21,6 +21,13 @@ and why there:
   restored state no file showed first, the checkpoint's loader states (fatal).
 - ``train-start`` (the train loader restored, no batch drawn yet): where a resumed loader
   continues (``resume-position``), what each rank reads; the ``train`` record notes it.
+- step 1 (hooks installed at ``on_train_batch_start`` of batch 0, judged at
+  ``on_before_optimizer_step``, or ``on_train_batch_end`` of the first micro-batch): what the
+  model received and was trained against (:mod:`.step_one`); the label and token rules that the
+  sampled batches could only guess are decided there, and a guess the step did not decide is
+  only warned (:func:`~lightning_order.checks.step_one.judge_step_one`). The step-1 verdict is
+  agreed across ranks by its own all-gather; its judge is pure. After step 1 the batch hooks
+  return at once.
 
 What a hook leaves for a later one (this run's data, how a checkpoint showed itself, the checks
 done) is one :class:`~lightning_order.callbacks.validator.state.ValidatorState`, replaced by every
@@ -51,7 +58,7 @@ from lightning_order.callbacks.validator.evidence import (
     phase_evidence,
     restore_violations,
 )
-from lightning_order.callbacks.validator.gather import PhaseResult, run_phase
+from lightning_order.callbacks.validator.gather import PhaseResult, agree, all_gather, run_phase
 from lightning_order.callbacks.validator.lm import is_hf_model, tokenizer_in_use
 from lightning_order.callbacks.validator.resume import (
     content_sample,
@@ -64,6 +71,7 @@ from lightning_order.callbacks.validator.resume import (
     tie_sharded_saves,
 )
 from lightning_order.callbacks.validator.state import CheckpointSeen, Done, ValidatorState, saved_state
+from lightning_order.callbacks.validator.step_one import StepOneObserver, StepOneWatch
 from lightning_order.checkpoint import early_checkpoint
 from lightning_order.checks.lm import fit_fixes_to_model
 from lightning_order.checks.loader_states import stored_loader_states
@@ -71,6 +79,7 @@ from lightning_order.checks.position_counts import stored_loop_count
 from lightning_order.checks.registry import Phase
 from lightning_order.checks.report import format_report, merge_violations
 from lightning_order.checks.resume import stored_fingerprints, stored_position
+from lightning_order.checks.step_one import StepOne, TokenFacts, Verdict, judge_step_one
 from lightning_order.compat import Callback
 from lightning_order.errors import CheckpointError, OrderError, OrderWarning
 from lightning_order.ledger import CHECKPOINT_KEY, fingerprint
@@ -116,6 +125,8 @@ class OrderValidator(Callback):
 
     Attributes:
         violations: what the latest check found (also in warn mode), identical on every rank.
+        sampled_warnings: what sampled batches suggested and step 1 did not decide: warned
+            (an :class:`~lightning_order.errors.OrderWarning` with its evidence), never raised.
     """
 
     def __init__(
@@ -153,6 +164,9 @@ class OrderValidator(Callback):
             raise ValueError(f"label_check_rows must be at least 0, got {label_check_rows}")
         self.label_check_rows = label_check_rows
         self.violations: list[Violation] = []
+        self.sampled_warnings: list[Violation] = []
+        # Step 1's observation: nothing pending until the model check of a fit sets it up.
+        self._step_one = StepOneWatch(judged=True)
         # State (saved in checkpoints, restored as saved): the data the weights were trained on.
         self.fingerprints: dict[str, str] = {}
         self.dims: dict[str, Any] = {}
@@ -317,14 +331,42 @@ class OrderValidator(Callback):
         done.add(Done.EVALUATE_RECORDED)
 
     @override
+    def on_train_batch_start(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
+    ) -> None:
+        watch = self._step_one
+        if watch.judged or watch.observer is not None:
+            return
+        if trainer.global_step != 0 or batch_idx != 0:  # a resumed fit: no step 1 to watch
+            self._judge_step_one(trainer)
+            return
+        watch.observer = StepOneObserver(pl_module, on_overflow=partial(self._overflow, trainer))
+        watch.observer.install()
+
+    @override
+    def on_before_optimizer_step(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, optimizer: Any
+    ) -> None:
+        self._judge_step_one(trainer)
+
+    @override
+    def on_train_batch_end(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        # Manual optimization without a step, or the first micro-batch of gradient accumulation.
+        self._judge_step_one(trainer)
+
+    @override
     def on_exception(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException
     ) -> None:
         self._unguard()
+        self._unwatch()
 
     @override
     def teardown(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         self._unguard()
+        self._unwatch()
 
     # -- helpers ---------------------------------------------------------------------------
     def _run(self, trainer: pl.Trainer, phase: Phase, pl_module: Any, where: str, **given: Any) -> PhaseResult:
@@ -361,7 +403,53 @@ class OrderValidator(Callback):
             state.done.add(Done.RESUME_CHECKED)
         if state.loader_states and trainer.state.fn == "fit":  # judged before Lightning restores them
             checkpoint["loader_states"] = state.loader_states
-        self._run(trainer, Phase.FIT_START, pl_module, where, checkpoint=checkpoint or None)
+        result = self._run(trainer, Phase.FIT_START, pl_module, where, checkpoint=checkpoint or None)
+        # An LM run's guesses from sampled rows wait for step 1, which decides or warns them.
+        self._step_one = StepOneWatch(
+            list(result.facts.get("lm_sampled_guesses", ())), result.facts.get("lm_token_facts") or TokenFacts()
+        )
+        if trainer.state.fn != "fit":
+            self._judge_step_one(trainer)  # no training step to watch
+
+    def _judge_step_one(self, trainer: pl.Trainer) -> None:
+        """Removes the observer and judges step 1; sampled guesses it did not decide are warned.
+
+        Collective under DDP (every rank reaches it at the same hook of the same step).
+        """
+        watch = self._step_one
+        if watch.judged:
+            return
+        watch.judged = True
+        observer, watch.observer = watch.observer, None
+        verdict = Verdict([], frozenset())
+        if observer is not None:
+            observer.remove()
+            verdict = judge_step_one(observer.observation(), watch.facts)
+        guesses = [v.to_dict() for v in watch.sampled if v.rule not in verdict.decided]
+        gathered = all_gather(
+            trainer, {"found": [v.to_dict() for v in verdict.violations], "guesses": guesses}
+        )
+        self.sampled_warnings = agree([g["guesses"] for g in gathered])
+        if self.sampled_warnings and trainer.is_global_zero:
+            header = "OrderValidator: not proven (read from sampled batches only, step 1 did not show it):"
+            warnings.warn(str(OrderError(self.sampled_warnings, header=header)), OrderWarning, stacklevel=2)
+        where = "OrderValidator (step 1, before its optimizer step)"
+        self._act(trainer, agree([g["found"] for g in gathered]), where)
+
+    def _overflow(self, trainer: pl.Trainer, step: StepOne) -> None:
+        """An id beyond the token embedding, reported before the embedding fails on it (no all-gather:
+        this runs inside the model's forward)."""
+        self._unwatch()
+        verdict = judge_step_one(step, TokenFacts())
+        self._act(
+            trainer, verdict.violations, "OrderValidator (step 1, entering the token embedding)", fatal=True
+        )
+
+    def _unwatch(self) -> None:
+        observer, self._step_one.observer = self._step_one.observer, None
+        if observer is not None:
+            observer.remove()
+            self._step_one.judged = True
 
     def _act(self, trainer: pl.Trainer, violations: list[Violation], where: str, fatal: bool = False) -> None:
         """Raises (``fatal`` always: what follows cannot run) or warns, with the report."""

@@ -154,7 +154,10 @@ def _hash_stacked(items: list[Any]) -> list[tuple[int | None, int, int | None]] 
 
 def _looks_like_ids(path: str) -> bool:
     name = path.lower()
-    return "mask" not in name and ("id" in name or "token" in name or name.isdigit())
+    # position_ids hold positions (up to the row's length), never token ids (issue #43).
+    return (
+        "mask" not in name and "position" not in name and ("id" in name or "token" in name or name.isdigit())
+    )
 
 
 def _float_stats(batch: Any) -> dict[str, dict[str, Any]]:
