@@ -101,7 +101,11 @@ def stdlib_pairs() -> tuple[Pair, ...]:
                     continue
                 members = [(f"{name}.{attr}", obj)]
                 if inspect.isclass(obj):
-                    members += [(f"{name}.{attr}.{a}", getattr(obj, a)) for a in sorted(vars(obj)) if not a.startswith("_")]
+                    members += [
+                        (f"{name}.{attr}.{a}", getattr(obj, a))
+                        for a in sorted(vars(obj))
+                        if not a.startswith("_")
+                    ]
                 for qualname, member in members:
                     doc = inspect.getdoc(member) or ""
                     if len(doc.split()) >= 12 and doc not in pairs:
@@ -151,7 +155,9 @@ def tiny_gpt2(vocab_size: int, context: int = 256) -> torch.nn.Module:
     """A one-layer ``GPT2LMHeadModel`` from a config, width 32."""
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    return GPT2LMHeadModel(GPT2Config(n_layer=1, n_head=2, n_embd=32, vocab_size=vocab_size, n_positions=context))
+    return GPT2LMHeadModel(
+        GPT2Config(n_layer=1, n_head=2, n_embd=32, vocab_size=vocab_size, n_positions=context)
+    )
 
 
 class OwnLoss(pl.LightningModule):
@@ -265,7 +271,11 @@ class Data(pl.LightningDataModule):
     def train_dataloader(self) -> DataLoader:
         shuffle = not isinstance(self.train_set, IterableDataset)
         return DataLoader(
-            self.train_set, self.batch_size, shuffle=shuffle, collate_fn=self.collate, num_workers=self.num_workers
+            self.train_set,
+            self.batch_size,
+            shuffle=shuffle,
+            collate_fn=self.collate,
+            num_workers=self.num_workers,
         )
 
     def val_dataloader(self) -> DataLoader:
@@ -286,7 +296,11 @@ def pad_rows(rows: list[dict[str, list[int]]], pad_id: int) -> dict[str, torch.T
     mask = torch.zeros((len(rows), width), dtype=torch.long)
     for i, row in enumerate(rows):
         n = len(row["input_ids"])
-        ids[i, :n], labels[i, :n], mask[i, :n] = torch.tensor(row["input_ids"]), torch.tensor(row["labels"]), 1
+        ids[i, :n], labels[i, :n], mask[i, :n] = (
+            torch.tensor(row["input_ids"]),
+            torch.tensor(row["labels"]),
+            1,
+        )
     return {"input_ids": ids, "attention_mask": mask, "labels": labels}
 
 
@@ -322,11 +336,13 @@ def megatron_shift(tmp: Path) -> tuple[Any, pl.LightningModule]:
     eos = bpe.token_to_id(EOS)
 
     def blocks(texts: list[str]) -> Rows:
-        rows = pack([e.ids + [eos] for e in bpe.encode_batch(texts)], BLOCK + 1)
+        rows = pack([[*e.ids, eos] for e in bpe.encode_batch(texts)], BLOCK + 1)
         return Rows([{"input_ids": t[:-1], "labels": t[1:]} for t in rows])
 
     train, val = split_texts()
-    return Data(lambda: (blocks(train), blocks(val)), tokenizer=bpe), LogitsLoss(tiny_llama(bpe.get_vocab_size()))
+    return Data(lambda: (blocks(train), blocks(val)), tokenizer=bpe), LogitsLoss(
+        tiny_llama(bpe.get_vocab_size())
+    )
 
 
 def llama_padded_truncated(tmp: Path) -> tuple[Any, pl.LightningModule]:
@@ -344,7 +360,9 @@ def llama_padded_truncated(tmp: Path) -> tuple[Any, pl.LightningModule]:
         batch["labels"] = batch["input_ids"].masked_fill(batch["attention_mask"] == 0, -100)
         return dict(batch)
 
-    return Data(lambda: (rows(train), rows(val)), collate, tokenizer), HFModule(tiny_llama(len(tokenizer), CONTEXT))
+    return Data(lambda: (rows(train), rows(val)), collate, tokenizer), HFModule(
+        tiny_llama(len(tokenizer), CONTEXT)
+    )
 
 
 def flattening(tmp: Path) -> tuple[Any, pl.LightningModule]:
@@ -396,7 +414,9 @@ def chatml_eot(tmp: Path) -> tuple[Any, pl.LightningModule]:
         return pad_rows([{**f, "labels": f["input_ids"]} for f in features], tokenizer.pad_token_id)
 
     def make() -> tuple[Rows, Rows]:
-        return chat_rows(tokenizer, [chatml(p) for p in train]), chat_rows(tokenizer, [chatml(p) for p in val])
+        return chat_rows(tokenizer, [chatml(p) for p in train]), chat_rows(
+            tokenizer, [chatml(p) for p in val]
+        )
 
     return Data(make, collate, tokenizer), HFModule(tiny_llama(len(tokenizer), CHAT_CONTEXT))
 
@@ -410,7 +430,9 @@ def chatml_completion_only(tmp: Path) -> tuple[Any, pl.LightningModule]:
     collate = CompletionOnlyCollator(response, tokenizer.pad_token_id)
 
     def make() -> tuple[Rows, Rows]:
-        return chat_rows(tokenizer, [chatml(p) for p in train]), chat_rows(tokenizer, [chatml(p) for p in val])
+        return chat_rows(tokenizer, [chatml(p) for p in train]), chat_rows(
+            tokenizer, [chatml(p) for p in val]
+        )
 
     return Data(make, collate, tokenizer), HFModule(tiny_llama(len(tokenizer), CHAT_CONTEXT))
 
@@ -427,7 +449,9 @@ def llama3_completion_only(tmp: Path) -> tuple[Any, pl.LightningModule]:
     """A Llama-3-style tokenizer and chat template (``apply_chat_template``), a completion-only
     collator masking everything through the assistant header; ``<|end_of_text|>`` pads."""
     specials = (BEGIN, END, HEADER_START, HEADER_END, EOT)
-    tokenizer = fast_tokenizer(specials, bos_token=BEGIN, eos_token=EOT, pad_token=END, chat_template=LLAMA3_TEMPLATE)
+    tokenizer = fast_tokenizer(
+        specials, bos_token=BEGIN, eos_token=EOT, pad_token=END, chat_template=LLAMA3_TEMPLATE
+    )
     train, val = split_pairs()
     response = tokenizer(f"{HEADER_START}assistant{HEADER_END}", add_special_tokens=False)["input_ids"]
     collate = CompletionOnlyCollator(response, tokenizer.pad_token_id)
@@ -507,7 +531,7 @@ def megatron_indexed(tmp: Path) -> tuple[Any, pl.LightningModule]:
     sets = []
     for name, texts in zip(("train", "valid"), split_texts()):
         prefix = tmp / f"megatron_{name}_text_document"
-        IndexedDataset.write(prefix, [e.ids + [eod] for e in bpe.encode_batch(texts)])
+        IndexedDataset.write(prefix, [[*e.ids, eod] for e in bpe.encode_batch(texts)])
         sets.append(GPTDataset(IndexedDataset(prefix), BLOCK))
     loaders = {
         "train_dataloaders": DataLoader(sets[0], BATCH, shuffle=False),
@@ -590,7 +614,9 @@ def hf_streaming(tmp: Path) -> tuple[Any, pl.LightningModule]:
         Path(files[name]).write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
 
     def tokenize(batch: dict[str, list]) -> dict[str, list]:
-        return {"input_ids": [[*ids, tokenizer.eos_token_id] for ids in tokenizer(batch["text"])["input_ids"]]}
+        return {
+            "input_ids": [[*ids, tokenizer.eos_token_id] for ids in tokenizer(batch["text"])["input_ids"]]
+        }
 
     def blocks(batch: dict[str, list]) -> dict[str, list]:
         grouped = group_texts(batch, BLOCK)
@@ -655,7 +681,7 @@ def worker_shards(tmp: Path) -> tuple[Any, pl.LightningModule]:
     eos = bpe.token_to_id(EOS)
     folders = {}
     for name, texts in zip(("train", "val"), split_texts()):
-        ids = [e.ids + [eos] for e in bpe.encode_batch(texts)]
+        ids = [[*e.ids, eos] for e in bpe.encode_batch(texts)]
         folders[name] = []
         count = SHARDS if name == "train" else 2
         for k in range(count):
@@ -694,7 +720,9 @@ def litgpt_sft(tmp: Path) -> tuple[Any, pl.LightningModule]:
             "labels": pad([s["labels"] for s in samples], batch_first=True, padding_value=-100),
         }
 
-    return Data(lambda: (rows(train), rows(val)), collate, tokenizer), ShiftedInStepLoss(tiny_llama(len(tokenizer), SFT_LENGTH))
+    return Data(lambda: (rows(train), rows(val)), collate, tokenizer), ShiftedInStepLoss(
+        tiny_llama(len(tokenizer), SFT_LENGTH)
+    )
 
 
 def gpt2_labels_ids(tmp: Path) -> tuple[Any, pl.LightningModule]:
@@ -707,7 +735,9 @@ def gpt2_labels_ids(tmp: Path) -> tuple[Any, pl.LightningModule]:
         return Rows([{"input_ids": row, "labels": row.clone()} for row in pack(ids, BLOCK)])
 
     train, val = split_texts()
-    return Data(lambda: (blocks(train), blocks(val)), tokenizer=tokenizer), HFModule(tiny_gpt2(len(tokenizer), BLOCK))
+    return Data(lambda: (blocks(train), blocks(val)), tokenizer=tokenizer), HFModule(
+        tiny_gpt2(len(tokenizer), BLOCK)
+    )
 
 
 #: Every shape: name -> builder ``(tmp folder) -> (data, module)``.

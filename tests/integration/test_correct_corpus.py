@@ -52,7 +52,9 @@ BROKEN = {
 def shape_params() -> list[Any]:
     """One parameter per shape; main's false alarms and validator failures as strict xfails."""
     marks: dict[str, Any] = {
-        name: pytest.mark.xfail(strict=True, reason=f"false alarm on main: {rule}; fixed by #43 step-1 observation")
+        name: pytest.mark.xfail(
+            strict=True, reason=f"false alarm on main: {rule}; fixed by #43 step-1 observation"
+        )
         for name, rule in FALSE_ALARMS.items()
     }
     return [pytest.param(name, marks=BROKEN.get(name, marks.get(name, ()))) for name in SHAPES]
@@ -64,7 +66,9 @@ class Losses(pl.Callback):
     def __init__(self) -> None:
         self.values: list[float] = []
 
-    def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
+    def on_train_batch_end(
+        self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
         self.values.append(float(outputs["loss"]))
 
 
