@@ -17,47 +17,31 @@ from typing import Any
 import pytest
 import pytorch_lightning as pl
 import torch
-from corpus_shapes import SHAPES, fit
+from corpus_shapes import FALSE_ALARMS, SHAPES, VALIDATOR_FAILURES, fit
 from helpers import quiet_trainer
 
 from lightning_order import OrderValidator
 from lightning_order.errors import OrderWarning
 
-#: Shapes the validator stops on main, and the rule it stops them with (issue #43's false alarms).
-FALSE_ALARMS = {
-    "megatron-shift": "labels-shifted-twice",  # the labels never reach the HF model's own loss
-    "llama-padded-truncated": "documents-truncated",  # truncation refused whatever the row layout
-    "flattening": "init-before-data",  # position_ids read as token ids
-    "chatml-eot": "documents-without-eos",  # a row's last token is the newline after <|im_end|>
-    "chatml-completion-only": "documents-without-eos",  # the same rows, labels on the answer only
-}
-#: Shapes on which the validator itself fails on main (no violation: a crash or a hang).
-BROKEN = {
-    # lightning_order/callbacks/validator/batches.py's _concat: torch.cat over the dicts
-    # of torchtitan's ({"input": x}, y) batches.
-    "torchtitan-stream": pytest.mark.xfail(
-        strict=True, raises=TypeError, reason="validator crash on main: TypeError: expected Tensor as "
-        "element 0 in argument 0, but got dict (callbacks/validator/batches.py, _concat)",
-    ),
-    # Without the validator the run takes seconds; with it, the train loop's first fetch spins in
-    # datasets' Json._generate_tables (measured past 15 minutes).
-    "hf-streaming": [
-        pytest.mark.xfail(strict=True, reason="validator hang on main: the first train fetch of a "
-                          "datasets streaming IterableDataset never returns"),
-        pytest.mark.timeout(20, method="signal"),
-    ],
-}  # fmt: skip
-
-
-def shape_params() -> list[Any]:
-    """One parameter per shape; main's false alarms and validator failures as strict xfails."""
-    marks: dict[str, Any] = {
+#: How main fails each shape it fails, as strict xfails: the fix of #43 shows up as an XPASS.
+MARKS: dict[str, Any] = {
+    **{
         name: pytest.mark.xfail(
             strict=True, reason=f"false alarm on main: {rule}; fixed by #43 step-1 observation"
         )
         for name, rule in FALSE_ALARMS.items()
-    }
-    return [pytest.param(name, marks=BROKEN.get(name, marks.get(name, ()))) for name in SHAPES]
+    },
+    "torchtitan-stream": pytest.mark.xfail(
+        strict=True, raises=TypeError, reason=f"validator {VALIDATOR_FAILURES['torchtitan-stream']}"
+    ),
+    # A hang in C code outlives pytest-timeout's signal: not run until the validator is fixed.
+    "hf-streaming": pytest.mark.xfail(run=False, reason=f"validator {VALIDATOR_FAILURES['hf-streaming']}"),
+}
+
+
+def shape_params() -> list[Any]:
+    """One parameter per shape; main's false alarms and validator failures as strict xfails."""
+    return [pytest.param(name, marks=MARKS.get(name, ())) for name in SHAPES]
 
 
 class Losses(pl.Callback):
