@@ -20,14 +20,16 @@ import torch
 from corpus_shapes import FALSE_ALARMS, SHAPES, VALIDATOR_FAILURES, fit
 from helpers import quiet_trainer
 
-from lightning_order import OrderValidator
+from lightning_order import OrderError, OrderValidator
 from lightning_order.errors import OrderWarning
 
 #: How main fails each shape it fails, as strict xfails: the fix of #43 shows up as an XPASS.
 MARKS: dict[str, Any] = {
     **{
         name: pytest.mark.xfail(
-            strict=True, reason=f"false alarm on main: {rule}; fixed by #43 step-1 observation"
+            strict=True,
+            raises=OrderError,
+            reason=f"false alarm on main: {rule}; fixed by #43 step-1 observation",
         )
         for name, rule in FALSE_ALARMS.items()
     },
