@@ -36,7 +36,8 @@ The shapes (:data:`SHAPES`, name -> builder):
 - ``litgpt-sft``: litgpt's ``SFTDataset`` (BOS + prompt + answer + EOS, cut at ``max_seq_length``,
   the prompt masked) and its collate (ids padded with 0, labels with -100), the loss taken on
   ``logits[:, :-1]`` against ``labels[:, 1:]`` in ``training_step``;
-- ``gpt2-labels-ids``: packed blocks with ``labels = input_ids``, ``GPT2LMHeadModel(**batch).loss``.
+- ``gpt2-labels-ids``: packed blocks with ``labels = input_ids``, ``GPT2LMHeadModel(**batch).loss``;
+- ``llama-bos-packed``: Llama / OLMo pretraining, ``<s> … </s>`` documents packed into blocks.
 
 Used by tests/integration/test_correct_corpus.py and tests/distributed/ddp_scripts/correct_corpus_ddp.py.
 """
@@ -740,6 +741,20 @@ def gpt2_labels_ids(tmp: Path) -> tuple[Any, pl.LightningModule]:
     )
 
 
+def llama_bos_packed(tmp: Path) -> tuple[Any, pl.LightningModule]:
+    """Llama / OLMo pretraining: every document ``<s> … </s>`` (the tokenizer's template),
+    concatenated and cut into blocks, ``labels = input_ids``, ``LlamaForCausalLM(**batch).loss``."""
+    train, val = split_texts()
+    tokenizer = llama_tokenizer(train)
+
+    def blocks(texts: list[str]) -> Rows:
+        rows = pack(tokenizer(texts)["input_ids"], BLOCK)
+        return Rows([{"input_ids": row, "labels": row.clone()} for row in rows])
+
+    data = Data(lambda: (blocks(train), blocks(val)), tokenizer=tokenizer)
+    return data, HFModule(tiny_llama(len(tokenizer), BLOCK))
+
+
 #: Every shape: name -> builder ``(tmp folder) -> (data, module)``.
 SHAPES: dict[str, Callable[[Path], tuple[Any, pl.LightningModule]]] = {
     "megatron-shift": megatron_shift,
@@ -757,6 +772,7 @@ SHAPES: dict[str, Callable[[Path], tuple[Any, pl.LightningModule]]] = {
     "worker-shards": worker_shards,
     "litgpt-sft": litgpt_sft,
     "gpt2-labels-ids": gpt2_labels_ids,
+    "llama-bos-packed": llama_bos_packed,
 }
 
 

@@ -4,8 +4,10 @@ Each shape runs ``Trainer(callbacks=[OrderValidator()])`` with no other line of 
 (the recorder below is the test's), two steps on CPU: no violation, no ``OrderWarning``, a finite
 loss at both steps, and weights the optimizer changed. A false alarm is a bug of the same weight as
 a miss. Shapes stopped on today's main run as strict xfails naming the rule, so the fix of #43's
-step-1 observation shows up as an XPASS. The same shapes under DDP:
-tests/distributed/test_correct_corpus_ddp.py.
+step-1 observation shows up as an XPASS. A second test checks, without a Trainer, that each shape
+holds what makes it a trap for a guessing validator (pre-shifted labels, positions past the
+vocabulary, rows ending in a newline, masked prompts, rows cut on purpose). The same shapes under
+DDP: tests/distributed/test_correct_corpus_ddp.py.
 """
 
 from __future__ import annotations
@@ -155,6 +157,12 @@ def _litgpt(data: Any) -> None:  # ids padded with 0, labels with -100, the prom
     assert (batch["labels"][:, 0] == -100).all() and ((batch["labels"] != -100).sum(1) > 0).all()
 
 
+def _bos_packed(data: Any) -> None:  # documents open with <s> and close with </s> inside the blocks
+    ids = _first(data)["input_ids"]
+    bos, eos = data.tokenizer.bos_token_id, data.tokenizer.eos_token_id
+    assert torch.equal(ids[:, 1:][ids[:, :-1] == eos], torch.full_like(ids[:, 1:][ids[:, :-1] == eos], bos))
+
+
 CLAIMS = {
     "megatron-shift": _megatron_shift,
     "llama-padded-truncated": _truncated_rows,
@@ -167,6 +175,7 @@ CLAIMS = {
     "sft-padded-truncated": _truncated_rows,
     "worker-shards": _worker_shards,
     "litgpt-sft": _litgpt,
+    "llama-bos-packed": lambda data: _bos_packed(data),
 }
 
 
