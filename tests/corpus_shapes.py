@@ -790,10 +790,13 @@ VALIDATOR_FAILURES = {
     # torchtitan's ({"input": x}, y) batches.
     "torchtitan-stream": "crash: TypeError: expected Tensor as element 0 in argument 0, but got dict "
     "(callbacks/validator/batches.py, _concat)",
-    # Without the validator the run takes seconds; with it, the train loop's first fetch spins in
-    # datasets' Json._generate_tables (pyarrow's read_json; parquet files alike), measured past 15
-    # minutes, past a SIGALRM under DDP: not run until fixed.
-    "hf-streaming": "hang: the first train fetch of a datasets streaming IterableDataset never returns",
+    # Without the validator the run takes seconds. With it, the stream is read whole, its state put
+    # back with load_state_dict(fresh state); but datasets' IterableDataset.state_dict() returns the
+    # last iteration's (exhausted) state until a new iteration starts, so the next save-and-restore
+    # of callbacks/validator/peek.py puts back the end of the stream: the train loop then re-iterates
+    # an empty stream forever (measured past 15 minutes; past a SIGALRM under DDP). Not run until fixed.
+    "hf-streaming": "hang: the train loop re-iterates a datasets streaming IterableDataset left at its end "
+    "(callbacks/validator/peek.py puts back state_dict() taken after a full read)",
 }
 
 
