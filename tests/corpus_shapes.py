@@ -70,7 +70,6 @@ IM_START, IM_END = "<|im_start|>", "<|im_end|>"
 BEGIN, END, HEADER_START, HEADER_END, EOT = (
     "<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>",
 )  # fmt: skip
-VOCAB = 512
 #: Tokens per packed block (the model sees ``BLOCK``; a window holds ``BLOCK + 1``).
 BLOCK = 32
 #: Rows per batch: small, so two steps cost little.

@@ -23,8 +23,7 @@ import torch
 from corpus_shapes import FALSE_ALARMS, SHAPES, VALIDATOR_FAILURES, fit
 from helpers import quiet_trainer
 
-from lightning_order import OrderError, OrderValidator
-from lightning_order.errors import OrderWarning
+from lightning_order import OrderError, OrderValidator, OrderWarning
 
 #: How main fails each shape it fails, as strict xfails: the fix of #43 shows up as an XPASS.
 MARKS: dict[str, Any] = {

@@ -26,9 +26,8 @@ import torch
 from corpus_shapes import SHAPES, fit
 from helpers import quiet_trainer
 
-from lightning_order import OrderValidator
+from lightning_order import OrderValidator, OrderWarning
 from lightning_order.distributed import release_process_group
-from lightning_order.errors import OrderWarning
 
 
 class Losses(pl.Callback):
