@@ -174,7 +174,7 @@ CLAIMS = {
     "sft-padded-truncated": _truncated_rows,
     "worker-shards": _worker_shards,
     "litgpt-sft": _litgpt,
-    "llama-bos-packed": lambda data: _bos_packed(data),
+    "llama-bos-packed": _bos_packed,
 }
 
 
