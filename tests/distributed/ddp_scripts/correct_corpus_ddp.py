@@ -63,6 +63,7 @@ def run_shape(name: str, folder: Path) -> dict[str, Any]:
         **result,
         "rules": [v.rule for v in validator.violations],
         "warnings": sum(issubclass(w.category, OrderWarning) for w in caught),
+        "warned": [v.rule for v in validator.sampled_warnings],
         "steps": trainer.global_step,
         "finite": len(losses.values) == 2 and all(math.isfinite(v) for v in losses.values),
         "moved": moved,
