@@ -34,7 +34,7 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 import pytorch_lightning as pl
-from pytorch_lightning.utilities.rank_zero import rank_zero_info
+from pytorch_lightning.utilities.rank_zero import rank_zero_info, rank_zero_warn
 from typing_extensions import override
 
 from lightning_order.callbacks.validator.content import sampled_evidence
@@ -58,6 +58,7 @@ from lightning_order.callbacks.validator.position import (
 from lightning_order.callbacks.validator.rank_reads import rank_read_violations
 from lightning_order.callbacks.validator.restore import guard_restore, release_restore, tie_sharded_saves
 from lightning_order.callbacks.validator.resume_content import content_sample, stored_content
+from lightning_order.callbacks.validator.served import rows_served_twice
 from lightning_order.callbacks.validator.state import CheckpointSeen, Done, ValidatorState, saved_state
 from lightning_order.checkpoint import early_checkpoint
 from lightning_order.checks.datasets import check_rank_datasets, same_rows_compared
@@ -333,6 +334,11 @@ class OrderValidator(Callback):
             violations = agree(all_gather(trainer, [v.to_dict() for v in local]))
             self._act(trainer, violations, "OrderValidator (resume, before the first resumed step)")
         self._act(trainer, rank_read_violations(trainer), "OrderValidator (what each rank reads)")
+        # What the loader's workers serve, read on a copy: proof stops the run, a suspicion warns.
+        proven, suspected = rows_served_twice(trainer)
+        for doubt in suspected:
+            rank_zero_warn(f"OrderValidator: {doubt.describe()}", category=OrderWarning)
+        self._act(trainer, proven, "OrderValidator (what the train loader's workers serve)")
         ledger = datamodule_ledger(trainer.datamodule)  # type: ignore[attr-defined]  # set by Lightning, undeclared
         if self.record and ledger is not None:
             shard, optim = ledger.latest("shard"), ledger.latest("configure_optimizers")
