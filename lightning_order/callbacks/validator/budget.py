@@ -43,9 +43,9 @@ READ_TOKENS = 1 << 22
 WHOLE_BYTES = 1 << 30
 #: ... and at most this many token ids (64M), read :data:`READ_BYTES` at a time.
 WHOLE_TOKENS = 1 << 26
-#: Token ids read off each iterable split for the overlap check (16M: 128 MiB as int64, about 1 s
-#: of n-gram hashing; docs/validator.md gives the share of train it covers and what it finds).
-STREAM_TOKENS = 1 << 24
+#: Token ids read off each iterable split for the overlap check (4M: 32 MiB as int64, a few seconds
+#: of reading and hashing; docs/validator.md gives the share of train it covers and what it finds).
+STREAM_TOKENS = 1 << 22
 
 
 def item_size(item: Any) -> tuple[int, int]:

@@ -22,6 +22,7 @@ every window, are found). Figures: docs/validator.md.
 
 from __future__ import annotations
 
+import itertools
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -106,16 +107,43 @@ def item_tokens(item: Any) -> list[np.ndarray]:
     return list(inputs)
 
 
+#: Items stacked per conversion (``default_collate``): the per-item cost of a Python stream is paid once per group.
+_GROUP = 512
+
+
+def _rows_of(items: list[Any]) -> list[np.ndarray]:
+    """:func:`item_tokens` of a group of items: stacked when they stack into one row each, else one by one."""
+    try:
+        rows = item_tokens(torch.utils.data.default_collate(items))
+    except Exception:  # ragged rows, text, lists of different lengths: item by item
+        rows = []
+    if len(rows) != len(items):  # items that are batches already, or that did not stack
+        rows = [row for item in items for row in item_tokens(item)]
+    return rows
+
+
+#: Marks the end of a stream (an item may be anything, ``None`` included).
+_END = object()
+
+
 def _from_rows(rows: Any, max_tokens: int) -> StreamRead | None:
     """Reads windows off an iterator of items until ``max_tokens``."""
     pieces: list[np.ndarray] = []
     count, tokens, window, whole = 0, 0, 0, True
-    for item in rows:
-        for row in item_tokens(item):
+    group: list[Any] = []
+    for item in itertools.chain(rows, [_END]):
+        if item is not _END:
+            group.append(item)
+            # The first item alone sizes the groups, so a group never reads far past the budget.
+            wanted = 1 if not window else min(_GROUP, -(-(max_tokens - tokens) // window))
+            if len(group) < max(1, wanted):
+                continue
+        for row in _rows_of(group) if group else []:
             pieces.append(row)
             count, tokens, window = count + 1, tokens + row.size, max(window, row.size)
+        group = []
         if tokens >= max_tokens:
-            whole = False
+            whole = item is _END
             break
     if not pieces:
         return None

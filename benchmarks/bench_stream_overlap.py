@@ -1,0 +1,145 @@
+"""Overlap on an iterable train split: what a token budget reads of the stream, what it finds, what it costs.
+
+The validator reads an iterable train split on a copy up to a token budget
+(:data:`~lightning_order.callbacks.validator.budget.STREAM_TOKENS`, 4M by default) and checks every
+validation window against the tokens read (docs/validator.md, "Iterable splits"). This measures,
+for train streams of ``--train-tokens`` and budgets of ``--budget-shares`` of them:
+
+- **power**: validation documents replaced by copies of train documents drawn uniformly from the
+  whole stream (a dedup made after the split) until ``--shares`` of the validation windows lie in
+  twins; ``--seeds`` corpora each (bench_window_overlap.py's generator: Zipf ids, end-of-text id 0,
+  a third of the documents ending with one of three shared 80-token footers, so the ``0`` row is
+  the false-alarm rate). Detected: ``train-val-overlap`` raised at ``--threshold``; the share found
+  against the share planted times the share of train read (the expected lower bound);
+- **cost**: the read (:func:`~lightning_order.callbacks.validator.stream_tokens.read_split_tokens`
+  over a torchtitan-style ``IterableDataset`` yielding ``(x, y)`` windows of 33 tokens) plus the
+  check, beside one plain iteration of the same stream's windows up to the same budget (what
+  reading the stream costs any consumer, the floor), median over the seeds.
+
+Example:
+    PYTHONPATH=$PWD python benchmarks/bench_stream_overlap.py --train-tokens 4000000 \
+        --budget-shares 0.1 0.25 0.5 1 --shares 0 0.05 0.2 0.5 --seeds 5 --json /tmp/bench_stream_overlap.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from bench_window_overlap import EOS, WINDOW, corpus
+
+from lightning_order.callbacks.validator.stream_tokens import read_split_tokens
+from lightning_order.checks.windows import check_window_overlap, window_overlap
+
+
+class _Stream(torch.utils.data.IterableDataset):
+    """A torchtitan-style stream: ``(x, y)`` windows of ``WINDOW`` tokens of a token array, in order."""
+
+    def __init__(self, tokens: np.ndarray) -> None:
+        self.tokens = tokens
+
+    def __iter__(self):
+        for start in range(0, self.tokens.size - WINDOW + 1, WINDOW):
+            chunk = torch.from_numpy(self.tokens[start : start + WINDOW].astype(np.int64))
+            yield chunk[:-1], chunk[1:]
+
+
+class _Splits:
+    """What the validator reads: the splits' loaders."""
+
+    def __init__(self, train: np.ndarray, val: np.ndarray) -> None:
+        self.train, self.val = _Stream(train), _Stream(val)
+
+    def train_dataloader(self) -> torch.utils.data.DataLoader:
+        return torch.utils.data.DataLoader(self.train, batch_size=8)
+
+    def val_dataloader(self) -> torch.utils.data.DataLoader:
+        return torch.utils.data.DataLoader(self.val, batch_size=8)
+
+
+def _floor(stream: _Stream, budget: int) -> float:
+    """Seconds of one plain iteration of the stream's windows up to ``budget`` tokens."""
+    start, read = time.perf_counter(), 0
+    for x, _ in stream:
+        read += x.numel() + 1
+        if read >= budget:
+            break
+    return time.perf_counter() - start
+
+
+def measure(train: np.ndarray, val: np.ndarray, budget: int, threshold: float) -> dict:
+    splits = _Splits(train, val)
+    start = time.perf_counter()
+    train_read = read_split_tokens(splits, "train", max_tokens=budget)
+    val_read = read_split_tokens(splits, "val")
+    assert train_read is not None and val_read is not None
+    result = window_overlap(val_read.tokens, [train_read.tokens], WINDOW, separators=[EOS])
+    found = check_window_overlap(result, threshold=threshold, train_whole=train_read.whole)
+    seconds = time.perf_counter() - start
+    return {
+        "seconds": seconds,
+        "floor_s": _floor(splits.train, budget),
+        "read_tokens": int(train_read.tokens.size),
+        "detected": bool(found),
+        "rate": result.rate,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--train-tokens", type=int, default=4_000_000)
+    parser.add_argument("--val-tokens", type=int, default=200_000)
+    parser.add_argument("--budget-shares", type=float, nargs="+", default=[0.1, 0.25, 0.5, 1.0])
+    parser.add_argument("--shares", type=float, nargs="+", default=[0.0, 0.05, 0.2, 0.5])
+    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--threshold", type=float, default=0.01)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+
+    rows = []
+    print(
+        "| train read | planted | expected found (planted × read) | detected | share found | time | × one read |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for share in args.shares:
+        corpora = [
+            corpus(np.random.default_rng(s), args.train_tokens, args.val_tokens, share)
+            for s in range(args.seeds)
+        ]
+        for budget_share in args.budget_shares:
+            budget = int(budget_share * args.train_tokens)
+            runs = [measure(train, val, budget, args.threshold) for train, val, _ in corpora]
+            read = float(np.mean([r["read_tokens"] for r in runs])) / float(
+                np.mean([t.size for t, _, _ in corpora])
+            )
+            planted = float(np.mean([p for _, _, p in corpora]))
+            seconds, floor = (
+                float(np.median([r["seconds"] for r in runs])),
+                float(np.median([r["floor_s"] for r in runs])),
+            )
+            row = {
+                "train_tokens": args.train_tokens,
+                "budget": budget,
+                "read_share": read,
+                "planted": planted,
+                "expected": planted * min(1.0, read),
+                "detected": float(np.mean([r["detected"] for r in runs])),
+                "found": float(np.mean([r["rate"] for r in runs])),
+                "seconds": seconds,
+                "ratio": seconds / floor if floor else float("nan"),
+            }
+            rows.append(row)
+            print(
+                f"| {read:.0%} ({budget:,} tokens) | {planted:.1%} | {row['expected']:.2%} | {row['detected']:.0%} | "
+                f"{row['found']:.2%} | {seconds:.2f} s | {row['ratio']:.1f} |"
+            )
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=2))
+
+
+if __name__ == "__main__":
+    main()
