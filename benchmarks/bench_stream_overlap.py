@@ -16,22 +16,31 @@ for train streams of ``--train-tokens`` and budgets of ``--budget-shares`` of th
   check, beside one plain iteration of the same stream's windows up to the same budget (what
   reading the stream costs any consumer, the floor), median over the seeds.
 
+Last, with ``--served-repeats``: what reading the train loader's workers on a copy costs
+(:func:`~lightning_order.callbacks.validator.served.rows_served_twice`, ``rows-served-twice``) on a
+2-worker loader of an ``IterableDataset`` split by ``get_worker_info()``, beside the same loader's
+own start and its first 256 rows, median of the repeats.
+
 Example:
     PYTHONPATH=$PWD python benchmarks/bench_stream_overlap.py --train-tokens 4000000 \
-        --budget-shares 0.1 0.25 0.5 1 --shares 0 0.05 0.2 0.5 --seeds 5 --json /tmp/bench_stream_overlap.json
+        --budget-shares 0.1 0.25 0.5 1 --shares 0 0.05 0.2 0.5 --seeds 3 --json /tmp/bench_stream_overlap.json
+    PYTHONPATH=$PWD python benchmarks/bench_stream_overlap.py --shares --served-repeats 7
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import torch
 from bench_window_overlap import EOS, WINDOW, corpus
 
+from lightning_order.callbacks.validator.served import rows_served_twice
 from lightning_order.callbacks.validator.stream_tokens import read_split_tokens
 from lightning_order.checks.windows import check_window_overlap, window_overlap
 
@@ -71,6 +80,41 @@ def _floor(stream: _Stream, budget: int) -> float:
     return time.perf_counter() - start
 
 
+class _WorkerShards(torch.utils.data.IterableDataset):
+    """``(x, y)`` windows of a token array, every ``num_workers``-th one per worker (split correctly)."""
+
+    def __init__(self, tokens: np.ndarray) -> None:
+        self.tokens = tokens
+
+    def __iter__(self):
+        info = torch.utils.data.get_worker_info()
+        share, of = (info.id, info.num_workers) if info is not None else (0, 1)
+        for n, start in enumerate(range(0, self.tokens.size - WINDOW + 1, WINDOW)):
+            if n % of == share:
+                chunk = torch.from_numpy(self.tokens[start : start + WINDOW].astype(np.int64))
+                yield chunk[:-1], chunk[1:]
+
+
+def served_cost(repeats: int) -> dict:
+    """Seconds of the workers' read on a copy, beside the loader's own start and first 256 rows."""
+    tokens = np.random.default_rng(0).integers(1, 50_000, size=1_000_000)
+    checks, plain = [], []
+    for _ in range(repeats):
+        loader = torch.utils.data.DataLoader(_WorkerShards(tokens), batch_size=8, num_workers=2)
+        start = time.perf_counter()
+        found = rows_served_twice(SimpleNamespace(train_dataloader=loader, world_size=1))
+        checks.append(time.perf_counter() - start)
+        assert found == ([], []), found
+        start = time.perf_counter()
+        batches = iter(loader)
+        for _ in range(256 // 8):
+            next(batches)
+        del batches
+        plain.append(time.perf_counter() - start)
+    check, own = statistics.median(checks), statistics.median(plain)
+    return {"check_s": check, "loader_s": own, "ratio": check / own}
+
+
 def measure(train: np.ndarray, val: np.ndarray, budget: int, threshold: float) -> dict:
     splits = _Splits(train, val)
     start = time.perf_counter()
@@ -94,17 +138,26 @@ def main() -> None:
     parser.add_argument("--train-tokens", type=int, default=4_000_000)
     parser.add_argument("--val-tokens", type=int, default=200_000)
     parser.add_argument("--budget-shares", type=float, nargs="+", default=[0.1, 0.25, 0.5, 1.0])
-    parser.add_argument("--shares", type=float, nargs="+", default=[0.0, 0.05, 0.2, 0.5])
+    parser.add_argument("--shares", type=float, nargs="*", default=[0.0, 0.05, 0.2, 0.5])
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--threshold", type=float, default=0.01)
+    parser.add_argument("--served-repeats", type=int, default=0)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
 
-    rows = []
-    print(
-        "| train read | planted | expected found (planted × read) | detected | share found | time | × one read |"
-    )
-    print("|---|---|---|---|---|---|---|")
+    rows: list[dict] = []
+    if args.served_repeats:
+        served = served_cost(args.served_repeats)
+        rows.append({"served": served})
+        print(
+            f"rows-served-twice read (2 workers, 256 rows): {served['check_s']:.3f} s; the loader's own start "
+            f"and first 256 rows: {served['loader_s']:.3f} s (x{served['ratio']:.2f})"
+        )
+    if args.shares:
+        print(
+            "| train read | planted | expected found (planted × read) | detected | share found | time | × one read |"
+        )
+        print("|---|---|---|---|---|---|---|")
     for share in args.shares:
         corpora = [
             corpus(np.random.default_rng(s), args.train_tokens, args.val_tokens, share)
@@ -117,10 +170,8 @@ def main() -> None:
                 np.mean([t.size for t, _, _ in corpora])
             )
             planted = float(np.mean([p for _, _, p in corpora]))
-            seconds, floor = (
-                float(np.median([r["seconds"] for r in runs])),
-                float(np.median([r["floor_s"] for r in runs])),
-            )
+            seconds = float(np.median([r["seconds"] for r in runs]))
+            floor = float(np.median([r["floor_s"] for r in runs]))
             row = {
                 "train_tokens": args.train_tokens,
                 "budget": budget,
