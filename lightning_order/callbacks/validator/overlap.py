@@ -23,11 +23,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
 from pytorch_lightning.utilities.rank_zero import rank_zero_info
 
 from lightning_order.callbacks.validator.batches import batch_inputs, sample_batch
 from lightning_order.callbacks.validator.evidence import split_key_hashes
-from lightning_order.callbacks.validator.stream_tokens import is_stream, read_split_tokens
+from lightning_order.callbacks.validator.stream_tokens import StreamRead, is_stream, read_split_tokens
 from lightning_order.callbacks.validator.tokens import chunks, separator_ids, split_stream, subset_windows
 from lightning_order.checks.block_seams import check_stream_seams
 from lightning_order.checks.datasets import check_twin_rate, twin_estimate
@@ -143,7 +144,10 @@ def _stream_overlap(dm: Any, threshold: float) -> list[Violation] | None:
     if not is_stream(dm, "train"):
         return None
     train = read_split_tokens(dm, "train")
-    val = read_split_tokens(dm, "val") if train is not None else None
+    flat = split_stream(dm, "val") if train is not None else None
+    # A validation split of windows of one flat array (val.bin) is that array; else its rows joined.
+    val = StreamRead(np.asarray(flat[0]), flat[1], 0, True) if flat is not None else None
+    val = val or (read_split_tokens(dm, "val") if train is not None else None)
     if train is None or val is None:
         return None
     window = max(val.window, 2)

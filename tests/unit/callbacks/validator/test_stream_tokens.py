@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 from streams import TokenStream, documents, tokenize
-from torch.utils.data import DataLoader, IterableDataset
+from torch.utils.data import DataLoader, Dataset, IterableDataset
 
 from lightning_order.callbacks.validator.overlap import overlap_check
 from lightning_order.callbacks.validator.stream_tokens import read_split_tokens
@@ -45,6 +45,20 @@ class _Windows(IterableDataset):
             if self.keep(n):
                 chunk = torch.from_numpy(self.tokens[start : start + BLOCK + 1].copy())
                 yield chunk[:-1], chunk[1:]
+
+
+class _Flat(Dataset):
+    """nanoGPT's validation data: every window of ``BLOCK + 1`` tokens of one flat array (``val.bin``)."""
+
+    def __init__(self, docs: list[str]) -> None:
+        self.data = np.concatenate([tokenize(d) for d in docs])
+
+    def __len__(self) -> int:
+        return self.data.size - BLOCK
+
+    def __getitem__(self, i: int):
+        chunk = torch.from_numpy(self.data[i : i + BLOCK + 1].copy())
+        return chunk[:-1], chunk[1:]
 
 
 def _splits(twins: int = 0) -> tuple[list[str], list[str]]:
@@ -124,3 +138,12 @@ def test_the_budget_is_stated_as_a_lower_bound_when_train_is_read_in_part(monkey
     evidence, found = _overlap(_Streams(TokenStream(train, BLOCK), TokenStream(val, BLOCK)))
     assert evidence == "stream-read" and found and found[0].details["train_whole"] is False
     assert "a lower bound" in found[0].message
+
+
+@pytest.mark.parametrize("twins", [0, 5])
+def test_a_stream_against_a_flat_validation_array_reads_the_array_once(twins):
+    train, val = _splits(twins=twins)
+    evidence, found = _overlap(_Streams(TokenStream(train, BLOCK), _Flat(val)))
+    assert evidence == "stream-read" and [v.rule for v in found] == (["train-val-overlap"] if twins else [])
+    if twins:  # every stride-1 window of val.bin once, not each window's tokens joined again
+        assert found[0].details["checked"] == _Flat(val).data.size - BLOCK
