@@ -21,10 +21,16 @@ Last, with ``--served-repeats``: what reading the train loader's workers on a co
 2-worker loader of an ``IterableDataset`` split by ``get_worker_info()``, beside the same loader's
 own start and its first 256 rows, median of the repeats.
 
+With ``--seam-seeds``: why a random split of tests/nanogpt.py's token blocks held as two arrays of
+rows is not reported: the seam statistic (:func:`~lightning_order.checks.block_seams.seam_z` at the
+block length) of the train rows joined, for the blocks split at random (rows in random order), a
+correct split whose blocks are stored shuffled, and a correct split in order.
+
 Example:
     PYTHONPATH=$PWD python benchmarks/bench_stream_overlap.py --train-tokens 4000000 \
         --budget-shares 0.1 0.25 0.5 1 --shares 0 0.05 0.2 0.5 --seeds 3 --json /tmp/bench_stream_overlap.json
     PYTHONPATH=$PWD python benchmarks/bench_stream_overlap.py --shares --served-repeats 7
+    PYTHONPATH=$PWD python benchmarks/bench_stream_overlap.py --shares --seam-seeds 4
 """
 
 from __future__ import annotations
@@ -32,6 +38,8 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
+import tempfile
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -42,7 +50,11 @@ from bench_window_overlap import EOS, WINDOW, corpus
 
 from lightning_order.callbacks.validator.served import rows_served_twice
 from lightning_order.callbacks.validator.stream_tokens import read_split_tokens
+from lightning_order.checks.block_seams import seam_z
 from lightning_order.checks.windows import check_window_overlap, window_overlap
+
+sys.path[:0] = [str(Path(__file__).resolve().parents[1] / "tests")]
+import nanogpt  # noqa: E402  (tests/nanogpt.py: the corpus of the seam figures)
 
 
 class _Stream(torch.utils.data.IterableDataset):
@@ -115,6 +127,32 @@ def served_cost(repeats: int) -> dict:
     return {"check_s": check, "loader_s": own, "ratio": check / own}
 
 
+def seams(seeds: int) -> list[dict]:
+    """``seam_z`` of the joined train rows: blocks split at random, a correct split shuffled, a correct split in order."""
+    out = []
+    with tempfile.TemporaryDirectory() as folder:
+        nanogpt.prepare(Path(folder))
+        train = np.fromfile(Path(folder) / "train.bin", dtype=np.uint16).astype(np.int64)
+        val = np.fromfile(Path(folder) / "val.bin", dtype=np.uint16).astype(np.int64)
+    width = nanogpt.BLOCK + 1
+    both = np.concatenate([train, val])
+    blocks = both[: both.size // width * width].reshape(-1, width)
+    own = train[: train.size // width * width].reshape(-1, width)
+    for seed in range(seeds):
+        order = np.random.default_rng(seed).permutation(len(blocks))
+        picked = blocks[order[: int(0.9 * len(blocks))]]
+        shuffled = own[np.random.default_rng(seed).permutation(len(own))]
+        out.append(
+            {
+                "seed": seed,
+                "random_split": seam_z(picked.ravel(), width),
+                "correct_shuffled": seam_z(shuffled.ravel(), width),
+                "correct_in_order": seam_z(own.ravel(), width),
+            }
+        )
+    return out
+
+
 def measure(train: np.ndarray, val: np.ndarray, budget: int, threshold: float) -> dict:
     splits = _Splits(train, val)
     start = time.perf_counter()
@@ -142,6 +180,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--threshold", type=float, default=0.01)
     parser.add_argument("--served-repeats", type=int, default=0)
+    parser.add_argument("--seam-seeds", type=int, default=0)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
 
@@ -152,6 +191,12 @@ def main() -> None:
         print(
             f"rows-served-twice read (2 workers, 256 rows): {served['check_s']:.3f} s; the loader's own start "
             f"and first 256 rows: {served['loader_s']:.3f} s (x{served['ratio']:.2f})"
+        )
+    for row in seams(args.seam_seeds) if args.seam_seeds else []:
+        rows.append({"seams": row})
+        print(
+            f"seed {row['seed']}: z of the joined train rows, blocks split at random {row['random_split']:.1f}, "
+            f"a correct split shuffled {row['correct_shuffled']:.1f}, in order {row['correct_in_order']:.1f}"
         )
     if args.shares:
         print(
