@@ -12,7 +12,8 @@
 - :class:`ShardStream`: llama2.c's ``PretokDataset``: shards of token blocks read in turn; with
   ``split_workers=False`` every loader worker reads every shard (it forgets ``get_worker_info()``:
   the bug), else each worker keeps every ``num_workers``-th block; ``repeat`` serves each block
-  that many times in a row (a corpus with real duplicate documents);
+  that many times in a row (a corpus with real duplicate documents); ``rank`` / ``world``: a share
+  of the shards per rank;
 - :class:`Rows`, :class:`TinyModel`: a map-style dataset of distinct token rows and a model for it;
 - :class:`FirstBatches`: records a hash of each batch the run trains on.
 """
@@ -102,12 +103,18 @@ class ShardStream(IterableDataset):
     """llama2.c-style shards of ``block + 1`` token windows, read in order (see the module docstring)."""
 
     def __init__(
-        self, shards: int = 4, blocks: int = 64, block: int = 16, split_workers: bool = True, repeat: int = 1
+        self,
+        shards: int = 4,
+        blocks: int = 64,
+        block: int = 16,
+        split_workers: bool = True,
+        repeat: int = 1,
+        rank: int = 0,
+        world: int = 1,
     ) -> None:
         rng = np.random.default_rng(0)
-        self.shards = [
-            torch.from_numpy(rng.integers(1, VOCAB, size=(blocks, block + 1))) for _ in range(shards)
-        ]
+        every = [torch.from_numpy(rng.integers(1, VOCAB, size=(blocks, block + 1))) for _ in range(shards)]
+        self.shards = every[rank::world]  # a share of the shards per rank, as llama2.c does
         self.split_workers, self.repeat = split_workers, repeat
 
     def __iter__(self):
