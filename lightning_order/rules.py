@@ -190,6 +190,14 @@ RULES: dict[str, Rule] = {
         "the strategy's num_replicas/rank); an iterable loader must draw by rank (seed + rank, or a "
         "share of the stream per rank)",
     ),
+    "rows-served-twice": Rule(
+        "the train loader's workers serve the same rows: each worker reads the whole stream",
+        "every row is trained on once per worker each epoch: an epoch costs N times its data, the loss "
+        "falls faster than it should (memorised repeats) and validation does not follow; no error",
+        "split the stream between loader workers in the dataset's __iter__: read "
+        "torch.utils.data.get_worker_info() and keep only this worker's share (shards[info.id::info.num_workers], "
+        "or every num_workers-th row), on top of the share per rank",
+    ),
 }
 
 

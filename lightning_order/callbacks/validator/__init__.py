@@ -9,7 +9,8 @@ the run (:mod:`.peek`), rank agreement and the phase runner (:mod:`.gather`) and
 (:mod:`.resume`: the restore, the content sample, the data position). Each other module gathers
 for its own checks and registers them: the splits' content (:mod:`.content`), train/validation
 overlap (:mod:`.overlap`, with :mod:`.tokens` and :mod:`.arrow_blocks`), label encoding
-(:mod:`.labels`), what each rank reads (:mod:`.rank_reads`), an LM run (:mod:`.lm`, with
+(:mod:`.labels`), what each rank reads (:mod:`.rank_reads`), rows the train loader's workers serve twice
+(:mod:`.served`), an LM run (:mod:`.lm`, with
 :mod:`.lm_tokens`, :mod:`.documents` and :mod:`.tokenizer_fit`).
 
 Importing the package registers the built-in checks (the modules below), so every process that
@@ -17,7 +18,7 @@ can build an ``OrderValidator`` runs the same checks in the same order.
 """
 
 # Imported for what they register (callback.py imports the other modules that register checks).
-from lightning_order.callbacks.validator import labels, overlap, rank_reads  # noqa: F401
+from lightning_order.callbacks.validator import labels, overlap, rank_reads, served  # noqa: F401
 from lightning_order.callbacks.validator.callback import OrderValidator
 
 __all__ = ["OrderValidator"]

@@ -46,7 +46,7 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 import pytorch_lightning as pl
-from pytorch_lightning.utilities.rank_zero import rank_zero_info
+from pytorch_lightning.utilities.rank_zero import rank_zero_info, rank_zero_warn
 from typing_extensions import override
 
 from lightning_order.callbacks.validator.content import sampled_evidence
@@ -304,7 +304,12 @@ class OrderValidator(Callback):
         resumed = resume_point(trainer) if self._state.resuming else None
         stored = self._state.stored_position or self.position
         checkpoint = {"position": stored, "resumed": resumed} if self._state.resuming else None
-        self._run(trainer, Phase.TRAIN_START, pl_module, "OrderValidator (before step 1)", checkpoint=checkpoint)
+        result = self._run(
+            trainer, Phase.TRAIN_START, pl_module, "OrderValidator (before step 1)", checkpoint=checkpoint
+        )
+        # What the loader's workers serve (rows-served-twice): proof stopped the run above, a suspicion warns.
+        for doubt in result.facts.get("rows_served_suspected", ()):
+            rank_zero_warn(f"OrderValidator: {doubt.describe()}", category=OrderWarning)
         ledger = datamodule_ledger(trainer.datamodule)  # type: ignore[attr-defined]  # set by Lightning, undeclared
         if self.record and ledger is not None:
             shard, optim = ledger.latest("shard"), ledger.latest("configure_optimizers")

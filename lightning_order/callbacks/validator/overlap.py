@@ -23,10 +23,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
 from pytorch_lightning.utilities.rank_zero import rank_zero_info
 
 from lightning_order.callbacks.validator.batches import batch_inputs, sample_batch
 from lightning_order.callbacks.validator.evidence import split_key_hashes
+from lightning_order.callbacks.validator.stream_tokens import StreamRead, is_stream, read_split_tokens
 from lightning_order.callbacks.validator.tokens import chunks, separator_ids, split_stream, subset_windows
 from lightning_order.checks.block_seams import check_stream_seams
 from lightning_order.checks.datasets import check_twin_rate, twin_estimate
@@ -60,7 +62,9 @@ def overlap_check(
         sample_rows: validation rows sampled when only sampled rows are left.
 
     Returns:
-        ``(evidence, violations)``: ``"key-hash"`` (both splits' key hashes), ``"token-stream"``
+        ``(evidence, violations)``: ``"key-hash"`` (both splits' key hashes), ``"stream-read"`` (an
+        iterable train split read as tokens up to a budget, every validation window against them),
+        ``"token-stream"``
         (every validation window against all train tokens), ``"token-subsets"`` (a split after
         packing found from the windows' places in one stream), ``"content"``
         (every train item's content hash), ``"content-sample"`` (the same items sampled on every
@@ -101,6 +105,9 @@ def overlap_check(
         )
         if found:
             return "token-subsets", found
+    stream = _stream_overlap(dm, threshold)
+    if stream is not None:  # an iterable train split, read as tokens on a copy up to a budget
+        return "stream-read", stream
     train_part, val_part = (content or {}).get("train"), (content or {}).get("val")
     if train_part and val_part and not train_part.get("random") and not val_part.get("random"):
         # Hashes of every item's inputs (or of the same sample on every rank): the twin rate.
@@ -128,6 +135,32 @@ def overlap_check(
         unknown_size=train_rows is None,  # an iterable split: its rows read are a sample (#37)
     )
     return "rows-sample", found
+
+
+def _stream_overlap(dm: Any, threshold: float) -> list[Violation] | None:
+    """Validation windows against the first :data:`~.budget.STREAM_TOKENS` of an iterable train split.
+
+    ``None`` when train is no stream, or either split gives no token ids (the row sample decides).
+    """
+    if not is_stream(dm, "train"):
+        return None
+    train = read_split_tokens(dm, "train")
+    flat = split_stream(dm, "val") if train is not None else None
+    # A validation split of windows of one flat array (val.bin) is that array; else its rows joined.
+    val = StreamRead(np.asarray(flat[0]), flat[1], 0, True) if flat is not None else None
+    val = val or (read_split_tokens(dm, "val") if train is not None else None)
+    if train is None or val is None:
+        return None
+    window = max(val.window, 2)
+    result = window_overlap(val.tokens, chunks(train.tokens), window, separator_ids(dm))
+    found = check_window_overlap(result, threshold=threshold, train_whole=train.whole)
+    read = "all of it" if train.whole else f"its first {train.tokens.size} tokens (the budget)"
+    rank_zero_info(
+        f"OrderValidator: the iterable train split read as a token stream, {read}; {result.twins} of "
+        f"{result.windows} validation windows{'' if val.whole else ' read'} lie inside documents found in it"
+        + ("" if found else f" ({result.rate:.2%}, threshold {threshold:.1%}): no violation")
+    )
+    return found
 
 
 def _say(estimate: RateEstimate | None, found: list[Violation]) -> None:
