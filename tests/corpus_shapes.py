@@ -782,19 +782,7 @@ FALSE_ALARMS: dict[str, str] = {}  # none since the step-1 observation (#43); a 
 #: with its evidence, since the cut documents are still documents without their end).
 WARNED: dict[str, list[str]] = {"llama-padded-truncated": ["documents-truncated"]}
 #: Shapes on which the validator itself fails on main (no violation): what happens.
-VALIDATOR_FAILURES = {
-    # lightning_order/callbacks/validator/batches.py's _concat: torch.cat over the input dicts of
-    # torchtitan's ({"input": x}, y) batches.
-    "torchtitan-stream": "crash: TypeError: expected Tensor as element 0 in argument 0, but got dict "
-    "(callbacks/validator/batches.py, _concat)",
-    # Without the validator the run takes seconds. With it, the stream is read whole, its state put
-    # back with load_state_dict(fresh state); but datasets' IterableDataset.state_dict() returns the
-    # last iteration's (exhausted) state until a new iteration starts, so the next save-and-restore
-    # of callbacks/validator/peek.py puts back the end of the stream: the train loop then re-iterates
-    # an empty stream forever (measured past 15 minutes; past a SIGALRM under DDP). Not run until fixed.
-    "hf-streaming": "hang: the train loop re-iterates a datasets streaming IterableDataset left at its end "
-    "(callbacks/validator/peek.py puts back state_dict() taken after a full read)",
-}
+VALIDATOR_FAILURES: dict[str, str] = {}  # none since the fixes of #43 (nested batches, a stream put back)
 
 
 def hangs(name: str) -> bool:

@@ -36,11 +36,6 @@ MARKS: dict[str, Any] = {
         )
         for name, rule in FALSE_ALARMS.items()
     },
-    "torchtitan-stream": pytest.mark.xfail(
-        strict=True, raises=TypeError, reason=f"validator {VALIDATOR_FAILURES['torchtitan-stream']}"
-    ),
-    # A hang in C code outlives pytest-timeout's signal: not run until the validator is fixed.
-    "hf-streaming": pytest.mark.xfail(run=False, reason=f"validator {VALIDATOR_FAILURES['hf-streaming']}"),
 }
 
 
