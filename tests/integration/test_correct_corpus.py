@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import pytorch_lightning as pl
 import torch
-from corpus_shapes import FALSE_ALARMS, SHAPES, VALIDATOR_FAILURES, WARNED, fit
+from corpus_shapes import FALSE_ALARMS, SHAPES, WARNED, fit
 from helpers import quiet_trainer
 
 from lightning_order import OrderError, OrderValidator, OrderWarning
