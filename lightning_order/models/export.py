@@ -78,7 +78,7 @@ def export_causal_lm(
 ) -> Path:
     """Writes a trained ``OrderedCausalLM`` and its tokenizer as a ``transformers`` model folder.
 
-    Example:
+    Examples:
         >>> export_causal_lm("lightning_logs/version_0/checkpoints/last.ckpt", "my-model")  # doctest: +SKIP
         >>> AutoModelForCausalLM.from_pretrained("my-model")  # doctest: +SKIP
 
