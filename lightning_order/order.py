@@ -192,7 +192,7 @@ class Pipeline:
         A step whose name already exists replaces it. ``before`` names existing steps that must
         now also require the new steps.
 
-        Example:
+        Examples:
             >>> dedupe = Step("dedupe", requires=("clean",), kind="rowwise")
             >>> pipeline = STANDARD_PIPELINE.extend(dedupe, before="split")
             >>> pipeline.order().index("dedupe") < pipeline.order().index("split")

@@ -50,7 +50,7 @@ PIPELINES: dict[str, PipelineSpec] = {TEXT_SPEC.name: TEXT_SPEC, LM_SPEC.name: L
 def register(spec: PipelineSpec, *, replace: bool = False) -> PipelineSpec:
     """Admits a pipeline: its caches, ledgers, DataModules and models are read through ``spec`` from now on.
 
-    Example:
+    Examples:
         >>> from lightning_order import register  # doctest: +SKIP
         >>> register(PipelineSpec(name="vision", pipeline=..., ...))  # doctest: +SKIP
 

@@ -280,7 +280,7 @@ def record_step(
 ) -> Callable[[_F], _F]:
     """A method decorator: each call records ``step`` in ``self.ledger`` (see the module docstring).
 
-    Example:
+    Examples:
         >>> class Prep:
         ...     @record_step("load")
         ...     def load(self):
@@ -358,7 +358,7 @@ def recording(
 ) -> Iterator[StepRecording]:
     """A block that records ``step`` in ``owner.ledger`` when it ends without an error.
 
-    Example:
+    Examples:
         >>> class Prep: ...
         >>> prep, train = Prep(), [1.0, 2.0, 3.0]
         >>> with recording(prep, "fit_features", reads=[train]) as step:
@@ -404,7 +404,7 @@ def require_steps(
     ``_<method>_done`` and, when the instance has a ledger and the method did not record itself,
     records the step with the latest outputs of ``steps`` as inputs.
 
-    Example:
+    Examples:
         >>> class Prep:
         ...     @require_steps("clean")
         ...     def build_vocab(self): ...

@@ -5,7 +5,7 @@ need none of it. :func:`main` answers them here and hands the rest to
 :func:`lightning_order.cli.lightning.run` (LightningCLI):
 
 * ``--help`` / no command: the subcommands (:data:`~lightning_order.cli.help.HELP`);
-* ``audit`` and ``graph``: :mod:`lightning_order.cli.tools`;
+* ``audit``, ``graph`` and ``export``: :mod:`lightning_order.cli.tools`;
 * ``prepare`` of a pipeline's own DataModule (a ``data:`` section without ``class_path``):
   the ``--config`` files and the options are parsed once, by jsonargparse against the pipeline's
   typed config class (:mod:`lightning_order.data.engine.config`), and the data is prepared by the
@@ -107,6 +107,10 @@ def _dispatch(argv: list[str], args: list[str] | None) -> int:
             from lightning_order.cli import tools
 
             return tools.audit_main(argv[1:]) if command == "audit" else tools.graph_main(argv[1:])
+        if command == "export":
+            from lightning_order.cli import tools
+
+            return tools.export_main(argv[1:])
         from lightning_order.cli.parsing import check_config_file
 
         for path in _config_files(argv[1:]):

@@ -19,6 +19,7 @@ COMMANDS: dict[str, str] = {
     "prepare": "Run the data pipeline only and write the cache and its manifest (same config as fit).",
     "audit": "Re-check prepared pipelines (a cache root, one pipeline folder or a manifest).",
     "graph": "Print the pipeline DAG as Mermaid or DOT, with executed steps and violated edges.",
+    "export": "Write a trained OrderedCausalLM and its tokenizer as a transformers model folder.",
 }
 #: The subcommands LightningCLI runs.
 LIGHTNING_COMMANDS: tuple[str, ...] = ("fit", "validate", "test", "predict")

@@ -90,7 +90,7 @@ class OrderCLI(LightningCLI):
     (``OrderedDataModule`` and ``OrderedTextClassifier``). Any ``LightningModule`` whose
     constructor takes the dims can replace the model with ``--model.class_path``.
 
-    Example:
+    Examples:
         A training script of one's own, with one's own model::
 
             from lightning_order.cli import OrderCLI

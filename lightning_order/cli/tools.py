@@ -1,4 +1,4 @@
-"""The ``audit`` and ``graph`` subcommands: their parsers and entry points, without Lightning.
+"""The ``audit``, ``graph`` and ``export`` subcommands: their parsers and entry points, without Lightning.
 
 :mod:`lightning_order.cli.dispatch` (the ``lightning-order`` entry point) calls them directly;
 :class:`~lightning_order.cli.lightning.OrderCLI` registers the same parsers for its ``--help``.
@@ -27,7 +27,7 @@ from lightning_order.cli.rendering import graph_marks, to_dot, to_mermaid
 from lightning_order.errors import ManifestError
 from lightning_order.pipelines import DEFAULT_PIPELINE, PIPELINES, spec_for
 
-__all__ = ["audit_main", "graph_main", "tool_parser"]
+__all__ = ["audit_main", "export_main", "graph_main", "tool_parser"]
 
 
 def tool_parser(name: str) -> ArgumentParser:
@@ -59,6 +59,21 @@ def tool_parser(name: str) -> ArgumentParser:
             type=Literal[tuple(PIPELINES)],  # type: ignore[valid-type]
             default=DEFAULT_PIPELINE,
             help="The pipeline to draw without a manifest.",
+        )
+        return parser
+    if name == "export":
+        parser = ArgumentParser(prog=prog, description=TOOLS[name], exit_on_error=False, **STRICT_PARSER)
+        parser.add_argument("checkpoint", type=str, help="A checkpoint file of an OrderedCausalLM fit (.ckpt).")
+        parser.add_argument(
+            "out_dir",
+            type=str,
+            help="The folder to write: AutoModelForCausalLM.from_pretrained and AutoTokenizer.from_pretrained load it.",
+        )
+        parser.add_argument(
+            "--tokenizer",
+            type=str | None,
+            default=None,
+            help="The run's tokenizer folder (default: tokenizer/ beside the checkpoint, where the LM DataModule writes it).",
         )
         return parser
     # prepare: the full parser is LightningCLI's (the same config as fit); this one is for --help.
@@ -104,6 +119,17 @@ def graph_main(argv: list[str]) -> int:
             return AUDIT_UNREADABLE
     render = to_dot if cfg.format == "dot" else to_mermaid
     sys.stdout.write(render(spec.pipeline, marks))
+    return 0
+
+
+def export_main(argv: list[str]) -> int:
+    """``lightning-order export CHECKPOINT OUT_DIR``: writes the ``transformers`` folder; 0 when written."""
+    cfg = _parse("export", argv)
+    # torch and transformers: imported for this command only
+    from lightning_order.models.export import export_causal_lm
+
+    out = export_causal_lm(cfg.checkpoint, cfg.out_dir, cfg.tokenizer)
+    sys.stdout.write(f"exported: {out} (AutoModelForCausalLM.from_pretrained and AutoTokenizer.from_pretrained load it)\n")
     return 0
 
 

@@ -95,7 +95,7 @@ log = logging.getLogger(__name__)
 class OrderValidator(Callback):
     """Checks the order of data preparation and model set-up before step 1; raises or warns.
 
-    Example:
+    Examples:
         >>> from pytorch_lightning import Trainer
         >>> trainer = Trainer(callbacks=[OrderValidator(planned_hours=12, gpu_hour_price=2.5)])  # doctest: +SKIP
 

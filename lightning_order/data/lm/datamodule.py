@@ -167,7 +167,7 @@ class OrderedLMDataModule(OrderedDataModuleBase):
     ``shard`` runs in ``setup`` on every rank. Reading :attr:`dims` prepares the data (or reads
     the cache), so the model is built from it: ``OrderedCausalLM(**dm.dims)``.
 
-    Example:
+    Examples:
         >>> dm = OrderedLMDataModule(max_documents=500, vocab_size=1024, block_size=64)  # doctest: +SKIP
         >>> model = OrderedCausalLM(**dm.dims)  # doctest: +SKIP
     """

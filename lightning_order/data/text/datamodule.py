@@ -100,7 +100,7 @@ class OrderedDataModule(OrderedDataModuleBase):
     ``num_features``, ``num_classes``, ``max_length``) prepares the data, or reads the cached
     manifest, so a model can be built from the data's dimensions right after construction.
 
-    Example:
+    Examples:
         >>> dm = OrderedDataModule(demo_size=2000, vocab_size=500)  # doctest: +SKIP
         >>> model = MyModel(**dm.dims)  # doctest: +SKIP
     """
