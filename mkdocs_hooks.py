@@ -50,6 +50,14 @@ def on_page_read_source(page: Any, config: Any) -> str | None:
     return text.replace(f"]({prefix}", "](")
 
 
+#: A link from docs/ to a file of the repository that is no page (code, a config): shown as its path.
+REPOSITORY_FILE = re.compile(r"\[([^\]]+)\]\((?:\.\./)+((?:examples|lightning_order|tests|configs|benchmarks)/[^)#\s]+?)(?:#[^)]*)?\)")
+
+
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str:
-    """Links to benchmarks/README.md (from the README or from docs/) point at its page."""
-    return re.sub(r"\]\((\.\./)?benchmarks/README\.md", "](benchmarks.md", markdown)
+    """Links to benchmarks/README.md and README.md point at their pages; links to code, at its path."""
+    markdown = re.sub(r"\]\((\.\./)?benchmarks/README\.md", "](benchmarks.md", markdown)
+    markdown = re.sub(r"\]\(\.\./README\.md", "](index.md", markdown)
+    return REPOSITORY_FILE.sub(
+        lambda m: m[0] if m[2].endswith(".md") else f"{m[1]} (`{m[2]}` in the repository)", markdown
+    )

@@ -270,7 +270,7 @@ def register_check(
 ) -> Check:
     """Registers a check: ``OrderValidator`` runs it in ``phase`` from then on, on every rank.
 
-    Example:
+    Examples:
         >>> from lightning_order import Rule, Violation, register_check
         >>> def judge(evidence):
         ...     if evidence.ledger is not None and not evidence.ledger.has("dedup"):

@@ -99,7 +99,7 @@ class PipelinePreparation(Preparation):
         steps: its step registry, bound to its pipeline.
         final: the data form a runnable order leaves (``"shard"``: every rank holds its share).
 
-    Example:
+    Examples:
         >>> class MyPreparation(PipelinePreparation):  # doctest: +SKIP
         ...     def write(self, folder, state, ledger):
         ...         np.savez(folder / "train.npz", **state.parts["train"])

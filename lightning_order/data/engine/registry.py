@@ -86,7 +86,7 @@ class StepRegistry:
     def register(self, name: str, **declared: Any) -> Callable[[StepFn], StepFn]:
         """A decorator registering ``fn`` as step ``name`` with the :class:`StepSpec` fields ``declared``.
 
-        Example:
+        Examples:
             >>> @STEPS.register("load", takes=None, makes="rows", reads="none", writes_data=True)  # doctest: +SKIP
             ... def load(ctx: StepContext, state: DataState) -> StepResult: ...
         """
