@@ -44,7 +44,7 @@ RUN_LANGUAGES = ("python", "bash")
 _FENCE = re.compile(r"^```(\w*)\s*$")
 _DIRECTIVE = re.compile(r"^<!--\s*snippet:\s*(.*?)\s*-->\s*$")
 #: Programs a bash block may name that the suite leaves to the user (listed, not run).
-USER_PROGRAMS = {"pip", "pytest", "dot", "kubectl", "ray", "git", "cd", "export", "torchrun"}
+USER_PROGRAMS = {"pip", "pytest", "dot", "kubectl", "ray", "git", "cd", "export", "sudo", "apt-get", "brew", "srun"}
 
 
 
@@ -109,6 +109,38 @@ def _reviews_csv() -> dict[str, str]:
     return {"reviews.csv": "\n".join(lines) + "\n"}
 
 
+@cache
+def _llama_tokenizer() -> dict[str, str]:
+    """``llama-tokenizer/``: a Llama-style folder (``<s>``, ``</s>``, ``<s> $A </s>``) beside ``corpus/``."""
+    import tempfile
+
+    from lm_tokenizers import llama_style_folder
+
+    with tempfile.TemporaryDirectory() as folder:
+        saved = llama_style_folder(Path(folder) / "tok", list(_text_corpus().values()))
+        files = {f"llama-tokenizer/{p.name}": p.read_text() for p in saved.iterdir()}
+    return {**_text_corpus(), **files}
+
+
+@cache
+def _mixture_sources() -> dict[str, str]:
+    """``corpus/web/*.txt`` and ``corpus/code/*.txt``: two sources of 150 documents each."""
+    documents = list(_text_corpus().values())
+    return {f"corpus/{'web' if i % 2 else 'code'}/doc{i:03d}.txt": text for i, text in enumerate(documents)}
+
+
+@cache
+def _manifest() -> dict[str, str]:
+    """``path/to/prepared/manifest.json``: a clean ledger of the classification pipeline's data steps."""
+    import tempfile
+
+    from helpers import clean_ledger
+
+    with tempfile.TemporaryDirectory() as folder:
+        saved = clean_ledger().save(Path(folder) / "manifest.json")
+        return {"path/to/prepared/manifest.json": saved.read_text()}
+
+
 _LM_DATA = ("--data.max_documents", "120", "--data.vocab_size", "300", "--data.block_size", "32")
 _DEMO_DATA = ("--data.demo_size", "2000")
 
@@ -122,8 +154,16 @@ def _setups() -> dict[str, Setup]:
         # A folder of text files, corpus/*.txt.
         "corpus": Setup(files=_text_corpus, data=("--data.vocab_size", "300", "--data.block_size", "32"),
                         trainer=_TWO_STEPS, prelude=_TINY_TRAINER, slow=True),
+        # corpus/*.txt and llama-tokenizer/, a supplied tokenizer folder.
+        "tokenizer": Setup(files=_llama_tokenizer, prelude=_TINY_TRAINER, slow=True),
+        # corpus/web/ and corpus/code/, the two sources of a mixture.
+        "mixture": Setup(files=_mixture_sources, trainer=_TWO_STEPS, prelude=_TINY_TRAINER, slow=True),
         # reviews.csv for the classification examples.
         "reviews": Setup(files=_reviews_csv, trainer=_TWO_STEPS, prelude=_TINY_TRAINER, slow=True),
+        # The LM demo prepared by a local Ray (started and stopped by the preparation).
+        "ray": Setup(data=_LM_DATA, slow=True),
+        # A prepared pipeline's manifest where the README's example reads it.
+        "manifest": Setup(files=_manifest),
         # Commands that read or print and train nothing (help, graph, rules).
         "light": Setup(),
     }
@@ -217,13 +257,15 @@ def _bounded(words: list[str], setup: Setup) -> list[str]:
     """``words`` with the setup's options appended where the command takes them."""
     if words[:1] == ["python"] and words[1:3] == ["-m", "lightning_order"]:
         words = ["lightning-order", *words[3:]]
-    if words[0] != "lightning-order" or len(words) < 2 or "--help" in words:
+    # `python train.py fit ...`: a script of the user's that runs OrderCLI takes the same options.
+    command = words[1:] if words[0] == "lightning-order" else words[2:] if words[1:2] and words[1].endswith(".py") else []
+    if not command or "--help" in words:
         return words
-    if words[1] in ("fit", "validate"):
-        return [*words, *setup.data, *setup.trainer]
-    if words[1] == "prepare":
-        return [*words, *setup.data]
-    return words
+    extra = [*setup.data, *setup.trainer] if command[0] in ("fit", "validate") else list(setup.data)
+    extra = extra if command[0] in ("fit", "validate", "prepare") else []
+    # An option the user's command sets itself is theirs (a file name may depend on it: step=20.ckpt).
+    pairs = [(extra[i], extra[i + 1]) for i in range(0, len(extra), 2)]
+    return [*words, *(word for key, value in pairs if key not in words for word in (key, value))]
 
 
 def _run(code: str, folder: Path) -> dict:
@@ -250,20 +292,32 @@ def run_block(block: Block, folder: Path, setups: dict[str, Setup]) -> None:
         if not path.exists():
             path.write_text(text, encoding="utf-8")
     if block.language == "python":
-        code = setup.prelude + "\nexec(compile({!r}, {!r}, 'exec'), {{'__name__': '__main__'}})\n".format(
-            block.text, block.where
+        code = setup.prelude + textwrap.dedent(
+            f"""
+            code, error = 0, None
+            try:
+                exec(compile({block.text!r}, {block.where!r}, 'exec'), {{'__name__': '__main__'}})
+            except Exception as raised:
+                if {block.expect} == 0:
+                    raise
+                code, error = 1, type(raised).__name__ + ": " + str(raised)[:300]
+            print(json.dumps({{'code': code, 'error': error}}))
+            """
         )
-        _run(code + "print(json.dumps({'code': 0}))\n", folder)
+        answer = _run(code, folder)
+        assert answer["code"] == block.expect, f"{block.where}: expected to fail, ran to its end"
         return
     for words in commands_of(block.text):
         words = [str(Path(w).expanduser()) if w.startswith("~") else w for w in _bounded(words, setup)]
         if words[0] == "lightning-order":
-            call = f"from lightning_order.cli import main\ncode = main({words[1:]!r})\n"
+            run = f"from lightning_order.cli import main\n    code = main({words[1:]!r})"
         else:
-            call = (
-                f"sys.argv = {words[1:]!r}\ncode = 0\ntry:\n    runpy.run_path(sys.argv[0], run_name='__main__')\n"
-                "except SystemExit as stop:\n    code = stop.code if isinstance(stop.code, int) else 1\n"
-            )
+            run = f"sys.argv = {words[1:]!r}\n    runpy.run_path(sys.argv[0], run_name='__main__')"
+        # --help and LightningCLI's own errors end in SystemExit, as they do for the user.
+        call = (
+            f"code = 0\ntry:\n    {run}\n"
+            "except SystemExit as stop:\n    code = 0 if stop.code is None else stop.code if isinstance(stop.code, int) else 1\n"
+        )
         answer = _run(call + "print(json.dumps({'code': code}))\n", folder)
         assert answer["code"] == block.expect, f"{block.where}: {shlex.join(words)} exited {answer['code']}"
 
@@ -299,13 +353,16 @@ def test_the_guide_has_its_pages_and_every_block_is_run_or_skipped_with_a_reason
     for block in blocks:
         assert block.skip is None or block.skip, f"{block.where}: a skip states its reason"
         assert block.setup is None or block.setup in setups, f"{block.where}: no setup {block.setup!r}"
-        if block.language == "bash" and block.runs:
-            assert commands_of(block.text), f"{block.where}: a bash block with no command the suite runs"
-    run = [b for b in blocks if b.runs]
+        if block.language == "bash":
+            commands_of(block.text)  # raises on a program the suite neither runs nor lists
+    run = [b for b in blocks if b.runs and (b.language == "python" or commands_of(b.text))]
+    listed = [b for b in blocks if b.runs and b.language == "bash" and not commands_of(b.text)]
     skipped = [b for b in blocks if b.skip is not None]
     assert len(run) >= 30
     assert len(skipped) <= len(run) // 4, "skips are kept few: " + ", ".join(b.where for b in skipped)
-    print(json.dumps({"run": len(run), "files": sum(b.file is not None for b in blocks), "skipped": len(skipped)}))
+    counts = {"run": len(run), "files": sum(b.file is not None for b in blocks), "user_commands_only": len(listed),
+              "skipped": len(skipped)}
+    print(json.dumps(counts))
 
 
 @pytest.mark.parametrize(
