@@ -197,3 +197,33 @@ def test_an_option_of_the_other_pipeline_names_the_pipeline_that_runs(capsys, co
     assert "this command runs the 'standard' pipeline (the default, as no model is named)" in err
     assert "--model lightning_order.OrderedCausalLM" in err
     assert "did you mean --data.vocab_size" not in err  # the option is right, the pipeline is not
+
+
+_USER_MODELS = '''
+import torch
+
+
+class GPT2(torch.nn.Module):
+    def __init__(self, vocab_size: int, padded_vocab_size: int, block_size: int, n_layer: int = 2):
+        super().__init__()
+
+
+class Tagger(torch.nn.Module):
+    def __init__(self, vocab_size: int, num_features: int, num_classes: int, max_length: int = 64):
+        super().__init__()
+
+
+class Other(torch.nn.Module):
+    def __init__(self, width: int = 3):
+        super().__init__()
+'''
+
+
+@pytest.mark.parametrize(("name", "pipeline"), [("GPT2", "lm"), ("Tagger", "standard"), ("Other", "standard")])
+def test_a_model_of_ones_own_runs_the_pipeline_whose_dims_it_takes(tmp_path, monkeypatch, name, pipeline):
+    """A LightningModule of one's own (a transformers wrapper) names no pipeline by its class: its
+    constructor does, by the dims it takes (the dims are linked into it from the data)."""
+    (tmp_path / "guide_user_models.py").write_text(_USER_MODELS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    argv = ["fit", "--model.class_path", f"guide_user_models.{name}"]
+    assert commands.descriptor_of_command(argv[1:]).name == pipeline
