@@ -268,6 +268,20 @@ def _bounded(words: list[str], setup: Setup) -> list[str]:
     return [*words, *(word for key, value in pairs if key not in words for word in (key, value))]
 
 
+#: What the blocks' processes are forked from: what a guide's command or example imports anyway.
+GUIDE_PRELOADED = (
+    "torch",
+    "pytorch_lightning",
+    "lightning.pytorch",
+    "datasets",
+    "transformers",
+    "lightning_order",
+    "lightning_order.cli.lightning",
+    "lightning_order.data.text.datamodule",
+    "lightning_order.data.lm.datamodule",
+)
+
+
 def _run(code: str, folder: Path) -> dict:
     """Runs ``code`` in a forked, preloaded process whose working folder and home are ``folder``."""
     head = textwrap.dedent(
@@ -280,7 +294,7 @@ def _run(code: str, folder: Path) -> dict:
         sys.path.insert(0, {str(folder)!r})
         """
     )
-    return in_preloaded_process(head + code)
+    return in_preloaded_process(head + code, GUIDE_PRELOADED)
 
 
 def run_block(block: Block, folder: Path, setups: dict[str, Setup]) -> None:
