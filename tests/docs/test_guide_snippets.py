@@ -13,7 +13,8 @@ A block may be preceded by an HTML comment, invisible on the page, that says how
   reads the real command; only the suite's run is bounded.
 - ``<!-- snippet: file=NAME -->``: the block is a file the user writes (``my_model.py``, ``hf.yaml``),
   saved under that name for the blocks after it (also for ```yaml blocks).
-- ``<!-- snippet: expect=N -->``: the commands of the block exit with ``N`` (a refused run, say).
+- ``<!-- snippet: expect=N -->``: the commands of a ```bash block exit with ``N`` (a refused run, say);
+  ``raises=OrderError``: a Python block ends by raising that error.
 - ``<!-- snippet: skip REASON -->``: not runnable here (GPUs, a cluster), with the reason.
 
 In a ```bash block, the ``lightning-order ...`` and ``python ...`` commands run (``\\`` continuations
@@ -181,6 +182,7 @@ class Block:
     file: str | None = None
     skip: str | None = None
     expect: int = 0
+    raises: str | None = None
 
     @property
     def where(self) -> str:
@@ -199,7 +201,7 @@ def parse_directive(text: str) -> dict[str, str]:
     found: dict[str, str] = {}
     for token in text.split():
         key, sep, value = token.partition("=")
-        if not sep or key not in ("setup", "file", "expect"):
+        if not sep or key not in ("setup", "file", "expect", "raises"):
             raise ValueError(f"unknown snippet directive {token!r} in {text!r}")
         found[key] = value
     return found
@@ -226,7 +228,8 @@ def blocks_of(page: Path) -> list[Block]:
             if language in RUN_LANGUAGES or "file" in directive:
                 found.append(
                     Block(page, start + 1, language, "\n".join(body) + "\n", directive.get("setup"),
-                          directive.get("file"), directive.get("skip"), int(directive.get("expect", 0)))
+                          directive.get("file"), directive.get("skip"), int(directive.get("expect", 0)),
+                          directive.get("raises"))
                 )
             directive = {}
         elif lines[i].strip():
@@ -308,18 +311,18 @@ def run_block(block: Block, folder: Path, setups: dict[str, Setup]) -> None:
     if block.language == "python":
         code = setup.prelude + textwrap.dedent(
             f"""
-            code, error = 0, None
+            error = None
             try:
                 exec(compile({block.text!r}, {block.where!r}, 'exec'), {{'__name__': '__main__'}})
             except Exception as raised:
-                if {block.expect} == 0:
+                if {block.raises!r} is None:
                     raise
-                code, error = 1, type(raised).__name__ + ": " + str(raised)[:300]
-            print(json.dumps({{'code': code, 'error': error}}))
+                error = type(raised).__name__
+            print(json.dumps({{'error': error}}))
             """
         )
         answer = _run(code, folder)
-        assert answer["code"] == block.expect, f"{block.where}: expected to fail, ran to its end"
+        assert answer["error"] == block.raises, f"{block.where}: raised {answer['error']}, expected {block.raises}"
         return
     for words in commands_of(block.text):
         words = [str(Path(w).expanduser()) if w.startswith("~") else w for w in _bounded(words, setup)]
@@ -412,5 +415,6 @@ def test_a_directive_binds_the_next_block_only(tmp_path: Path) -> None:
         (10, "bash", None, 0, "needs 8 GPUs", None, False),
         (14, "yaml", None, 0, None, "hf.yaml", False),
     ]
+    assert parse_directive("setup=demo raises=OrderError") == {"setup": "demo", "raises": "OrderError"}
     with pytest.raises(ValueError, match="unknown snippet directive"):
         parse_directive("setup=lm slow")
