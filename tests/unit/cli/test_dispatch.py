@@ -227,3 +227,29 @@ def test_a_model_of_ones_own_runs_the_pipeline_whose_dims_it_takes(tmp_path, mon
     monkeypatch.syspath_prepend(str(tmp_path))
     argv = ["fit", "--model.class_path", f"guide_user_models.{name}"]
     assert commands.descriptor_of_command(argv[1:]).name == pipeline
+
+
+_HF_WRAPPER = '''
+import pytorch_lightning as pl
+
+
+class GPT2(pl.LightningModule):
+    """A transformers wrapper's constructor: the LM dims, then options of its own."""
+
+    def __init__(self, vocab_size: int, padded_vocab_size: int, block_size: int, n_layer: int = 2):
+        super().__init__()
+'''
+
+
+def test_lightningcli_takes_a_model_of_ones_own_that_takes_the_dims(tmp_path, monkeypatch, capsys):
+    """``model.class_path`` may name any LightningModule whose constructor takes the pipeline's dims,
+    not only a subclass of the pipeline's own model (it was refused: 'not a subclass of OrderedCausalLM')."""
+    (tmp_path / "guide_hf_wrapper.py").write_text(_HF_WRAPPER)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    argv = ["fit", "--model.class_path", "guide_hf_wrapper.GPT2", "--model.init_args.n_layer", "3"]
+    with pytest.raises(SystemExit) as stop:  # --print_config prints and exits, as LightningCLI does
+        commands.main([*argv, "--data.block_size", "32", "--print_config"])
+    assert stop.value.code in (0, None)
+    printed = capsys.readouterr().out
+    assert "class_path: guide_hf_wrapper.GPT2" in printed and "n_layer: 3" in printed
+    assert "block_size: 32" in printed  # an option of the LM pipeline's data: that pipeline runs
