@@ -21,6 +21,7 @@ The pipeline is the one whose model the command names (:func:`spec_of_command`: 
 
 from __future__ import annotations
 
+import inspect
 import os
 import re
 import sys
@@ -33,7 +34,7 @@ from lightning_order.cli.help import HELP, LIGHTNING_COMMANDS, TOOLS
 if TYPE_CHECKING:  # pragma: no cover - imported where used: `--help` imports nothing else
     from lightning_order.spec import PipelineSpec
 
-__all__ = ["EXIT_BROKEN_PIPE", "EXIT_REFUSED", "EXIT_USAGE", "spec_of_command", "main"]
+__all__ = ["EXIT_BROKEN_PIPE", "EXIT_REFUSED", "EXIT_USAGE", "main", "spec_of_command", "spec_of_constructor"]
 
 #: Exit codes of :func:`main` for user errors: a run refused (any lightning_order error), a command
 #: line rejected (jsonargparse), as argparse does.
@@ -211,9 +212,11 @@ def spec_of_command(argv: list[str]) -> PipelineSpec:
 
     Our own models are recognised by name without importing them (``lightning_order.X`` or
     their module's path); a user's class is imported (as LightningCLI would) and matched by
-    its base classes. Anything else is the default pipeline.
+    its base classes, else by the dims its constructor takes (a ``transformers`` wrapper taking
+    ``vocab_size``, ``padded_vocab_size`` and ``block_size`` is an LM: :func:`spec_of_constructor`).
+    Anything else is the default pipeline.
     """
-    from lightning_order.pipelines import DEFAULT_PIPELINE, PIPELINES, spec_for
+    from lightning_order.pipelines import DEFAULT_PIPELINE, PIPELINES, spec_for, spec_of_class
 
     path = _class_path(argv, "model")
     if not path:
@@ -228,7 +231,22 @@ def spec_of_command(argv: list[str]) -> PipelineSpec:
         cls = import_object(path)
     except (ImportError, AttributeError, ValueError, TypeError):
         return PIPELINES[DEFAULT_PIPELINE]  # LightningCLI explains a class it cannot import
-    return spec_for(classes=[cls]) if isinstance(cls, type) else PIPELINES[DEFAULT_PIPELINE]
+    if not isinstance(cls, type):
+        return PIPELINES[DEFAULT_PIPELINE]
+    return spec_for(classes=[cls]) if spec_of_class(cls) is not None else spec_of_constructor(cls)
+
+
+def spec_of_constructor(cls: type) -> PipelineSpec:
+    """The pipeline whose dims ``cls``'s constructor takes, all of them (the most dims wins a tie);
+    the default pipeline for a constructor that takes no pipeline's dims."""
+    from lightning_order.pipelines import DEFAULT_PIPELINE, PIPELINES
+
+    try:
+        taken = set(inspect.signature(cls).parameters)
+    except (TypeError, ValueError):  # a constructor Python cannot read: LightningCLI explains it
+        return PIPELINES[DEFAULT_PIPELINE]
+    fitting = [spec for spec in PIPELINES.values() if spec.dims and set(spec.dims) <= taken]
+    return max(fitting, key=lambda spec: len(spec.dims), default=PIPELINES[DEFAULT_PIPELINE])
 
 
 # -- prepare without Lightning ----------------------------------------------------------------------

@@ -36,7 +36,7 @@ from typing import Any, Literal
 import torch
 from jsonargparse import Namespace
 from jsonargparse.typing import import_object
-from pytorch_lightning import Callback, Trainer
+from pytorch_lightning import Callback, LightningModule, Trainer
 from pytorch_lightning.cli import LightningArgumentParser, LightningCLI
 from rich.text import Text
 
@@ -126,8 +126,13 @@ class OrderCLI(LightningCLI):
         classes = [c for c in (datamodule_class, model_class) if isinstance(c, type)]
         self.spec = spec_for(name=name, classes=classes)
         kwargs.setdefault("parser_class", _SubcommandsParser)
+        #: The model a config that names none gets (the spec's, unless one was given).
+        self.default_model_class = model_class or self.spec.model_class()
+        # In subclass mode `model.class_path` may name any LightningModule whose constructor takes
+        # the dims (a transformers wrapper), not only subclasses of the pipeline's own model.
+        base = LightningModule if subclass_mode_model and model_class is None else self.default_model_class
         super().__init__(
-            model_class or self.spec.model_class(),
+            base,
             datamodule_class or self.spec.datamodule_class(),
             subclass_mode_model=subclass_mode_model,
             save_config_kwargs={"overwrite": True, **(save_config_kwargs or {})},
@@ -191,7 +196,7 @@ class OrderCLI(LightningCLI):
             "a shared CPU trains in about half the CPU time on one thread.",
         )
         if self.subclass_mode_model:
-            model_class = self.model_class  # never None: __init__ passes the spec's by default
+            model_class = self.default_model_class
             parser.set_defaults(
                 {"model": {"class_path": f"{model_class.__module__}.{model_class.__qualname__}"}}
             )

@@ -39,7 +39,9 @@ def tool_parser(name: str) -> ArgumentParser:
             "path",
             type=str,
             help="A cache_dir root (audits every prepared pipeline in it), one prepared pipeline's "
-            "folder, or a manifest.json. Exit code: 0 clean, 1 violations, 2 unreadable/tampered.",
+            "folder, a manifest.json, or a checkpoint (a .ckpt file, or a distributed checkpoint folder "
+            "whose meta.pt carries the ledger; read with weights_only=True). Exit code: 0 clean, "
+            "1 violations, 2 unreadable/tampered.",
         )
         return parser
     if name == "graph":
