@@ -71,8 +71,11 @@ def test_tiny_lab_catches_every_case_and_measures_its_cost(tmp_path):
     summary = {row["case"]: row for row in results["summary"]}
     for name in ("vocab-before-clean", "vocab-changed-after-init", "pack-without-eos", "dedup-after-split"):
         assert summary[name]["caught_before_step_1"], (name, summary[name]["validator_rules"])
-    # A token added after init and used: the embedding has no row for it, the first step crashes.
-    assert runs["vocab-changed-after-init"]["error"]["type"] == "IndexError"
+    # A token added after init and used: the embedding has no row for it, the first step stops. Even
+    # in warn mode the step-1 observation names it as it enters the embedding (the run cannot go on:
+    # the embedding would fail on it with a bare IndexError, a device-side assert on a GPU).
+    assert runs["vocab-changed-after-init"]["error"]["type"] == "OrderError"
+    assert "entering the token embedding" in runs["vocab-changed-after-init"]["error"]["message"]
     assert runs["vocab-changed-after-init"]["error"]["step"] == 0
     # Without end-of-text the model never learned to stop.
     assert runs["pack-without-eos"]["eos_generation_rate"] == 0.0
