@@ -79,7 +79,7 @@ def export_causal_lm(
     """Writes a trained ``OrderedCausalLM`` and its tokenizer as a ``transformers`` model folder.
 
     Examples:
-        >>> export_causal_lm("lightning_logs/version_0/checkpoints/last.ckpt", "my-model")  # doctest: +SKIP
+        >>> export_causal_lm("lightning_logs/version_0/checkpoints/epoch=3-step=716.ckpt", "my-model")  # doctest: +SKIP
         >>> AutoModelForCausalLM.from_pretrained("my-model")  # doctest: +SKIP
 
     Args:
