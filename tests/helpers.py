@@ -337,3 +337,12 @@ def tiny_llama(dm: Any, **config: Any) -> torch.nn.Module:
         "max_position_embeddings": dm.block_size,
     }
     return transformers.LlamaForCausalLM(transformers.LlamaConfig(**{**settings, **config}))
+
+
+def lm_violations(dm: Any, module: Any, sample_rows: int, setup_fp: str | None = None) -> list[Any]:
+    """Every LM finding on sampled rows, proof and guesses alike (what the validator's ``lm-batches``
+    check reads before step 1 decides the guesses)."""
+    from lightning_order.callbacks.validator.lm import lm_findings
+
+    findings = lm_findings(dm, module, sample_rows, setup_fp)
+    return [*findings.proof, *findings.sampled]

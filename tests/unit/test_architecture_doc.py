@@ -274,9 +274,16 @@ def _path() -> set[str]:
     return FLOW.handed_on | FLOW.dims | {"data/lm/config.py", "models/causal_lm.py"}
 
 
+#: Where the value leaves the package for another library, under that library's own name for it
+#: (``lightning-order export`` writes a GPT-2 config: ``n_positions`` is its ``block_size``).
+LEAVES_THE_PACKAGE = ("models/export.py", "n_positions")
+
+
 def test_the_value_is_never_renamed():
     """``width = cfg.block_size + 1``, ``{"width": ...}``, ``f(width=...)``: each is a rename (issue #44 item 4)."""
-    assert FLOW.renames == []
+    file, name = LEAVES_THE_PACKAGE
+    renames = [r for r in FLOW.renames if not (r.startswith(f"{file}:") and r.endswith(f"held as {name!r}"))]
+    assert renames == []
 
 
 def test_the_table_is_the_path_the_value_takes_in_at_most_eight_files():

@@ -63,7 +63,6 @@ __all__ = [
     "label_shift_violations",
     "lm_evidence",
     "lm_findings",
-    "lm_violations",
     "sampled_only",
     "tokenizer_in_use",
 ]
@@ -77,7 +76,7 @@ _EOS_NAMES = ("<|endoftext|>", "</s>", "<|end_of_text|>", "<eos>", "[EOS]")
 _BOS_NAMES = ("<s>", "<|begin_of_text|>", "<|startoftext|>", "<bos>", "[BOS]")
 #: Tokens that end a turn of a chat template: a row trained on one of them learns to stop there.
 _END_OF_TURN_NAMES = ("<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>", "<|end_of_turn|>")
-#: Rules whose evidence in :func:`lm_violations` is sampled rows only: step 1 decides them (see
+#: Rules whose evidence in :func:`lm_findings` is sampled rows only: step 1 decides them (see
 #: :func:`lm_findings`); a sample may only warn.
 _SAMPLED_RULES = frozenset(
     {
@@ -351,7 +350,8 @@ class LMFindings:
 
 
 def lm_findings(dm: Any, module: Any, sample_rows: int, setup_fp: str | None = None) -> LMFindings:
-    """:func:`lm_violations` split by evidence, with the facts for the step-1 rules.
+    """The LM checks of an LM run (nothing for another datamodule, with document-aware packing the
+    served positions too), split by evidence, with the facts for the step-1 rules.
 
     Args:
         dm: the datamodule.
@@ -361,19 +361,6 @@ def lm_findings(dm: Any, module: Any, sample_rows: int, setup_fp: str | None = N
     """
     found, facts = _lm_checks(dm, module, sample_rows, setup_fp)
     return LMFindings([v for v in found if not sampled_only(v)], [v for v in found if sampled_only(v)], facts)
-
-
-def lm_violations(dm: Any, module: Any, sample_rows: int, setup_fp: str | None = None) -> list[Violation]:
-    """The LM checks of an LM run (nothing for another datamodule), :func:`label_shift_violations`, and
-    with document-aware packing on, :func:`~lightning_order.callbacks.validator.documents.document_violations`.
-
-    Args:
-        dm: the datamodule.
-        module: the LightningModule (or model).
-        sample_rows: train rows sampled.
-        setup_fp: :func:`tokenizer_in_use` at the validator's ``setup``.
-    """
-    return _lm_checks(dm, module, sample_rows, setup_fp)[0]
 
 
 def _lm_checks(

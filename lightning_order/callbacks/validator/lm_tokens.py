@@ -1,6 +1,6 @@
 """What the validator gathers on how documents start and end in an LM run's rows (issue #37).
 
-The sampled train batch :func:`~lightning_order.callbacks.validator.lm.lm_violations` draws (and a
+The sampled train batch :func:`~lightning_order.callbacks.validator.lm.lm_findings` draws (and a
 validation sample, only where a BOS id exists) and facts read off the tokenizer in use: its pad
 id, the truncation it applies (``tokenizers``' ``Tokenizer.truncation``, or a ``transformers``
 tokenizer's backend: still set by the last ``tokenizer(..., truncation=True)`` call), and what its
@@ -37,7 +37,7 @@ from lightning_order.checks.token_rows import (
 from lightning_order.checks.truncation import check_truncation, length_pile
 from lightning_order.rules import Violation
 
-__all__ = ["TokenEvidence", "TokenizerFacts", "token_evidence", "token_violations", "tokenizer_facts"]
+__all__ = ["TokenEvidence", "TokenizerFacts", "token_evidence", "tokenizer_facts"]
 
 log = logging.getLogger(__name__)
 
@@ -143,7 +143,8 @@ class TokenEvidence:
     """What :func:`token_evidence` found: the violations, and the facts step 1 is judged with.
 
     Attributes:
-        violations: what the sampled rows show (see :func:`token_violations`).
+        violations: what the sampled rows show: ``eos-label-masked``, ``documents-without-eos``,
+            ``bos-mismatch`` and ``documents-truncated``.
         val_starts: the document starts of the sampled validation rows (``None``: not sampled).
         adds_bos: whether the tokenizer opens an encoded text with BOS (``None``: unknown).
         template: what the tokenizer's post-processor adds around a text (``None``: unknown).
@@ -160,7 +161,7 @@ class TokenEvidence:
 def token_evidence(
     dm: Any, tokenizer: Any, batch: Any, eos_id: int | None, bos_id: int | None, sample_rows: int
 ) -> TokenEvidence:
-    """:func:`token_violations`, with the validation starts and the tokenizer's BOS for step 1's rules."""
+    """What the sampled rows show (:class:`TokenEvidence`), with the validation starts and the tokenizer's BOS for step 1's rules."""
     ids, labels, mask = _arrays(batch)
     if ids is None:
         return TokenEvidence([])
@@ -181,19 +182,3 @@ def token_evidence(
         facts.max_length, pile, f"the tokenizer in use ({type(tokenizer).__name__})", padded=padded
     )
     return TokenEvidence(found, val, facts.adds(bos_id), facts.template, facts.pad_id)
-
-
-def token_violations(
-    dm: Any, tokenizer: Any, batch: Any, eos_id: int | None, bos_id: int | None, sample_rows: int
-) -> list[Violation]:
-    """``eos-label-masked``, ``documents-without-eos``, ``bos-mismatch`` and ``documents-truncated``.
-
-    Args:
-        dm: the datamodule (its validation loader is sampled where a BOS id exists).
-        tokenizer: the tokenizer in use.
-        batch: the sampled train batch.
-        eos_id: the end-of-text id, ``None`` when unknown.
-        bos_id: the start-of-document id, ``None`` when the tokenizer has none.
-        sample_rows: rows of the validation sample.
-    """
-    return token_evidence(dm, tokenizer, batch, eos_id, bos_id, sample_rows).violations

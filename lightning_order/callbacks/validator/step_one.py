@@ -51,8 +51,14 @@ MAX_LOSSES = 4
 _KWARGS = ("position_ids", "attention_mask")
 
 
+def _local(tensor: torch.Tensor) -> torch.Tensor:
+    """This rank's tensor: a ``DTensor`` (FSDP2, tensor parallelism) as its local shard, no collective."""
+    to_local = getattr(tensor, "to_local", None)
+    return to_local() if callable(to_local) else tensor
+
+
 def _slice(tensor: torch.Tensor) -> np.ndarray:
-    copied: np.ndarray = tensor.detach()[:MAX_ROWS, :MAX_TOKENS].cpu().numpy()
+    copied: np.ndarray = _local(tensor.detach())[:MAX_ROWS, :MAX_TOKENS].cpu().numpy()
     return copied
 
 
@@ -184,7 +190,7 @@ class StepOneObserver:
 
     def _record_ids(self, ids: torch.Tensor, rows: int | None) -> None:
         self.ids, self.shape = _slice(ids), tuple(ids.shape)
-        self.max_id, self.embedding_rows = int(ids.detach().max()), rows
+        self.max_id, self.embedding_rows = int(_local(ids.detach()).max()), rows
         if rows is not None and self.max_id >= rows and self.on_overflow is not None:
             # The embedding fails on it next (a device-side assert on GPU): the report comes first.
             self.on_overflow(self.observation())
@@ -197,7 +203,7 @@ class StepOneObserver:
             labels = kwargs.get("labels")
             self.call = {
                 "model": name,
-                "ids": (_slice(ids), tuple(ids.shape), int(ids.detach().max())) if _is_ids(ids) else None,
+                "ids": (_slice(ids), tuple(ids.shape), int(_local(ids.detach()).max())) if _is_ids(ids) else None,
                 "labels": _slice(labels) if _is_ids(labels) else None,
                 "labels_shape": tuple(labels.shape) if _is_ids(labels) else None,
                 "labels_empty": int((labels == IGNORE_INDEX)[:, 1:].all(dim=1).sum()) if _is_ids(labels) else 0,

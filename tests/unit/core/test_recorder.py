@@ -257,7 +257,9 @@ class _TinyLM(torch.nn.Module):
 
 @pytest.mark.parametrize("wrap", [False, True], ids=["tokenizers", "transformers"])
 def test_a_correct_hand_written_run_that_records_build_vocab_is_no_vocab_change(wrap):
-    from lightning_order.callbacks.validator.lm import is_lm, lm_violations
+    from helpers import lm_violations
+
+    from lightning_order.callbacks.validator.lm import is_lm
 
     dm = HandLM(wrap)
     train, _ = dm.split(dm.clean(dm.load()))

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from helpers import lm_violations
 from nanogpt import EOS, corpus, split, train_tokenizer
 
-from lightning_order.callbacks.validator.lm import is_lm, label_shift_violations, lm_evidence, lm_violations
+from lightning_order.callbacks.validator.lm import is_lm, label_shift_violations, lm_evidence
 
 
 class _Data:
@@ -65,7 +66,7 @@ class _Windows(_Data):
 
 @pytest.mark.parametrize(("width", "rules"), [(32, ["pack-without-eos"]), (8, [])])
 def test_no_end_of_text_is_a_violation_or_said_to_be_too_little_evidence(tokenizer, width, rules, caplog):
-    from lightning_order.callbacks.validator.lm import lm_violations
+    from helpers import lm_violations
 
     with caplog.at_level("INFO", logger="lightning_order.callbacks.validator.lm"):
         found = lm_violations(_Windows(tokenizer, width), torch.nn.Embedding(300, 4), sample_rows=512)
@@ -101,9 +102,8 @@ def bos_tokenizer():
     ("bos", "rules"), [(True, []), (False, ["pack-without-eos"])], ids=["bos-first", "neither"]
 )
 def test_a_bos_first_packing_is_a_packing_with_boundaries(bos_tokenizer, wrapped, bos, rules):
+    from helpers import lm_violations
     from transformers import PreTrainedTokenizerFast
-
-    from lightning_order.callbacks.validator.lm import lm_violations
 
     bos_id = bos_tokenizer.token_to_id("<s>")
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=bos_tokenizer) if wrapped else bos_tokenizer

@@ -296,8 +296,9 @@ def test_a_lock_held_by_a_stuck_process_is_named_and_given_up_on(tmp_path, caplo
 
 def test_the_validator_sees_ids_beyond_the_tokenizer_in_a_resealed_cache(tmp_path):
     """A tampered cache whose manifest was re-sealed: ids inside the padding rows are compared with the tokenizer's size."""
+    from helpers import lm_violations
+
     from lightning_order import OrderedCausalLM, OrderValidator
-    from lightning_order.callbacks.validator.lm import lm_violations
     from lightning_order.data.engine.storage import file_records
     from lightning_order.ledger import MANIFEST_NAME, StepLedger
 
