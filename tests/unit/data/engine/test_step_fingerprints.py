@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
+import random
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,12 +23,12 @@ from typing import Any
 import pytest
 from lm_tokenizers import llama_style_tokenizer
 
-from lightning_order.data.engine.runner import StepRegistry, plan
+from lightning_order.data.engine.engines import LocalEngine
+from lightning_order.data.engine.runner import DataState, StepContext, StepRegistry, plan, run_steps
 from lightning_order.data.lm.config import LMConfig
-from lightning_order.data.lm.prepare import PREPARATION as LM_PREPARATION
 from lightning_order.data.lm.steps import LM_DATA_STEPS, LM_STEPS
 from lightning_order.data.text.config import DataConfig
-from lightning_order.data.text.prepare import PREPARATION as TEXT_PREPARATION
+from lightning_order.data.text.prepare import feature_names
 from lightning_order.data.text.steps import DATA_STEPS, STEPS
 from lightning_order.ledger import StepLedger
 
@@ -190,3 +192,112 @@ def test_every_field_that_shapes_the_data_is_declared_by_a_step_or_marked_servin
             "it: add it to config=(...) of the steps that read it, or mark it SERVES"
         )
     assert declared <= {f.name for f in dataclasses.fields(config_cls)}
+
+
+# -- the declarations are complete: a real preparation that notes what each step reads ---------------
+_NOTES: list[set[str]] = []  # the attributes read while a step runs (empty: nothing noted)
+_DERIVED: dict[tuple[type, str], frozenset[str]] = {}
+
+
+class _Noting:
+    """Notes every attribute read on the instance (a cached value: the fields its function reads)."""
+
+    noted_as = ""  # a context's attributes are noted as "ctx.<name>", apart from the config's
+
+    def __getattribute__(self, name: str) -> Any:
+        if _NOTES and not name.startswith("__") and name != "noted_as":
+            _NOTES[-1].add(type(self).noted_as + name)
+            cached = getattr(type(self), name, None)
+            if isinstance(cached, functools.cached_property):
+                _NOTES[-1].update(_derived(self, name, cached))
+        return object.__getattribute__(self, name)
+
+
+def _derived(config: Any, name: str, cached: functools.cached_property) -> frozenset[str]:
+    key = (type(config), name)
+    if key not in _DERIVED:
+        with _noted() as seen:
+            cached.func(config)  # the function, not the cache: what the value is made of
+        _DERIVED[key] = frozenset(seen)
+    return _DERIVED[key]
+
+
+@contextlib.contextmanager
+def _noted() -> Iterator[set[str]]:
+    _NOTES.append(set())
+    try:
+        yield _NOTES[-1]
+    finally:
+        _NOTES.pop()
+
+
+class NotingDataConfig(_Noting, DataConfig):
+    pass
+
+
+class NotingLMConfig(_Noting, LMConfig):
+    pass
+
+
+class NotingContext(_Noting, StepContext):
+    noted_as = "ctx."
+
+
+def _run_noting(registry: StepRegistry, order: tuple[str, ...], ctx: StepContext) -> dict[str, set[str]]:
+    """Runs ``order`` in this process; returns what each step read of the config and of its context."""
+    seen: dict[str, set[str]] = {}
+
+    def noting(name: str, fn: Any) -> Any:
+        def run(step_ctx: StepContext, state: DataState) -> Any:
+            with _noted() as read:
+                try:
+                    return fn(step_ctx, state)
+                finally:
+                    seen[name] = set(read)
+
+        return run
+
+    wrapped = StepRegistry(registry.pipeline)
+    for name in order:
+        wrapped.add(dataclasses.replace(registry[name], fn=noting(name, registry[name].fn)))
+    run_steps(order, wrapped, ctx, DataState(), StepLedger())
+    return seen
+
+
+def _check_reads(seen: dict[str, set[str]], registry: StepRegistry, config_cls: type) -> None:
+    fields = {f.name: f.metadata for f in dataclasses.fields(config_cls)}
+    shaping = {name for name, meta in fields.items() if not meta.get("serving")}
+    for step, read in seen.items():
+        spec = registry[step]
+        # a field entering through another one's value (input_hash: data_files) is declared with it
+        undeclared = {f for f in read & shaping if fields[f].get("through", f) not in spec.config}
+        assert not undeclared, f"step '{step}' reads {sorted(undeclared)} without declaring them"
+        if spec.output == "declared":
+            assert "ctx.fingerprint" in read, f"step '{step}' does not make its output from ctx.fingerprint"
+
+
+def test_the_text_steps_read_only_the_config_fields_they_declare(tmp_path):
+    config = NotingDataConfig(demo_size=600, vocab_size=200, max_length=16, batch_size=8, num_proc=1)
+    names = feature_names(config, DATA_STEPS)
+    (tmp_path / "work").mkdir()
+    ctx = NotingContext(config, feature_names=tuple(names), work=tmp_path / "work")
+    seen = _run_noting(STEPS, DATA_STEPS, ctx)
+    assert set(seen) == set(DATA_STEPS)
+    _check_reads(seen, STEPS, DataConfig)
+
+
+def test_the_lm_steps_read_only_the_config_fields_they_declare(tmp_path):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    rng = random.Random(0)
+    words = [f"w{i}" for i in range(300)]
+    for i in range(40):  # distinct documents: deduplication keeps them all
+        (docs / f"doc{i:02d}.txt").write_text(" ".join(rng.choice(words) for _ in range(60)))
+    config = NotingLMConfig(
+        dataset="text", data_files=str(docs / "*.txt"), vocab_size=300, block_size=16, batch_size=2, num_proc=1
+    )
+    (tmp_path / "work").mkdir()
+    ctx = NotingContext(config, work=tmp_path / "work", engine=LocalEngine(1))
+    seen = _run_noting(LM_STEPS, LM_DATA_STEPS, ctx)
+    assert set(seen) == set(LM_DATA_STEPS)
+    _check_reads(seen, LM_STEPS, LMConfig)
