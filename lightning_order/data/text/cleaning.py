@@ -100,7 +100,9 @@ class CleanTable:
         return table if keep.all() else table.filter(pa.array(keep))
 
 
-@STEPS.register("clean", takes=ROWS, reads="data", writes_data=True, config=("text_column", "lowercase", "overrides"))
+@STEPS.register(
+    "clean", takes=ROWS, reads="data", writes_data=True, config=("text_column", "lowercase", "overrides")
+)
 def clean(ctx: StepContext, state: DataState) -> StepResult:
     """Step 2: cleans every row (``ctx.hooks["clean"]`` when the owner overrides it) and drops empty ones."""
     from lightning_order.data.engine.tables import apply_tables  # datasets: imported when data is cleaned

@@ -17,7 +17,6 @@ import dataclasses
 import functools
 import random
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -91,7 +90,15 @@ LM_CHANGES: dict[str, Any] = {
 }
 #: Fields read only with another field set (``sample_by`` with ``dataset="text"``, the demo's
 #: fields without a dataset, ``mixture_tolerance`` with ``sources``): the base config they change.
-NEEDS_FILES = {"dataset", "data_files", "input_hash", "sample_by", "dataset_config", "load_split", "text_column"}
+NEEDS_FILES = {
+    "dataset",
+    "data_files",
+    "input_hash",
+    "sample_by",
+    "dataset_config",
+    "load_split",
+    "text_column",
+}
 
 
 @pytest.fixture(scope="module")
@@ -165,11 +172,15 @@ def _with_descendants(ledger: StepLedger, changed: set[str]) -> set[str]:
 
 
 @pytest.mark.parametrize(("pipeline", "field"), list(_cases()))
-def test_a_changed_field_changes_exactly_the_steps_that_declare_it_and_their_consumers(pipeline, field, files):
+def test_a_changed_field_changes_exactly_the_steps_that_declare_it_and_their_consumers(
+    pipeline, field, files
+):
     config_cls, changes, registry, order, configs = PIPELINES[pipeline]
     assert field in changes, f"{config_cls.__name__}.{field} is new: give it a changed value in this test"
     if changes[field] is None:
-        pytest.skip("a changed order is another ledger, judged by the order rules (tests/unit/core/test_order.py)")
+        pytest.skip(
+            "a changed order is another ledger, judged by the order rules (tests/unit/core/test_order.py)"
+        )
     before, after = configs(field, changes[field], files)
     old, new = plan(order, registry, before), plan(order, registry, after)
     changed = {s for s, fp in _outputs(new).items() if fp != _outputs(old)[s]}
@@ -294,7 +305,12 @@ def test_the_lm_steps_read_only_the_config_fields_they_declare(tmp_path):
     for i in range(40):  # distinct documents: deduplication keeps them all
         (docs / f"doc{i:02d}.txt").write_text(" ".join(rng.choice(words) for _ in range(60)))
     config = NotingLMConfig(
-        dataset="text", data_files=str(docs / "*.txt"), vocab_size=300, block_size=16, batch_size=2, num_proc=1
+        dataset="text",
+        data_files=str(docs / "*.txt"),
+        vocab_size=300,
+        block_size=16,
+        batch_size=2,
+        num_proc=1,
     )
     (tmp_path / "work").mkdir()
     ctx = NotingContext(config, work=tmp_path / "work", engine=LocalEngine(1))
