@@ -37,6 +37,7 @@ import pytorch_lightning as pl
 from pytorch_lightning.utilities.rank_zero import rank_zero_info
 from typing_extensions import override
 
+from lightning_order.callbacks.hooks import skip_unused_batch_hooks
 from lightning_order.callbacks.validator.content import sampled_evidence
 from lightning_order.callbacks.validator.evidence import (
     data_dims,
@@ -168,6 +169,7 @@ class OrderValidator(Callback):
         # What this run learnt in its hooks (this run's data, the checkpoint as it showed itself,
         # the checks done), for its later hooks; never saved.
         self._state = ValidatorState()
+        skip_unused_batch_hooks(self)  # its checks run before step 1: Lightning need not call it per batch
 
     @property
     def observed(self) -> Mapping[str, Any]:
