@@ -44,7 +44,11 @@ def _spans(callbacks: list[Any], steps: int = 4) -> dict[str, int]:
     )
     torch.manual_seed(0)
     trainer.fit(BoringModel())
-    return {name: len(times) for name, times in profiler.recorded_durations.items() if name.startswith("[Callback]")}
+    return {
+        name: len(times)
+        for name, times in profiler.recorded_durations.items()
+        if name.startswith("[Callback]")
+    }
 
 
 def test_the_validator_gets_no_per_batch_call_and_the_monitor_two_a_step():
@@ -53,7 +57,11 @@ def test_the_validator_gets_no_per_batch_call_and_the_monitor_two_a_step():
     called = {name.rsplit(".", 1)[1] for name in spans if validator.state_key in name}
     assert not called & set(BATCH_HOOKS)  # its checks ran at fit start: nothing per batch
     called = {name.rsplit(".", 1)[1] for name in spans if monitor.state_key in name}
-    assert called & set(BATCH_HOOKS) == {"on_train_batch_start", "on_train_batch_end", "on_validation_batch_start"}
+    assert called & set(BATCH_HOOKS) == {
+        "on_train_batch_start",
+        "on_train_batch_end",
+        "on_validation_batch_start",
+    }
     assert spans[f"[Callback]{monitor.state_key}.on_train_batch_end"] == 4
 
 
