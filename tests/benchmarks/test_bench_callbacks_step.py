@@ -35,9 +35,12 @@ def test_every_round_runs_each_variant_once_with_only_its_callbacks() -> None:
 
 
 def test_a_short_run_reports_each_variant_against_no_callback() -> None:
-    result = bench.bench(steps=60, repeats=2, batch_size=8, warmup=5)
+    result = bench.bench(steps=60, repeats=2, batch_size=8, warmup=5, dispatch_calls=200)
     assert result["cpu_step_ms"] > 0
     for variant in bench.VARIANTS[1:]:
         low, high = result[f"cpu_percent_{variant}_interval"]
         assert low <= result[f"cpu_percent_{variant}"] <= high
         assert len(result[f"cpu_percent_{variant}_runs"]) == 2
+    # Lightning dispatches no per-batch hook to the validator, two a step to the monitor (not six)
+    dispatch = result["dispatch_us"]
+    assert dispatch["validator"] < dispatch["monitor"] < dispatch["empty"]
