@@ -255,6 +255,11 @@ def declared_values(config: Any, names: Sequence[str], step: str = "") -> dict[s
     does not; one declared to shape the data only in some configs (``shapes(when=...)``) is left
     out of the others, as the cache key leaves it out.
 
+    Args:
+        config: the pipeline's config (a dataclass, whose fields' metadata says how they enter).
+        names: the fields a step declares (:attr:`StepSpec.config`).
+        step: the step's name, for the error.
+
     Raises:
         DataError: ``step`` declares a field the config does not have.
     """

@@ -29,6 +29,7 @@ from lightning_order.data.lm.steps import LM_DATA_STEPS, LM_STEPS
 from lightning_order.data.text.config import DataConfig
 from lightning_order.data.text.prepare import feature_names
 from lightning_order.data.text.steps import DATA_STEPS, STEPS
+from lightning_order.errors import DataError
 from lightning_order.ledger import StepLedger
 
 #: A second value of every config field (the fields themselves come from the dataclasses).
@@ -203,6 +204,13 @@ def test_every_field_that_shapes_the_data_is_declared_by_a_step_or_marked_servin
             "it: add it to config=(...) of the steps that read it, or mark it SERVES"
         )
     assert declared <= {f.name for f in dataclasses.fields(config_cls)}
+
+
+def test_a_declared_field_the_config_lacks_is_refused_naming_the_step():
+    registry = StepRegistry()
+    registry.add(dataclasses.replace(STEPS["load"], config=("lowercase", "no_such_field")))
+    with pytest.raises(DataError, match="step 'load' declares the config field 'no_such_field'"):
+        plan(("load",), registry, DataConfig())
 
 
 # -- the declarations are complete: a real preparation that notes what each step reads ---------------
