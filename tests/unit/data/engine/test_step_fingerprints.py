@@ -89,8 +89,9 @@ LM_CHANGES: dict[str, Any] = {
     "sources": "sources",
     "mixture_tolerance": 0.05,
 }
-#: Fields read only with another field set (``sample_by`` with ``dataset="text"``, the demo's
-#: fields without a dataset, ``mixture_tolerance`` with ``sources``): the base config they change.
+#: The fields changed on a config that reads files (``sample_by`` is read only with
+#: ``dataset="text"``); the others are changed on the built-in corpus (the demo's fields are read
+#: only without a dataset). ``_lm_configs`` gives the few others the base they need.
 NEEDS_FILES = {
     "dataset",
     "data_files",
