@@ -7,14 +7,16 @@ measured in ``benchmarks/bench_callbacks_step.py``), more than the monitor's own
 per-batch hook that a callback leaves to Lightning's no-op is set to ``None`` on the instance, so
 Lightning skips it (``_call_callback_hooks`` calls only what is callable, in both
 ``pytorch_lightning`` and ``lightning.pytorch``). Only the per-batch hooks: they are always
-dispatched that way, whereas the checkpoint hooks are called directly.
+dispatched that way, whereas the checkpoint hooks are called directly. A hook needed only for a
+while (the validator's step-1 watch) is skipped once done with :func:`stop_calling` and called
+again from the next fit with :func:`resume_calling`.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["BATCH_HOOKS", "skip_unused_batch_hooks"]
+__all__ = ["BATCH_HOOKS", "resume_calling", "skip_unused_batch_hooks", "stop_calling"]
 
 #: The hooks Lightning dispatches to the callbacks at every batch (training, validation, test, predict).
 BATCH_HOOKS: tuple[str, ...] = (
@@ -51,3 +53,22 @@ def skip_unused_batch_hooks(callback: Any) -> tuple[str, ...]:
             setattr(callback, name, None)
             skipped.append(name)
     return tuple(skipped)
+
+
+def stop_calling(callback: Any, *hooks: str) -> None:
+    """Lightning skips ``hooks`` of ``callback`` from now on (e.g. a hook needed on step 1 only).
+
+    Raises:
+        ValueError: a name is no per-batch hook (the others are called directly, not skipped).
+    """
+    unknown = [h for h in hooks if h not in BATCH_HOOKS]
+    if unknown:
+        raise ValueError(f"{unknown} are no per-batch hooks; expected some of {', '.join(BATCH_HOOKS)}")
+    for name in hooks:
+        setattr(callback, name, None)
+
+
+def resume_calling(callback: Any, *hooks: str) -> None:
+    """Lightning calls ``hooks`` of ``callback`` again (its class's methods), after :func:`stop_calling`."""
+    for name in hooks:
+        callback.__dict__.pop(name, None)

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import pytorch_lightning as pl
 import torch
 from pytorch_lightning.demos.boring_classes import BoringModel
 from pytorch_lightning.profilers import SimpleProfiler
 
 from lightning_order import OrderValidator, SymptomMonitor
-from lightning_order.callbacks.hooks import BATCH_HOOKS, skip_unused_batch_hooks
+from lightning_order.callbacks.hooks import BATCH_HOOKS, resume_calling, skip_unused_batch_hooks, stop_calling
 
 
 class _Counting(OrderValidator):
@@ -51,11 +52,16 @@ def _spans(callbacks: list[Any], steps: int = 4) -> dict[str, int]:
     }
 
 
-def test_the_validator_gets_no_per_batch_call_and_the_monitor_two_a_step():
+def test_the_validator_gets_no_call_per_batch_and_the_monitor_two_a_step():
     validator, monitor = OrderValidator(on_violation="warn"), SymptomMonitor(verbose=False)
     spans = _spans([validator, monitor])
-    called = {name.rsplit(".", 1)[1] for name in spans if validator.state_key in name}
-    assert not called & set(BATCH_HOOKS)  # its checks ran at fit start: nothing per batch
+    per_batch = {
+        hook: count
+        for name, count in spans.items()
+        if validator.state_key in name and (hook := name.rsplit(".", 1)[1]) in BATCH_HOOKS
+    }
+    # its checks run before step 1 (or on step 1): no hook of it is called on every batch
+    assert all(count <= 1 for count in per_batch.values()), per_batch
     called = {name.rsplit(".", 1)[1] for name in spans if monitor.state_key in name}
     assert called & set(BATCH_HOOKS) == {
         "on_train_batch_start",
@@ -70,3 +76,24 @@ def test_a_hook_a_subclass_implements_is_still_called():
     assert skip_unused_batch_hooks(counting) == tuple(h for h in BATCH_HOOKS if h != "on_before_backward")
     _spans([counting], steps=3)
     assert counting.backward_calls == 3
+
+
+def test_a_hook_stopped_after_a_step_is_skipped_until_resumed():
+    counting = _Counting()
+    calls: list[int] = []
+
+    def stop_after_one(*args: Any) -> None:
+        calls.append(1)
+        stop_calling(counting, "on_before_backward")
+
+    counting.on_before_backward = stop_after_one  # the hook stops itself once it has run
+    _spans([counting], steps=3)
+    assert len(calls) == 1 and counting.on_before_backward is None
+    resume_calling(counting, "on_before_backward")
+    _spans([counting], steps=2)
+    assert counting.backward_calls == 2  # the class's method again
+
+
+def test_only_per_batch_hooks_can_be_stopped():
+    with pytest.raises(ValueError, match="on_save_checkpoint"):
+        stop_calling(SymptomMonitor(), "on_save_checkpoint")
