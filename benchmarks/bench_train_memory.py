@@ -112,7 +112,7 @@ def _write_split(folder: Path, blocks: int, width: int, shards: int) -> None:
         )
         write_shard(folder / f"part-{s:05d}.npy", block)
         index.append((f"part-{s:05d}.npy", rows))
-    write_index(folder, index, width)
+    write_index(folder, index)
 
 
 def _run(blocks: int, ns: argparse.Namespace, legacy: bool) -> dict[str, Any]:

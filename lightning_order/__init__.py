@@ -27,6 +27,18 @@ _LAZY: dict[str, str] = {
     "make_demo_corpus": "lightning_order.data.text.demo",
     "OrderedLMDataModule": "lightning_order.data.lm.datamodule",
     "LMSource": "lightning_order.data.lm.mixture",
+    # The extension surface: what a pipeline of your own is written with (examples/toy_regression.py).
+    "BaseDataConfig": "lightning_order.data.engine.config",
+    "OrderedDataModuleBase": "lightning_order.data.engine.datamodule",
+    "PipelinePreparation": "lightning_order.data.engine.preparation",
+    "config_cache_key": "lightning_order.data.engine.preparation",
+    "write_manifest": "lightning_order.data.engine.preparation",
+    "StepRegistry": "lightning_order.data.engine.registry",
+    "StepSpec": "lightning_order.data.engine.registry",
+    "DataState": "lightning_order.data.engine.runner",
+    "StepContext": "lightning_order.data.engine.runner",
+    "StepResult": "lightning_order.data.engine.runner",
+    "train_data": "lightning_order.data.engine.runner",
     "CacheWarning": "lightning_order.errors",
     "CheckpointError": "lightning_order.errors",
     "DataError": "lightning_order.errors",
@@ -50,6 +62,7 @@ _LAZY: dict[str, str] = {
     "Pipeline": "lightning_order.order",
     "Step": "lightning_order.order",
     "register": "lightning_order.pipelines",
+    "unregister": "lightning_order.pipelines",
     "PipelineSpec": "lightning_order.spec",
     "Preparation": "lightning_order.spec",
     "StepRecording": "lightning_order.recorder",
@@ -60,7 +73,11 @@ _LAZY: dict[str, str] = {
     "RecoveryPlan": "lightning_order.recovery",
     "recover": "lightning_order.recovery",
     "RULES": "lightning_order.rules",
+    "Rule": "lightning_order.rules",
     "Violation": "lightning_order.rules",
+    "CheckEvidence": "lightning_order.checks.registry",
+    "register_check": "lightning_order.checks.registry",
+    "unregister_check": "lightning_order.checks.registry",
 }
 
 #: The public names: the keys of :data:`_LAZY`, written once.
@@ -71,7 +88,21 @@ if TYPE_CHECKING:
     # What type checkers and editors read: each name of _LAZY from its module (a test keeps the two equal).
     from lightning_order.callbacks import OrderValidator as OrderValidator
     from lightning_order.callbacks import SymptomMonitor as SymptomMonitor
+    from lightning_order.checks.registry import CheckEvidence as CheckEvidence
+    from lightning_order.checks.registry import register_check as register_check
+    from lightning_order.checks.registry import unregister_check as unregister_check
     from lightning_order.checks.symptoms import Diagnosis as Diagnosis
+    from lightning_order.data.engine.config import BaseDataConfig as BaseDataConfig
+    from lightning_order.data.engine.datamodule import OrderedDataModuleBase as OrderedDataModuleBase
+    from lightning_order.data.engine.preparation import PipelinePreparation as PipelinePreparation
+    from lightning_order.data.engine.preparation import config_cache_key as config_cache_key
+    from lightning_order.data.engine.preparation import write_manifest as write_manifest
+    from lightning_order.data.engine.registry import StepRegistry as StepRegistry
+    from lightning_order.data.engine.registry import StepSpec as StepSpec
+    from lightning_order.data.engine.runner import DataState as DataState
+    from lightning_order.data.engine.runner import StepContext as StepContext
+    from lightning_order.data.engine.runner import StepResult as StepResult
+    from lightning_order.data.engine.runner import train_data as train_data
     from lightning_order.data.lm.datamodule import OrderedLMDataModule as OrderedLMDataModule
     from lightning_order.data.lm.mixture import LMSource as LMSource
     from lightning_order.data.text.datamodule import OrderedDataModule as OrderedDataModule
@@ -100,6 +131,7 @@ if TYPE_CHECKING:
     from lightning_order.order import Pipeline as Pipeline
     from lightning_order.order import Step as Step
     from lightning_order.pipelines import register as register
+    from lightning_order.pipelines import unregister as unregister
     from lightning_order.recorder import StepRecording as StepRecording
     from lightning_order.recorder import record_step as record_step
     from lightning_order.recorder import recording as recording
@@ -107,6 +139,7 @@ if TYPE_CHECKING:
     from lightning_order.recovery import RecoveryPlan as RecoveryPlan
     from lightning_order.recovery import recover as recover
     from lightning_order.rules import RULES as RULES
+    from lightning_order.rules import Rule as Rule
     from lightning_order.rules import Violation as Violation
     from lightning_order.spec import PipelineSpec as PipelineSpec
     from lightning_order.spec import Preparation as Preparation

@@ -165,7 +165,7 @@ class StepRecord:
 class StepLedger:
     """An append-only record of the steps that ran, in the order they ran.
 
-    Example:
+    Examples:
         >>> ledger = StepLedger()
         >>> load = ledger.record("load", params={"dataset": "demo"})
         >>> clean = ledger.record("clean", inputs={"load": load.output})

@@ -7,7 +7,7 @@ rule code. It judges the ledger so far: a step that has not happened yet is no v
 latest record of each step is the one judged, so a step re-run correctly clears its old mistake,
 and a step re-run upstream makes what consumed its old output ``stale-input``.
 
-:data:`STANDARD_PIPELINE` is DESIGN.md §1, stated once; everything else reads it.
+:data:`STANDARD_PIPELINE` is the mandated order (docs/data.md, "The steps"), stated once; everything else reads it.
 """
 
 from __future__ import annotations
@@ -192,7 +192,7 @@ class Pipeline:
         A step whose name already exists replaces it. ``before`` names existing steps that must
         now also require the new steps.
 
-        Example:
+        Examples:
             >>> dedupe = Step("dedupe", requires=("clean",), kind="rowwise")
             >>> pipeline = STANDARD_PIPELINE.extend(dedupe, before="split")
             >>> pipeline.order().index("dedupe") < pipeline.order().index("split")
@@ -313,7 +313,7 @@ class Pipeline:
         return violations
 
 
-#: The mandated order of DESIGN.md §1.
+#: The mandated order of the classification pipeline (docs/data.md, "The steps").
 STANDARD_PIPELINE = Pipeline(
     [
         Step("load", (), "source", "read the raw data"),
@@ -331,7 +331,7 @@ STANDARD_PIPELINE = Pipeline(
     ]
 )
 
-LM_PIPELINE = Pipeline(  # causal language modelling, DESIGN.md §1b (OrderedLMDataModule)
+LM_PIPELINE = Pipeline(  # causal language modelling, docs/lm.md (OrderedLMDataModule)
     [
         Step("clean", ("load",), "rowwise", "normalise each document; drop the empty ones"),
         Step("dedup", ("clean",), "rowwise", "exact and MinHash near-duplicates, on the whole corpus"),

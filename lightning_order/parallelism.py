@@ -1,4 +1,4 @@
-"""The data-parallel size and rank of a run: what splits the data (DESIGN.md §1e).
+"""The data-parallel size and rank of a run: what splits the data (docs/architecture.md, "The train order and the position").
 
 Under plain DDP every rank is a data-parallel rank. With a device mesh (Lightning's
 ``ModelParallelStrategy``: FSDP2, tensor parallelism) only the ``"data_parallel"`` dimension

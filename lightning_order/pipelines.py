@@ -4,8 +4,9 @@ A prepared cache, a checkpoint's ledger, a config or a datamodule belongs to one
 as the manifest's ``info["pipeline"]``. :data:`PIPELINES` maps that name to the pipeline's
 :class:`~lightning_order.spec.PipelineSpec`, declared in its own package
 (:mod:`lightning_order.data.text.spec`, :mod:`lightning_order.data.lm.spec`). The CLI, ``audit``,
-``graph``, the manifest writers and the validator ask :func:`descriptor_for`; none of them has its
-own rule. A third pipeline is one spec plus one package, admitted by :func:`register`.
+``graph``, the manifest writers and the validator ask :func:`spec_for`; none of them has its
+own rule. A third pipeline is one spec plus one module or package, admitted by :func:`register`
+(``examples/toy_regression.py``).
 
 This module imports neither torch nor Lightning: the light commands (``--help``, ``audit``,
 ``graph``) read it too.
@@ -31,7 +32,7 @@ __all__ = [
     "PipelineSpec",
     "all_dims",
     "check_step_names",
-    "descriptor_for",
+    "spec_for",
     "other_pipeline_with",
     "register",
     "spec_of_class",
@@ -49,7 +50,7 @@ PIPELINES: dict[str, PipelineSpec] = {TEXT_SPEC.name: TEXT_SPEC, LM_SPEC.name: L
 def register(spec: PipelineSpec, *, replace: bool = False) -> PipelineSpec:
     """Admits a pipeline: its caches, ledgers, DataModules and models are read through ``spec`` from now on.
 
-    Example:
+    Examples:
         >>> from lightning_order import register  # doctest: +SKIP
         >>> register(PipelineSpec(name="vision", pipeline=..., ...))  # doctest: +SKIP
 
@@ -128,7 +129,7 @@ def check_step_names(pipeline: Pipeline, names: Iterable[str], where: str = "") 
         raise unknown_step_names(unknown, pipeline.order(), where=where, pipeline=other, theirs=theirs)
 
 
-def descriptor_for(
+def spec_for(
     *,
     name: str | None = None,
     info: Mapping[str, Any] | None = None,
@@ -188,7 +189,7 @@ def _name_of_class(cls: type) -> str | None:
     """The pipeline whose DataModule or model ``cls`` is (or subclasses), matched without importing ours."""
     for klass in getattr(cls, "__mro__", ()):
         path = f"{klass.__module__}:{klass.__qualname__}"
-        for descriptor in PIPELINES.values():
-            if path in (descriptor.datamodule, descriptor.model):
-                return descriptor.name
+        for spec in PIPELINES.values():
+            if path in (spec.datamodule, spec.model):
+                return spec.name
     return None

@@ -1,4 +1,4 @@
-"""The data position: the global order of train samples, and where a run stands in it (DESIGN.md §1e).
+"""The data position: the global order of train samples, and where a run stands in it (docs/architecture.md, "The train order and the position").
 
 One rule, shared by the ``shard`` steps, the resumable loader, the resume check and recovery:
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import os
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -43,18 +44,22 @@ from lightning_order.fingerprints import data_fingerprint
 from lightning_order.item_hashes import held_out_sample, item_hashes
 from lightning_order.ledger import StepLedger, StepRecord
 from lightning_order.order import STANDARD_PIPELINE, Pipeline
-from lightning_order.pipelines import DEFAULT_PIPELINE, PIPELINES, check_step_names
+from lightning_order.pipelines import DEFAULT_PIPELINE, PIPELINES, check_step_names, spec_for
 from lightning_order.rules import Violation
 
 __all__ = [
     "StepRecording",
     "data_fingerprint",
+    "datamodule_ledger",
     "declared_steps",
+    "ledger_pipeline",
     "record_step",
     "recorded_fingerprints",
     "recording",
     "require_steps",
 ]
+
+log = logging.getLogger(__name__)
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 #: ``params=`` of :func:`record_step`: a mapping, or a function of ``self`` returning one.
@@ -86,6 +91,38 @@ def recorded_fingerprints(ledger: StepLedger) -> dict[str, str]:
         return {}
     found = {key: ledger.latest(step) for key, step in _FINGERPRINT_STEPS.items()}
     return {key: record.output for key, record in found.items() if record is not None and record.output}
+
+
+def datamodule_ledger(dm: Any) -> StepLedger | None:
+    """``dm.ledger`` when it is a :class:`~lightning_order.ledger.StepLedger` (ours, or one recorded here), else ``None``."""
+    ledger = getattr(dm, "ledger", None) if dm is not None else None
+    return ledger if isinstance(ledger, StepLedger) else None
+
+
+def ledger_pipeline(dm: Any, ledger: StepLedger | None, configured: Pipeline = STANDARD_PIPELINE) -> Pipeline:
+    """The pipeline that judges ``dm``'s ledger (read by the validator and the monitor alike).
+
+    A pipeline the user configured (anything but the default) is kept. Otherwise a user's own
+    :class:`~lightning_order.order.Pipeline` on the datamodule (``dm.pipeline``) judges its
+    ledger; for ours, :func:`~lightning_order.pipelines.spec_for` decides: the datamodule's
+    own ``pipeline``, else the name the ledger records (``info["pipeline"]``), else the default.
+
+    Args:
+        dm: the datamodule (or ``None``).
+        ledger: its ledger (or ``None``).
+        configured: the pipeline the caller was given (``OrderValidator(pipeline=...)``).
+    """
+    if configured is not STANDARD_PIPELINE:
+        return configured
+    own = getattr(dm, "pipeline", None) if dm is not None else None
+    own = own if isinstance(own, Pipeline) else None
+    if own is not None and all(own is not d.pipeline for d in PIPELINES.values()):
+        return own  # declared by the datamodule, not one of ours: judged as declared
+    try:
+        return spec_for(pipeline=own, ledger=ledger).pipeline
+    except KeyError as err:  # a ledger of a pipeline this version does not know
+        log.debug("lightning_order: %s; judging on the configured pipeline", err)
+        return configured
 
 
 def _rank(owner: Any) -> int:
@@ -243,7 +280,7 @@ def record_step(
 ) -> Callable[[_F], _F]:
     """A method decorator: each call records ``step`` in ``self.ledger`` (see the module docstring).
 
-    Example:
+    Examples:
         >>> class Prep:
         ...     @record_step("load")
         ...     def load(self):
@@ -321,7 +358,7 @@ def recording(
 ) -> Iterator[StepRecording]:
     """A block that records ``step`` in ``owner.ledger`` when it ends without an error.
 
-    Example:
+    Examples:
         >>> class Prep: ...
         >>> prep, train = Prep(), [1.0, 2.0, 3.0]
         >>> with recording(prep, "fit_features", reads=[train]) as step:
@@ -367,7 +404,7 @@ def require_steps(
     ``_<method>_done`` and, when the instance has a ledger and the method did not record itself,
     records the step with the latest outputs of ``steps`` as inputs.
 
-    Example:
+    Examples:
         >>> class Prep:
         ...     @require_steps("clean")
         ...     def build_vocab(self): ...

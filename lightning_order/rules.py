@@ -173,6 +173,14 @@ RULES: dict[str, Rule] = {
         "end every row with the end-of-text token: a post-processor template '<s> $A </s>' (Llama tokenizers add "
         "'<s>' only: add_eos_token=True), or append tokenizer.eos_token_id before padding",
     ),
+    "rows-without-target": Rule(
+        "training rows reach the loss with every target ignored (-100): nothing in them is learnt",
+        "a batch of such rows gives a NaN loss; a share of them trains on fewer rows than it reads, without "
+        "an error: the answers a completion-only collator should keep were never matched, or were cut away",
+        "make every row keep at least one target: a response template whose ids match the tokenized rows "
+        "(tokenized in context, without a leading BOS), prompts shorter than max_length (truncate the prompt, "
+        "not the answer), or drop the rows whose answer does not fit",
+    ),
     "ranks-read-same-data": Rule(
         "data-parallel ranks read the same samples: the epoch is not split between them",
         "every step averages gradients of repeated samples: an N-rank run learns from a fraction of the "
@@ -181,6 +189,14 @@ RULES: dict[str, Rule] = {
         "every rank the same sampler seed and its own rank (DistributedSampler(dataset, seed=SEED) with "
         "the strategy's num_replicas/rank); an iterable loader must draw by rank (seed + rank, or a "
         "share of the stream per rank)",
+    ),
+    "rows-served-twice": Rule(
+        "the train loader's workers serve the same rows: each worker reads the whole stream",
+        "every row is trained on once per worker each epoch: an epoch costs N times its data, the loss "
+        "falls faster than it should (memorised repeats) and validation does not follow; no error",
+        "split the stream between loader workers in the dataset's __iter__: read "
+        "torch.utils.data.get_worker_info() and keep only this worker's share (shards[info.id::info.num_workers], "
+        "or every num_workers-th row), on top of the share per rank",
     ),
 }
 

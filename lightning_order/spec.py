@@ -4,8 +4,10 @@ Each pipeline declares one :class:`PipelineSpec` in its own package (``data/text
 ``data/lm/spec.py``): its name, its :class:`~lightning_order.order.Pipeline`, the dims its model
 is built from, its classes, the checks beyond the order (of a ledger, of a config), its figures,
 its demo config and its :class:`Preparation`. :mod:`lightning_order.pipelines` keeps the registry
-of specs; a third pipeline is one spec plus one package, admitted by
-:func:`lightning_order.pipelines.register`.
+of specs; a third pipeline is one spec plus one module or package, admitted by
+:func:`lightning_order.pipelines.register` (``examples/toy_regression.py``; its preparation a
+:class:`~lightning_order.data.engine.preparation.PipelinePreparation`, which derives this
+interface from the pipeline's declarations).
 
 Classes and functions are named by import path (``"module:attribute"``) and imported on first
 use, so this module imports neither torch nor Lightning: the light commands (``--help``,
@@ -119,7 +121,7 @@ class PipelineSpec:
         name: the registry key and the manifest's ``info["pipeline"]``; written nowhere else.
         pipeline: the DAG that judges its ledgers (its data steps built from its step registry).
         dims: the data dims its model is built from, linked from the DataModule into the model
-            by the CLI and compared by the model check before step 1 (DESIGN.md §3).
+            by the CLI and compared by the model check before step 1 (docs/architecture.md, "Dims contract").
         datamodule: import path of its DataModule class.
         model: import path of its reference model class.
         config: import path of its config class (the DataModule's arguments, typed and documented).

@@ -162,7 +162,8 @@ def in_fresh_process(code: str) -> Any:
 
 #: What :func:`in_preloaded_process`'s interpreter imports once, before it forks a process per code.
 PRELOADED = ("torch", "pytorch_lightning")
-_PRELOADED_SERVER: list[subprocess.Popen] = []
+#: One forking interpreter per set of preloaded modules.
+_PRELOADED_SERVERS: dict[tuple[str, ...], subprocess.Popen] = {}
 _SERVER_CODE = """
 import json, os, sys, traceback
 for name in sys.argv[1:]:
@@ -194,39 +195,41 @@ for line in sys.stdin:
 """
 
 
-def start_preloaded() -> subprocess.Popen:
-    """Starts (once per pytest process) the fresh interpreter :func:`in_preloaded_process` forks from.
+def start_preloaded(modules: tuple[str, ...] = PRELOADED) -> subprocess.Popen:
+    """Starts (once per pytest process and ``modules``) the fresh interpreter :func:`in_preloaded_process`
+    forks from, after importing ``modules``.
 
     A test module calls it when imported, so the server's imports overlap collection and other tests.
     """
-    if not _PRELOADED_SERVER:
+    if modules not in _PRELOADED_SERVERS:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
         server = subprocess.Popen(
-            [sys.executable, "-c", _SERVER_CODE, *PRELOADED],
+            [sys.executable, "-c", _SERVER_CODE, *modules],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
             cwd=ROOT,
             env=env,
         )
-        _PRELOADED_SERVER.append(server)
+        _PRELOADED_SERVERS[modules] = server
         atexit.register(_stop_preloaded, server)
-    return _PRELOADED_SERVER[0]
+    return _PRELOADED_SERVERS[modules]
 
 
 def _stop_preloaded(server: subprocess.Popen) -> None:
     server.stdin.close()  # its loop ends
-    server.wait(30)
+    server.wait(300)  # it may still be importing on a loaded machine
     server.stdout.close()
 
 
-def in_preloaded_process(code: str) -> Any:
+def in_preloaded_process(code: str, modules: tuple[str, ...] = PRELOADED) -> Any:
     """:func:`in_fresh_process` for code that imports Lightning anyway: a new process forked from one fresh
-    interpreter that imported :data:`PRELOADED` (and nothing of ``lightning_order``), shared by the tests.
+    interpreter that imported ``modules`` (by default :data:`PRELOADED`, nothing of ``lightning_order``),
+    shared by the tests.
 
     Its ``sys.modules`` holds what those imports load, as the code's own imports would; the JSON it prints last.
     """
-    server = start_preloaded()
+    server = start_preloaded(modules)
     server.stdin.write(json.dumps(code) + "\n")
     server.stdin.flush()
     answer = json.loads(server.stdout.readline())

@@ -9,6 +9,11 @@
 - :class:`GetBatch`: nanoGPT's ``get_batch`` as an ``IterableDataset``: random windows of a token
   array drawn with the global ``torch`` generator, seeded in ``__iter__`` with ``seed`` (nanoGPT
   seeds ``1337 + rank``; the same seed on every rank is the bug);
+- :class:`ShardStream`: llama2.c's ``PretokDataset``: shards of token blocks read in turn; with
+  ``split_workers=False`` every loader worker reads every shard (it forgets ``get_worker_info()``:
+  the bug), else each worker keeps every ``num_workers``-th block; ``repeat`` serves each block
+  that many times in a row (a corpus with real duplicate documents); ``rank`` / ``world``: a share
+  of the shards per rank;
 - :class:`Rows`, :class:`TinyModel`: a map-style dataset of distinct token rows and a model for it;
 - :class:`FirstBatches`: records a hash of each batch the run trains on.
 """
@@ -92,6 +97,36 @@ class GetBatch(IterableDataset):
             x = torch.stack([self.tokens[i : i + self.block] for i in starts])
             y = torch.stack([self.tokens[i + 1 : i + 1 + self.block] for i in starts])
             yield x, y
+
+
+class ShardStream(IterableDataset):
+    """llama2.c-style shards of ``block + 1`` token windows, read in order (see the module docstring)."""
+
+    def __init__(
+        self,
+        shards: int = 4,
+        blocks: int = 64,
+        block: int = 16,
+        split_workers: bool = True,
+        repeat: int = 1,
+        rank: int = 0,
+        world: int = 1,
+    ) -> None:
+        rng = np.random.default_rng(0)
+        every = [torch.from_numpy(rng.integers(1, VOCAB, size=(blocks, block + 1))) for _ in range(shards)]
+        self.shards = every[rank::world]  # a share of the shards per rank, as llama2.c does
+        self.split_workers, self.repeat = split_workers, repeat
+
+    def __iter__(self):
+        info = torch.utils.data.get_worker_info()
+        share, of = (info.id, info.num_workers) if info is not None and self.split_workers else (0, 1)
+        at = 0
+        for shard in self.shards:
+            for window in shard:
+                if at % of == share:
+                    for _ in range(self.repeat):
+                        yield {"input_ids": window[:-1], "labels": window[1:]}
+                at += 1
 
 
 def token_array(count: int = 20_000, seed: int = 0) -> torch.Tensor:

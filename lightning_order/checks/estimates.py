@@ -32,7 +32,7 @@ MIN_HITS = 5
 def wilson_interval(hits: int, n: int, confidence: float = CONFIDENCE) -> tuple[float, float]:
     """The Wilson score interval of a binomial proportion.
 
-    Example:
+    Examples:
         >>> low, high = wilson_interval(0, 100)
         >>> low, round(high, 4)
         (0.0, 0.037)

@@ -113,7 +113,7 @@ def check_lm_config(config: Any, owner: str) -> list[Violation]:
 
 
 def check_lm_records(ledger: StepLedger) -> list[Violation]:
-    """:func:`check_lm_ledger` on what ``ledger`` recorded (the LM descriptor's ledger check)."""
+    """:func:`check_lm_ledger` on what ``ledger`` recorded (the LM spec's ledger check)."""
     return check_lm_ledger(lm_ledger_evidence(ledger))
 
 

@@ -24,7 +24,7 @@ def stored_loop_count(checkpoint: Mapping[str, Any]) -> dict[str, int] | None:
     Read from the fit loop's progress in the checkpoint (``epoch_progress`` and
     ``epoch_loop.batch_progress``), which Lightning writes itself and restores from: the count a
     data position must agree with. The epoch is the one started last, as
-    :func:`~lightning_order.callbacks.validator.position.saved_position` names it.
+    :func:`~lightning_order.callbacks.validator.resume.saved_position` names it.
     """
     fit_loop = (checkpoint.get("loops") or {}).get("fit_loop")
     if not isinstance(fit_loop, Mapping):

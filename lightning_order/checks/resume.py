@@ -7,7 +7,7 @@ checkpoint without fingerprints proves nothing (:func:`check_resume_proof`), and
 shapes do not fit are named by the order error behind them (:func:`check_restore_shapes`), never
 left to a raw ``Error(s) in loading state_dict``.
 
-The data position is part of the order (DESIGN.md §1e): :func:`check_resume_position` compares
+The data position is part of the order (docs/architecture.md, "The train order and the position"): :func:`check_resume_position` compares
 where the checkpoint's run stood in its epoch (the position it saved) with where the resumed run
 will read (Lightning's restored batch count and the train loader's restored position) and counts
 the samples the resumed epoch would serve twice or never, in the global order of

@@ -1,7 +1,7 @@
 """Resume onto changed data with no ledger: the tokenizer and a content sample of each split.
 
 A hand-written datamodule keeps no fingerprints, so the validator stores what it can read with no
-glue (:mod:`lightning_order.callbacks.validator.resume_content`): the tokenizer's content
+glue (:mod:`lightning_order.callbacks.validator.resume`): the tokenizer's content
 fingerprint and, per split, the dataset's length and the hashes of a few hundred items at fixed
 indices. Data re-tokenized with another tokenizer of the same size loads into the same
 embedding table without an error; its token ids mean other text, so the weights learn over again

@@ -56,7 +56,7 @@ def length_pile(lengths: np.ndarray) -> Pile | None:
 
 
 def check_truncation(
-    max_length: int | None, pile: Pile | None, where: str = "the tokenizer"
+    max_length: int | None, pile: Pile | None, where: str = "the tokenizer", *, padded: bool = False
 ) -> list[Violation]:
     """``documents-truncated`` when the tokenizer truncates or the lengths pile up.
 
@@ -64,6 +64,10 @@ def check_truncation(
         max_length: the supplied tokenizer's truncation length, ``None`` when it does not truncate.
         pile: :func:`length_pile` of the sampled train rows.
         where: the tokenizer's name, for the message.
+        padded: the rows are padded, one document each (``details["padded"]``): truncating them to the
+            context is how fine-tuning rows are made, so the validator only warns (a row cut down to
+            no target at all is ``rows-without-target``, read off step 1); packed blocks were cut
+            before packing, which loses document ends for nothing.
     """
     if max_length is not None and max_length >= NO_LIMIT:
         max_length = None
@@ -77,6 +81,20 @@ def check_truncation(
             f"{pile.count} of {pile.seen} documents seen whole in the sampled train rows are exactly "
             f"{pile.length} tokens long, the longest length seen"
         )
+    if padded:
+        return [
+            Violation(
+                "documents-truncated",
+                ("encode", "train"),
+                "padded one-document rows were truncated: " + "; ".join(found) + ". Fine if on purpose (the "
+                "context is shorter than the documents); keep each row's answer and end inside max_length",
+                details={
+                    "max_length": max_length,
+                    "pile": asdict(pile) if pile is not None else None,
+                    "padded": True,
+                },
+            )
+        ]
     return [
         Violation(
             "documents-truncated",

@@ -3,7 +3,7 @@
 :func:`main` (in :mod:`.dispatch`) answers ``--help``, ``audit``, ``graph`` and a ``prepare``
 whose cache is finished without importing torch or Lightning, and hands ``fit``/``validate``/
 ``test``/``predict`` (and any other ``prepare``) to :class:`OrderCLI` (:mod:`.lightning`), the one
-LightningCLI of every pipeline, configured by the pipeline's descriptor
+LightningCLI of every pipeline, configured by the pipeline's spec
 (:mod:`lightning_order.pipelines`). :mod:`.tools` holds the ``audit`` and ``graph`` subcommands,
 :mod:`.auditing` and :mod:`.rendering` what they print, :mod:`.console` the shared output helpers.
 
@@ -19,7 +19,7 @@ _LAZY: dict[str, str] = {
     "main": "lightning_order.cli.dispatch",
     "OrderCLI": "lightning_order.cli.lightning",
     "PrepareCLI": "lightning_order.cli.lightning",
-    "descriptor_of_command": "lightning_order.cli.dispatch",
+    "spec_of_command": "lightning_order.cli.dispatch",
     "order_callbacks": "lightning_order.cli.lightning",
     "audit": "lightning_order.cli.auditing",
     "find_manifests": "lightning_order.cli.auditing",

@@ -25,7 +25,7 @@ from lightning_order.errors import CheckpointError, ManifestError
 from lightning_order.ledger import CHECKPOINT_KEY, MANIFEST_NAME, StepLedger
 from lightning_order.manifest_checks import file_kind
 from lightning_order.order import Pipeline
-from lightning_order.pipelines import PIPELINES, descriptor_for
+from lightning_order.pipelines import PIPELINES, spec_for
 
 __all__ = [
     "AUDIT_OK",
@@ -78,7 +78,7 @@ def audit(path: str | Path, pipeline: Pipeline | None = None, console: Console |
     Args:
         path: a cache root, one prepared pipeline's folder, a manifest file, or a checkpoint
             (its ledger is checked; it is read with ``weights_only=True``, so nothing in it runs).
-        pipeline: the pipeline to check against; ``None``: each ledger's own (its descriptor,
+        pipeline: the pipeline to check against; ``None``: each ledger's own (its spec,
             named by ``info["pipeline"]``, else known by its steps: an LM cache or a hand-written
             LM pipeline's checkpoint is judged by ``LM_PIPELINE`` and the LM ledger checks, and
             its figures are printed under the table: documents, duplicates removed, the
@@ -154,16 +154,16 @@ def unreadable_reason(path: Path, err: Exception) -> str:
 def _audit_one(out: Console, manifest: Path, pipeline: Pipeline | None) -> int:
     """Prints one ledger's table, figures and violations, and verifies its prepared folder; its exit code."""
     ledger = read_ledger(manifest)
-    descriptor = descriptor_for(ledger=ledger)
-    judged = pipeline or descriptor.pipeline
+    spec = spec_for(ledger=ledger)
+    judged = pipeline or spec.pipeline
     out.print(ledger_table(ledger, pipeline=judged))
     dims = ledger.info.get("dims")
     if dims:
         out.print(Text("dims: " + ", ".join(f"{k}={v}" for k, v in dims.items())))
-    print_figures(out, descriptor.ledger_figures(ledger))
-    violations = descriptor.check(ledger, judged)
+    print_figures(out, spec.ledger_figures(ledger))
+    violations = spec.check(ledger, judged)
     print_violations(out, violations)
-    problems = _folder_problems(manifest, ledger, descriptor.files)
+    problems = _folder_problems(manifest, ledger, spec.files)
     if problems:
         # A prepared pipeline's folder whose files are missing, partial or changed (xxh3-verified).
         out.print(

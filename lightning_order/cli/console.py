@@ -23,7 +23,7 @@ from lightning_order.errors import LightningOrderError, OrderError
 from lightning_order.ledger import MANIFEST_NAME, StepLedger
 from lightning_order.order import STANDARD_PIPELINE, Pipeline
 from lightning_order.outputs import exists
-from lightning_order.pipelines import descriptor_for
+from lightning_order.pipelines import spec_for
 from lightning_order.rules import Violation
 
 if TYPE_CHECKING:  # torch and Lightning are imported where used: `audit` and `graph` need neither
@@ -121,14 +121,14 @@ def prepare_report(datamodule: Any) -> None:
     elif isinstance(getattr(datamodule, "ledger", None), StepLedger):
         ledger = datamodule.ledger
     if ledger is not None:
-        descriptor = descriptor_for(ledger=ledger)  # the manifest names its pipeline
-        pipeline = getattr(datamodule, "pipeline", None) or descriptor.pipeline
+        spec = spec_for(ledger=ledger)  # the manifest names its pipeline
+        pipeline = getattr(datamodule, "pipeline", None) or spec.pipeline
         out.print(ledger_table(ledger, title="lightning-order prepare: the ledger", pipeline=pipeline))
-        print_violations(out, descriptor.check(ledger, pipeline))
+        print_violations(out, spec.check(ledger, pipeline))
         dims = ledger.info.get("dims")
         if dims:
             out.print(Text.assemble(("dims: ", "bold"), ", ".join(f"{k}={v}" for k, v in dims.items())))
-        for label, text in descriptor.ledger_figures(ledger):
+        for label, text in spec.ledger_figures(ledger):
             out.print(Text.assemble((f"{label}: ", "bold"), text))
     if cache_path is not None:
         out.print(Text.assemble(("prepared data: ", "bold"), str(cache_path)))

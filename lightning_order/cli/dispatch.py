@@ -5,7 +5,7 @@ need none of it. :func:`main` answers them here and hands the rest to
 :func:`lightning_order.cli.lightning.run` (LightningCLI):
 
 * ``--help`` / no command: the subcommands (:data:`~lightning_order.cli.help.HELP`);
-* ``audit`` and ``graph``: :mod:`lightning_order.cli.tools`;
+* ``audit``, ``graph`` and ``export``: :mod:`lightning_order.cli.tools`;
 * ``prepare`` of a pipeline's own DataModule (a ``data:`` section without ``class_path``):
   the ``--config`` files and the options are parsed once, by jsonargparse against the pipeline's
   typed config class (:mod:`lightning_order.data.engine.config`), and the data is prepared by the
@@ -15,12 +15,13 @@ need none of it. :func:`main` answers them here and hands the rest to
   names (``data.class_path``) is parsed by LightningCLI instead, which can build any class;
 * ``fit``/``validate``/``test``/``predict``: :class:`~lightning_order.cli.lightning.OrderCLI`.
 
-The pipeline is the one whose model the command names (:func:`descriptor_of_command`: the
+The pipeline is the one whose model the command names (:func:`spec_of_command`: the
 ``model`` of the ``--config`` files or of a ``--model`` option), else ``"standard"``.
 """
 
 from __future__ import annotations
 
+import inspect
 import os
 import re
 import sys
@@ -33,7 +34,7 @@ from lightning_order.cli.help import HELP, LIGHTNING_COMMANDS, TOOLS
 if TYPE_CHECKING:  # pragma: no cover - imported where used: `--help` imports nothing else
     from lightning_order.spec import PipelineSpec
 
-__all__ = ["EXIT_BROKEN_PIPE", "EXIT_REFUSED", "EXIT_USAGE", "descriptor_of_command", "main"]
+__all__ = ["EXIT_BROKEN_PIPE", "EXIT_REFUSED", "EXIT_USAGE", "main", "spec_of_command", "spec_of_constructor"]
 
 #: Exit codes of :func:`main` for user errors: a run refused (any lightning_order error), a command
 #: line rejected (jsonargparse), as argparse does.
@@ -74,7 +75,7 @@ def _silence_stdout() -> None:
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError):  # stdout without a descriptor (captured): nothing is flushed to a pipe
+    except (OSError, ValueError):  # stdout without a fileno() (captured): nothing is flushed to a pipe
         pass
 
 
@@ -101,28 +102,32 @@ def _dispatch(argv: list[str], args: list[str] | None) -> int:
         )
         return EXIT_USAGE
     prog = f"lightning-order {command}" if command in known else "lightning-order"
-    descriptor = None
+    spec = None
     try:
         if command in ("audit", "graph"):
             from lightning_order.cli import tools
 
             return tools.audit_main(argv[1:]) if command == "audit" else tools.graph_main(argv[1:])
+        if command == "export":
+            from lightning_order.cli import tools
+
+            return tools.export_main(argv[1:])
         from lightning_order.cli.parsing import check_config_file
 
         for path in _config_files(argv[1:]):
             check_config_file(path)  # before any parser: it would take the last of a repeated key
-        descriptor = descriptor_of_command(argv[1:])
+        spec = spec_of_command(argv[1:])
         if command == "prepare" and _class_path(argv[1:], "data") is None:
-            return _prepare_light(argv[1:], descriptor)
+            return _prepare_light(argv[1:], spec)
         from lightning_order.cli.lightning import run
 
         if command == "prepare":
-            run(argv[1:], descriptor, prepare=True, prog=prog)
+            run(argv[1:], spec, prepare=True, prog=prog)
         else:
-            run(args, descriptor, prog="lightning-order")
+            run(args, spec, prog="lightning-order")
     except ArgumentError as err:
-        if descriptor is not None:
-            err = _other_pipeline_options(err, descriptor, argv[1:])
+        if spec is not None:
+            err = _other_pipeline_options(err, spec, argv[1:])
         print_error(error_lines(err, prog))
         return EXIT_USAGE
     except LightningOrderError as err:
@@ -131,7 +136,7 @@ def _dispatch(argv: list[str], args: list[str] | None) -> int:
     return 0
 
 
-def _other_pipeline_options(error: ArgumentError, descriptor: PipelineSpec, argv: list[str]) -> ArgumentError:
+def _other_pipeline_options(error: ArgumentError, spec: PipelineSpec, argv: list[str]) -> ArgumentError:
     """``error`` saying which pipeline ran, for a rejected ``--data.X`` that another pipeline's data takes.
 
     The nearest option of the pipeline that ran (``--data.block_size: did you mean
@@ -145,11 +150,11 @@ def _other_pipeline_options(error: ArgumentError, descriptor: PipelineSpec, argv
     rejected = _REJECTED.search(error.message)
     if rejected is None:
         return error
-    options = {name: {f.name for f in fields(spec.config_class())} for name, spec in PIPELINES.items()}
+    options = {name: {f.name for f in fields(each.config_class())} for name, each in PIPELINES.items()}
     message = error.message
     for name in dict.fromkeys(re.findall(r"--data\.(\w+)", rejected.group(1))):
-        theirs = [n for n, known in options.items() if n != descriptor.name and name in known]
-        if name in options.get(descriptor.name, ()) or not theirs:
+        theirs = [n for n, known in options.items() if n != spec.name and name in known]
+        if name in options.get(spec.name, ()) or not theirs:
             continue
         other = PIPELINES[theirs[0]]
         named = _class_path(argv, "model")
@@ -157,7 +162,7 @@ def _other_pipeline_options(error: ArgumentError, descriptor: PipelineSpec, argv
         message = re.sub(rf"; --data\.{name}: did you mean [^;?]*\?", "", message)
         message += (
             f"; --data.{name} is an option of the {other.name!r} pipeline ({other.title or other.datamodule}), and this "
-            f"command runs the {descriptor.name!r} pipeline ({why}): to run the {other.name!r} pipeline name its model "
+            f"command runs the {spec.name!r} pipeline ({why}): to run the {other.name!r} pipeline name its model "
             f"(--model lightning_order.{other.model.partition(':')[2]}, or model: in the config)"
         )
     if message == error.message:
@@ -202,33 +207,50 @@ def _class_path(argv: list[str], section: str) -> str | None:
     return found
 
 
-def descriptor_of_command(argv: list[str]) -> PipelineSpec:
+def spec_of_command(argv: list[str]) -> PipelineSpec:
     """The pipeline a command line is for: the one whose model (or a subclass of it) it names.
 
     Our own models are recognised by name without importing them (``lightning_order.X`` or
     their module's path); a user's class is imported (as LightningCLI would) and matched by
-    its base classes. Anything else is the default pipeline.
+    its base classes, else by the dims its constructor takes (a ``transformers`` wrapper taking
+    ``vocab_size``, ``padded_vocab_size`` and ``block_size`` is an LM: :func:`spec_of_constructor`).
+    Anything else is the default pipeline.
     """
-    from lightning_order.pipelines import DEFAULT_PIPELINE, PIPELINES, descriptor_for
+    from lightning_order.pipelines import DEFAULT_PIPELINE, PIPELINES, spec_for, spec_of_class
 
     path = _class_path(argv, "model")
     if not path:
         return PIPELINES[DEFAULT_PIPELINE]
-    for descriptor in PIPELINES.values():
-        module, _, name = descriptor.model.partition(":")
+    for spec in PIPELINES.values():
+        module, _, name = spec.model.partition(":")
         if path in (f"lightning_order.{name}", f"{module}.{name}", f"lightning_order.models.{name}"):
-            return descriptor
+            return spec
     try:
         from jsonargparse.typing import import_object
 
         cls = import_object(path)
     except (ImportError, AttributeError, ValueError, TypeError):
         return PIPELINES[DEFAULT_PIPELINE]  # LightningCLI explains a class it cannot import
-    return descriptor_for(classes=[cls]) if isinstance(cls, type) else PIPELINES[DEFAULT_PIPELINE]
+    if not isinstance(cls, type):
+        return PIPELINES[DEFAULT_PIPELINE]
+    return spec_for(classes=[cls]) if spec_of_class(cls) is not None else spec_of_constructor(cls)
+
+
+def spec_of_constructor(cls: type) -> PipelineSpec:
+    """The pipeline whose dims ``cls``'s constructor takes, all of them (the most dims wins a tie);
+    the default pipeline for a constructor that takes no pipeline's dims."""
+    from lightning_order.pipelines import DEFAULT_PIPELINE, PIPELINES
+
+    try:
+        taken = set(inspect.signature(cls).parameters)
+    except (TypeError, ValueError):  # a constructor Python cannot read: LightningCLI explains it
+        return PIPELINES[DEFAULT_PIPELINE]
+    fitting = [spec for spec in PIPELINES.values() if spec.dims and set(spec.dims) <= taken]
+    return max(fitting, key=lambda spec: len(spec.dims), default=PIPELINES[DEFAULT_PIPELINE])
 
 
 # -- prepare without Lightning ----------------------------------------------------------------------
-def _prepare_arguments(argv: list[str], descriptor: PipelineSpec) -> dict[str, Any]:
+def _prepare_arguments(argv: list[str], spec: PipelineSpec) -> dict[str, Any]:
     """The ``data:`` arguments of a ``prepare`` command line, parsed by jsonargparse against the
     pipeline's config class: the one parser of ``prepare`` for the pipeline's own DataModule.
 
@@ -243,7 +265,7 @@ def _prepare_arguments(argv: list[str], descriptor: PipelineSpec) -> dict[str, A
     from lightning_order.cli.help import TOOLS as TOOL_HELP
     from lightning_order.cli.parsing import STRICT_PARSER, parser_options, with_suggestions
 
-    config_class = descriptor.config_class()
+    config_class = spec.config_class()
     internal = {f.name for f in fields(config_class) if f.metadata.get("internal")}
     parser = ArgumentParser(
         exit_on_error=False, prog="lightning-order prepare", description=TOOL_HELP["prepare"], **STRICT_PARSER
@@ -265,10 +287,10 @@ def _prepare_arguments(argv: list[str], descriptor: PipelineSpec) -> dict[str, A
     return {} if data is None else data.as_dict() if hasattr(data, "as_dict") else dict(data)
 
 
-def _prepare_light(argv: list[str], descriptor: PipelineSpec) -> int:
+def _prepare_light(argv: list[str], spec: PipelineSpec) -> int:
     """``prepare`` of the pipeline's own DataModule, without Lightning: parse once, prepare, report."""
     try:
-        data = _prepare_arguments(argv, descriptor)
+        data = _prepare_arguments(argv, spec)
     except SystemExit as done:  # --help, --print_config: answered and printed
         return int(done.code or 0)
     from lightning_order.cli.console import error_lines, prepare_report, print_error
@@ -276,7 +298,7 @@ def _prepare_light(argv: list[str], descriptor: PipelineSpec) -> int:
     from lightning_order.errors import LightningOrderError
     from lightning_order.pipelines import resolve
 
-    preparation = resolve(descriptor.preparation)
+    preparation = resolve(spec.preparation)
     try:
         _refuse_classes(data)
         config = preparation.plain_config(data)
@@ -286,7 +308,7 @@ def _prepare_light(argv: list[str], descriptor: PipelineSpec) -> int:
         return EXIT_REFUSED
     root = Path(config.cache_dir).expanduser() if config.cache_dir else _cache.default_cache_dir()
     try:
-        folder = preparation.prepare_cache(root, config, order, required=descriptor.files)
+        folder = preparation.prepare_cache(root, config, order, required=spec.files)
     except LightningOrderError as err:
         print_error(error_lines(err))
         return EXIT_REFUSED

@@ -17,8 +17,9 @@ COMMANDS: dict[str, str] = {
     "test": "Test a model (LightningCLI).",
     "predict": "Predict with a model (LightningCLI).",
     "prepare": "Run the data pipeline only and write the cache and its manifest (same config as fit).",
-    "audit": "Re-check prepared pipelines (a cache root, one pipeline folder or a manifest).",
+    "audit": "Re-check prepared pipelines (a cache root, one pipeline folder or a manifest) or a checkpoint's ledger.",
     "graph": "Print the pipeline DAG as Mermaid or DOT, with executed steps and violated edges.",
+    "export": "Write a trained OrderedCausalLM and its tokenizer as a transformers model folder.",
 }
 #: The subcommands LightningCLI runs.
 LIGHTNING_COMMANDS: tuple[str, ...] = ("fit", "validate", "test", "predict")

@@ -1,9 +1,9 @@
-"""``OrderCLI``: the one LightningCLI of every pipeline, configured by the pipeline's descriptor.
+"""``OrderCLI``: the one LightningCLI of every pipeline, configured by the pipeline's spec.
 
 ``fit``/``validate``/``test``/``predict`` are LightningCLI's own. :class:`OrderCLI` adds, for the
-pipeline its descriptor names (:mod:`lightning_order.pipelines`):
+pipeline its spec names (:mod:`lightning_order.pipelines`):
 
-* the data's dims (the descriptor's ``dims``) linked into the model with
+* the data's dims (the spec's ``dims``) linked into the model with
   ``apply_on="instantiate"``: the datamodule is built (and its data prepared, or read from the
   cache) before the model, so ``init-before-data`` cannot happen from a config; a dim set in the
   model's config is refused;
@@ -15,8 +15,8 @@ pipeline its descriptor names (:mod:`lightning_order.pipelines`):
   other pipelines' options;
 * one validation pass after a fit that ended before its first scheduled validation, so the
   summary has a validation figure;
-* an end-of-run summary on rank 0: the ledger as a table with its verdict (the descriptor's
-  checks), the final metrics, what the descriptor prints after them (an LM's perplexity and a
+* an end-of-run summary on rank 0: the ledger as a table with its verdict (the spec's
+  checks), the final metrics, what the spec prints after them (an LM's perplexity and a
   sampled continuation), after a fit the train tokens per second (LM pipelines) and the loss
   curve written beside the logs (:mod:`.run_record`), and the folders that exist.
 
@@ -36,7 +36,7 @@ from typing import Any, Literal
 import torch
 from jsonargparse import Namespace
 from jsonargparse.typing import import_object
-from pytorch_lightning import Callback, Trainer
+from pytorch_lightning import Callback, LightningModule, Trainer
 from pytorch_lightning.cli import LightningArgumentParser, LightningCLI
 from rich.text import Text
 
@@ -59,7 +59,7 @@ from lightning_order.cli.tools import tool_parser
 from lightning_order.distributed import release_process_group
 from lightning_order.ledger import StepLedger
 from lightning_order.parallelism import mesh_misfit
-from lightning_order.pipelines import PIPELINES, descriptor_for
+from lightning_order.pipelines import PIPELINES, spec_for
 from lightning_order.spec import PipelineSpec
 
 __all__ = ["OrderCLI", "PrepareCLI", "order_callbacks", "run"]
@@ -85,23 +85,23 @@ class OrderCLI(LightningCLI):
     """LightningCLI for ordered data: dims linked at instantiation, order checks on by default.
 
     The pipeline (its DataModule, its model, the dims linked between them, its ledger checks and
-    summary) comes from a descriptor of :mod:`lightning_order.pipelines`: the one named by
+    summary) comes from a spec of :mod:`lightning_order.pipelines`: the one named by
     ``pipeline``, else the one the given classes belong to, else ``"standard"``
     (``OrderedDataModule`` and ``OrderedTextClassifier``). Any ``LightningModule`` whose
     constructor takes the dims can replace the model with ``--model.class_path``.
 
-    Example:
+    Examples:
         A training script of one's own, with one's own model::
 
             from lightning_order.cli import OrderCLI
             OrderCLI(model_class=MyModel, subclass_mode_model=False)
 
     Args:
-        model_class: the model class (default: the descriptor's); its constructor must take the
-            descriptor's dims.
-        datamodule_class: the datamodule class (default: the descriptor's); it must expose the
+        model_class: the model class (default: the spec's); its constructor must take the
+            spec's dims.
+        datamodule_class: the datamodule class (default: the spec's); it must expose the
             dims as attributes (reading them prepares the data).
-        pipeline: the descriptor, or its name (``"standard"``, ``"lm"``).
+        pipeline: the spec, or its name (``"standard"``, ``"lm"``).
         subclass_mode_model: whether ``model:`` is given as ``class_path``/``init_args`` (so any
             subclass of ``model_class`` can be chosen from the config).
         save_config_kwargs: passed to LightningCLI; ``overwrite`` defaults to ``True`` here so
@@ -109,7 +109,7 @@ class OrderCLI(LightningCLI):
         **kwargs: anything else ``LightningCLI`` takes (``args``, ``run``, ``trainer_defaults``...).
     """
 
-    #: The name of the descriptor a subclass is bound to (``None``: chosen from the classes).
+    #: The name of the spec a subclass is bound to (``None``: chosen from the classes).
     pipeline_name: str | None = None
 
     def __init__(
@@ -124,11 +124,16 @@ class OrderCLI(LightningCLI):
     ) -> None:
         name = pipeline.name if isinstance(pipeline, PipelineSpec) else pipeline or self.pipeline_name
         classes = [c for c in (datamodule_class, model_class) if isinstance(c, type)]
-        self.descriptor = descriptor_for(name=name, classes=classes)
+        self.spec = spec_for(name=name, classes=classes)
         kwargs.setdefault("parser_class", _SubcommandsParser)
+        #: The model a config that names none gets (the spec's, unless one was given).
+        self.default_model_class = model_class or self.spec.model_class()
+        # In subclass mode `model.class_path` may name any LightningModule whose constructor takes
+        # the dims (a transformers wrapper), not only subclasses of the pipeline's own model.
+        base = LightningModule if subclass_mode_model and model_class is None else self.default_model_class
         super().__init__(
-            model_class or self.descriptor.model_class(),
-            datamodule_class or self.descriptor.datamodule_class(),
+            base,
+            datamodule_class or self.spec.datamodule_class(),
             subclass_mode_model=subclass_mode_model,
             save_config_kwargs={"overwrite": True, **(save_config_kwargs or {})},
             **kwargs,
@@ -136,8 +141,8 @@ class OrderCLI(LightningCLI):
 
     @property
     def dims(self) -> tuple[str, ...]:
-        """The dims linked from the datamodule into the model (the descriptor's)."""
-        return self.descriptor.dims
+        """The dims linked from the datamodule into the model (the spec's)."""
+        return self.spec.dims
 
     # -- parser ----------------------------------------------------------------------------
     def init_parser(self, **kwargs: Any) -> LightningArgumentParser:
@@ -191,7 +196,7 @@ class OrderCLI(LightningCLI):
             "a shared CPU trains in about half the CPU time on one thread.",
         )
         if self.subclass_mode_model:
-            model_class = self.model_class  # never None: __init__ passes the descriptor's by default
+            model_class = self.default_model_class
             parser.set_defaults(
                 {"model": {"class_path": f"{model_class.__module__}.{model_class.__qualname__}"}}
             )
@@ -270,7 +275,7 @@ class OrderCLI(LightningCLI):
                 callbacks = [callbacks]
             added = order_callbacks(order, callbacks) if order is not None else []
             # The summary's throughput and loss curve (tokens counted for LM pipelines only).
-            self.run_record = RunRecord(count_tokens=self.descriptor.token_checks)
+            self.run_record = RunRecord(count_tokens=self.spec.token_checks)
             trainer_config["callbacks"] = [*callbacks, *added, self.run_record]
         return super().instantiate_trainer(**kwargs)
 
@@ -310,13 +315,13 @@ class OrderCLI(LightningCLI):
         console = make_console()
         ledger = getattr(self.datamodule, "ledger", None)
         if isinstance(ledger, StepLedger) and len(ledger):
-            judged = descriptor_for(ledger=ledger) if ledger.info.get("pipeline") else self.descriptor
+            judged = spec_for(ledger=ledger) if ledger.info.get("pipeline") else self.spec
             title = f"lightning-order {stage}: the ledger"
             console.print(ledger_table(ledger, title=title, pipeline=judged.pipeline))
             print_violations(console, judged.check(ledger))
         metrics = {**getattr(self, "_fit_metrics", {}), **scalar_metrics(trainer.callback_metrics)}
         print_metrics(console, metrics)
-        printer = self.descriptor.summary_printer()
+        printer = self.spec.summary_printer()
         if printer is not None:
             printer(console, self.datamodule, self.model, stage, metrics)
         record = getattr(self, "run_record", None)
@@ -418,13 +423,13 @@ def _mesh_misfit(trainer: Any) -> str | None:
     )
 
 
-def _public_model(descriptor: PipelineSpec) -> str:
+def _public_model(spec: PipelineSpec) -> str:
     """The model's public import path (``lightning_order.OrderedCausalLM``), as a config names it."""
-    return f"lightning_order.{descriptor.model.partition(':')[2]}"
+    return f"lightning_order.{spec.model.partition(':')[2]}"
 
 
-def run(args: list[str] | None, descriptor: PipelineSpec, *, prepare: bool = False, prog: str) -> None:
-    """Runs :class:`OrderCLI` (or :class:`PrepareCLI`) for ``descriptor`` on ``args``.
+def run(args: list[str] | None, spec: PipelineSpec, *, prepare: bool = False, prog: str) -> None:
+    """Runs :class:`OrderCLI` (or :class:`PrepareCLI`) for ``spec`` on ``args``.
 
     ``args=None`` lets LightningCLI read ``sys.argv`` itself, which Lightning's DDP launcher re-runs.
     Errors propagate (the dispatcher prints them as one line each).
@@ -435,7 +440,7 @@ def run(args: list[str] | None, descriptor: PipelineSpec, *, prepare: bool = Fal
         parser_kwargs["description"] = TOOLS["prepare"]
     else:
         models = {name: (d.title, _public_model(d)) for name, d in PIPELINES.items()}
-        shown, others = models.pop(descriptor.name), models
+        shown, others = models.pop(spec.name), models
         for command in LIGHTNING_COMMANDS:  # each subcommand's --help says how to see the other pipelines'
             parser_kwargs[command] = {"description": pipeline_help(command, shown, others)}
     with warnings.catch_warnings():
@@ -443,6 +448,6 @@ def run(args: list[str] | None, descriptor: PipelineSpec, *, prepare: bool = Fal
         # about also seeing sys.argv is meant for scripts that pass both by mistake.
         warnings.filterwarnings("ignore", message=".*args parameter is intended to run from within Python.*")
         try:
-            cli_class(args=args, parser_kwargs=parser_kwargs, pipeline=descriptor, run=not prepare)
+            cli_class(args=args, parser_kwargs=parser_kwargs, pipeline=spec, run=not prepare)
         finally:
             release_process_group()

@@ -1,4 +1,4 @@
-"""The ``audit`` and ``graph`` subcommands: their parsers and entry points, without Lightning.
+"""The ``audit``, ``graph`` and ``export`` subcommands: their parsers and entry points, without Lightning.
 
 :mod:`lightning_order.cli.dispatch` (the ``lightning-order`` entry point) calls them directly;
 :class:`~lightning_order.cli.lightning.OrderCLI` registers the same parsers for its ``--help``.
@@ -25,9 +25,9 @@ from lightning_order.cli.help import TOOLS
 from lightning_order.cli.parsing import STRICT_PARSER, parser_options, with_suggestions
 from lightning_order.cli.rendering import graph_marks, to_dot, to_mermaid
 from lightning_order.errors import ManifestError
-from lightning_order.pipelines import DEFAULT_PIPELINE, PIPELINES, descriptor_for
+from lightning_order.pipelines import DEFAULT_PIPELINE, PIPELINES, spec_for
 
-__all__ = ["audit_main", "graph_main", "tool_parser"]
+__all__ = ["audit_main", "export_main", "graph_main", "tool_parser"]
 
 
 def tool_parser(name: str) -> ArgumentParser:
@@ -39,7 +39,9 @@ def tool_parser(name: str) -> ArgumentParser:
             "path",
             type=str,
             help="A cache_dir root (audits every prepared pipeline in it), one prepared pipeline's "
-            "folder, or a manifest.json. Exit code: 0 clean, 1 violations, 2 unreadable/tampered.",
+            "folder, a manifest.json, or a checkpoint (a .ckpt file, or a distributed checkpoint folder "
+            "whose meta.pt carries the ledger; read with weights_only=True). Exit code: 0 clean, "
+            "1 violations, 2 unreadable/tampered.",
         )
         return parser
     if name == "graph":
@@ -59,6 +61,21 @@ def tool_parser(name: str) -> ArgumentParser:
             type=Literal[tuple(PIPELINES)],  # type: ignore[valid-type]
             default=DEFAULT_PIPELINE,
             help="The pipeline to draw without a manifest.",
+        )
+        return parser
+    if name == "export":
+        parser = ArgumentParser(prog=prog, description=TOOLS[name], exit_on_error=False, **STRICT_PARSER)
+        parser.add_argument("checkpoint", type=str, help="A checkpoint file of an OrderedCausalLM fit (.ckpt).")
+        parser.add_argument(
+            "out_dir",
+            type=str,
+            help="The folder to write: AutoModelForCausalLM.from_pretrained and AutoTokenizer.from_pretrained load it.",
+        )
+        parser.add_argument(
+            "--tokenizer",
+            type=str | None,
+            default=None,
+            help="The run's tokenizer folder (default: tokenizer/ beside the checkpoint, where the LM DataModule writes it).",
         )
         return parser
     # prepare: the full parser is LightningCLI's (the same config as fit); this one is for --help.
@@ -85,8 +102,8 @@ def graph_main(argv: list[str]) -> int:
     cache is drawn as :data:`~lightning_order.LM_PIPELINE`; without, ``--pipeline`` names it.
     """
     cfg = _parse("graph", argv)
-    descriptor = PIPELINES[cfg.pipeline]
-    marks = graph_marks(descriptor.pipeline)
+    spec = PIPELINES[cfg.pipeline]
+    marks = graph_marks(spec.pipeline)
     if cfg.manifest:
         err_console = make_console(stderr=True)
         try:
@@ -96,14 +113,25 @@ def graph_main(argv: list[str]) -> int:
             return AUDIT_UNREADABLE
         try:
             ledger = read_ledger(manifest)
-            descriptor = descriptor_for(ledger=ledger)
-            marks = graph_marks(descriptor.pipeline, ledger, descriptor.check(ledger))
+            spec = spec_for(ledger=ledger)
+            marks = graph_marks(spec.pipeline, ledger, spec.check(ledger))
         except Exception as err:
             # Exit codes are audit's: whatever a malformed manifest trips is "unreadable" (2).
             err_console.print(Text(f"✗ {unreadable_reason(manifest, err)}", style="bold red"))
             return AUDIT_UNREADABLE
     render = to_dot if cfg.format == "dot" else to_mermaid
-    sys.stdout.write(render(descriptor.pipeline, marks))
+    sys.stdout.write(render(spec.pipeline, marks))
+    return 0
+
+
+def export_main(argv: list[str]) -> int:
+    """``lightning-order export CHECKPOINT OUT_DIR``: writes the ``transformers`` folder; 0 when written."""
+    cfg = _parse("export", argv)
+    # torch and transformers: imported for this command only
+    from lightning_order.models.export import export_causal_lm
+
+    out = export_causal_lm(cfg.checkpoint, cfg.out_dir, cfg.tokenizer)
+    sys.stdout.write(f"exported: {out} (AutoModelForCausalLM.from_pretrained and AutoTokenizer.from_pretrained load it)\n")
     return 0
 
 

@@ -5,7 +5,8 @@
 * :mod:`~.text`: text classification, :class:`~lightning_order.OrderedDataModule`.
 * :mod:`~.lm`: causal language modelling, :class:`~lightning_order.OrderedLMDataModule`.
 
-A new pipeline is a package beside these two and a descriptor in :mod:`lightning_order.pipelines`.
+A new pipeline is a module or package of its own (``examples/toy_regression.py``) and a spec
+admitted by :func:`lightning_order.register`.
 The names below are imported on first use, so importing a step module does not import torch or
 Lightning.
 """

@@ -66,7 +66,7 @@ class _Block(nn.Module):
 class OrderedCausalLM(pl.LightningModule):
     """A GPT-style decoder for ``{"input_ids", "labels"}`` batches (long, B × T) of ``OrderedLMDataModule``.
 
-    Example:
+    Examples:
         >>> model = OrderedCausalLM(vocab_size=300, padded_vocab_size=320, block_size=16, n_layer=1)
         >>> model({"input_ids": torch.randint(0, 300, (2, 16))}).shape
         torch.Size([2, 16, 320])

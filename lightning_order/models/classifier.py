@@ -34,7 +34,7 @@ class OrderedTextClassifier(pl.LightningModule):
     Batches are dicts with ``input_ids`` (B × L, long, padded with 0), ``attention_mask``
     (B × L), ``features`` (B × F, float) and ``labels`` (B, long), as ``OrderedDataModule`` yields.
 
-    Example:
+    Examples:
         >>> model = OrderedTextClassifier(vocab_size=100, num_features=3, num_classes=2)
         >>> batch = {
         ...     "input_ids": torch.randint(1, 100, (4, 8)),

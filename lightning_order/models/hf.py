@@ -14,7 +14,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-__all__ = ["CAUSAL_LM_SUFFIXES", "hf_causal_lm", "shifts_labels_itself"]
+__all__ = ["CAUSAL_LM_SUFFIXES", "hf_causal_lm"]
 
 #: Class-name endings of ``transformers`` models whose loss shifts the labels itself.
 CAUSAL_LM_SUFFIXES: tuple[str, ...] = ("ForCausalLM", "LMHeadModel")
@@ -45,8 +45,3 @@ def hf_causal_lm(module: Any) -> Any | None:
         if candidate is not None and _is_causal_lm(candidate, base):
             return candidate
     return None
-
-
-def shifts_labels_itself(module: Any) -> bool:
-    """Whether ``module`` is or wraps a ``transformers`` causal LM, whose loss shifts ``labels`` itself."""
-    return hf_causal_lm(module) is not None

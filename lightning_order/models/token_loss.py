@@ -50,7 +50,7 @@ def token_loss(
 class TokenMeanLoss(Metric):
     """The mean loss per token over every batch of every rank: ``sum of token losses / tokens``.
 
-    Example:
+    Examples:
         >>> metric = TokenMeanLoss()
         >>> metric.update(torch.tensor(6.0), torch.tensor(3))
         >>> metric.update(torch.tensor(1.0), torch.tensor(1))

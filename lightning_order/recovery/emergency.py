@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lightning_order.callbacks.validator.position import saved_position
+from lightning_order.callbacks.validator.resume import saved_position
 from lightning_order.checkpoint import plain
 from lightning_order.checks.symptoms import Diagnosis
 from lightning_order.cost import waste_report
@@ -57,7 +57,7 @@ def pause(
     ledger, class name and hyper-parameters, its vocabulary (token -> id), the model's class
     name, the :func:`~lightning_order.cost.waste_report`, and the data position (``position``:
     the epoch, the global samples of it consumed, the seed, the global batch and world size; see
-    :func:`~lightning_order.callbacks.validator.position.saved_position`). The train loader's own state is in
+    :func:`~lightning_order.callbacks.validator.resume.saved_position`). The train loader's own state is in
     Lightning's loop state as in any checkpoint, so resuming the pause continues at that sample.
 
     Args:

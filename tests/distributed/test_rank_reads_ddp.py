@@ -4,7 +4,8 @@ All cases in one launch of tests/distributed/ddp_scripts/rank_reads_ddp.py (issu
 and 9): each planted way of giving every rank the same samples stops both ranks before step 1
 with ``ranks-read-same-data`` and the shares; the correct loaders, ``OrderedLMDataModule`` and a
 tensor-parallel group reading one share are silent; the validator leaves a stateful stream where
-it found it.
+it found it. Issue #43 item 4: loader workers that each read every shard stop both ranks with
+``rows-served-twice``; workers split by ``get_worker_info()`` are silent.
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ def test_distributed_sampler_seeded_by_rank_reports_the_shares_repeated_and_neve
         "ordered-lm",
         "nanogpt",
         "tp-group-all-data",
+        "workers-split",
     ],
 )
 def test_correct_loaders_are_silent(launch, case) -> None:
@@ -86,3 +88,13 @@ def test_a_stateful_stream_trains_the_same_batches_and_all_its_steps_with_the_va
         steps = with_validator[rank]["expected_steps"]
         assert steps > 2 and with_validator[rank]["global_step"] == without[rank]["global_step"] == steps
     assert with_validator[0]["batches"][0] != with_validator[1]["batches"][0]  # a share per rank
+
+
+def test_loader_workers_that_each_read_every_shard_are_stopped_on_every_rank(launch) -> None:
+    # #43 item 4: each rank's two workers read its whole share of the shards (llama2.c without
+    # get_worker_info()); read on a copy of the real loader, agreed across ranks.
+    for rank, result in enumerate(_case(launch, "workers-each-read-all")):
+        assert result["rank"] == rank and result["error"] == "OrderError", result
+        assert result["rules"] == ["rows-served-twice"], result
+        assert result["global_step"] == 0 and result["batches"] == []
+        assert result["details"][0]["proven"] is True and result["details"][0]["workers"] == 2

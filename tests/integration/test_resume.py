@@ -1,4 +1,4 @@
-"""Resuming a run mid-epoch, in one process (DESIGN.md §1e): the resumed run reads exactly the batches
+"""Resuming a run mid-epoch, in one process (docs/architecture.md, "The train order and the position"): the resumed run reads exactly the batches
 an uninterrupted one reads, and a resume that would replay or skip is ``resume-position`` before
 its first step. With Lightning's own mechanics only: ``ModelCheckpoint(every_n_train_steps=...)``,
 then ``Trainer.fit(ckpt_path=...)``.

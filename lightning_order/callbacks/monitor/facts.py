@@ -3,7 +3,10 @@
 :func:`gather_facts` reads, once, what the datamodule and an ``OrderValidator`` in the same
 Trainer already know (its violations, what it observed, the ledger's steps, whether the data
 keeps a vocabulary and of which kind) into a :class:`~lightning_order.checks.symptoms.RunFacts`:
-plain data for the pure attribution. The rest is the monitor's plumbing, kept out of the
+plain data for the pure attribution. The validator is read through
+:class:`~lightning_order.checks.registry.CheckReport` and its checks through the registry (the
+label-encoding check, run here by name when no validator ran it), never through its modules.
+The rest is the monitor's plumbing, kept out of the
 callback: the placeholders for what other ranks saw, the unknown token's id and the
 ``symptom/*`` metrics it logs.
 """
@@ -16,12 +19,12 @@ from typing import Any
 
 from lightning_order.callbacks.monitor.readings import RankLosses, TrainReadings
 from lightning_order.callbacks.monitor.step_clock import StepClock
-from lightning_order.callbacks.validator.callback import OrderValidator
-from lightning_order.callbacks.validator.evidence import datamodule_ledger, ledger_pipeline
-from lightning_order.callbacks.validator.labels import label_encoding_verdict
 from lightning_order.checks.ledger import check_ledger, judged_pipeline
+from lightning_order.checks.registry import CheckEvidence, CheckReport, Phase, check_named
 from lightning_order.checks.symptoms import Diagnosis, LedgerProof, RunFacts, ledger_proof
 from lightning_order.order import STANDARD_PIPELINE
+from lightning_order.recorder import datamodule_ledger, ledger_pipeline
+from lightning_order.rules import Violation
 
 __all__ = [
     "gather_facts",
@@ -44,14 +47,14 @@ def gather_facts(trainer: Any, label_check_rows: int = 0) -> RunFacts:
             when it reads: every rank must call this at the same point.
     """
     dm = getattr(trainer, "datamodule", None)
-    validators = [cb for cb in getattr(trainer, "callbacks", []) if isinstance(cb, OrderValidator)]
+    validators = [cb for cb in getattr(trainer, "callbacks", []) if isinstance(cb, CheckReport)]
     found = [v for validator in validators for v in validator.violations]
     evidence = [validator.evidence for validator in validators]
     label_checked = any(e.get("label_encoding") for e in evidence)
     overlap = next((e["overlap"] for e in evidence if e.get("overlap")), None)
     same_rows_floats = any(e.get("same_rows_floats") for e in evidence)
     if not validators and label_check_rows > 0:
-        label_checked, labels = label_encoding_verdict(trainer, dm, label_check_rows)
+        label_checked, labels = _label_encoding(trainer, dm, label_check_rows)
         found += labels
     rules = {v.rule for v in found}
     encoded = [c for v in found if v.details.get("kind") == "label-encoding" for c in v.details["columns"]]
@@ -81,7 +84,22 @@ def gather_facts(trainer: Any, label_check_rows: int = 0) -> RunFacts:
     )
 
 
-def _vocabulary(dm: Any, ledger: Any, validators: list[OrderValidator]) -> tuple[bool | None, str | None]:
+def _label_encoding(trainer: Any, dm: Any, rows: int) -> tuple[bool, list[Violation]]:
+    """The registered ``label-encoding`` check, run here (collective under DDP), and whether it gave a verdict."""
+    check = check_named("label-encoding")
+    if check is None:  # no validator package imported in this process: no check to run
+        return False, []
+    evidence = CheckEvidence(
+        phase=Phase.SETUP,
+        world_size=int(getattr(trainer, "world_size", 1) or 1),
+        settings={"label_check_rows": rows},
+        datamodule=dm,
+    )
+    found, facts = check.run_alone(trainer, evidence)
+    return bool(facts.get("label_encoding")), found
+
+
+def _vocabulary(dm: Any, ledger: Any, validators: list[CheckReport]) -> tuple[bool | None, str | None]:
     tokenizer = getattr(dm, "tokenizer", None) if dm is not None else None
     model = getattr(tokenizer, "model", None)
     if model is not None:

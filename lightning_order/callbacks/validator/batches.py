@@ -92,9 +92,24 @@ def batch_field(batch: Any, key: str) -> Any:
 
 
 def _concat(batches: list[Any]) -> Any:
-    if isinstance(batches[0], Mapping):
-        return {k: torch.cat([b[k] for b in batches]) for k in batches[0] if torch.is_tensor(batches[0][k])}
-    return type(batches[0])(torch.cat([b[i] for b in batches]) for i in range(len(batches[0])))
+    """Batches of one structure joined along rows, however nested (torchtitan's ``({"input": x}, y)``);
+    what is not a tensor is left out of a mapping and kept as the first batch's in a tuple."""
+    first = batches[0]
+    if torch.is_tensor(first):
+        return torch.cat(batches) if first.ndim else first
+    if isinstance(first, Mapping):
+        return {k: _concat([b[k] for b in batches]) for k in first if _has_tensor(first[k])}
+    if isinstance(first, (list, tuple)):
+        return type(first)(_concat([b[i] for b in batches]) for i in range(len(first)))
+    return first
+
+
+def _has_tensor(value: Any) -> bool:
+    if torch.is_tensor(value):
+        return True
+    if isinstance(value, Mapping):
+        return any(_has_tensor(v) for v in value.values())
+    return isinstance(value, (list, tuple)) and any(_has_tensor(v) for v in value)
 
 
 def as_numpy(value: Any) -> np.ndarray | None:

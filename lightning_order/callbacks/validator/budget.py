@@ -9,7 +9,9 @@ integer arrays as tokens):
 - one read (a sample, one chunk of a whole-split pass) holds at most :data:`READ_BYTES` and
   :data:`READ_TOKENS`, and always at least one row;
 - a split is hashed whole (``whole_rows``) only while all its items stay within
-  :data:`WHOLE_BYTES` and :data:`WHOLE_TOKENS`; a larger one is sampled like a longer one.
+  :data:`WHOLE_BYTES` and :data:`WHOLE_TOKENS`; a larger one is sampled like a longer one;
+- an iterable split (a stream) is read as tokens for the overlap check up to
+  :data:`STREAM_TOKENS` per split (:mod:`.stream_tokens`).
 
 What was read is dropped when the check that read it returns: nothing outlives the validator's
 hooks but hashes and figures (docs/validator.md, "Memory").
@@ -23,7 +25,15 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["READ_BYTES", "READ_TOKENS", "WHOLE_BYTES", "WHOLE_TOKENS", "item_size", "rows_within"]
+__all__ = [
+    "READ_BYTES",
+    "READ_TOKENS",
+    "STREAM_TOKENS",
+    "WHOLE_BYTES",
+    "WHOLE_TOKENS",
+    "item_size",
+    "rows_within",
+]
 
 #: Bytes of items one read holds at once (64 MiB).
 READ_BYTES = 64 << 20
@@ -33,6 +43,9 @@ READ_TOKENS = 1 << 22
 WHOLE_BYTES = 1 << 30
 #: ... and at most this many token ids (64M), read :data:`READ_BYTES` at a time.
 WHOLE_TOKENS = 1 << 26
+#: Token ids read off each iterable split for the overlap check (4M: 32 MiB as int64, a few seconds
+#: of reading and hashing; docs/validator.md gives the share of train it covers and what it finds).
+STREAM_TOKENS = 1 << 22
 
 
 def item_size(item: Any) -> tuple[int, int]:

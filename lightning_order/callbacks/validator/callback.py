@@ -1,26 +1,38 @@
 """``OrderValidator``: proves the data order before the first optimizer step, or stops the run.
 
-The callback only gathers and acts; every judgement is a pure function in
-:mod:`lightning_order.checks`. Where each check runs, and why there:
+The callback only gathers and acts: at each phase of a run it gathers the evidence once and runs
+what :mod:`lightning_order.checks.registry` holds for the phase (:func:`.gather.run_phase`: every
+check's judge is a pure function, the verdict agreed across ranks in one all-gather). The phases,
+and why there:
 
-- ``setup`` (after the datamodule's own ``setup``, on every rank): the ledger against the
-  pipeline, leakage (fitted steps and train/validation key overlap), and the rank summaries
-  (fingerprints, shard length, sampled feature statistics), all-gathered so every rank decides on
-  the same data and raises together instead of leaving the others hanging in a collective.
-- weight restore (resume): Lightning restores weights after ``setup`` and before ``on_fit_start``.
-  The validator wraps the strategy's ``load_model_state_dict`` (and ``load_checkpoint``, where a
-  distributed checkpoint folder's shards load: :mod:`.restore`) for the duration of the run, so it
-  compares the checkpoint's stored data fingerprints with this run's just before the weights are
-  loaded: a changed vocabulary surfaces as ``resume-data-changed``, not as a raw size mismatch.
-  When ``trainer.ckpt_path`` is already known in ``setup`` (set by the user), it checks there.
-- ``on_fit_start`` (after ``configure_model`` and the restore): the model's dims against the data's.
-- ``on_train_start`` of a resumed fit (the train loader restored, no batch drawn yet): the data
-  position the checkpoint saved against where the loader and Lightning's loop will continue
-  (``resume-position``, with the samples it would replay or skip); the ``train`` record notes it.
+- ``setup`` (after the datamodule's own ``setup``, on every rank): the ledger and the data's
+  dims and fingerprints, sampled rows and, for a datamodule without a ledger, a content sample
+  for checkpoints; the registered ``setup`` checks (the ledger against its pipeline, overlap,
+  label encoding, the ranks' data), so every rank decides on the same data and raises together
+  instead of leaving the others hanging in a collective.
+- ``resume``: Lightning restores weights after ``setup`` and before ``on_fit_start``. The
+  validator wraps the strategy's ``load_model_state_dict`` (and ``load_checkpoint``, where a
+  distributed checkpoint folder's shards load: :mod:`.resume`) for the duration of the run, so
+  the ``resume`` checks compare the checkpoint's stored data with this run's just before the
+  weights are loaded: a changed vocabulary surfaces as ``resume-data-changed``, not as a raw size
+  mismatch. When ``trainer.ckpt_path`` is already known in ``setup`` (set by the user), they run there.
+- ``fit-start`` (``on_fit_start``, after ``configure_model`` and the restore; or the start of
+  ``validate``/``test``): the model's dims against the data's, an LM run's rows and tokenizer, a
+  restored state no file showed first, the checkpoint's loader states (fatal).
+- ``train-start`` (the train loader restored, no batch drawn yet): where a resumed loader
+  continues (``resume-position``), what each rank reads; the ``train`` record notes it.
+- step 1 (hooks installed at ``on_train_batch_start`` of batch 0, judged at
+  ``on_before_optimizer_step``, or ``on_train_batch_end`` of the first micro-batch): what the
+  model received and was trained against (:mod:`.step_one`); the label and token rules that the
+  sampled batches could only guess are decided there, and a guess the step did not decide is
+  only warned (:func:`~lightning_order.checks.step_one.judge_step_one`). The step-1 verdict is
+  agreed across ranks by its own all-gather; its judge is pure. After step 1 the batch hooks
+  return at once.
 
-Nothing runs per training step: the callback implements no batch hook. What a hook leaves for a
-later one (this run's data, how a checkpoint showed itself, the checks done) is one
-:class:`~lightning_order.callbacks.validator.state.ValidatorState`, replaced by every ``setup``.
+What a hook leaves for a later one (this run's data, how a checkpoint showed itself, the checks
+done) is one :class:`~lightning_order.callbacks.validator.state.ValidatorState`, replaced by every
+``setup``. Other callbacks read what it found through
+:class:`~lightning_order.checks.registry.CheckReport`.
 """
 
 from __future__ import annotations
@@ -34,7 +46,7 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 import pytorch_lightning as pl
-from pytorch_lightning.utilities.rank_zero import rank_zero_info
+from pytorch_lightning.utilities.rank_zero import rank_zero_info, rank_zero_warn
 from typing_extensions import override
 
 from lightning_order.callbacks.hooks import skip_unused_batch_hooks
@@ -43,39 +55,32 @@ from lightning_order.callbacks.validator.evidence import (
     data_dims,
     data_fingerprints,
     datamodule_ledger,
-    ledger_violations,
+    model_dims,
+    phase_evidence,
+    restore_violations,
 )
-from lightning_order.callbacks.validator.gather import agree, all_gather, rank_identity, rank_summary
-from lightning_order.callbacks.validator.labels import label_encoding_verdict
-from lightning_order.callbacks.validator.lm import is_hf_model, lm_violations, tokenizer_in_use
-from lightning_order.callbacks.validator.model_dims import model_dims, restore_violations
-from lightning_order.callbacks.validator.overlap import overlap_check
-from lightning_order.callbacks.validator.position import (
-    loader_state_misfits,
+from lightning_order.callbacks.validator.gather import PhaseResult, agree, all_gather, run_phase
+from lightning_order.callbacks.validator.lm import is_hf_model, tokenizer_in_use
+from lightning_order.callbacks.validator.resume import (
+    content_sample,
+    guard_restore,
+    release_restore,
     resume_point,
     resumed_at,
     saved_position,
+    stored_content,
+    tie_sharded_saves,
 )
-from lightning_order.callbacks.validator.rank_reads import rank_read_violations
-from lightning_order.callbacks.validator.restore import guard_restore, release_restore, tie_sharded_saves
-from lightning_order.callbacks.validator.resume_content import content_sample, stored_content
 from lightning_order.callbacks.validator.state import CheckpointSeen, Done, ValidatorState, saved_state
+from lightning_order.callbacks.validator.step_one import StepOneObserver, StepOneWatch
 from lightning_order.checkpoint import early_checkpoint
-from lightning_order.checks.datasets import check_rank_datasets, same_rows_compared
 from lightning_order.checks.lm import fit_fixes_to_model
 from lightning_order.checks.loader_states import stored_loader_states
-from lightning_order.checks.model import check_model_dims
-from lightning_order.checks.position_counts import check_stored_position, stored_loop_count
-from lightning_order.checks.ranks import check_ranks
+from lightning_order.checks.position_counts import stored_loop_count
+from lightning_order.checks.registry import Phase
 from lightning_order.checks.report import format_report, merge_violations
-from lightning_order.checks.resume import (
-    check_resume,
-    check_resume_position,
-    check_resume_proof,
-    stored_fingerprints,
-    stored_position,
-)
-from lightning_order.checks.resume_content import check_resume_content
+from lightning_order.checks.resume import stored_fingerprints, stored_position
+from lightning_order.checks.step_one import StepOne, TokenFacts, Verdict, judge_step_one
 from lightning_order.compat import Callback
 from lightning_order.errors import CheckpointError, OrderError, OrderWarning
 from lightning_order.ledger import CHECKPOINT_KEY, fingerprint
@@ -91,7 +96,7 @@ log = logging.getLogger(__name__)
 class OrderValidator(Callback):
     """Checks the order of data preparation and model set-up before step 1; raises or warns.
 
-    Example:
+    Examples:
         >>> from pytorch_lightning import Trainer
         >>> trainer = Trainer(callbacks=[OrderValidator(planned_hours=12, gpu_hour_price=2.5)])  # doctest: +SKIP
 
@@ -121,6 +126,8 @@ class OrderValidator(Callback):
 
     Attributes:
         violations: what the latest check found (also in warn mode), identical on every rank.
+        sampled_warnings: what sampled batches suggested and step 1 did not decide: warned
+            (an :class:`~lightning_order.errors.OrderWarning` with its evidence), never raised.
     """
 
     def __init__(
@@ -158,6 +165,9 @@ class OrderValidator(Callback):
             raise ValueError(f"label_check_rows must be at least 0, got {label_check_rows}")
         self.label_check_rows = label_check_rows
         self.violations: list[Violation] = []
+        self.sampled_warnings: list[Violation] = []
+        # Step 1's observation: nothing pending until the model check of a fit sets it up.
+        self._step_one = StepOneWatch(judged=True)
         # State (saved in checkpoints, restored as saved): the data the weights were trained on.
         self.fingerprints: dict[str, str] = {}
         self.dims: dict[str, Any] = {}
@@ -182,7 +192,8 @@ class OrderValidator(Callback):
         """What the latest checks had to go on, read-only: ``overlap`` (what the overlap check compared,
         :func:`~lightning_order.callbacks.validator.overlap.overlap_check`) and ``label_encoding`` (whether
         the label-encoding check gave a verdict) and, under DDP, ``same_rows_floats`` (whether the
-        float columns of the same rows were compared across ranks). ``SymptomMonitor`` reads it to
+        float columns of the same rows were compared across ranks): each registered check's ``facts``.
+        ``SymptomMonitor`` reads it (through :class:`~lightning_order.checks.registry.CheckReport`) to
         rule causes out."""
         return MappingProxyType(self._state.evidence)
 
@@ -245,48 +256,16 @@ class OrderValidator(Callback):
         content["tokenizer"] = state.tokenizer = tokenizer_in_use(dm)
         # No ledger to prove the data on resume: its tokenizer and sampled items go into checkpoints.
         self.content = state.content = content_sample(trainer, dm, state.tokenizer) if ledger is None else {}
-        local: list[Violation] = []
-        if ledger is not None:
-            # A hand-written datamodule (lightning_order.recording) is judged on the steps it declares.
-            local += ledger_violations(dm, ledger, self.pipeline)
-        elif dm is not None:
+        if ledger is None and dm is not None:
             rank_zero_info(
                 f"OrderValidator: {type(dm).__name__} keeps no ledger; checking dims, ranks and overlap "
                 "from sampled batches (OrderedDataModule's ledger would allow the full order check)"
             )
-        else:
+        elif dm is None:
             rank_zero_info("OrderValidator: no datamodule; only the model and resume checks run")
-        overlap, found = overlap_check(
-            dm,
-            train_sample,
-            content,
-            max_rows=self.overlap_max_rows,
-            threshold=self.overlap_threshold,
-            sample_rows=self.sample_rows,
-        )
-        local += found
-        # Collective (every rank reads its splits, all-gathers them): identical verdicts everywhere.
-        labels: list[Violation]
-        checked, labels = False, []
-        if self.label_check_rows:
-            checked, labels = label_encoding_verdict(trainer, dm, self.label_check_rows)
-        state.evidence = {"overlap": overlap, "label_encoding": checked}
-        # The content summary compares every float key; the sampled `features` only where it is missing.
-        summary = rank_summary(
-            trainer, dm, ledger, self.fingerprints, None if content.get("train") else train_sample[0]
-        )
-        summary["content"] = {**rank_identity(trainer), **content, "model": model_dims(pl_module)}
-        gathered = all_gather(trainer, {"summary": summary, "violations": [v.to_dict() for v in local]})
-        violations = agree([g["violations"] for g in gathered])
-        contents = [g["summary"]["content"] for g in gathered]
-        state.evidence["same_rows_floats"] = same_rows_compared(contents)
-        violations = merge_violations(
-            violations,
-            check_ranks([g["summary"] for g in gathered]),
-            check_rank_datasets(contents),
-            labels,
-        )
-        self._act(trainer, violations, f"OrderValidator.setup ({getattr(stage, 'value', stage)})")
+        samples = {"train": train_sample[0], "train_size": train_sample[1], "content": content}
+        where = f"OrderValidator.setup ({getattr(stage, 'value', stage)})"
+        self._run(trainer, Phase.SETUP, pl_module, where, samples=samples)
 
         try:  # known this early only when the user set trainer.ckpt_path to a file
             checkpoint = early_checkpoint(trainer.ckpt_path)
@@ -300,11 +279,6 @@ class OrderValidator(Callback):
     @override
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._late_checks(trainer, pl_module, "OrderValidator.on_fit_start")
-        states = self._state.loader_states  # judged before Lightning restores them (same file, every rank)
-        if states:
-            local = [v.to_dict() for v in loader_state_misfits(trainer, states)]
-            where = "OrderValidator (resume, before the loader states are restored)"
-            self._act(trainer, agree(all_gather(trainer, local)), where, fatal=True)
         ledger = datamodule_ledger(trainer.datamodule)  # type: ignore[attr-defined]  # set by Lightning, undeclared
         if self.record and ledger is not None:
             encode = ledger.latest("encode")
@@ -328,13 +302,16 @@ class OrderValidator(Callback):
 
     @override
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        # The loader is restored and no batch is drawn: where a resumed one continues, what each rank reads.
         resumed = resume_point(trainer) if self._state.resuming else None
-        if resumed is not None:  # the loader is restored and no batch is drawn: the last moment to check
-            stored = self._state.stored_position or self.position
-            local = check_resume_position(stored, resumed)
-            violations = agree(all_gather(trainer, [v.to_dict() for v in local]))
-            self._act(trainer, violations, "OrderValidator (resume, before the first resumed step)")
-        self._act(trainer, rank_read_violations(trainer), "OrderValidator (what each rank reads)")
+        stored = self._state.stored_position or self.position
+        checkpoint = {"position": stored, "resumed": resumed} if self._state.resuming else None
+        result = self._run(
+            trainer, Phase.TRAIN_START, pl_module, "OrderValidator (before step 1)", checkpoint=checkpoint
+        )
+        # What the loader's workers serve (rows-served-twice): proof stopped the run above, a suspicion warns.
+        for doubt in result.facts.get("rows_served_suspected", ()):
+            rank_zero_warn(f"OrderValidator: {doubt.describe()}", category=OrderWarning)
         ledger = datamodule_ledger(trainer.datamodule)  # type: ignore[attr-defined]  # set by Lightning, undeclared
         if self.record and ledger is not None:
             shard, optim = ledger.latest("shard"), ledger.latest("configure_optimizers")
@@ -361,18 +338,64 @@ class OrderValidator(Callback):
         done.add(Done.EVALUATE_RECORDED)
 
     @override
+    def on_train_batch_start(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
+    ) -> None:
+        watch = self._step_one
+        if watch.judged or watch.observer is not None:
+            return
+        if trainer.global_step != 0 or batch_idx != 0:  # a resumed fit: no step 1 to watch
+            self._judge_step_one(trainer)
+            return
+        watch.observer = StepOneObserver(pl_module, on_overflow=partial(self._overflow, trainer))
+        watch.observer.install()
+
+    @override
+    def on_before_optimizer_step(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, optimizer: Any
+    ) -> None:
+        self._judge_step_one(trainer)
+
+    @override
+    def on_train_batch_end(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        # Manual optimization without a step, or the first micro-batch of gradient accumulation.
+        self._judge_step_one(trainer)
+
+    @override
     def on_exception(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException
     ) -> None:
         self._unguard()
+        self._unwatch()
 
     @override
     def teardown(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         self._unguard()
+        self._unwatch()
 
     # -- helpers ---------------------------------------------------------------------------
+    def _run(self, trainer: pl.Trainer, phase: Phase, pl_module: Any, where: str, **given: Any) -> PhaseResult:
+        """The registered checks of ``phase`` on this run's evidence and ``given``'s; raises or warns."""
+        settings = {
+            "sample_rows": self.sample_rows,
+            "overlap_max_rows": self.overlap_max_rows,
+            "overlap_threshold": self.overlap_threshold,
+            "whole_rows": self.whole_rows,
+            "label_check_rows": self.label_check_rows,
+        }
+        evidence = phase_evidence(trainer, phase, pl_module, self._state, self.pipeline, settings, **given)
+        result = run_phase(trainer, phase, evidence)
+        self._state.evidence.update(result.facts)  # before acting: also readable after a raise
+        violations = result.violations
+        if phase is Phase.FIT_START:  # resize_token_embeddings for HF models
+            violations = fit_fixes_to_model(violations, is_hf_model(pl_module))
+        self._act(trainer, violations, where, fatal=result.fatal)
+        return result
+
     def _late_checks(self, trainer: pl.Trainer, pl_module: pl.LightningModule, where: str) -> None:
-        """The model's dims, and the resume check when no weight restore went through the guard.
+        """The ``fit-start`` checks: the model's dims (and an LM run's), a restored state no file showed.
 
         The guard stays in place: strategies with ``restore_checkpoint_after_setup`` restore the
         weights after ``on_fit_start``; ``teardown`` removes it.
@@ -381,15 +404,59 @@ class OrderValidator(Callback):
         if Done.MODEL_CHECKED in state.done:
             return
         state.done.add(Done.MODEL_CHECKED)
-        local = check_model_dims(model_dims(pl_module), state.dims, observed=state.observed)
-        local += lm_violations(trainer.datamodule, pl_module, self.sample_rows, state.tokenizer)  # type: ignore[attr-defined]  # set by Lightning, undeclared
-        local = fit_fixes_to_model(local, is_hf_model(pl_module))  # resize_token_embeddings for HF models
-        if state.resume_unchecked:
-            local += check_resume(self.fingerprints, state.fingerprints)
-            local += check_resume_proof(self.fingerprints, state.fingerprints)
-            local += check_resume_content(self.content, state.content)
+        checkpoint: dict[str, Any] = {}
+        if state.resume_unchecked:  # the callback's state is the checkpoint's: its data against this run's
+            checkpoint |= {"fingerprints": dict(self.fingerprints), "content": dict(self.content)}
             state.done.add(Done.RESUME_CHECKED)
-        self._act(trainer, agree(all_gather(trainer, [v.to_dict() for v in local])), where)
+        if state.loader_states and trainer.state.fn == "fit":  # judged before Lightning restores them
+            checkpoint["loader_states"] = state.loader_states
+        result = self._run(trainer, Phase.FIT_START, pl_module, where, checkpoint=checkpoint or None)
+        # An LM run's guesses from sampled rows wait for step 1, which decides or warns them.
+        self._step_one = StepOneWatch(
+            list(result.facts.get("lm_sampled_guesses", ())), result.facts.get("lm_token_facts") or TokenFacts()
+        )
+        if trainer.state.fn != "fit":
+            self._judge_step_one(trainer)  # no training step to watch
+
+    def _judge_step_one(self, trainer: pl.Trainer) -> None:
+        """Removes the observer and judges step 1; sampled guesses it did not decide are warned.
+
+        Collective under DDP (every rank reaches it at the same hook of the same step).
+        """
+        watch = self._step_one
+        if watch.judged:
+            return
+        watch.judged = True
+        observer, watch.observer = watch.observer, None
+        verdict = Verdict([], frozenset())
+        if observer is not None:
+            observer.remove()
+            verdict = judge_step_one(observer.observation(), watch.facts)
+        guesses = [v.to_dict() for v in watch.sampled if v.rule not in verdict.decided]
+        gathered = all_gather(
+            trainer, {"found": [v.to_dict() for v in verdict.violations], "guesses": guesses}
+        )
+        self.sampled_warnings = agree([g["guesses"] for g in gathered])
+        if self.sampled_warnings and trainer.is_global_zero:
+            header = "OrderValidator: not proven (read from sampled batches only, step 1 did not show it):"
+            warnings.warn(str(OrderError(self.sampled_warnings, header=header)), OrderWarning, stacklevel=2)
+        where = "OrderValidator (step 1, before its optimizer step)"
+        self._act(trainer, agree([g["found"] for g in gathered]), where)
+
+    def _overflow(self, trainer: pl.Trainer, step: StepOne) -> None:
+        """An id beyond the token embedding, reported before the embedding fails on it (no all-gather:
+        this runs inside the model's forward)."""
+        self._unwatch()
+        verdict = judge_step_one(step, TokenFacts())
+        self._act(
+            trainer, verdict.violations, "OrderValidator (step 1, entering the token embedding)", fatal=True
+        )
+
+    def _unwatch(self) -> None:
+        observer, self._step_one.observer = self._step_one.observer, None
+        if observer is not None:
+            observer.remove()
+            self._step_one.judged = True
 
     def _act(self, trainer: pl.Trainer, violations: list[Violation], where: str, fatal: bool = False) -> None:
         """Raises (``fatal`` always: what follows cannot run) or warns, with the report."""
@@ -411,18 +478,20 @@ class OrderValidator(Callback):
             warnings.warn(str(error), OrderWarning, stacklevel=2)
 
     def _check_checkpoint(self, trainer: pl.Trainer, checkpoint: Mapping[str, Any]) -> None:
-        stored = stored_fingerprints(checkpoint, self.state_key, owner=OrderValidator.__qualname__)
-        state = self._state
-        local = check_resume(stored, state.fingerprints) + check_resume_proof(stored, state.fingerprints)
-        local += check_resume_content(stored_content(checkpoint, self.state_key), state.content)
+        """The ``resume`` checks on a checkpoint's content, before any of its weights is restored."""
+        state, owner = self._state, OrderValidator.__qualname__
+        stored = {
+            "fingerprints": stored_fingerprints(checkpoint, self.state_key, owner=owner),
+            "content": stored_content(checkpoint, self.state_key),
+            "position": stored_position(checkpoint, self.state_key, owner=owner),
+            "loop_count": stored_loop_count(checkpoint),
+        }
         state.done.add(Done.RESUME_CHECKED)
         state.seen.add(CheckpointSeen.FILE)
-        state.stored_position = stored_position(checkpoint, self.state_key, owner=OrderValidator.__qualname__)
-        # Every copy of the position may be edited alike: its arithmetic and Lightning's count decide.
-        local += check_stored_position(state.stored_position, stored_loop_count(checkpoint))
+        state.stored_position = stored["position"]
         state.loader_states = stored_loader_states(checkpoint)
-        violations = agree(all_gather(trainer, [v.to_dict() for v in local]))
-        self._act(trainer, violations, "OrderValidator (resume, before the weights are restored)")
+        where = "OrderValidator (resume, before the weights are restored)"
+        self._run(trainer, Phase.RESUME, trainer.lightning_module, where, checkpoint=stored)
 
     def _guard_weight_restore(self, trainer: pl.Trainer) -> None:
         strategy = trainer.strategy

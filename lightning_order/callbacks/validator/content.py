@@ -26,14 +26,14 @@ import xxhash
 
 from lightning_order.callbacks.validator.batches import observed_dims, sample_batch
 from lightning_order.callbacks.validator.budget import WHOLE_BYTES, WHOLE_TOKENS, item_size, rows_within
-from lightning_order.callbacks.validator.gather import all_gather
-from lightning_order.callbacks.validator.items import (
+from lightning_order.callbacks.validator.evidence import (
     SPLIT_LOADERS,
     is_label,
     leaf_array,
     leaves,
     split_dataset,
 )
+from lightning_order.callbacks.validator.gather import all_gather
 from lightning_order.callbacks.validator.peek import note_unread, untouched
 
 __all__ = [
@@ -154,7 +154,10 @@ def _hash_stacked(items: list[Any]) -> list[tuple[int | None, int, int | None]] 
 
 def _looks_like_ids(path: str) -> bool:
     name = path.lower()
-    return "mask" not in name and ("id" in name or "token" in name or name.isdigit())
+    # position_ids hold positions (up to the row's length), never token ids (issue #43).
+    return (
+        "mask" not in name and "position" not in name and ("id" in name or "token" in name or name.isdigit())
+    )
 
 
 def _float_stats(batch: Any) -> dict[str, dict[str, Any]]:

@@ -1,25 +1,45 @@
-"""What every rank holds, gathered, and one verdict all ranks agree on.
+"""What every rank holds, gathered; a phase's registered checks run; one verdict all ranks agree on.
 
 Cross-rank decisions are taken on gathered data, so every rank acts alike and none is left
 waiting in a collective the others skipped (STYLE.md, rank discipline). Under one process
-:func:`all_gather` and :func:`agree` are the identity. :func:`rank_summary` is what one rank
-contributes to the rank check (:func:`lightning_order.checks.ranks.check_ranks`).
+:func:`all_gather` and :func:`agree` are the identity.
+
+:func:`run_phase` runs what :mod:`lightning_order.checks.registry` holds for a phase: each
+check's ``gather`` on this rank, in the registry's order (identical on every rank, so a gather
+that is itself a collective meets the others'), then its judge on the evidence it declared; one
+all-gather carries every rank's violations and the gathered results of the checks that read the
+ranks, whose judges then run on the same data on every rank. So a phase costs one collective
+besides its checks' own, whatever is registered.
+
+:func:`rank_summary` is what one rank contributes to the rank check
+(:func:`lightning_order.checks.ranks.check_ranks`), registered here as ``rank-data``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
 from lightning_order.callbacks.validator.batches import as_numpy, batch_field
+from lightning_order.checks.datasets import check_rank_datasets, same_rows_compared
+from lightning_order.checks.ranks import check_ranks
+from lightning_order.checks.registry import (
+    CheckEvidence,
+    EvidenceKind,
+    Phase,
+    register_check,
+    registered_checks,
+)
 from lightning_order.checks.report import merge_violations
 from lightning_order.ledger import StepLedger
 from lightning_order.parallelism import data_parallel
 from lightning_order.rules import Violation
 
-__all__ = ["agree", "all_gather", "rank_identity", "rank_summary"]
+__all__ = ["PhaseResult", "agree", "all_gather", "rank_identity", "rank_summary", "run_phase"]
 
 
 def all_gather(trainer: Any, obj: Any) -> list[Any]:
@@ -90,3 +110,91 @@ def rank_summary(
             summary["feature_std"] = features.std(axis=0).tolist()
             summary["feature_rows"] = int(features.shape[0])
     return summary
+
+
+@dataclass
+class PhaseResult:
+    """What :func:`run_phase` found, identical on every rank.
+
+    Attributes:
+        violations: every registered check's, agreed across ranks (rank 0's first).
+        fatal: whether a check marked ``fatal`` found something (the run stops even in warn mode).
+        facts: what the checks had to go on (each check's ``facts``), for other callbacks.
+        checks: the names of the checks that ran, in order.
+    """
+
+    violations: list[Violation] = field(default_factory=list)
+    fatal: bool = False
+    facts: dict[str, Any] = field(default_factory=dict)
+    checks: list[str] = field(default_factory=list)
+
+
+def run_phase(trainer: Any, phase: Phase, evidence: CheckEvidence) -> PhaseResult:
+    """Runs every check registered for ``phase`` on ``evidence``; the verdict agreed across ranks.
+
+    Collective under DDP: every rank must call it at the same point (one all-gather, plus the
+    collectives of the checks' own ``gather``, in the same order on every rank).
+
+    Args:
+        trainer: the Trainer (the all-gather; handed to each check's ``gather``).
+        phase: the phase being judged.
+        evidence: what the caller gathered for the phase (each check sees the kinds it declares).
+    """
+    checks = registered_checks(phase)
+    gathered = {c.name: c.gather(trainer, evidence.only(c.reads)) if c.gather else None for c in checks}
+
+    def view(check: Any, ranks: list[Any] | tuple[()] = ()) -> CheckEvidence:
+        return dataclasses.replace(evidence.only(check.reads), gathered=gathered[check.name], ranks=ranks)
+
+    local: list[Violation] = []
+    fatal = False
+    for check in checks:
+        if EvidenceKind.RANKS not in check.reads:
+            found = list(check.judge(view(check)))
+            local += found
+            fatal |= check.fatal and bool(found)
+    shared = {c.name: gathered[c.name] for c in checks if EvidenceKind.RANKS in c.reads}
+    per_rank = all_gather(
+        trainer, {"ranks": shared, "violations": [v.to_dict() for v in local], "fatal": fatal}
+    )
+    violations = agree([g["violations"] for g in per_rank])
+    fatal = any(g["fatal"] for g in per_rank)
+    ranks = {name: [g["ranks"][name] for g in per_rank] for name in shared}
+    for check in checks:
+        if EvidenceKind.RANKS in check.reads:  # the same gathered data on every rank: the same verdict
+            found = list(check.judge(view(check, ranks[check.name])))
+            violations = merge_violations(violations, found)
+            fatal |= check.fatal and bool(found)
+    facts: dict[str, Any] = {}
+    for check in checks:
+        if check.facts is not None:
+            facts.update(check.facts(gathered[check.name], ranks.get(check.name, ())))
+    return PhaseResult(violations, fatal, facts, [c.name for c in checks])
+
+
+# -- the rank check ------------------------------------------------------------------------------
+def _gather_rank_data(trainer: Any, evidence: CheckEvidence) -> dict[str, Any]:
+    samples = evidence.samples
+    content = samples.get("content") or {}
+    # The content summary compares every float key; the sampled `features` only where it is missing.
+    train = None if content.get("train") else samples.get("train")
+    summary = rank_summary(trainer, evidence.datamodule, evidence.ledger, evidence.fingerprints, train)
+    summary["content"] = {**rank_identity(trainer), **content, "model": dict(evidence.model)}
+    return summary
+
+
+def _judge_rank_data(evidence: CheckEvidence) -> list[Violation]:
+    summaries = list(evidence.ranks)
+    return merge_violations(check_ranks(summaries), check_rank_datasets([s["content"] for s in summaries]))
+
+
+register_check(
+    "rank-data",
+    _judge_rank_data,
+    phase=Phase.SETUP,
+    reads=[EvidenceKind.RANKS, EvidenceKind.LEDGER, EvidenceKind.SAMPLES, EvidenceKind.MODEL],
+    rules=("rank-mismatch", "shard-before-normalize"),
+    gather=_gather_rank_data,
+    order=40,
+    facts=lambda _own, ranks: {"same_rows_floats": same_rows_compared([s["content"] for s in ranks])},
+)

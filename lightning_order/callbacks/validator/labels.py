@@ -10,6 +10,9 @@ columns, the ``label``/``labels``/``y``/``target`` leaf the labels. A split long
 ``max_rows`` is read through a seeded sample of rows (said in the verdict). Under DDP every
 rank's arrays are gathered: shards that differ are joined into the whole split, datasets every
 rank holds whole (a ``DistributedSampler`` pipeline) are kept once.
+
+Registered as the ``label-encoding`` check (``setup``); ``SymptomMonitor`` runs it by that name
+when no validator did.
 """
 
 from __future__ import annotations
@@ -23,16 +26,17 @@ import numpy as np
 import xxhash
 
 from lightning_order.callbacks.validator.budget import item_size, rows_within
-from lightning_order.callbacks.validator.gather import all_gather
-from lightning_order.callbacks.validator.items import (
+from lightning_order.callbacks.validator.evidence import (
     SPLIT_LOADERS,
     is_label,
     leaf_array,
     leaves,
     split_dataset,
 )
+from lightning_order.callbacks.validator.gather import all_gather
 from lightning_order.callbacks.validator.peek import note_unread, untouched
 from lightning_order.checks.label_encoding import check_label_encoded_features
+from lightning_order.checks.registry import CheckEvidence, EvidenceKind, Phase, register_check
 from lightning_order.rules import Violation
 
 __all__ = [
@@ -189,3 +193,21 @@ def label_encoding_verdict(trainer: Any, dm: Any, max_rows: int) -> tuple[bool, 
         source=f"the {type(dm).__name__} batches",
         sampled=bool(train["sampled"] or val["sampled"]),
     )
+
+
+def _gather_labels(trainer: Any, evidence: CheckEvidence) -> tuple[bool, list[Violation]]:
+    # Collective (every rank reads its splits, all-gathers them): identical verdicts everywhere.
+    rows = int(evidence.settings.get("label_check_rows") or 0)
+    return label_encoding_verdict(trainer, evidence.datamodule, rows) if rows else (False, [])
+
+
+register_check(
+    "label-encoding",
+    lambda evidence: evidence.gathered[1],
+    phase=Phase.SETUP,
+    reads=[EvidenceKind.SAMPLES],
+    rules=("fit-before-split",),
+    gather=_gather_labels,
+    order=30,
+    facts=lambda gathered, _ranks: {"label_encoding": gathered[0]},
+)

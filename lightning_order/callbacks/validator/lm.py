@@ -19,21 +19,25 @@ module or of its first submodule that has them (a ``transformers`` model inside 
 LightningModule), else from its embedding modules. Gathering only, over duck-typed objects; what
 the ledger recorded is read by the pure :func:`~lightning_order.checks.lm.lm_ledger_evidence`,
 as on the command line.
+
+:func:`lm_findings` splits what is found by evidence (issue #43): the label and document-end/start
+rules read off the sampled batch are guesses (:func:`sampled_only`) that step 1 decides
+(:mod:`~lightning_order.callbacks.validator.step_one`) or that are only warned; the rest is proof.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from lightning_order.callbacks.validator.batches import as_numpy, batch_field, sample_batch
-from lightning_order.callbacks.validator.documents import document_violations
-from lightning_order.callbacks.validator.evidence import datamodule_ledger, spec_of
-from lightning_order.callbacks.validator.lm_tokens import token_violations
-from lightning_order.callbacks.validator.model_dims import model_dims
+from lightning_order.callbacks.validator.documents import document_attention_on, document_violations
+from lightning_order.callbacks.validator.evidence import datamodule_ledger, model_dims, spec_of
+from lightning_order.callbacks.validator.lm_tokens import token_evidence
 from lightning_order.callbacks.validator.tokenizer_fit import tokenizer_fit_violations
 from lightning_order.checks.label_shift import (
     IGNORE_INDEX,
@@ -43,18 +47,24 @@ from lightning_order.checks.label_shift import (
     unshifted_rows,
 )
 from lightning_order.checks.lm import check_lm, eos_evidence, lm_ledger_evidence
+from lightning_order.checks.registry import CheckEvidence, EvidenceKind, Phase, register_check
+from lightning_order.checks.step_one import TokenFacts
 from lightning_order.fingerprints import is_tokenizer, tokenizer_fingerprint
 from lightning_order.models.hf import hf_causal_lm
 from lightning_order.pipelines import PIPELINES, spec_of_class
 from lightning_order.rules import Violation
 
 __all__ = [
+    "LMFindings",
+    "end_ids",
     "is_hf_model",
     "is_lm",
     "judges_labels",
     "label_shift_violations",
     "lm_evidence",
+    "lm_findings",
     "lm_violations",
+    "sampled_only",
     "tokenizer_in_use",
 ]
 
@@ -65,6 +75,19 @@ _EOS_NAMES = ("<|endoftext|>", "</s>", "<|end_of_text|>", "<eos>", "[EOS]")
 #: Start-of-document tokens (Llama's ``add_bos_token``: every document opens with one, none ends with
 #: end-of-text): with no recorded rate, a block holding one holds a document boundary too.
 _BOS_NAMES = ("<s>", "<|begin_of_text|>", "<|startoftext|>", "<bos>", "[BOS]")
+#: Tokens that end a turn of a chat template: a row trained on one of them learns to stop there.
+_END_OF_TURN_NAMES = ("<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>", "<|end_of_turn|>")
+#: Rules whose evidence in :func:`lm_violations` is sampled rows only: step 1 decides them (see
+#: :func:`lm_findings`); a sample may only warn.
+_SAMPLED_RULES = frozenset(
+    {
+        "labels-shifted-twice",
+        "labels-not-shifted",
+        "eos-label-masked",
+        "documents-without-eos",
+        "bos-mismatch",
+    }
+)
 #: ``label_shift_violations(batch=...)`` left out: the caller drew none (a drawn batch may be ``None``).
 _UNDRAWN: Any = object()
 
@@ -131,19 +154,27 @@ def _tokenizer_facts(tokenizer: Any) -> dict[str, Any]:
     return facts
 
 
-def _declared(tokenizer: Any, names: tuple[str, ...]) -> int | None:
-    """The id of the first of ``names`` the tokenizer declares as a special token."""
+def _declared_ids(tokenizer: Any, names: tuple[str, ...]) -> list[int]:
+    """The ids of those of ``names`` the tokenizer declares as special tokens, in the order of ``names``."""
     backend = getattr(tokenizer, "backend_tokenizer", tokenizer)
     added = getattr(backend, "get_added_tokens_decoder", None)
     special = {t.content: int(i) for i, t in added().items() if t.special} if callable(added) else {}
     lookup = getattr(backend, "token_to_id", None)
+    found: list[int] = []
     for name in names:
         if name in special:
-            return special[name]
-        found = lookup(name) if callable(lookup) and not callable(added) else None
-        if isinstance(found, int):
-            return found
-    return None
+            found.append(special[name])
+            continue
+        value = lookup(name) if callable(lookup) and not callable(added) else None
+        if isinstance(value, int):
+            found.append(value)
+    return found
+
+
+def _declared(tokenizer: Any, names: tuple[str, ...]) -> int | None:
+    """The id of the first of ``names`` the tokenizer declares as a special token."""
+    found = _declared_ids(tokenizer, names)
+    return found[0] if found else None
 
 
 def _eos_id(dm: Any, tokenizer: Any, info: Mapping[str, Any]) -> int | None:
@@ -283,6 +314,55 @@ def label_shift_violations(dm: Any, module: Any, sample_rows: int, batch: Any = 
     return check_unshifted_labels(unshifted_rows(ids, labels), rows, type(module).__name__)
 
 
+def end_ids(tokenizer: Any, eos_id: int | None) -> tuple[int, ...]:
+    """The ids that end a document or a chat turn: ``eos_id`` and every end-of-text / end-of-turn
+    token the tokenizer declares special (``<|im_end|>``, ``<|eot_id|>``, ...)."""
+    found = [eos_id] if eos_id is not None else []
+    found += _declared_ids(tokenizer, _EOS_NAMES + _END_OF_TURN_NAMES) if tokenizer is not None else []
+    return tuple(dict.fromkeys(found))
+
+
+def sampled_only(violation: Violation) -> bool:
+    """Whether ``violation`` rests on sampled rows alone (a guess: it may only warn).
+
+    The label and end/start-of-document rules read off the sampled batch, and truncation of padded
+    one-document rows; the tokenizer's and the model's facts, the records, and what contradicts a
+    record (served positions against a recorded ``document_attention``, the probe) are proof.
+    """
+    if violation.rule in _SAMPLED_RULES:
+        return True
+    return violation.rule == "documents-truncated" and bool(violation.details.get("padded"))
+
+
+@dataclass(frozen=True)
+class LMFindings:
+    """:func:`lm_findings`' result.
+
+    Attributes:
+        proof: violations from records, the tokenizer, the model or a probe: they may stop the run.
+        sampled: violations read from sampled rows only (:func:`sampled_only`): warned unless step 1
+            decides their rule.
+        facts: what step 1's rules read besides the step itself.
+    """
+
+    proof: list[Violation]
+    sampled: list[Violation]
+    facts: TokenFacts
+
+
+def lm_findings(dm: Any, module: Any, sample_rows: int, setup_fp: str | None = None) -> LMFindings:
+    """:func:`lm_violations` split by evidence, with the facts for the step-1 rules.
+
+    Args:
+        dm: the datamodule.
+        module: the LightningModule (or model).
+        sample_rows: train rows sampled.
+        setup_fp: :func:`tokenizer_in_use` at the validator's ``setup``.
+    """
+    found, facts = _lm_checks(dm, module, sample_rows, setup_fp)
+    return LMFindings([v for v in found if not sampled_only(v)], [v for v in found if sampled_only(v)], facts)
+
+
 def lm_violations(dm: Any, module: Any, sample_rows: int, setup_fp: str | None = None) -> list[Violation]:
     """The LM checks of an LM run (nothing for another datamodule), :func:`label_shift_violations`, and
     with document-aware packing on, :func:`~lightning_order.callbacks.validator.documents.document_violations`.
@@ -293,19 +373,40 @@ def lm_violations(dm: Any, module: Any, sample_rows: int, setup_fp: str | None =
         sample_rows: train rows sampled.
         setup_fp: :func:`tokenizer_in_use` at the validator's ``setup``.
     """
+    return _lm_checks(dm, module, sample_rows, setup_fp)[0]
+
+
+def _lm_checks(
+    dm: Any, module: Any, sample_rows: int, setup_fp: str | None
+) -> tuple[list[Violation], TokenFacts]:
     tokenizer = _tokenizer(dm) if dm is not None else None
     readable = tokenizer is not None and (is_lm(dm) or is_tokenizer(tokenizer))
     if dm is None or not (readable or judges_labels(module)):
-        return []  # nothing to judge: no batch is drawn for nothing
+        return [], TokenFacts()  # nothing to judge: no batch is drawn for nothing
     batch, _ = sample_batch(dm, "train_dataloader", sample_rows)  # one draw serves every check here
     shifted = label_shift_violations(dm, module, sample_rows, batch)
+    eos_id = _eos_id(dm, tokenizer, {}) if tokenizer is not None else None
+    facts = TokenFacts(
+        eos_id=eos_id, end_ids=end_ids(tokenizer, eos_id), separate_documents=document_attention_on(dm)
+    )
     if not readable or not is_lm(dm, batch):
-        return shifted
+        return shifted, facts
     evidence = lm_evidence(dm, module, batch, setup_fp)
     found = [*shifted, *check_lm(evidence), *document_violations(dm, module, batch, evidence.get("eos_id"))]
     found += tokenizer_fit_violations(dm, module, batch, sample_rows)
-    found += token_violations(
-        dm, tokenizer, batch, evidence.get("eos_id"), _bos_id(dm, tokenizer), sample_rows
+    bos_id = _bos_id(dm, tokenizer)
+    tokens = token_evidence(dm, tokenizer, batch, evidence.get("eos_id"), bos_id, sample_rows)
+    found += tokens.violations
+    eos_id = evidence.get("eos_id")
+    facts = TokenFacts(
+        eos_id=eos_id,
+        end_ids=end_ids(tokenizer, eos_id),
+        bos_id=bos_id,
+        separate_documents=document_attention_on(dm),
+        val_starts=tokens.val_starts,
+        adds_bos=tokens.adds_bos,
+        template=tokens.template,
+        pad_id=tokens.pad_id,
     )
     eos = eos_evidence(evidence)
     if eos is not None and not eos[0].hits and not any(v.rule == "pack-without-eos" for v in found):
@@ -314,4 +415,21 @@ def lm_violations(dm: Any, module: Any, sample_rows: int, setup_fp: str | None =
             "without boundaries (record pack's eos_rate, or sample more rows with sample_rows=)",
             eos[0].describe("blocks" if evidence.get("sampled_rows") else "tokens"),
         )
-    return found
+    return found, facts
+
+
+def _gather_lm(trainer: Any, evidence: CheckEvidence) -> LMFindings:
+    tokenizer = evidence.samples.get("tokenizer")
+    sample_rows = int(evidence.settings.get("sample_rows") or 512)
+    return lm_findings(trainer.datamodule, trainer.lightning_module, sample_rows, tokenizer)
+
+
+register_check(
+    "lm-batches",
+    lambda evidence: list(evidence.gathered.proof),  # guesses from sampled rows wait for step 1
+    phase=Phase.FIT_START,
+    reads=[EvidenceKind.LEDGER, EvidenceKind.SAMPLES, EvidenceKind.MODEL],
+    gather=_gather_lm,
+    order=20,
+    facts=lambda findings, _ranks: {"lm_sampled_guesses": findings.sampled, "lm_token_facts": findings.facts},
+)

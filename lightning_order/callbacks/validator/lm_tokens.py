@@ -21,18 +21,23 @@ from typing import Any
 import numpy as np
 
 from lightning_order.callbacks.validator.batches import as_numpy, batch_field, sample_batch
-from lightning_order.checks.bos import check_bos, count_starts
+from lightning_order.checks.bos import StartCounts, check_bos, count_starts
 from lightning_order.checks.eos_labels import (
     check_eos_labels,
     check_rows_end,
     masked_eos_rows,
     unterminated_rows,
 )
-from lightning_order.checks.token_rows import document_lengths, document_starts
+from lightning_order.checks.token_rows import (
+    LENGTHS_PADDED_SHARE,
+    document_lengths,
+    document_starts,
+    is_padded,
+)
 from lightning_order.checks.truncation import check_truncation, length_pile
 from lightning_order.rules import Violation
 
-__all__ = ["TokenizerFacts", "token_violations", "tokenizer_facts"]
+__all__ = ["TokenEvidence", "TokenizerFacts", "token_evidence", "token_violations", "tokenizer_facts"]
 
 log = logging.getLogger(__name__)
 
@@ -121,7 +126,7 @@ def _arrays(batch: Any) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarra
 def _bos_violations(
     dm: Any, ids: np.ndarray, mask: np.ndarray | None, eos_id: int | None, bos_id: int, facts: TokenizerFacts,
     rows: int,
-) -> list[Violation]:  # fmt: skip
+) -> tuple[list[Violation], StartCounts | None]:  # fmt: skip
     train = count_starts(document_starts(ids, mask, eos_id, bos_id), bos_id)
     val_batch, _ = sample_batch(dm, "val_dataloader", rows)
     val_ids, _, val_mask = _arrays(val_batch)
@@ -130,7 +135,52 @@ def _bos_violations(
         if val_ids is not None
         else None
     )
-    return check_bos(train, val, facts.adds(bos_id), bos_id)
+    return check_bos(train, val, facts.adds(bos_id), bos_id), val
+
+
+@dataclass(frozen=True)
+class TokenEvidence:
+    """What :func:`token_evidence` found: the violations, and the facts step 1 is judged with.
+
+    Attributes:
+        violations: what the sampled rows show (see :func:`token_violations`).
+        val_starts: the document starts of the sampled validation rows (``None``: not sampled).
+        adds_bos: whether the tokenizer opens an encoded text with BOS (``None``: unknown).
+        template: what the tokenizer's post-processor adds around a text (``None``: unknown).
+        pad_id: the tokenizer's pad id (``None``: unknown).
+    """
+
+    violations: list[Violation]
+    val_starts: StartCounts | None = None
+    adds_bos: bool | None = None
+    template: str | None = None
+    pad_id: int | None = None
+
+
+def token_evidence(
+    dm: Any, tokenizer: Any, batch: Any, eos_id: int | None, bos_id: int | None, sample_rows: int
+) -> TokenEvidence:
+    """:func:`token_violations`, with the validation starts and the tokenizer's BOS for step 1's rules."""
+    ids, labels, mask = _arrays(batch)
+    if ids is None:
+        return TokenEvidence([])
+    facts = tokenizer_facts(tokenizer)
+    found: list[Violation] = []
+    val = None
+    if eos_id is not None and labels is not None:
+        found += check_eos_labels(*masked_eos_rows(ids, labels, mask, eos_id), facts.pad_id, eos_id)
+    if eos_id is not None:
+        found += check_rows_end(*unterminated_rows(ids, mask, eos_id), eos_id, facts.template or "")
+    if bos_id is not None and bos_id != eos_id:
+        bos, val = _bos_violations(dm, ids, mask, eos_id, bos_id, facts, sample_rows)
+        found += bos
+    pile = length_pile(document_lengths(ids, mask, eos_id))
+    # Padded one-document rows are truncated to fit the context on purpose (fine-tuning rows).
+    padded = is_padded(mask, LENGTHS_PADDED_SHARE)
+    found += check_truncation(
+        facts.max_length, pile, f"the tokenizer in use ({type(tokenizer).__name__})", padded=padded
+    )
+    return TokenEvidence(found, val, facts.adds(bos_id), facts.template, facts.pad_id)
 
 
 def token_violations(
@@ -146,17 +196,4 @@ def token_violations(
         bos_id: the start-of-document id, ``None`` when the tokenizer has none.
         sample_rows: rows of the validation sample.
     """
-    ids, labels, mask = _arrays(batch)
-    if ids is None:
-        return []
-    facts = tokenizer_facts(tokenizer)
-    found: list[Violation] = []
-    if eos_id is not None and labels is not None:
-        found += check_eos_labels(*masked_eos_rows(ids, labels, mask, eos_id), facts.pad_id, eos_id)
-    if eos_id is not None:
-        found += check_rows_end(*unterminated_rows(ids, mask, eos_id), eos_id, facts.template or "")
-    if bos_id is not None and bos_id != eos_id:
-        found += _bos_violations(dm, ids, mask, eos_id, bos_id, facts, sample_rows)
-    pile = length_pile(document_lengths(ids, mask, eos_id))
-    found += check_truncation(facts.max_length, pile, f"the tokenizer in use ({type(tokenizer).__name__})")
-    return found
+    return token_evidence(dm, tokenizer, batch, eos_id, bos_id, sample_rows).violations

@@ -23,16 +23,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
 from pytorch_lightning.utilities.rank_zero import rank_zero_info
 
 from lightning_order.callbacks.validator.batches import batch_inputs, sample_batch
 from lightning_order.callbacks.validator.evidence import split_key_hashes
+from lightning_order.callbacks.validator.stream_tokens import StreamRead, is_stream, read_split_tokens
 from lightning_order.callbacks.validator.tokens import chunks, separator_ids, split_stream, subset_windows
 from lightning_order.checks.block_seams import check_stream_seams
 from lightning_order.checks.datasets import check_twin_rate, twin_estimate
 from lightning_order.checks.estimates import MIN_HITS, RateEstimate
 from lightning_order.checks.leakage import check_key_overlap, check_row_overlap, row_hashes
 from lightning_order.checks.packed_split import check_packed_split, cut_windows
+from lightning_order.checks.registry import CheckEvidence, EvidenceKind, Phase, register_check
 from lightning_order.checks.windows import check_window_overlap, window_overlap
 from lightning_order.rules import Violation
 
@@ -59,7 +62,9 @@ def overlap_check(
         sample_rows: validation rows sampled when only sampled rows are left.
 
     Returns:
-        ``(evidence, violations)``: ``"key-hash"`` (both splits' key hashes), ``"token-stream"``
+        ``(evidence, violations)``: ``"key-hash"`` (both splits' key hashes), ``"stream-read"`` (an
+        iterable train split read as tokens up to a budget, every validation window against them),
+        ``"token-stream"``
         (every validation window against all train tokens), ``"token-subsets"`` (a split after
         packing found from the windows' places in one stream), ``"content"``
         (every train item's content hash), ``"content-sample"`` (the same items sampled on every
@@ -100,6 +105,9 @@ def overlap_check(
         )
         if found:
             return "token-subsets", found
+    stream = _stream_overlap(dm, threshold)
+    if stream is not None:  # an iterable train split, read as tokens on a copy up to a budget
+        return "stream-read", stream
     train_part, val_part = (content or {}).get("train"), (content or {}).get("val")
     if train_part and val_part and not train_part.get("random") and not val_part.get("random"):
         # Hashes of every item's inputs (or of the same sample on every rank): the twin rate.
@@ -129,6 +137,32 @@ def overlap_check(
     return "rows-sample", found
 
 
+def _stream_overlap(dm: Any, threshold: float) -> list[Violation] | None:
+    """Validation windows against the first :data:`~.budget.STREAM_TOKENS` of an iterable train split.
+
+    ``None`` when train is no stream, or either split gives no token ids (the row sample decides).
+    """
+    if not is_stream(dm, "train"):
+        return None
+    train = read_split_tokens(dm, "train")
+    flat = split_stream(dm, "val") if train is not None else None
+    # A validation split of windows of one flat array (val.bin) is that array; else its rows joined.
+    val = StreamRead(np.asarray(flat[0]), flat[1], 0, True) if flat is not None else None
+    val = val or (read_split_tokens(dm, "val") if train is not None else None)
+    if train is None or val is None:
+        return None
+    window = max(val.window, 2)
+    result = window_overlap(val.tokens, chunks(train.tokens), window, separator_ids(dm))
+    found = check_window_overlap(result, threshold=threshold, train_whole=train.whole)
+    read = "all of it" if train.whole else f"its first {train.tokens.size} tokens (the budget)"
+    rank_zero_info(
+        f"OrderValidator: the iterable train split read as a token stream, {read}; {result.twins} of "
+        f"{result.windows} validation windows{'' if val.whole else ' read'} lie inside documents found in it"
+        + ("" if found else f" ({result.rate:.2%}, threshold {threshold:.1%}): no violation")
+    )
+    return found
+
+
 def _say(estimate: RateEstimate | None, found: list[Violation]) -> None:
     """A twin rate too weakly supported to raise is still said, with its sample and interval."""
     if estimate is not None and estimate.hits and not found:
@@ -136,3 +170,27 @@ def _say(estimate: RateEstimate | None, found: list[Violation]) -> None:
             f"OrderValidator: validation rows with a train twin: {estimate.describe('validation rows')}; "
             f"no violation (a sampled rate needs at least {MIN_HITS} twins with its interval above the threshold)"
         )
+
+
+def _gather_overlap(trainer: Any, evidence: CheckEvidence) -> tuple[str | None, list[Violation]]:
+    samples, settings = evidence.samples, evidence.settings
+    return overlap_check(
+        evidence.datamodule,
+        (samples.get("train"), samples.get("train_size")),
+        samples.get("content") or {},
+        max_rows=int(settings["overlap_max_rows"]),
+        threshold=float(settings["overlap_threshold"]),
+        sample_rows=int(settings["sample_rows"]),
+    )
+
+
+register_check(
+    "train-val-overlap",
+    lambda evidence: evidence.gathered[1],
+    phase=Phase.SETUP,
+    reads=[EvidenceKind.SAMPLES],
+    rules=("train-val-overlap",),
+    gather=_gather_overlap,
+    order=20,
+    facts=lambda gathered, _ranks: {"overlap": gathered[0]},
+)

@@ -63,6 +63,8 @@ _ATOMS = (
 _DEPTH, _OBJECTS, _ELEMENTS = 4, 20_000, 256
 #: The objects noted as unread already: one note per dataset, however many checks skip it.
 _NOTED: weakref.WeakSet[Any] = weakref.WeakSet()
+#: Stateful objects a read put back: the state put back, and what ``state_dict()`` answered right after.
+_PUT_BACK: weakref.WeakKeyDictionary[Any, tuple[Any, Any]] = weakref.WeakKeyDictionary()
 
 
 def _takes_no_arguments(method: Any) -> bool:
@@ -219,9 +221,32 @@ def _saved_state(obj: Any) -> tuple[Any, str | None]:
             f"its state_dict takes arguments ({params}), so its position cannot be saved and put back",
         )
     try:
-        return copy.deepcopy(obj.state_dict()), None
+        state = obj.state_dict()
+        put_back = _PUT_BACK.get(obj)
+        if put_back is not None and _same(state, put_back[1]):
+            # Nothing iterated it since a read put a state back: the run starts from that state, even
+            # where state_dict() still answers the read's last one (datasets' streaming IterableDataset
+            # does until a new iteration starts; saving that would put the end of the stream back).
+            state = put_back[0]
+        return copy.deepcopy(state), None
     except Exception as err:  # a state that cannot be taken or copied: reading could not be undone
         return None, f"its state cannot be saved and copied ({type(err).__name__}: {err})".replace("\n", " ")
+
+
+def _same(a: Any, b: Any) -> bool:
+    try:
+        return bool(a == b)
+    except Exception:  # states that cannot be compared (arrays): taken as moved
+        return False
+
+
+def _put_back(obj: Any, state: Any) -> None:
+    """``obj.load_state_dict(state)``, remembering what it answers next (see :func:`_saved_state`)."""
+    obj.load_state_dict(state)
+    try:
+        _PUT_BACK[obj] = (state, copy.deepcopy(obj.state_dict()))
+    except Exception:  # no weak reference to it, or a state that cannot be copied: nothing remembered
+        log.debug("OrderValidator: %s's restored state not remembered", type(obj).__name__)
 
 
 @contextmanager
@@ -260,7 +285,7 @@ def untouched(loader: Any, *others: Any) -> Iterator[str | None]:
     finally:
         snap.restore()
         for owner, state in states:
-            owner.load_state_dict(state)
+            _put_back(owner, state)
 
 
 def unreadable(obj: Any) -> str | None:

@@ -10,7 +10,8 @@ Read off the train loader Lightning itself will iterate (``trainer.train_dataloa
   data), and the hashes of the rows of its first batches;
 - an iterable loader: the hashes of the rows of its first batches.
 
-The judgement is :func:`lightning_order.checks.rank_data.check_rank_reads`. Iterating a sampler
+The judgement is :func:`lightning_order.checks.rank_data.check_rank_reads`, registered here as the
+``ranks-read-same-data`` check (``train-start``, every rank's summary gathered by the phase). Iterating a sampler
 costs what one epoch's index list costs (Lightning's ``DistributedSampler`` builds it anyway);
 above :data:`MAX_DATASET` items only the first batches are compared.
 """
@@ -26,13 +27,14 @@ import xxhash
 from torch.utils.data import BatchSampler
 
 from lightning_order.callbacks.validator.content import hash_items
-from lightning_order.callbacks.validator.gather import all_gather, rank_identity
-from lightning_order.callbacks.validator.items import leaf_array, leaves
+from lightning_order.callbacks.validator.evidence import leaf_array, leaves
+from lightning_order.callbacks.validator.gather import rank_identity
 from lightning_order.callbacks.validator.peek import note_unread, peek_batches, readable, untouched
 from lightning_order.checks.rank_data import check_rank_reads
+from lightning_order.checks.registry import CheckEvidence, EvidenceKind, Phase, register_check
 from lightning_order.rules import Violation
 
-__all__ = ["MAX_DATASET", "MAX_INDICES", "rank_reads", "rank_read_violations"]
+__all__ = ["MAX_DATASET", "MAX_INDICES", "rank_reads"]
 
 log = logging.getLogger(__name__)
 
@@ -139,11 +141,20 @@ def rank_reads(trainer: Any) -> dict[str, Any]:
     return summary
 
 
-def rank_read_violations(trainer: Any) -> list[Violation]:
-    """``ranks-read-same-data`` from every rank's :func:`rank_reads`, identical on every rank.
+def _gather_rank_reads(trainer: Any, evidence: CheckEvidence) -> dict[str, Any] | None:
+    return rank_reads(trainer) if evidence.world_size > 1 else None  # nothing to compare in one process
 
-    Collective under DDP (every rank must call it); nothing to compare in a single process.
-    """
-    if int(trainer.world_size) < 2:
-        return []
-    return check_rank_reads(all_gather(trainer, rank_reads(trainer)))  # the same list on every rank
+
+def _judge_rank_reads(evidence: CheckEvidence) -> list[Violation]:
+    return check_rank_reads(list(evidence.ranks)) if evidence.world_size > 1 else []
+
+
+register_check(
+    "ranks-read-same-data",
+    _judge_rank_reads,
+    phase=Phase.TRAIN_START,
+    reads=[EvidenceKind.RANKS],
+    rules=("ranks-read-same-data",),
+    gather=_gather_rank_reads,
+    order=20,
+)

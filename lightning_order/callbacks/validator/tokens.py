@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from lightning_order.callbacks.validator.arrow_blocks import column_stream, table_blocks
-from lightning_order.callbacks.validator.items import is_label, leaf_array, leaves, split_dataset
+from lightning_order.callbacks.validator.evidence import is_label, leaf_array, leaves, split_dataset
 from lightning_order.callbacks.validator.peek import untouched
 
 __all__ = ["CHUNK_TOKENS", "MAX_VAL_WINDOWS", "chunks", "separator_ids", "split_stream", "subset_windows"]

@@ -1,7 +1,12 @@
 """The data engine every pipeline shares: steps, runner, cache, storage, inputs, keys and the base DataModule.
 
-* :mod:`.runner`: data steps as registered plain functions (:class:`~.runner.StepRegistry`,
-  :class:`~.runner.StepSpec`), the one runner, its dry run and the order resolution.
+* :mod:`.registry`: each data step's function and declarations (:class:`~.registry.StepRegistry`,
+  :class:`~.registry.StepSpec`), bound to the pipeline that orders them.
+* :mod:`.runner`: data steps as plain functions of (:class:`~.runner.StepContext`,
+  :class:`~.runner.DataState`) returning a :class:`~.runner.StepResult`, the one runner, its
+  dry run and the order resolution.
+* :mod:`.preparation`: a pipeline's preparation derived from its declarations, the default cache
+  key and the manifest written in one call (what a pipeline of a user's own subclasses).
 * :mod:`.cache`: one folder per pipeline fingerprint, a file lock, atomic publish, verification.
 * :mod:`.storage`: content hashes of files, their verification, storage errors in one line.
 * :mod:`.inputs`: what ``load`` will read (globs and folders expanded), its identity, diagnoses.

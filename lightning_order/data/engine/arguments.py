@@ -8,6 +8,12 @@ schema and ``--help``, and whose frame Lightning's ``save_hyperparameters`` read
 keyword per public field (``metadata={"internal": True}`` fields are set by the class, not by
 users) in the order the DataModule has always taken them positionally.
 
+That order is read from the fields too (:func:`positional_order`): the config's fields in the
+order they are declared (the base's first), each new field after the one declared before it,
+except where a field's declaration says :func:`after` (``metadata=after("enforce")``): it, and
+the fields declared after it, go there. So a new field declared last is the constructor's last
+argument, and no call that passes arguments by position changes meaning.
+
 What the tools see: the runtime signature is generated; ``mypy`` sees the config class's own
 ``__init__`` through the decorator's :class:`~typing.ParamSpec` (the same names, types and
 defaults, read from the same declaration). The configs make their later fields keyword-only
@@ -24,7 +30,7 @@ from dataclasses import MISSING, fields
 from types import MappingProxyType
 from typing import Any, Concatenate, ParamSpec
 
-__all__ = ["config_constructor", "constructor_fields"]
+__all__ = ["AFTER", "after", "config_constructor", "constructor_fields", "positional_order"]
 
 P = ParamSpec("P")
 
@@ -32,14 +38,56 @@ P = ParamSpec("P")
 Build = Callable[[Any, dict[str, Any]], None]
 
 
+#: The metadata key of :func:`after`: the argument a field follows in the constructor's positional order.
+AFTER = "positional_after"
+
+
+def after(name: str, metadata: Mapping[str, Any] = MappingProxyType({})) -> Mapping[str, Any]:
+    """A field's metadata: it follows the argument ``name`` in the DataModule's positional order.
+
+    Args:
+        name: the field (or extra argument) it comes after.
+        metadata: the field's other metadata (``SERVES``, ``shapes(...)``), kept.
+    """
+    return MappingProxyType({**metadata, AFTER: name})
+
+
 def constructor_fields(config: type) -> list[str]:
     """The config fields that are constructor arguments (all but the ``internal`` ones)."""
     return [f.name for f in fields(config) if not f.metadata.get("internal")]
 
 
+def positional_order(config: type, extra: Sequence[str] = ()) -> tuple[str, ...]:
+    """The constructor's positional order, read from ``config``'s fields (see the module).
+
+    Each public field in declaration order (a base class's first) goes right after the argument
+    placed before it, or after the one its :func:`after` names; ``extra`` arguments (no config
+    field) go last, unless a field is placed after one of them.
+
+    Raises:
+        TypeError: an :func:`after` names no earlier argument.
+    """
+    order: list[str] = [*extra]
+    cursor = 0
+    for item in fields(config):
+        if item.metadata.get("internal"):
+            continue
+        anchor = item.metadata.get(AFTER)
+        if anchor is not None:
+            if anchor not in order:
+                raise TypeError(
+                    f"{config.__name__}.{item.name}: after({anchor!r}) names no argument placed before it; "
+                    f"placed so far: {order}"
+                )
+            cursor = order.index(anchor) + 1
+        order.insert(cursor, item.name)
+        cursor += 1
+    return tuple(order)
+
+
 def config_constructor(
     config: Callable[P, Any],
-    order: Sequence[str],
+    order: Sequence[str] | None = None,
     extra: Mapping[str, inspect.Parameter] = MappingProxyType({}),
 ) -> Callable[[Build], Callable[Concatenate[Any, P], None]]:
     """Decorates ``__init__(self, arguments)``: the ``__init__`` taking ``config``'s fields as keywords.
@@ -50,7 +98,8 @@ def config_constructor(
 
     Args:
         config: the config dataclass whose public fields are the arguments.
-        order: every argument's name, in the positional order of the constructor.
+        order: every argument's name, in the positional order of the constructor; ``None``:
+            :func:`positional_order` of ``config`` (the order declared with the fields).
         extra: arguments that are no config field (``pipeline``), with their parameter.
 
     Raises:
@@ -58,7 +107,8 @@ def config_constructor(
     """
 
     def decorate(build: Build) -> Callable[Concatenate[Any, P], None]:
-        return typing.cast(Callable[Concatenate[Any, P], None], _Constructor(config, order, extra, build))
+        chosen = positional_order(typing.cast(type, config), tuple(extra)) if order is None else order
+        return typing.cast(Callable[Concatenate[Any, P], None], _Constructor(config, chosen, extra, build))
 
     return decorate
 

@@ -104,12 +104,9 @@ def check_bool(name: str, value: Any, *, step: str) -> bool:
 
 def check_fraction(name: str, value: Any, *, step: str, fix: str, closed: bool = False) -> float:
     """``value`` as a float in ``(0, 1)`` (``(0, 1]`` when ``closed``)."""
-    upper_ok = (lambda v: v <= 1.0) if closed else (lambda v: v < 1.0)
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not (0.0 < float(value) and upper_ok(float(value)))
-    ):
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    inside = number and 0.0 < float(value) and (float(value) <= 1.0 if closed else float(value) < 1.0)
+    if not inside:
         interval = "(0, 1]" if closed else "(0, 1)"
         raise DataError(f"{name} must be in {interval}, got {value!r}; {fix}", step=step)
     return float(value)
@@ -232,33 +229,33 @@ class BaseDataConfig(InputFiles):
     """files for ``dataset``: a path, a glob, a folder, a list of them, or a dict of split -> paths (``~`` and ``$VAR`` expanded; required by the file builders text, csv, json, parquet, arrow)."""
     text_column: str = "text"
     """the column holding the text."""
-    _: KW_ONLY  # the rest by keyword only: the DataModules take them in another positional order
+    _: KW_ONLY  # the rest by keyword only; declared in the LM DataModule's positional order (arguments.positional_order)
     val_fraction: float = 0.1
     """the validation share, in (0, 1)."""
     seed: int = 0
     """seeds the split and the train shuffling."""
     vocab_size: int = 8000
     """the tokenizer's *target* size, special tokens included (the size built is ``dm.vocab_size``, a dim)."""
-    num_proc: int | None = field(default=None, metadata=SERVES)
-    """processes for the steps that run per partition of the data; ``None``: every available CPU."""
-    dataset_config: str | None = None
-    """the configuration name passed to ``load_dataset`` (its ``name``)."""
-    load_split: str = "train"
-    """the split of ``load_dataset`` to read (it is re-split by key)."""
-    input_hash: InputHash = field(default="content", metadata=enters_through("data_files"))
-    """how input files enter the cache key: ``"content"`` (xxh3 of their bytes, any change is seen) or ``"size_mtime"`` (size and modification time only, for very large inputs)."""
     batch_size: int = field(default=32, metadata=SERVES)
     """rows (or blocks) per batch in the dataloaders."""
     num_workers: int = field(default=0, metadata=SERVES)
     """dataloader worker processes."""
-    shuffle: bool = field(default=True, metadata=SERVES)
-    """shuffle the train data each epoch (seeded; the order of an epoch is a function of the seed and the epoch)."""
+    num_proc: int | None = field(default=None, metadata=SERVES)
+    """processes for the steps that run per partition of the data; ``None``: every available CPU."""
     cache_dir: str | None = field(default=None, metadata=SERVES)
     """the cache root (``~`` and ``$VAR`` expanded); ``None``: ``$LIGHTNING_ORDER_CACHE`` or ``~/.cache/lightning_order``."""
     order: Sequence[str] | str | None = field(default=None, metadata=enters_through("order"))
     """the data steps to run, in order (a permutation or subset of the pipeline's data steps); ``None`` for the mandated order."""
     enforce: bool = field(default=True, metadata=SERVES)
     """refuse an order that breaks the pipeline's rules (``OrderError`` at construction); ``False`` runs it as asked and records what really happened."""
+    dataset_config: str | None = None
+    """the configuration name passed to ``load_dataset`` (its ``name``)."""
+    load_split: str = "train"
+    """the split of ``load_dataset`` to read (it is re-split by key)."""
+    input_hash: InputHash = field(default="content", metadata=enters_through("data_files"))
+    """how input files enter the cache key: ``"content"`` (xxh3 of their bytes, any change is seen) or ``"size_mtime"`` (size and modification time only, for very large inputs)."""
+    shuffle: bool = field(default=True, metadata=SERVES)
+    """shuffle the train data each epoch (seeded; the order of an epoch is a function of the seed and the epoch)."""
     lock_timeout: float | None = field(default=None, metadata=SERVES)
     """seconds to wait for another process preparing the same cache (its holder is named every 10 s while waiting); ``None``: wait for as long as it takes."""
 
@@ -429,7 +426,7 @@ def document_arguments(config: type, extra: Mapping[str, str] | None = None) -> 
 
     def decorate(cls: type) -> type:
         docs = {**field_docs(config), **(extra or {})}
-        names = [n for n in inspect.signature(cls.__init__).parameters if n != "self"]
+        names = [n for n in inspect.signature(cls.__init__).parameters if n != "self"]  # type: ignore[misc]
         missing = [n for n in names if n not in docs]
         if missing:
             raise TypeError(f"{cls.__name__}: no documentation for the arguments {missing}")

@@ -1,17 +1,21 @@
 """The base of every ordered DataModule: its config, cache, ``prepare_data``, the ``setup`` template and the loaders.
 
-A pipeline's DataModule (``OrderedDataModule``, ``OrderedLMDataModule``) subclasses
-:class:`OrderedDataModuleBase` and only says what differs: its descriptor's name
-(:attr:`~OrderedDataModuleBase.pipeline_name`, which names its config class, preparation module
-and step registry in :mod:`lightning_order.pipelines`), how a prepared folder is read back into a
-state (:meth:`~OrderedDataModuleBase._read_prepared`), what a rank keeps of the state after the
-per-rank steps (:meth:`~OrderedDataModuleBase._assign`), and its batches.
+A pipeline's DataModule (``OrderedDataModule``, ``OrderedLMDataModule``, a user's own)
+subclasses :class:`OrderedDataModuleBase` and only says what differs: its spec's name
+(:attr:`~OrderedDataModuleBase.pipeline_name`, which names its config class, preparation and
+step registry in :mod:`lightning_order.pipelines`), its constructor (which hands every argument
+to :meth:`~OrderedDataModuleBase.configure`), how a prepared folder is read back into a state
+(:meth:`~OrderedDataModuleBase.read_prepared`, the one method without a default), and where the
+defaults do not fit, what a rank keeps of the state after the per-rank steps
+(:meth:`~OrderedDataModuleBase.assign`), the dataset a loader serves
+(:meth:`~OrderedDataModuleBase.to_dataset`) and how it batches
+(:meth:`~OrderedDataModuleBase.collate_fn`).
 
 Rank discipline (Lightning's DataModule contract): ``prepare_data`` runs on one process, under a
 file lock, writes the cache folder and assigns no state; ``setup`` runs on every rank, reads the
 verified cache, runs the per-rank steps (``shard``) and assigns the rank's data.
 
-The train loader is resumable and reads the global order (DESIGN.md §1e,
+The train loader is resumable and reads the global order (docs/architecture.md,
 :mod:`lightning_order.data.engine.loaders`): the ``shard`` step decides this rank's part of every
 global batch, the loader's position (epoch, global samples consumed, seed, global batch, world
 size) travels in Lightning's checkpoints, and a resumed run continues at the same sample. The
@@ -25,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from tokenizers import Tokenizer
 from torch.utils.data import DataLoader
@@ -46,7 +50,11 @@ __all__ = ["OrderedDataModuleBase"]
 
 
 class OrderedDataModuleBase(pl.LightningDataModule):
-    """What every ordered DataModule shares (see the module docstring); not used directly.
+    """What every ordered DataModule shares (see the module docstring); subclassed, not used directly.
+
+    A subclass names its pipeline (:attr:`pipeline_name`, registered first), passes its
+    constructor's arguments to :meth:`configure` and defines :meth:`read_prepared`
+    (``examples/toy_regression.py`` is a whole one).
 
     Attributes:
         config: the validated arguments (the pipeline's config class).
@@ -58,12 +66,12 @@ class OrderedDataModuleBase(pl.LightningDataModule):
             (its offset in every global batch) after ``setup``.
     """
 
-    #: The descriptor this DataModule belongs to (a key of :data:`lightning_order.pipelines.PIPELINES`).
+    #: The name of the spec this DataModule belongs to (a key of :data:`lightning_order.pipelines.PIPELINES`).
     pipeline_name: ClassVar[str]
     config: BaseDataConfig
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
-        """Gives a pipeline's DataModule one read-only attribute per dim of its descriptor."""
+        """Gives a pipeline's DataModule one read-only attribute per dim of its spec."""
         super().__init_subclass__(**kwargs)
         name = cls.__dict__.get("pipeline_name")
         if name and name not in PIPELINES:
@@ -76,24 +84,36 @@ class OrderedDataModuleBase(pl.LightningDataModule):
                 setattr(cls, dim, _dim_property(dim))
 
     @classmethod
-    def descriptor(cls) -> PipelineSpec:
-        """This DataModule's pipeline descriptor."""
+    def spec(cls) -> PipelineSpec:
+        """This DataModule's pipeline spec."""
         return PIPELINES[cls.pipeline_name]
 
     # -- construction ----------------------------------------------------------------------
-    def _configure(
+    def configure(
         self, arguments: dict[str, Any], pipeline: Pipeline | None = None, **config_extra: Any
     ) -> None:
         """Builds the config from the constructor's arguments, resolves the order and names the cache.
 
-        Called by each subclass's ``__init__`` (generated from its config class:
-        :func:`~lightning_order.data.engine.arguments.config_constructor`) with every argument.
+        Called by each subclass's ``__init__`` with every argument (the built-in DataModules'
+        are generated from their config class:
+        :func:`~lightning_order.data.engine.arguments.config_constructor`).
+
+        Args:
+            arguments: the constructor's arguments by name (those that are no field of the
+                spec's config class are ignored).
+            pipeline: the pipeline that judges the order (default: the spec's).
+            **config_extra: config fields the class sets, not the user.
+
+        Raises:
+            DataError: an argument is invalid, or the order cannot run at all.
+            OrderError: ``enforce`` and the order breaks the pipeline.
         """
-        self.config = self.descriptor().config_class().from_arguments(arguments, **config_extra)
+        config_class = cast(type[BaseDataConfig], self.spec().config_class())
+        self.config = config_class.from_arguments(arguments, **config_extra)
         cfg = self.config
         self.batch_size, self.num_workers, self.cache_dir = cfg.batch_size, cfg.num_workers, cfg.cache_dir
         self.shuffle, self.enforce, self.seed = cfg.shuffle, cfg.enforce, cfg.seed
-        self.pipeline: Pipeline = self.descriptor().pipeline if pipeline is None else pipeline
+        self.pipeline: Pipeline = self.spec().pipeline if pipeline is None else pipeline
         preparation = self._preparation()
         self.order: tuple[str, ...] = preparation.order_of(
             cfg, cfg.order, cfg.enforce, self.pipeline, owner=type(self).__name__
@@ -114,10 +134,10 @@ class OrderedDataModuleBase(pl.LightningDataModule):
         self.shard_info: dict[str, int] = {}
 
     def _preparation(self) -> Any:
-        return resolve(self.descriptor().preparation)
+        return resolve(self.spec().preparation)
 
     def _registry(self) -> Any:
-        return self.descriptor().step_registry()
+        return self.spec().step_registry()
 
     def _hooks(self) -> dict[str, Any]:
         """Picklable functions the steps call instead of their defaults (a subclass's own row steps)."""
@@ -144,7 +164,7 @@ class OrderedDataModuleBase(pl.LightningDataModule):
         finished cache. A complete cache of the same configuration is reused at once.
         """
         self._preparation().prepare_cache(
-            self.cache_root, self.config, self.order, self._hooks(), required=self.descriptor().files
+            self.cache_root, self.config, self.order, self._hooks(), required=self.spec().files
         )
 
     def _ensure_prepared(self) -> Path:
@@ -153,7 +173,7 @@ class OrderedDataModuleBase(pl.LightningDataModule):
         # again, and what was read from the old one (manifest, tokenizer) is dropped.
         published = _cache.published_identity(self.cache_path)
         if self._verified != (self.cache_key, published):
-            if not _cache.is_complete(self.cache_path, self.cache_key, self.descriptor().files):
+            if not _cache.is_complete(self.cache_path, self.cache_key, self.spec().files):
                 self.prepare_data()
                 published = _cache.published_identity(self.cache_path)
             if self._verified is not None:
@@ -179,9 +199,19 @@ class OrderedDataModuleBase(pl.LightningDataModule):
 
     @property
     def tokenizer(self) -> Tokenizer:
-        """The :class:`tokenizers.Tokenizer` in use (read from the cache once; the same object after)."""
+        """The :class:`tokenizers.Tokenizer` in use (read from the cache once; the same object after).
+
+        Raises:
+            AttributeError: the pipeline prepares no tokenizer (``getattr(dm, "tokenizer", None)``
+                is ``None``, as for a DataModule without the attribute).
+        """
         if self._tokenizer is None:
-            self._tokenizer = Tokenizer.from_file(str(self._ensure_prepared() / "tokenizer.json"))
+            path = self._ensure_prepared() / "tokenizer.json"
+            if not path.is_file():
+                raise AttributeError(
+                    f"{type(self).__name__} has no tokenizer: the {self.pipeline_name!r} pipeline prepares none"
+                )
+            self._tokenizer = Tokenizer.from_file(str(path))
         return self._tokenizer
 
     # -- setup: the same template for every pipeline ---------------------------------------
@@ -190,7 +220,7 @@ class OrderedDataModuleBase(pl.LightningDataModule):
         self._resume_position = None  # a fit restores its checkpoint after setup, never before
         trainer = getattr(self, "trainer", None)
         # The data-parallel size and rank split the data: ranks of one tensor-parallel group read
-        # the same share (DESIGN.md §1e); under DDP they are the world size and global rank.
+        # the same share (docs/architecture.md); under DDP they are the world size and global rank.
         dp = data_parallel(trainer)
         world, rank = dp.size, dp.rank
         path = self._ensure_prepared()
@@ -201,14 +231,15 @@ class OrderedDataModuleBase(pl.LightningDataModule):
             return
         ledger = StepLedger.load(path)
         ledger.rank = dp.global_rank  # the process that holds the record; its share is the shard's
-        state = self._read_prepared(path, ledger)
+        state = self.read_prepared(path, ledger)
         registry = self._registry()
         per_rank = split_phases(self.order, registry)[1]
         state = run_steps(per_rank, registry, self._context(None, world, rank), state, ledger)
-        self._assign(state, ledger)
-        self._served = self._serve(state.extra.get("served", state.parts["train"]))
+        self.assign(state, ledger)
+        self._served = self.serve(state.extra.get("served", state.parts["train"]))
+        # Counted as the loader serves it: what a step keeps may be columns (a dict of arrays).
         self._global_order = state.extra.get("global_order") or GlobalOrder(
-            len(self._served), int(self.batch_size), 1, 0, int(self.seed), bool(self.shuffle)
+            len(self.to_dataset(self._served)), int(self.batch_size), 1, 0, int(self.seed), bool(self.shuffle)
         )
         self._ledger = ledger
         shard = ledger.latest("shard")
@@ -222,29 +253,38 @@ class OrderedDataModuleBase(pl.LightningDataModule):
         }
         self._setup_key = key
 
-    def _read_prepared(self, path: Path, ledger: StepLedger) -> DataState:  # pragma: no cover - abstract
-        """The state ``setup`` starts from, read from the verified folder ``path``."""
-        raise NotImplementedError
+    def read_prepared(self, path: Path, ledger: StepLedger) -> DataState:
+        """The state ``setup`` starts from, read from the verified folder ``path`` (every pipeline says).
 
-    def _assign(self, state: DataState, ledger: StepLedger) -> None:  # pragma: no cover - abstract
-        """Keeps this rank's parts (``self._train``, ``self._val``) from the final state."""
-        raise NotImplementedError
+        Args:
+            path: the prepared folder, its files verified against the manifest.
+            ledger: its manifest (this rank's records are added to it).
+        """
+        raise NotImplementedError(
+            f"{type(self).__name__} must define read_prepared(path, ledger): the state setup() starts "
+            "from, read back from what its preparation wrote"
+        )
 
-    def _serve(self, train: Any) -> Any:
+    def assign(self, state: DataState, ledger: StepLedger) -> None:
+        """Keeps this rank's parts from the state the per-rank steps left (``train`` and ``val`` by default)."""
+        self._train, self._val = state.parts["train"], state.parts.get("val")
+
+    def serve(self, train: Any) -> Any:
         """The whole train split as the train loader reads it (the split itself by default)."""
         return train
 
     # -- loaders ---------------------------------------------------------------------------
-    def _collate(self) -> Any:  # pragma: no cover - abstract
-        raise NotImplementedError
+    def collate_fn(self) -> Any:
+        """The loaders' ``collate_fn`` (``None``: PyTorch's default, which stacks dicts of tensors)."""
+        return None
 
-    def _dataset(self, data: Any) -> Any:
+    def to_dataset(self, data: Any) -> Any:
         """The map-style dataset a loader serves for what ``setup`` kept (the data itself by default)."""
         return data
 
     def _loader(self, data: Any, shuffle: bool) -> DataLoader:
-        dataset = None if data is None else self._dataset(data)
-        return make_loader(dataset, self.batch_size, shuffle, self.seed, self.num_workers, self._collate())
+        dataset = None if data is None else self.to_dataset(data)
+        return make_loader(dataset, self.batch_size, shuffle, self.seed, self.num_workers, self.collate_fn())
 
     def train_dataloader(self) -> ResumableLoader:
         """This rank's part of every global batch of the global train order; resumable.
@@ -260,8 +300,8 @@ class OrderedDataModuleBase(pl.LightningDataModule):
                 order, batch_size=int(self.batch_size), seed=int(self.seed), shuffle=bool(self.shuffle)
             )
             order.require_one_batch("samples")
-        data = None if self._served is None or order is None else self._dataset(self._served)
-        loader = make_train_loader(data, order, self.num_workers, self._collate())  # type: ignore[arg-type]
+        data = None if self._served is None or order is None else self.to_dataset(self._served)
+        loader = make_train_loader(data, order, self.num_workers, self.collate_fn())  # type: ignore[arg-type]
         loader.progress = self._lightning_progress
         if self._resume_position is not None:
             loader.load_state_dict(self._resume_position)

@@ -69,7 +69,7 @@ class GlobalOrderSampler(DistributedSampler):
         began: ``(epoch, start)`` of the latest iteration.
         restored: a position was restored (:meth:`restore`) and no iteration has started since.
 
-    A restored position is the data's, whatever Lightning's epoch counter says (DESIGN.md §1e).
+    A restored position is the data's, whatever Lightning's epoch counter says (docs/architecture.md, "The train order and the position").
     """
 
     def __init__(self, dataset: Dataset, order: GlobalOrder) -> None:

@@ -42,6 +42,9 @@ ROWS = frozenset({"rows"})
 class StepSpec:
     """A registered step: its function and the declarations the runner and the checker read.
 
+    ``takes`` is the set of data forms the step runs on; one form (``"rows"``) or ``None``
+    (nothing loaded yet: a source step) may be given alone and is read as the set of it.
+
     ``config`` names the config fields the step reads (what it does depends on no other field
     that shapes the data); the runner hashes their values with the step's inputs into
     ``StepContext.fingerprint``. ``output`` says what the step records as its output: a
@@ -68,6 +71,13 @@ class StepSpec:
     config: tuple[str, ...] = ()
     output: Literal["declared", "content"] = "declared"
 
+    def __post_init__(self) -> None:
+        # One form (or None, for a source) is the set of it: a bare string would be read as its letters.
+        if self.takes is None or isinstance(self.takes, str):
+            object.__setattr__(self, "takes", frozenset({self.takes}))
+        elif not isinstance(self.takes, frozenset):
+            object.__setattr__(self, "takes", frozenset(self.takes))
+
 
 class StepRegistry:
     """Step functions by pipeline step name, bound to the pipeline that orders them.
@@ -86,7 +96,12 @@ class StepRegistry:
         return tuple(self._specs) if self.pipeline is None else tuple(self.pipeline.subset(self._specs))
 
     def register(self, name: str, **declared: Any) -> Callable[[StepFn], StepFn]:
-        """A decorator registering ``fn`` as step ``name`` with the :class:`StepSpec` fields ``declared``."""
+        """A decorator registering ``fn`` as step ``name`` with the :class:`StepSpec` fields ``declared``.
+
+        Examples:
+            >>> @STEPS.register("load", takes=None, makes="rows", reads="none", writes_data=True)  # doctest: +SKIP
+            ... def load(ctx: StepContext, state: DataState) -> StepResult: ...
+        """
 
         def decorate(fn: StepFn) -> StepFn:
             self.add(StepSpec(name, fn, **declared))

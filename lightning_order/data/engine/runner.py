@@ -54,7 +54,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from lightning_order.data.engine.engines import errors_named, release_memory
 from lightning_order.data.engine.registry import ROWS, StepRegistry, StepSpec, check_executable
@@ -232,7 +232,8 @@ def split_phases(order: Sequence[str], registry: StepRegistry) -> tuple[list[str
 
 def _lineage(spec: StepSpec, state: DataState, ledger: StepLedger) -> tuple[dict[str, str], str | None]:
     """The inputs a step records, from what actually ran (the ledger and the state's lineage)."""
-    inputs = {s: r.output for s in spec.consumes if (r := ledger.latest(s)) is not None}
+    # A record the runner wrote always has its output (recorded steps' outputs are never None).
+    inputs = {s: cast(str, r.output) for s in spec.consumes if (r := ledger.latest(s)) is not None}
     fitted_on = None
     if spec.reads == "data" and state.lineage[0]:
         inputs.setdefault(*state.lineage)
@@ -331,7 +332,7 @@ def run_steps(
         )
         state = replace(result.state, form=spec.makes or result.state.form)
         if spec.writes_data:
-            state = replace(state, lineage=(name, record.output))
+            state = replace(state, lineage=(name, cast(str, record.output)))
     return state
 
 
@@ -396,7 +397,7 @@ def map_kwargs(config: Any, fp: str, rows: int = POOL_ROWS) -> dict[str, Any]:
     return {"batched": True, "batch_size": 1000, "num_proc": procs, "new_fingerprint": fp[:32]}
 
 
-def apply_rowwise(config: Any, state: DataState, fp: str, function: Callable, **kwargs: Any) -> DataState:
+def apply_rowwise(config: Any, state: DataState, fp: str, function: Callable[..., Any], **kwargs: Any) -> DataState:
     """Applies a batched row-wise function to the whole data, or to each part (fingerprints per part)."""
     if state.parts:
         parts, part_fps = {}, {}

@@ -1,4 +1,4 @@
-"""What every pipeline's ``shard`` step does and records under the global order (DESIGN.md §1e).
+"""What every pipeline's ``shard`` step does and records under the global order (docs/architecture.md, "The train order and the position").
 
 The step decides this rank's :class:`~lightning_order.positions.GlobalOrder` from its context
 (the data-parallel size and rank, :mod:`lightning_order.parallelism`) and config (``batch_size``, ``seed``, ``shuffle``), refuses a split that cannot

@@ -36,7 +36,6 @@ __all__ = [
     "CACHE_HINT",
     "file_digest",
     "file_records",
-    "allocate_array",
     "concatenate_arrays",
     "free_space",
     "read_error",
@@ -171,50 +170,6 @@ def concatenate_arrays(path: str | os.PathLike[str], parts: list[str | os.PathLi
         raise
     os.close(fd)
     return total
-
-
-def allocate_array(path: str | os.PathLike[str], shape: tuple[int, ...], dtype: Any) -> None:
-    """A new ``.npy`` of ``shape`` whose data blocks are all allocated on disk now (zeros).
-
-    The rows are then written through a memory map. numpy's ``open_memmap(mode="w+")`` makes a
-    sparse file: on a full disk a write through the map is a SIGBUS that kills the process with
-    no message. Allocating first (``posix_fallocate``, or written zeros where the file system
-    cannot) turns a full disk into an ``OSError(ENOSPC)`` naming the file, before any row.
-    """
-    import io
-
-    import numpy as np
-
-    header = io.BytesIO()
-    descr = {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)), "fortran_order": False, "shape": shape}
-    np.lib.format.write_array_header_1_0(header, descr)
-    size = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
-    fd = os.open(path, _NEW_FILE, 0o666)
-    try:
-        _write_all(fd, header.getvalue(), path)
-        _reserve(fd, header.tell(), size, path)
-    except BaseException:
-        os.close(fd)
-        os.unlink(path)
-        raise
-    os.close(fd)
-
-
-def _reserve(fd: int, offset: int, size: int, path: str | os.PathLike[str]) -> None:
-    if size <= 0:
-        return
-    try:
-        os.posix_fallocate(fd, offset, size)
-        return
-    except OSError as err:
-        if err.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
-            raise OSError(err.errno, err.strerror, os.fspath(path)) from err
-    except AttributeError:  # pragma: no cover - no posix_fallocate on this platform
-        pass
-    zeros = bytes(min(size, _CHUNK))  # the file system cannot reserve: write the zeros
-    while size > 0:
-        _write_all(fd, zeros[: min(size, len(zeros))], path)
-        size -= len(zeros)
 
 
 def free_space(path: str | os.PathLike[str] | None) -> str:

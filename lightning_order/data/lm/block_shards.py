@@ -42,12 +42,28 @@ def write_shard(path: str | os.PathLike[str], blocks: np.ndarray) -> None:
     os.replace(temp, path)
 
 
-def write_index(folder: Path, shards: Sequence[tuple[str, int]], width: int) -> None:
-    """Writes ``folder/index.json``: the shards (file name, block count) in the global block order."""
+def write_index(folder: Path, shards: Sequence[tuple[str, int]]) -> None:
+    """Writes ``folder/index.json``: the shards (file name, block count) in the global block order, and their width.
+
+    The width (tokens per block) is the shards' own, read from their headers: every shard must
+    hold the ``rows × width`` int32 array the index will say.
+
+    Raises:
+        DataError: no shard, or shards of other widths or row counts than listed.
+    """
+    shapes = {name: np.load(folder / name, mmap_mode="r").shape for name, _ in shards}
+    widths = {shape[1] for shape in shapes.values() if len(shape) == 2}
+    wrong = [name for name, rows in shards if len(shapes[name]) != 2 or shapes[name][0] != rows]
+    if len(widths) != 1 or wrong:
+        raise DataError(
+            f"the block shards of {folder} are not one n × width array ({len(shards)} shards, widths "
+            f"{sorted(widths)}, rows unlike the index: {wrong}); a task wrote the wrong blocks: delete the folder and run again",
+            step="pack",
+        )
     data = {
         "format": _FORMAT,
         "version": 1,
-        "width": int(width),
+        "width": int(widths.pop()),
         "shards": [{"file": name, "rows": int(rows)} for name, rows in shards],
     }
     replace_file(folder / INDEX_NAME, json.dumps(data).encode())
@@ -63,7 +79,7 @@ class ShardedBlocks:
     Args:
         folder: the split's ``blocks/`` folder.
         shards: ``(file name, block count)`` per shard, in the global block order.
-        width: tokens per block (``block_size + 1``).
+        width: tokens per block (the index's: the shards' own).
     """
 
     dtype = np.dtype(np.int32)

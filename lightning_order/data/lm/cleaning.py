@@ -29,21 +29,16 @@ def partition(ctx: StepContext, source: Any, name: str, clean: bool, count: int)
     engine = engine_of(ctx)
     out = scratch(ctx, f"{'clean' if clean else 'keyed'}-{name}")
     items = [
-        {
-            "source": (_readable(source, i), i),
-            "out": out / "fragments",
-            "partitions": count,
-            "clean": clean,
-            "eos_token": cfg.eos_token,
-            "hook": ctx.hooks.get("clean"),
-        }
+        tasks.CleanItem(
+            (_readable(source, i), i), out / "fragments", count, clean, cfg.eos_token, ctx.hooks.get("clean")
+        )
         for i in range(source.count)
     ]
     first = engine.map(tasks.clean_chunk, items, weight=source.text_bytes, desc=f"clean {name}")
     # Each partition's fragments are the files of its folder: no list of chunks crosses to a worker.
-    merge = [{"partition": p, "fragments": out / "fragments" / f"p{p:05d}", "out": out} for p in range(count)]
+    merge = [tasks.MergeItem(p, out / "fragments" / f"p{p:05d}", out) for p in range(count)]
     merged = engine.map(tasks.merge_partition, merge, weight=source.text_bytes, desc=f"partition {name}")
-    folders = [{"folder": out / "fragments" / f"p{p:05d}"} for p in range(count)]
+    folders = [tasks.FolderItem(out / "fragments" / f"p{p:05d}") for p in range(count)]
     engine.map(tasks.remove_folder, folders, weight=source.text_bytes, desc=f"tidy {name}")
     shutil.rmtree(out / "fragments", ignore_errors=True)  # what is left: empty folders
     rows = sum(r["rows"] for r in merged)

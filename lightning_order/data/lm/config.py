@@ -22,6 +22,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal, get_args
 
+from lightning_order.data.engine.arguments import after
 from lightning_order.data.engine.config import (
     SERVES,
     BaseDataConfig,
@@ -84,10 +85,10 @@ class LMConfig(BaseDataConfig):
         DataError: a value is out of range, of the wrong kind, or names a missing file.
     """
 
-    _: KW_ONLY  # by keyword only (OrderedLMDataModule's positional order differs from the fields')
+    _: KW_ONLY  # by keyword only; OrderedLMDataModule's positional order is read from the fields (after(...))
     num_proc: int | None = field(default=None, metadata=SERVES)
     """processes for the steps that run per partition of the corpus (cleaning, deduplication, the split, encoding, packing); ``None``: every available CPU. The prepared data does not depend on it."""
-    block_size: int = 128
+    block_size: int = field(default=128, metadata=after("enforce"))
     """tokens per training sequence; blocks of ``block_size + 1`` are stored (inputs and labels shifted by one)."""
     tokenizer_file: str | None = field(
         default=None, metadata=shapes(value=lambda config: config.tokenizer_digest)
@@ -99,6 +100,8 @@ class LMConfig(BaseDataConfig):
     """word 5-gram Jaccard similarity from which two documents are near-duplicates (MinHash LSH), in (0, 1]."""
     max_documents: int | None = None
     """read at most this many documents (``None``: all)."""
+    eos: bool = field(default=True, metadata=after("shuffle"))
+    """end every document with the end-of-text token. ``False`` packs documents without boundaries (``pack-without-eos``: refused unless ``enforce=False``; for experiments)."""
     sample_by: SampleBy = field(
         default="document", metadata=shapes(when=lambda config: config.dataset == "text")
     )
@@ -115,15 +118,10 @@ class LMConfig(BaseDataConfig):
     """with ``engine="ray"``: the address of a running Ray cluster (``"auto"``, ``"ray://head:10001"``); ``None`` starts a local Ray."""
     overrides: dict[str, str] = field(default_factory=dict, metadata={"internal": True})
     """a hash of each overridden step's source (``clean``; set by the DataModule class)."""
-    eos: bool = True
-    """end every document with the end-of-text token. ``False`` packs documents without boundaries (``pack-without-eos``: refused unless ``enforce=False``; for experiments)."""
-    batch_format: BatchFormat = field(default="auto", metadata=SERVES)
+    batch_format: BatchFormat = field(default="auto", metadata=after("lock_timeout", SERVES))
     """the batches' form: ``"shifted"`` (``input_ids`` = block[:-1], ``labels`` = block[1:], for ``OrderedCausalLM``), ``"hf"`` (``input_ids`` = ``labels`` = block[:-1] and an all-ones ``attention_mask``: ``transformers`` causal LMs shift the labels themselves) or ``"auto"`` (``"hf"`` when the trainer's module is or wraps a ``transformers`` causal LM at ``setup``, else ``"shifted"``). The chosen one is recorded in the ledger's ``info["batch_format"]``; the prepared data does not depend on it."""
     document_attention: bool = field(default=False, metadata=SERVES)
     """keep packed documents apart: batches also hold ``position_ids`` that restart at 0 after each end-of-text id (a BOS there is position 0), which ``OrderedCausalLM`` turns into a block-diagonal causal mask and ``transformers`` models read as packed sequences (the ``"hf"`` form then has no ``attention_mask``; build the model with ``use_cache=False``). Recorded in the ledger's ``info["document_attention"]``; the prepared data does not depend on it."""
-    shard_validation: bool = field(default=True, metadata=SERVES)
-    """each data-parallel rank validates (and tests) on its own contiguous share of the validation blocks, none scored twice (a share one block shorter than the others ends with a padding block whose labels are all -100, so every rank runs as many steps); ``OrderedCausalLM`` reduces ``val_loss`` as a sum and a count, so it equals the 1-rank value. ``False``: every rank reads the whole split (for a model that logs a mean of rank means, see docs/lm.md). Recorded in the ledger's ``info["shard_validation"]``; the prepared data does not depend on it."""
-
     tokenizer: str | Any | None = field(
         default=None, metadata=shapes(value=lambda config: config.tokenizer_source_digest)
     )
@@ -139,6 +137,8 @@ class LMConfig(BaseDataConfig):
     """a weighted mixture instead of ``dataset``/``data_files``: a list of ``LMSource(path, weight, name=None, dataset="text", text_column=None)`` (YAML: a list of mappings with ``path`` and ``weight``) or a mapping path -> weight; the weights are held normalised (summing to 1: ``7, 3`` and ``0.7, 0.3`` are one mixture, one cache key). The sources are cleaned and deduplicated together, split by document, packed per source, and the train blocks drawn so each source's token share matches its weight (recorded in the ledger's ``pack`` record, ``mixture``); ``max_documents`` applies per source."""
     mixture_tolerance: float = field(default=0.01, metadata=SERVES)
     """with ``sources``: the most a source's realised share of the train tokens may stray from its weight (0.01: one percentage point) before the validator reports ``mixture-off-weight``."""
+    shard_validation: bool = field(default=True, metadata=SERVES)
+    """each data-parallel rank validates (and tests) on its own contiguous share of the validation blocks, none scored twice (a share one block shorter than the others ends with a padding block whose labels are all -100, so every rank runs as many steps); ``OrderedCausalLM`` reduces ``val_loss`` as a sum and a count, so it equals the 1-rank value. ``False``: every rank reads the whole split (for a model that logs a mean of rank means, see docs/lm.md). Recorded in the ledger's ``info["shard_validation"]``; the prepared data does not depend on it."""
 
     def validate(self) -> None:
         """The mixture's sources (before the shared checks: they replace ``dataset``), the shared checks (:meth:`BaseDataConfig.validate`), then the LM fields."""

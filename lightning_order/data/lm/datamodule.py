@@ -57,45 +57,6 @@ __all__ = [
 LM_BATCH_KEYS: tuple[str, ...] = ("input_ids", "labels")
 #: The keys of a ``batch_format="hf"`` batch: every LM batch key and the attention mask.
 HF_BATCH_KEYS: tuple[str, ...] = (*LM_BATCH_KEYS, "attention_mask")
-#: The constructor's positional order (the public contract; types, defaults and docs are LMConfig's).
-_POSITIONAL_ORDER: tuple[str, ...] = (
-    "dataset",
-    "data_files",
-    "text_column",
-    "val_fraction",
-    "seed",
-    "vocab_size",
-    "batch_size",
-    "num_workers",
-    "num_proc",
-    "cache_dir",
-    "order",
-    "enforce",
-    "block_size",
-    "tokenizer_file",
-    "pad_vocab_multiple",
-    "dedup_threshold",
-    "max_documents",
-    "dataset_config",
-    "load_split",
-    "input_hash",
-    "shuffle",
-    "eos",
-    "sample_by",
-    "eos_token",
-    "num_partitions",
-    "tokenizer_train_bytes",
-    "engine",
-    "ray_address",
-    "lock_timeout",
-    "batch_format",
-    "document_attention",
-    "tokenizer",
-    "bos_token",
-    "sources",
-    "mixture_tolerance",
-    "shard_validation",
-)
 
 
 def block_batch(
@@ -206,7 +167,7 @@ class OrderedLMDataModule(OrderedDataModuleBase):
     ``shard`` runs in ``setup`` on every rank. Reading :attr:`dims` prepares the data (or reads
     the cache), so the model is built from it: ``OrderedCausalLM(**dm.dims)``.
 
-    Example:
+    Examples:
         >>> dm = OrderedLMDataModule(max_documents=500, vocab_size=1024, block_size=64)  # doctest: +SKIP
         >>> model = OrderedCausalLM(**dm.dims)  # doctest: +SKIP
     """
@@ -214,10 +175,10 @@ class OrderedLMDataModule(OrderedDataModuleBase):
     pipeline_name: ClassVar[str] = NAME
     config: LMConfig
 
-    @config_constructor(LMConfig, _POSITIONAL_ORDER)
+    @config_constructor(LMConfig)  # the positional order is the fields' (data/engine/arguments.py)
     def __init__(self, arguments: dict[str, Any]) -> None:
         """Takes :class:`~lightning_order.data.lm.config.LMConfig`'s fields as keywords."""
-        self._configure(arguments, overrides=override_identity(type(self), OrderedLMDataModule, ("clean",)))
+        self.configure(arguments, overrides=override_identity(type(self), OrderedLMDataModule, ("clean",)))
         if self.config.sources is not None:  # plain data in checkpoints, which load with weights_only=True
             self.hparams["sources"] = [dataclasses.asdict(s) for s in self.config.source_list]
         self._doc_hashes: dict[str, np.ndarray] = {}
@@ -333,7 +294,7 @@ class OrderedLMDataModule(OrderedDataModuleBase):
         return self._doc_hashes.get(split)
 
     # -- setup and loaders (the template: OrderedDataModuleBase) ---------------------------
-    def _read_prepared(self, path: Path, ledger: StepLedger) -> DataState:
+    def read_prepared(self, path: Path, ledger: StepLedger) -> DataState:
         arrays = read_blocks(path)
         self._doc_hashes = {"train": arrays["train_doc_hashes"], "val": arrays["val_doc_hashes"]}
         pack = ledger.latest("pack")  # a mixture's record: shard draws the train blocks by weight from it
@@ -341,7 +302,7 @@ class OrderedLMDataModule(OrderedDataModuleBase):
         extra = {"mixture": mixture} if mixture else {}
         return DataState(parts={"train": arrays["train"], "val": arrays["val"]}, form="packed", extra=extra)
 
-    def _assign(self, state: DataState, ledger: StepLedger) -> None:
+    def assign(self, state: DataState, ledger: StepLedger) -> None:
         self._train, self._val = state.parts["train"], state.parts["val"]
 
     def setup(self, stage: str | None = None) -> None:
@@ -367,7 +328,7 @@ class OrderedLMDataModule(OrderedDataModuleBase):
             return str(self._batch_format["format"])
         return "shifted" if self.config.batch_format == "auto" else str(self.config.batch_format)
 
-    def _dataset(self, data: Any) -> BlockDataset:
+    def to_dataset(self, data: Any) -> BlockDataset:
         eos_id = self.eos_token_id if self.config.document_attention else None
         if isinstance(data, BlockView):
             return BlockDataset(data.blocks, data.rows(), self.batch_format, eos_id)
@@ -384,7 +345,7 @@ class OrderedLMDataModule(OrderedDataModuleBase):
             raise ValueError(f"blocks(split) takes 'train' or 'val' after setup(), got {split!r}")
         return np.asarray(found)
 
-    def _collate(self) -> Any:
+    def collate_fn(self) -> Any:
         return collate_blocks
 
     def val_dataloader(self) -> DataLoader:
@@ -405,9 +366,9 @@ class OrderedLMDataModule(OrderedDataModuleBase):
     def _eval_loader(self) -> DataLoader:
         if not self.config.shard_validation:
             return self._loader(self._val, False)
-        data = None if self._val is None else self._dataset(self._val)
+        data = None if self._val is None else self.to_dataset(self._val)
         # The data-parallel size and rank the shard step split the train blocks by (setup).
         parts, part = int(self.shard_info.get("world_size", 1)), int(self.shard_info.get("rank", 0))
         return make_share_loader(
-            data, self.batch_size, self.num_workers, self._collate(), parts, part, pad=True
+            data, self.batch_size, self.num_workers, self.collate_fn(), parts, part, pad=True
         )

@@ -56,18 +56,18 @@ def dedup(ctx: StepContext, state: DataState) -> StepResult:
         name: engine.map(
             tasks.dedup_bands,
             [
-                {
-                    "documents": docs,
-                    "partition": p,
-                    "part": LM_CODE_PARTS[name],
-                    "masks": folder / "masks",
-                    "bands": folder / "bands",
-                    "buckets": buckets,
-                    "threshold": cfg.dedup_threshold,
-                    "ngram": NGRAM,
-                    "num_perm": NUM_PERM,
-                    "seed": cfg.seed,
-                }
+                tasks.DedupItem(
+                    documents=docs,
+                    partition=p,
+                    part=LM_CODE_PARTS[name],
+                    masks=folder / "masks",
+                    bands=folder / "bands",
+                    buckets=buckets,
+                    threshold=cfg.dedup_threshold,
+                    ngram=NGRAM,
+                    num_perm=NUM_PERM,
+                    seed=cfg.seed,
+                )
                 for p in range(docs.count)
             ],
             weight=docs.text_bytes,

@@ -68,24 +68,24 @@ def encode(ctx: StepContext, state: DataState) -> StepResult:
     streams, stats, digests = {}, {"documents": 0, "eos_tokens": 0, "bos_tokens": 0}, []
     for name, docs in state.parts.items():
         items = [
-            {
-                "documents": docs,
-                "file": p,
-                "tokenizer": str(tokenizer_path),
-                "eos_id": eos_id,
-                "bos_id": bos_id,
-                "vocab_size": size,
-                "out": str(folder / name / f"part-{p:05d}.npy"),
-                "part": name,
-                "measure_loss": cfg.supplied_label is not None,  # a trained byte-level BPE loses nothing
-            }
+            tasks.EncodeItem(
+                documents=docs,
+                file=p,
+                tokenizer=str(tokenizer_path),
+                eos_id=eos_id,
+                bos_id=bos_id,
+                vocab_size=size,
+                out=str(folder / name / f"part-{p:05d}.npy"),
+                part=name,
+                measure_loss=cfg.supplied_label is not None,  # a trained byte-level BPE loses nothing
+            )
             for p in range(docs.count)
         ]
         results = engine_of(ctx).map(
             tasks.encode_partition, items, weight=docs.text_bytes, desc=f"encode {name}"
         )
         streams[name] = TokenFiles(
-            tuple(i["out"] for i in items),
+            tuple(i.out for i in items),
             tuple(r["tokens"] for r in results),
             sum(r["documents"] for r in results),
         )

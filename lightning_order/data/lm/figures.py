@@ -163,8 +163,8 @@ def lm_figures(ledger: StepLedger) -> list[tuple[str, str]]:
         rows.append(("end-of-text", "; ".join(parts)))
     blocks = _pair(pack, "train_blocks", "val_blocks")
     if blocks:
-        size = params.get("pack", {}).get("block_size")
-        rows.append(("blocks", blocks + (f" of {size} + 1 tokens" if size is not None else "")))
+        block_size = params.get("pack", {}).get("block_size")
+        rows.append(("blocks", blocks + (f" of {block_size} + 1 tokens" if block_size is not None else "")))
     dropped = _pair(pack, "train_dropped_tokens", "val_dropped_tokens")
     if dropped:
         rows.append(

@@ -100,9 +100,9 @@ def route_pairs(item: dict[str, Any]) -> int:
     Item keys: ``folder`` (the band bucket), ``out`` (the pairs folder), ``buckets`` (pair
     buckets), ``name`` (this band bucket's file name in each pair bucket).
     """
-    from lightning_order.data.lm.tasks import group_bucket
+    from lightning_order.data.lm.tasks import FolderItem, group_bucket
 
-    pairs = group_bucket({"folder": item["folder"]})
+    pairs = group_bucket(FolderItem(Path(item["folder"])))
     if not len(pairs):
         return 0
     route = (mix_hashes(pairs.view(np.uint64)) % np.uint64(int(item["buckets"]))).astype(np.int64)
@@ -126,7 +126,7 @@ def confirm_bucket(item: dict[str, Any]) -> dict[str, Any]:
     Returns:
         ``candidates`` (its distinct pairs), ``confirmed`` and ``across`` (those across parts).
     """
-    from lightning_order.data.lm.tasks import confirm_pairs
+    from lightning_order.data.lm.tasks import PairsItem, confirm_pairs
 
     folder = Path(item["folder"])
     arrays = [np.load(path) for path in sorted(folder.glob("*.npy"))] if folder.is_dir() else []
@@ -134,7 +134,7 @@ def confirm_bucket(item: dict[str, Any]) -> dict[str, Any]:
     found, keys = [], []
     for start in range(0, len(pairs), max(1, int(item["chunk"]))):
         chunk = pairs[start : start + int(item["chunk"])]
-        result = confirm_pairs({**item, "pairs": chunk})
+        result = confirm_pairs(PairsItem(chunk, item["parts"], item["threshold"], item["ngram"]))
         found.append(chunk[result["confirmed"]])
         keys.append(result["keys"][result["confirmed"]])
     confirmed = np.concatenate(found) if found else np.empty((0, 2), dtype=np.int64)

@@ -386,7 +386,7 @@ def mixture_record(
     sources: Sequence[LMSource],
     tokens: Mapping[str, Sequence[int]],
     blocks: Sequence[int],
-    width: int,
+    block_size: int,
     seed: int,
     tolerance: float,
 ) -> dict[str, Any]:
@@ -396,7 +396,7 @@ def mixture_record(
         sources: the mixture's sources (their weights normalised: :func:`normalise_sources`).
         tokens: split -> tokens encoded per source.
         blocks: train blocks packed per source.
-        width: tokens per block (``block_size + 1``).
+        block_size: the config's (a block holds ``block_size + 1`` tokens).
         seed: the draw's seed.
         tolerance: the most a realised share may stray from its weight (a fraction).
     """
@@ -409,7 +409,7 @@ def mixture_record(
         "tokens": {name: [int(t) for t in values] for name, values in tokens.items()},
         "train_blocks": [int(b) for b in blocks],
         "drawn_blocks": counts,
-        "drawn_tokens": [c * int(width) for c in counts],
+        "drawn_tokens": [c * (int(block_size) + 1) for c in counts],
         "shares": [c / drawn if drawn else 0.0 for c in counts],
         "seed": int(seed),
         "tolerance": float(tolerance),

@@ -43,7 +43,6 @@ __all__ = ["pack"]
 def pack(ctx: StepContext, state: DataState) -> StepResult:
     """Blocks of ``block_size + 1`` tokens per partition, then the partitions' tails in order (see the module); no padding."""
     cfg: LMConfig = ctx.config
-    width = cfg.block_size + 1
     eos_id = state.tokenizer.token_to_id(cfg.eos_token) if state.tokenizer is not None else None
     fp = fingerprint(ctx.fingerprint, LM_CODE_VERSION)
     folder = scratch(ctx, "pack")
@@ -59,25 +58,20 @@ def pack(ctx: StepContext, state: DataState) -> StepResult:
             )
         per = len(stream.paths) // sources
         groups = [range(s * per, (s + 1) * per) for s in range(sources)]
-        whole = [t // width for t in stream.tokens]
+        whole = [t // (cfg.block_size + 1) for t in stream.tokens]
         # at most the blocks packed: a tail's fragment is dropped only after a partition's whole
         # block, so with no whole block this is exactly the count, and otherwise it is not 0
-        if sum(whole) + sum(t % width for t in stream.tokens) // width == 0:
+        if sum(whole) + sum(t % (cfg.block_size + 1) for t in stream.tokens) // (cfg.block_size + 1) == 0:
             raise DataError(
                 f"block_size={cfg.block_size} cannot be filled: the {name} split holds {sum(stream.tokens)} tokens, "
-                f"fewer than one block of block_size + 1 = {width}; lower block_size, or use more documents (or a "
+                f"fewer than one block of block_size + 1 = {cfg.block_size + 1}; lower block_size, or use more documents (or a "
                 "larger val_fraction)",
                 step="pack",
             )
         out = folder / name / "blocks"
         out.mkdir(parents=True)
         items = [
-            {
-                "tokens": stream.paths[i],
-                "blocks": str(out / f"part-{i:05d}.npy"),
-                "width": width,
-                "eos_id": eos_id,
-            }
+            tasks.PackItem(str(stream.paths[i]), str(out / f"part-{i:05d}.npy"), cfg.block_size, eos_id)
             for i in range(len(stream.paths))
         ]
         packed = engine_of(ctx).map(tasks.pack_partition, items, desc=f"pack {name}")
@@ -96,15 +90,16 @@ def pack(ctx: StepContext, state: DataState) -> StepResult:
                 if len(tail) > lead:
                     joined.append(tail[lead:])
             tail = np.concatenate([np.empty(0, dtype=np.int32), *joined])
-            count = len(tail) // width
+            count = len(tail) // (cfg.block_size + 1)
+            end = count * (cfg.block_size + 1)  # where the tail's whole blocks end
             if count:
-                write_shard(out / f"tail-{s:03d}.npy", tail[: count * width].reshape(count, width))
+                write_shard(out / f"tail-{s:03d}.npy", tail[:end].reshape(count, -1))
                 shards.append((f"tail-{s:03d}.npy", count))
-                eos += int(np.count_nonzero(tail[: count * width] == eos_id)) if eos_id is not None else 0
-            dropped += int(len(tail) - count * width)
+                eos += int(np.count_nonzero(tail[:end] == eos_id)) if eos_id is not None else 0
+            dropped += int(len(tail) - end)
             group_rows.append(sum(whole[i] for i in g) + count)
-        write_index(out, shards, width)
-        blocks[name] = ShardedBlocks(out, shards, width)
+        write_index(out, shards)  # the blocks' width is read from the shards written: the data's own
+        blocks[name] = ShardedBlocks.open(out)
         stats[f"{name}_blocks"] = sum(group_rows)
         stats[f"{name}_dropped_tokens"] = dropped + fragments
         stats[f"{name}_fragment_tokens"] = fragments
@@ -112,12 +107,17 @@ def pack(ctx: StepContext, state: DataState) -> StepResult:
         if sources > 1:
             stats[f"{name}_source_blocks"] = group_rows
             stats[f"{name}_source_tokens"] = [sum(stream.tokens[i] for i in g) for g in groups]
-    train_tokens = len(blocks["train"]) * width if "train" in blocks else 0
+    train_tokens = len(blocks["train"]) * blocks["train"].width if "train" in blocks else 0
     stats["eos_rate"] = stats.get("train_eos_tokens", 0) / train_tokens if train_tokens else 0.0
     if sources > 1 and "train" in blocks:
         tokens = {name: stats[f"{name}_source_tokens"] for name in blocks}
         stats["mixture"] = mixture_record(
-            cfg.source_list, tokens, stats["train_source_blocks"], width, cfg.seed, cfg.mixture_tolerance
+            cfg.source_list,
+            tokens,
+            stats["train_source_blocks"],
+            cfg.block_size,
+            cfg.seed,
+            cfg.mixture_tolerance,
         )
     part_fps = {name: fingerprint(fp, name) for name in blocks}
     return StepResult(

@@ -1,10 +1,11 @@
 """What deduplication compares, defined once: words, n-gram shingles and their hashes, Jaccard, MinHash bands.
 
 The ``dedup`` step of the LM pipeline (:mod:`.deduplication`, on the rule of :mod:`.clusters`) removes duplicates from the whole
-cleaned corpus *before* the split, so no near-duplicate can land on both sides of it;
-:func:`~.clusters.straddling_pairs` counts, afterwards, the near-duplicate pairs that straddle
-a split (the tests' proof). The validator's ``dedup-after-split`` rule judges the recorded order
-(``dedup`` before ``split``), not pairs.
+cleaned corpus *before* the split, so no near-duplicate can land on both sides of it (the
+tests prove it with an in-memory reference of the same rule, ``tests/dedup_reference.py``; a
+``dedup`` run after the split counts the pairs it finds across it, ``straddling`` in its record).
+The validator's ``dedup-after-split`` rule judges the recorded order (``dedup`` before
+``split``), not pairs.
 
 Definitions (one place, used by every function here and by :mod:`.clusters`):
 
@@ -40,12 +41,10 @@ import xxhash
 
 from lightning_order.data.engine.keys import not_ascii, replace_rows
 from lightning_order.data.engine.long_texts import LONG_TEXT_CHARS, word_pieces
-from lightning_order.errors import DataError
 
 __all__ = [
     "Shingles",
     "arrow_words",
-    "check_params",
     "lsh_bands",
     "mix_hashes",
     "ngram_hashes",
@@ -55,7 +54,6 @@ __all__ = [
     "words",
 ]
 
-_STEP = "dedup"
 _MIX = np.uint64(0x9E3779B97F4A7C15)  # odd 64-bit multiplier (golden ratio) for the n-gram combine
 
 
@@ -136,21 +134,6 @@ def ngram_hashes(hashes: np.ndarray, ngram: int) -> np.ndarray:
             np.multiply(out, _MIX, out=out)
             np.add(out, hashes[k : total + k], out=out)
     return _finalise(out, in_place=True)
-
-
-def check_params(threshold: float, ngram: int, num_perm: int) -> None:
-    if not isinstance(threshold, (int, float)) or not 0.0 < float(threshold) <= 1.0:
-        raise DataError(
-            f"expected a Jaccard threshold in (0, 1], got {threshold!r}; 0.8 (the default) removes "
-            "documents that share 80 % of their word n-grams",
-            step=_STEP,
-        )
-    if not isinstance(ngram, int) or isinstance(ngram, bool) or ngram < 1:
-        raise DataError(f"expected ngram to be an integer >= 1, got {ngram!r}; 5 is the default", step=_STEP)
-    if not isinstance(num_perm, int) or isinstance(num_perm, bool) or num_perm < 2:
-        raise DataError(
-            f"expected num_perm to be an integer >= 2, got {num_perm!r}; 128 is the default", step=_STEP
-        )
 
 
 def lsh_bands(threshold: float, num_perm: int) -> int:

@@ -37,17 +37,7 @@ def split(ctx: StepContext, state: DataState) -> StepResult:
     sources = len(cfg.source_list) or 1  # a mixture: each source's files apart (mixture.py)
     mixed = {"sources": sources, "partitions": docs.count} if sources > 1 else {}
     files = docs.count * sources  # what pack checks: each source's files apart, as written here
-    items = [
-        {
-            "documents": docs,
-            "partition": p,
-            "val_fraction": cfg.val_fraction,
-            "seed": cfg.seed,
-            "out": out,
-            **mixed,
-        }
-        for p in range(docs.count)
-    ]
+    items = [tasks.SplitItem(docs, p, cfg.val_fraction, cfg.seed, out, **mixed) for p in range(docs.count)]
     results = engine_of(ctx).map(tasks.split_partition, items, weight=docs.text_bytes, desc="split")
     params = {"val_fraction": cfg.val_fraction, "seed": cfg.seed, "key": "document"}
     fp = fingerprint(ctx.fingerprint, LM_CODE_VERSION)

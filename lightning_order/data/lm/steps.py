@@ -1,7 +1,7 @@
 """The complete registry of the causal language-modelling steps, in the mandated order.
 
 ``load → clean → dedup → split → build_vocab → encode → pack`` run in ``prepare_data``, ``shard``
-in ``setup`` on every rank (DESIGN.md §1b, §1d). No step holds the corpus in memory: documents
+in ``setup`` on every rank (docs/lm.md; docs/scale.md). No step holds the corpus in memory: documents
 rest in Arrow files (:class:`~lightning_order.data.engine.partitions.DocumentSet`), each step
 hands per-partition work items (:mod:`.tasks`) to the engine (``ctx.engine``) and combines the
 small results in partition order. Memory is bounded by a partition, the tokenizer trainer's word

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import os
 import shutil
-from dataclasses import replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,14 @@ from lightning_order.errors import DataError
 
 __all__ = [
     "SAMPLE_SEED",
+    "CleanItem",
+    "DedupItem",
+    "EncodeItem",
+    "FolderItem",
+    "MergeItem",
+    "PackItem",
+    "PairsItem",
+    "SplitItem",
     "clean_chunk",
     "confirm_pairs",
     "dedup_bands",
@@ -72,15 +81,137 @@ def _keyed_table(texts: list[str]) -> pa.Table:
     return pa.table([pa.array(texts, pa.large_string()), hi, lo, own], schema=_SCHEMA)
 
 
-# -- the first pass: clean and partition ------------------------------------------------------------
-def clean_chunk(item: dict[str, Any]) -> dict[str, Any]:
-    """Cleans one chunk (or only keys it: ``clean=False``) and writes its rows to per-partition fragments.
+# -- the work items: what the driver sends, small and picklable (paths and counts, never rows) -----------
+@dataclass(frozen=True)
+class CleanItem:
+    """The work of :func:`clean_chunk`.
 
-    Item keys: ``source`` (``(reader, file)``: one :class:`~.documents.ChunkSource` and its
-    index in corpus order, or a :class:`DocumentSet` and which of its files: never the whole
-    chunk list, so an item's size does not grow with the corpus), ``out`` (the folder of fragments),
-    ``partitions``, ``clean`` (bool), ``eos_token``, ``hook`` (a user's picklable
-    ``clean(text) -> text``, or ``None``).
+    Attributes:
+        source: ``(reader, file)``: one :class:`~.documents.ChunkSource` and its index in corpus
+            order, or a :class:`DocumentSet` and which of its files (never the whole chunk list, so
+            an item's size does not grow with the corpus).
+        out: the folder of fragments.
+        partitions: the canonical partitions the rows are routed to.
+        clean: clean the rows (``False``: only key them).
+        eos_token: the end-of-text token cleaning removes.
+        hook: a user's picklable ``clean(text) -> text``, or ``None``.
+    """
+
+    source: tuple[Any, int]
+    out: Path
+    partitions: int
+    clean: bool
+    eos_token: str
+    hook: Callable[[str], str] | None = None
+
+
+@dataclass(frozen=True)
+class MergeItem:
+    """The work of :func:`merge_partition`: partition ``partition``'s fragments (the files of the folder
+    ``fragments``, read in name order: the item never lists them, so its size does not grow with the
+    chunk count), joined into the set's folder ``out``."""
+
+    partition: int
+    fragments: Path
+    out: Path
+
+
+@dataclass(frozen=True)
+class FolderItem:
+    """One folder: of a partition's intermediate files (:func:`remove_folder`), or a band bucket's (:func:`group_bucket`)."""
+
+    folder: Path
+
+
+@dataclass(frozen=True)
+class DedupItem:
+    """The work of :func:`dedup_bands`.
+
+    Attributes:
+        documents: the partitioned documents.
+        partition: which partition.
+        part: the part's index (for doc ids).
+        masks: the folder for the exact-duplicate mask.
+        bands: the bucket folder.
+        buckets: how many band buckets.
+        threshold, ngram, num_perm, seed: the MinHash parameters.
+    """
+
+    documents: DocumentSet
+    partition: int
+    part: int
+    masks: Path
+    bands: Path
+    buckets: int
+    threshold: float
+    ngram: int
+    num_perm: int
+    seed: int
+
+
+@dataclass(frozen=True)
+class PairsItem:
+    """The work of :func:`confirm_pairs`: ``pairs`` (``(n, 2)`` doc ids), ``parts`` (part index ->
+    DocumentSet, as before deduplication), ``threshold`` and ``ngram``."""
+
+    pairs: np.ndarray
+    parts: Mapping[int, DocumentSet]
+    threshold: float
+    ngram: int
+
+
+@dataclass(frozen=True)
+class SplitItem:
+    """The work of :func:`split_partition`.
+
+    Attributes:
+        documents: the partitioned documents.
+        partition: which partition.
+        val_fraction, seed: the split's.
+        out: part name -> folder.
+        sources: a mixture's source count (1: one source).
+        partitions: with several sources, the partition count (files are ``s·P + p``).
+    """
+
+    documents: DocumentSet
+    partition: int
+    val_fraction: float
+    seed: int
+    out: Mapping[str, Path]
+    sources: int = 1
+    partitions: int | None = None
+
+
+@dataclass(frozen=True)
+class EncodeItem:
+    """The work of :func:`encode_partition`.
+
+    Attributes:
+        documents: the split's documents.
+        file: which of its files.
+        tokenizer: a ``tokenizer.json`` path.
+        eos_id: the end-of-text id (``None``: none, a wrong order).
+        bos_id: the BOS id (``None``: no BOS).
+        vocab_size: the tokenizer's size (ids are checked against it).
+        out: the ``.npy`` path to write.
+        part: the split's name.
+        measure_loss: count the characters the tokenizer loses (a supplied one).
+    """
+
+    documents: DocumentSet
+    file: int
+    tokenizer: str
+    eos_id: int | None
+    bos_id: int | None
+    vocab_size: int
+    out: str
+    part: str
+    measure_loss: bool = False
+
+
+# -- the first pass: clean and partition ------------------------------------------------------------
+def clean_chunk(item: CleanItem) -> dict[str, Any]:
+    """Cleans one chunk (or only keys it: ``clean=False``) and writes its rows to per-partition fragments.
 
     Returns:
         ``rows_in``, ``rows``, ``dropped_empty``, ``dropped_null``, ``bom_stripped``,
@@ -89,7 +220,7 @@ def clean_chunk(item: dict[str, Any]) -> dict[str, Any]:
     """
     from lightning_order.data.lm.documents import CHUNK_ROWS, ChunkSource
 
-    reader, index = item["source"]
+    reader, index = item.source
     chunk = reader if isinstance(reader, ChunkSource) else None
     totals = dict.fromkeys(
         ("rows_in", "rows", "dropped_null", "dropped_empty", "bom_stripped", "text_bytes"), 0
@@ -102,7 +233,7 @@ def clean_chunk(item: dict[str, Any]) -> dict[str, Any]:
             for a in range(chunk.start, chunk.stop, CHUNK_ROWS)
         )
     origin = chunk.origin if chunk is not None else None
-    fragments = _Fragments(Path(item["out"]), f"f{index:06d}")
+    fragments = _Fragments(Path(item.out), f"f{index:06d}")
     try:
         for texts in batches:
             for key, value in _clean_batch(item, texts, fragments, origin).items():
@@ -150,7 +281,7 @@ class _Fragments:
 
 
 def _clean_batch(
-    item: dict[str, Any], texts: list[Any], fragments: _Fragments, origin: int | None
+    item: CleanItem, texts: list[Any], fragments: _Fragments, origin: int | None
 ) -> dict[str, int]:
     """One batch of :func:`clean_chunk`: cleaned, keyed, its rows appended to the fragment of their partition."""
     from lightning_order.data.lm.documents import clean_document
@@ -159,8 +290,8 @@ def _clean_batch(
     texts = [t for t in texts if t is not None]
     nulls = rows_in - len(texts)
     boms = _strip_byte_order_marks(texts)
-    if item["clean"]:
-        hook, eos = item.get("hook"), item["eos_token"]
+    if item.clean:
+        hook, eos = item.hook, item.eos_token
         for i, text in enumerate(texts):  # in place: one document's text is held once, raw or cleaned
             texts[i] = hook(text) if hook else clean_document(text, eos)
         _check_texts(texts, fragments.name)
@@ -171,7 +302,7 @@ def _clean_batch(
     del kept
     if origin is not None:  # a mixture: each document keeps its source's index
         table = table.append_column(SOURCE_COLUMN, pa.array(np.full(table.num_rows, origin, np.int32)))
-    count = int(item["partitions"])
+    count = int(item.partitions)
     partition = (table.column("key_lo").to_numpy() % np.uint64(count)).astype(np.int64)
     for p in np.unique(partition).tolist():
         fragments.write(p, table.filter(pa.array(partition == p)))
@@ -211,19 +342,14 @@ def _check_texts(texts: list[Any], where: str) -> None:
         )
 
 
-def merge_partition(item: dict[str, Any]) -> dict[str, Any]:
-    """Joins partition ``p``'s fragments, sorts them by key (the canonical order), writes ``part-p``.
-
-    Item keys: ``partition``, ``fragments`` (the folder of its fragments, read in name order:
-    the item never lists them, so its size does not grow with the chunk count), ``out`` (the
-    set's folder).
-    """
-    folder = Path(item["fragments"])
+def merge_partition(item: MergeItem) -> dict[str, Any]:
+    """Joins partition ``p``'s fragments, sorts them by key (the canonical order), writes ``part-p``."""
+    folder = Path(item.fragments)
     paths = sorted(folder.glob("*.arrow")) if folder.is_dir() else []
     tables = [read_table(Path(p)) for p in paths]
     table = pa.concat_tables(tables) if tables else _SCHEMA.empty_table()
     table = table.sort_by([(name, "ascending") for name in KEY_COLUMNS]).combine_chunks()
-    out = Path(item["out"]) / f"part-{int(item['partition']):05d}.arrow"
+    out = Path(item.out) / f"part-{int(item.partition):05d}.arrow"
     write_table(table, out)  # the fragments stay until every partition is merged: a retry finds them
     return {
         "rows": table.num_rows,
@@ -232,13 +358,13 @@ def merge_partition(item: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def remove_folder(item: dict[str, Any]) -> None:
-    """Removes one partition's folder of intermediate files (item key ``folder``), on a worker.
+def remove_folder(item: FolderItem) -> None:
+    """Removes one partition's folder of intermediate files, on a worker.
 
     Freeing a file's blocks is kernel work in proportion to its size: done where the work runs,
     not on the driver, whose share stays one item per partition.
     """
-    shutil.rmtree(item["folder"], ignore_errors=True)
+    shutil.rmtree(item.folder, ignore_errors=True)
 
 
 def _text_bytes(table: pa.Table) -> int:
@@ -248,44 +374,39 @@ def _text_bytes(table: pa.Table) -> int:
 
 
 # -- deduplication ---------------------------------------------------------------------------------
-def dedup_bands(item: dict[str, Any]) -> dict[str, Any]:
-    """Exact duplicates of one partition (a mask), then MinHash band keys of its kept rows, routed to buckets.
-
-    Item keys: ``documents`` (a DocumentSet), ``partition``, ``part`` (the part's index,
-    for doc ids), ``masks`` (the folder for the exact mask), ``bands`` (the bucket folder),
-    ``buckets``, ``threshold``, ``ngram``, ``num_perm``, ``seed``.
-    """
+def dedup_bands(item: DedupItem) -> dict[str, Any]:
+    """Exact duplicates of one partition (a mask), then MinHash band keys of its kept rows, routed to buckets."""
     from lightning_order.data.lm.clusters import band_keys, doc_ids
 
-    documents: DocumentSet = item["documents"]
-    p = int(item["partition"])
+    documents: DocumentSet = item.documents
+    p = int(item.partition)
     table = documents.read(p, ["text", "key_hi", "key_lo"])
     hi, lo = table.column("key_hi").to_numpy(), table.column("key_lo").to_numpy()
     keep = np.ones(table.num_rows, dtype=bool)
     if table.num_rows > 1:
         keep[1:] = (hi[1:] != hi[:-1]) | (lo[1:] != lo[:-1])  # sorted by key: a duplicate follows its first
-    mask_path = Path(item["masks"]) / f"exact-{item['part']}-{p:05d}.npy"
+    mask_path = Path(item.masks) / f"exact-{item.part}-{p:05d}.npy"
     mask_path.parent.mkdir(parents=True, exist_ok=True)
     save_array(mask_path, keep)
     rows = np.flatnonzero(keep)
     texts = table.column("text") if len(rows) == table.num_rows else table.column("text").take(pa.array(rows))
-    keys, docs, short = band_keys(texts, item["threshold"], item["ngram"], item["num_perm"], item["seed"])
-    docs = doc_ids(int(item["part"]), p, rows[docs])
-    buckets = int(item["buckets"])
+    keys, docs, short = band_keys(texts, item.threshold, item.ngram, item.num_perm, item.seed)
+    docs = doc_ids(int(item.part), p, rows[docs])
+    buckets = int(item.buckets)
     route = (keys % np.uint64(buckets)).astype(np.int64)
     for bucket in np.unique(route).tolist():
         chosen = route == bucket
-        path = Path(item["bands"]) / f"b{bucket:05d}" / f"{item['part']}-{p:05d}.npy"
+        path = Path(item.bands) / f"b{bucket:05d}" / f"{item.part}-{p:05d}.npy"
         path.parent.mkdir(parents=True, exist_ok=True)
         save_array(path, np.stack([keys[chosen], docs[chosen].view(np.uint64)], axis=1))
     return {"mask": str(mask_path), "exact_removed": int((~keep).sum()), "short": short}
 
 
-def group_bucket(item: dict[str, Any]) -> np.ndarray:
+def group_bucket(item: FolderItem) -> np.ndarray:
     """The candidate pairs of one bucket: documents sharing a band key (``(n, 2)`` int64, unique, ``a < b``)."""
     from lightning_order.data.lm.clusters import pairs_of_groups
 
-    folder = Path(item["folder"])
+    folder = Path(item.folder)
     arrays = [np.load(path) for path in sorted(folder.glob("*.npy"))] if folder.exists() else []
     if not arrays:
         return np.empty((0, 2), dtype=np.int64)
@@ -293,11 +414,8 @@ def group_bucket(item: dict[str, Any]) -> np.ndarray:
     return pairs_of_groups(both[:, 0], both[:, 1].view(np.int64))
 
 
-def confirm_pairs(item: dict[str, Any]) -> dict[str, Any]:
+def confirm_pairs(item: PairsItem) -> dict[str, Any]:
     """Each candidate pair's exact word n-gram Jaccard, read from the partitions; which reach the threshold.
-
-    Item keys: ``pairs`` (``(n, 2)`` doc ids), ``parts`` (part index -> DocumentSet, as before
-    deduplication), ``threshold``, ``ngram``.
 
     The documents are read one partition at a time (only their rows, copied out of the memory map,
     which is released before the next partition), each shingled as it is read.
@@ -309,8 +427,8 @@ def confirm_pairs(item: dict[str, Any]) -> dict[str, Any]:
     from lightning_order.data.lm.clusters import split_doc_ids
     from lightning_order.data.lm.shingles import shingle_set
 
-    pairs = np.asarray(item["pairs"], dtype=np.int64).reshape(-1, 2)
-    parts: dict[int, DocumentSet] = item["parts"]
+    pairs = np.asarray(item.pairs, dtype=np.int64).reshape(-1, 2)
+    parts: dict[int, DocumentSet] = item.parts
     docs = np.unique(pairs)  # sorted: the documents of one partition are neighbours
     part, partition, rows = split_doc_ids(docs)
     shingles: list[np.ndarray] = []
@@ -321,7 +439,7 @@ def confirm_pairs(item: dict[str, Any]) -> dict[str, Any]:
         table = read_table(path, ["text", "key_hi", "key_lo"]).take(pa.array(rows[start:stop]))
         doc_keys[start:stop, 0] = table.column("key_hi").to_numpy()
         doc_keys[start:stop, 1] = table.column("key_lo").to_numpy()
-        shingles.extend(shingle_set(text, item["ngram"]) for text in table.column("text").to_pylist())
+        shingles.extend(shingle_set(text, item.ngram) for text in table.column("text").to_pylist())
         del table
     index = np.searchsorted(docs, pairs)
     confirmed = np.zeros(len(pairs), dtype=bool)
@@ -329,35 +447,33 @@ def confirm_pairs(item: dict[str, Any]) -> dict[str, Any]:
         sa, sb = shingles[a], shingles[b]
         inter = len(np.intersect1d(sa, sb, assume_unique=True))
         union = len(sa) + len(sb) - inter
-        confirmed[i] = union > 0 and inter / union >= item["threshold"]
+        confirmed[i] = union > 0 and inter / union >= item.threshold
     return {"confirmed": confirmed, "keys": doc_keys[index]}
 
 
 # -- split, sample, encode, pack ---------------------------------------------------------------------
-def split_partition(item: dict[str, Any]) -> dict[str, Any]:
+def split_partition(item: SplitItem) -> dict[str, Any]:
     """Partition ``p``'s kept rows to train or validation by the seeded hash of their split key.
 
-    Item keys: ``documents``, ``partition``, ``val_fraction``, ``seed``, ``out`` (part -> folder),
-    ``sources`` (a mixture's source count; absent or 1: one source).
     Each part's file keeps the canonical order and gains ``doc_hash`` (the unseeded key hash). In a
     mixture of ``S`` sources over ``P`` partitions, source ``s``'s rows of partition ``p`` go to
     file ``s·P + p`` (each source's files together, so ``pack`` never joins two sources in a block).
     """
     from lightning_order.data.engine.keys import text_key_hashes
 
-    documents: DocumentSet = item["documents"]
-    p = int(item["partition"])
+    documents: DocumentSet = item.documents
+    p = int(item.partition)
     table = documents.read(p)
-    seeded, unseeded = text_key_hashes(table.column("text"), (int(item["seed"]), None))
-    flags = val_mask(seeded, float(item["val_fraction"]))
+    seeded, unseeded = text_key_hashes(table.column("text"), (int(item.seed), None))
+    flags = val_mask(seeded, float(item.val_fraction))
     table = table.append_column("doc_hash", pa.array(unseeded.view(np.int64)))
-    sources = int(item.get("sources") or 1)
+    sources = int(item.sources or 1)
     if sources > 1:
-        return split_by_source(table, flags, p, int(item["partitions"]), sources, item["out"])
+        return split_by_source(table, flags, p, int(item.partitions), sources, item.out)
     out = {}
     for name, chosen in (("train", ~flags), ("val", flags)):
         part = table.filter(pa.array(chosen))
-        write_table(part, Path(item["out"][name]) / f"part-{p:05d}.arrow")
+        write_table(part, Path(item.out[name]) / f"part-{p:05d}.arrow")
         out[name] = {"rows": part.num_rows, "text_bytes": _text_bytes(part), "digest": table_digest(part)}
     return out
 
@@ -385,34 +501,29 @@ def split_by_source(
     return out
 
 
-def encode_partition(item: dict[str, Any]) -> dict[str, Any]:
-    """Token ids of one file's documents, one end-of-text id after each, written as an int32 ``.npy``.
-
-    Item keys: ``documents``, ``file``, ``tokenizer`` (a ``tokenizer.json`` path), ``eos_id``
-    (``None``: no end-of-text, a wrong order), ``bos_id`` (``None``: no BOS), ``vocab_size``, ``out`` (the ``.npy`` path),
-    ``part``, ``measure_loss`` (count the characters the tokenizer loses: a supplied one).
-    """
+def encode_partition(item: EncodeItem) -> dict[str, Any]:
+    """Token ids of one file's documents, one end-of-text id after each, written as an int32 ``.npy``."""
     from tokenizers import Tokenizer
 
     from lightning_order.data.lm.blocks import encode_documents
 
-    documents: DocumentSet = item["documents"]
-    texts = documents.text_column(int(item["file"]))
-    tokenizer = Tokenizer.from_file(item["tokenizer"])
-    where = f"{item['part']} split, file {int(item['file'])}"
+    documents: DocumentSet = item.documents
+    texts = documents.text_column(int(item.file))
+    tokenizer = Tokenizer.from_file(item.tokenizer)
+    where = f"{item.part} split, file {int(item.file)}"
     stream = encode_documents(
         tokenizer,
         texts,
-        item["eos_id"],
+        item.eos_id,
         where=where,
-        bos_id=item.get("bos_id"),
-        vocab_size=item["vocab_size"],
-        measure_loss=bool(item.get("measure_loss")),
+        bos_id=item.bos_id,
+        vocab_size=item.vocab_size,
+        measure_loss=bool(item.measure_loss),
     )
-    out = Path(item["out"])
+    out = Path(item.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     save_array(out, stream.ids)
-    eos = int((stream.ids == item["eos_id"]).sum()) if item["eos_id"] is not None else 0
+    eos = int((stream.ids == item.eos_id).sum()) if item.eos_id is not None else 0
     return {
         "tokens": len(stream.ids),
         "documents": len(texts),
@@ -424,11 +535,25 @@ def encode_partition(item: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def pack_partition(item: dict[str, Any]) -> dict[str, Any]:
-    """Writes one file's whole blocks into a shard file of its own; returns its tail tokens.
+@dataclass(frozen=True)
+class PackItem:
+    """The work of :func:`pack_partition`: one file of token ids cut into blocks.
 
-    Item keys: ``tokens`` (the ``.npy``), ``blocks`` (the shard to write: nothing is written when
-    the file holds no whole block), ``width`` (``block_size + 1``), ``eos_id`` (``None``: none counted).
+    Attributes:
+        tokens: the ``.npy`` of the file's token ids.
+        blocks: the shard to write (nothing is written when the file holds no whole block).
+        block_size: the config's: blocks of ``block_size + 1`` tokens are cut.
+        eos_id: the end-of-text id (``None``: none counted).
+    """
+
+    tokens: str
+    blocks: str
+    block_size: int
+    eos_id: int | None
+
+
+def pack_partition(item: PackItem) -> dict[str, Any]:
+    """Writes one file's whole blocks (``block_size + 1`` tokens each) into a shard file of its own; returns its tail tokens.
 
     Returns:
         ``tail`` (the tokens after its last whole block, int32), ``lead`` (how many of them finish
@@ -436,20 +561,20 @@ def pack_partition(item: dict[str, Any]) -> dict[str, Any]:
         document, or holds no end-of-text), ``eos`` (the end-of-text ids in the blocks it wrote:
         counted here, so no process reads the blocks again) and ``rows``.
     """
-    ids = np.load(item["tokens"], mmap_mode="r")
-    width = int(item["width"])
-    eos_id = item.get("eos_id")
-    count = len(ids) // width
+    ids = np.load(item.tokens, mmap_mode="r")
+    eos_id = item.eos_id
+    count = len(ids) // (item.block_size + 1)
+    end = count * (item.block_size + 1)  # where the whole blocks end
     eos = 0
     if count:
-        whole = np.asarray(ids[: count * width])
+        whole = np.asarray(ids[:end])
         if eos_id is not None:
             eos = int(np.count_nonzero(whole == eos_id))
-        write_shard(item["blocks"], whole.reshape(count, width))  # a file of its own, renamed into place
+        write_shard(item.blocks, whole.reshape(count, -1))  # a file of its own, renamed into place
         del whole
-    tail = np.array(ids[count * width :], dtype=np.int32)
+    tail = np.array(ids[end:], dtype=np.int32)
     lead = 0
-    if count and eos_id is not None and len(tail) and int(ids[count * width - 1]) != eos_id:
+    if count and eos_id is not None and len(tail) and int(ids[end - 1]) != eos_id:
         ends = np.flatnonzero(tail == eos_id)
         lead = int(ends[0]) + 1 if len(ends) else 0  # none: a stream without end-of-text (eos=False)
     return {"tail": tail, "lead": lead, "eos": eos, "rows": count}

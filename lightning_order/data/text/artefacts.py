@@ -12,11 +12,11 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 
-from lightning_order.data.engine.cache import TEMP_MARKER
+from lightning_order.data.engine.preparation import write_manifest
 from lightning_order.data.engine.runner import DataState
-from lightning_order.data.engine.storage import file_records, storage_errors
+from lightning_order.data.engine.storage import storage_errors
 from lightning_order.errors import DataError
-from lightning_order.ledger import MANIFEST_NAME, StepLedger
+from lightning_order.ledger import StepLedger
 
 __all__ = ["read_state", "write_prepared"]
 
@@ -39,15 +39,12 @@ def write_prepared(folder: Path, state: DataState, ledger: StepLedger, dims: Map
             save_part(part, folder / name)
         state.tokenizer.save(str(folder / "tokenizer.json"))
         (folder / "statistics.json").write_text(json.dumps(state.statistics, indent=2, sort_keys=True))
-    files = file_records(folder, skip=(MANIFEST_NAME, TEMP_MARKER, "work"))
-    fps = {"manifest": ledger.fingerprint}
+    fps = {}
     for key, step in (("split", "split"), ("statistics", "fit_features"), ("vocab", "build_vocab")):
         fps[key] = record.output if (record := ledger.latest(step)) else ""
     sizes = {"vocab_size": state.tokenizer.get_vocab_size(), "num_classes": len(state.label_names)}
-    ledger.info.update(dims={**sizes, **dims}, label_names=list(state.label_names), data_fingerprints=fps)
-    ledger.info["files"] = files  # the manifest's checksum covers the list; is_complete verifies it
-    with storage_errors("save", folder):
-        ledger.save(folder)
+    # The manifest's checksum covers the list of files; is_complete verifies every one of them.
+    write_manifest(folder, ledger, {**sizes, **dims}, fps, label_names=list(state.label_names))
 
 
 def read_state(path: Path, ledger: StepLedger) -> DataState:

@@ -100,7 +100,7 @@ class OrderedDataModule(OrderedDataModuleBase):
     ``num_features``, ``num_classes``, ``max_length``) prepares the data, or reads the cached
     manifest, so a model can be built from the data's dimensions right after construction.
 
-    Example:
+    Examples:
         >>> dm = OrderedDataModule(demo_size=2000, vocab_size=500)  # doctest: +SKIP
         >>> model = MyModel(**dm.dims)  # doctest: +SKIP
     """
@@ -119,7 +119,7 @@ class OrderedDataModule(OrderedDataModuleBase):
         """Takes :class:`~lightning_order.data.text.config.DataConfig`'s fields (and ``pipeline``) as keywords."""
         # The generated __init__ saved the hyperparameters with logger=False: the requested
         # vocab_size (a target) would clash with the model's logged vocab_size (the size built).
-        self._configure(
+        self.configure(
             arguments,
             arguments["pipeline"],
             engineered_features=self.engineered_features,
@@ -195,10 +195,10 @@ class OrderedDataModule(OrderedDataModuleBase):
         hashes: np.ndarray = data.with_format("arrow")["key_hash"].to_numpy().astype(np.int64, copy=False)
         return hashes
 
-    def _read_prepared(self, path: Path, ledger: StepLedger) -> DataState:
+    def read_prepared(self, path: Path, ledger: StepLedger) -> DataState:
         return read_state(path, ledger)
 
-    def _assign(self, state: DataState, ledger: StepLedger) -> None:
+    def assign(self, state: DataState, ledger: StepLedger) -> None:
         stats = state.statistics
         # Statistics fitted after encode (per shard, a wrong order) are applied when batching.
         late = stats is not None and not state.standardised
@@ -207,8 +207,8 @@ class OrderedDataModule(OrderedDataModuleBase):
         self._train = state.parts["train"].with_format("torch", columns=list(BATCH_KEYS))
         self._val = state.parts["val"].with_format("torch", columns=list(BATCH_KEYS))
 
-    def _serve(self, train: Any) -> Any:
+    def serve(self, train: Any) -> Any:
         return train.with_format("torch", columns=list(BATCH_KEYS))
 
-    def _collate(self) -> Collate:
+    def collate_fn(self) -> Collate:
         return self._collate_rows

@@ -1,6 +1,6 @@
 """Step 3, ``engineer_features``: stateless per-row features, and the numeric columns' checks.
 
-Every feature here looks at one row only, so it may run before the split (DESIGN.md §1).
+Every feature here looks at one row only, so it may run before the split (docs/data.md, "The steps").
 Engineered features are appended after the configured numeric columns; together they are the
 model's ``features`` vector. Non-finite values are rejected here, row-wise, so a NaN in a
 validation row is caught as surely as one in a train row.

@@ -15,6 +15,8 @@ own ``DistributedSampler``), ``sampler-same-seed`` (``DistributedSampler(seed=0)
 ``tp-group-all-data`` (``ModelParallelStrategy`` dp 1 × tp 2, both ranks reading all rows: one
 tensor-parallel group reads the same batches by design). Item 9: ``stream-with`` /
 ``stream-without``: a stateful per-rank token stream with and without ``OrderValidator()``.
+#43 item 4: ``workers-each-read-all`` (two loader workers that each read every shard of the rank's
+share: ``rows-served-twice``) and ``workers-split`` (the shards split by ``get_worker_info()``).
 """
 
 from __future__ import annotations
@@ -31,7 +33,17 @@ import torch
 from helpers import quiet_trainer
 from nanogpt import VOCAB, BinData, TinyGPT, prepare
 from pytorch_lightning.strategies import ModelParallelStrategy
-from streams import FirstBatches, GetBatch, Rows, TinyModel, TokenStream, documents, stream_steps, token_array
+from streams import (
+    FirstBatches,
+    GetBatch,
+    Rows,
+    ShardStream,
+    TinyModel,
+    TokenStream,
+    documents,
+    stream_steps,
+    token_array,
+)
 from torch.utils.data import DataLoader, DistributedSampler
 
 from lightning_order import OrderedCausalLM, OrderedLMDataModule, OrderError, OrderValidator
@@ -54,7 +66,12 @@ class Loaders(pl.LightningDataModule):
     def train_dataloader(self) -> DataLoader:
         loader = self.loader
         if loader.sampler is None or isinstance(loader.dataset, torch.utils.data.IterableDataset):
-            return DataLoader(loader.dataset, batch_size=loader.batch_size, drop_last=loader.drop_last)
+            return DataLoader(
+                loader.dataset,
+                batch_size=loader.batch_size,
+                drop_last=loader.drop_last,
+                num_workers=loader.num_workers,
+            )
         return loader
 
 
@@ -72,6 +89,11 @@ def _sampler_same_seed(trainer) -> DataLoader:
     return DataLoader(rows, batch_size=BATCH, sampler=sampler)
 
 
+def _shards(trainer, split_workers: bool) -> DataLoader:
+    stream = ShardStream(split_workers=split_workers, rank=trainer.global_rank, world=trainer.world_size)
+    return DataLoader(stream, batch_size=BATCH, num_workers=2)
+
+
 CASES = {
     "sampler-seed-rank": (_sampler_seed_rank, {}),
     "sampler-same-seed": (_sampler_same_seed, {}),
@@ -85,6 +107,8 @@ CASES = {
         lambda t: DataLoader(GetBatch(token_array(), seed=1337 + t.global_rank), batch_size=None),
         {},
     ),
+    "workers-each-read-all": (lambda t: _shards(t, split_workers=False), {}),
+    "workers-split": (lambda t: _shards(t, split_workers=True), {}),
     "tp-group-all-data": (  # every rank all rows in one order: a DDP error, a tensor-parallel group's duty
         lambda t: DataLoader(Rows(), batch_size=BATCH),
         {"use_distributed_sampler": False},

@@ -106,3 +106,13 @@ def test_audit_of_a_folder_mixing_two_checkpoints_is_unreadable(
     shutil.copy(c / SHARDED_META, a / SHARDED_META)
     assert main(["audit", str(a)]) == AUDIT_UNREADABLE
     assert "was not written with the shards beside it" in capsys.readouterr().out
+
+
+def test_audit_help_names_every_kind_of_path_it_takes_checkpoints_included() -> None:
+    from lightning_order.cli.help import TOOLS
+    from lightning_order.cli.tools import tool_parser
+
+    text = " ".join(tool_parser("audit").format_help().split())
+    for kind in ("cache_dir root", "manifest.json", ".ckpt", "distributed checkpoint folder"):
+        assert kind in text, kind
+    assert "checkpoint" in TOOLS["audit"]

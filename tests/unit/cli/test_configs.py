@@ -15,7 +15,7 @@ import pytest
 import yaml
 from helpers import CONFIGS, ROOT
 
-from lightning_order.cli import descriptor_of_command, main
+from lightning_order.cli import main, spec_of_command
 from lightning_order.cli.tools import TOOLS
 
 pytestmark = pytest.mark.filterwarnings("ignore:LightningCLI's args parameter")
@@ -53,16 +53,16 @@ def test_config_opens_with_a_comment(config: Path) -> None:
 
 
 def test_the_command_line_names_its_pipeline() -> None:
-    assert descriptor_of_command(["--config", str(ROOT / "configs" / "demo.yaml")]).name == "standard"
+    assert spec_of_command(["--config", str(ROOT / "configs" / "demo.yaml")]).name == "standard"
     for config in CONFIGS:
         expected = "lm" if config.name.startswith("lm-") else "standard"
-        assert descriptor_of_command(["--config", str(config)]).name == expected, config.name
-    assert descriptor_of_command(["--model", "lightning_order.OrderedCausalLM"]).name == "lm"
+        assert spec_of_command(["--config", str(config)]).name == expected, config.name
+    assert spec_of_command(["--model", "lightning_order.OrderedCausalLM"]).name == "lm"
     assert (
-        descriptor_of_command(["--model.class_path=lightning_order.models.causal_lm.OrderedCausalLM"]).name
+        spec_of_command(["--model.class_path=lightning_order.models.causal_lm.OrderedCausalLM"]).name
         == "lm"
     )
-    assert descriptor_of_command([]).name == "standard"
+    assert spec_of_command([]).name == "standard"
 
 
 def test_a_linked_dim_set_in_the_config_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

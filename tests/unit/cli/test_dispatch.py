@@ -70,8 +70,8 @@ def _lightning_runs(monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
 
     seen: list[tuple] = []
 
-    def run(args, descriptor, *, prepare=False, prog):
-        seen.append((args, descriptor.name, prepare))
+    def run(args, spec, *, prepare=False, prog):
+        seen.append((args, spec.name, prepare))
 
     monkeypatch.setattr(lightning_order.cli.lightning, "run", run)
     return seen
@@ -197,3 +197,59 @@ def test_an_option_of_the_other_pipeline_names_the_pipeline_that_runs(capsys, co
     assert "this command runs the 'standard' pipeline (the default, as no model is named)" in err
     assert "--model lightning_order.OrderedCausalLM" in err
     assert "did you mean --data.vocab_size" not in err  # the option is right, the pipeline is not
+
+
+_USER_MODELS = '''
+import torch
+
+
+class GPT2(torch.nn.Module):
+    def __init__(self, vocab_size: int, padded_vocab_size: int, block_size: int, n_layer: int = 2):
+        super().__init__()
+
+
+class Tagger(torch.nn.Module):
+    def __init__(self, vocab_size: int, num_features: int, num_classes: int, max_length: int = 64):
+        super().__init__()
+
+
+class Other(torch.nn.Module):
+    def __init__(self, width: int = 3):
+        super().__init__()
+'''
+
+
+@pytest.mark.parametrize(("name", "pipeline"), [("GPT2", "lm"), ("Tagger", "standard"), ("Other", "standard")])
+def test_a_model_of_ones_own_runs_the_pipeline_whose_dims_it_takes(tmp_path, monkeypatch, name, pipeline):
+    """A LightningModule of one's own (a transformers wrapper) names no pipeline by its class: its
+    constructor does, by the dims it takes (the dims are linked into it from the data)."""
+    (tmp_path / "guide_user_models.py").write_text(_USER_MODELS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    argv = ["fit", "--model.class_path", f"guide_user_models.{name}"]
+    assert commands.spec_of_command(argv[1:]).name == pipeline
+
+
+_HF_WRAPPER = '''
+import pytorch_lightning as pl
+
+
+class GPT2(pl.LightningModule):
+    """A transformers wrapper's constructor: the LM dims, then options of its own."""
+
+    def __init__(self, vocab_size: int, padded_vocab_size: int, block_size: int, n_layer: int = 2):
+        super().__init__()
+'''
+
+
+def test_lightningcli_takes_a_model_of_ones_own_that_takes_the_dims(tmp_path, monkeypatch, capsys):
+    """``model.class_path`` may name any LightningModule whose constructor takes the pipeline's dims,
+    not only a subclass of the pipeline's own model (it was refused: 'not a subclass of OrderedCausalLM')."""
+    (tmp_path / "guide_hf_wrapper.py").write_text(_HF_WRAPPER)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    argv = ["fit", "--model.class_path", "guide_hf_wrapper.GPT2", "--model.init_args.n_layer", "3"]
+    with pytest.raises(SystemExit) as stop:  # --print_config prints and exits, as LightningCLI does
+        commands.main([*argv, "--data.block_size", "32", "--print_config"])
+    assert stop.value.code in (0, None)
+    printed = capsys.readouterr().out
+    assert "class_path: guide_hf_wrapper.GPT2" in printed and "n_layer: 3" in printed
+    assert "block_size: 32" in printed  # an option of the LM pipeline's data: that pipeline runs

@@ -64,7 +64,7 @@ def rules_of(violations):
 
 
 def test_standard_pipeline_order_is_the_mandated_one():
-    # The one place the mandated order is spelled out in the tests (DESIGN.md §1); the others read it.
+    # The one place the mandated order is spelled out in the tests (docs/data.md, "The steps"); the others read it.
     assert STANDARD_PIPELINE.order() == [
         "load",
         "clean",

@@ -1,4 +1,4 @@
-"""``lightning_order.pipelines``: one descriptor per pipeline, read by everything that must pick one.
+"""``lightning_order.pipelines``: one spec per pipeline, read by everything that must pick one.
 
 The bug this pins: ``lightning-order graph --manifest <an LM cache>`` drew the standard pipeline
 with two false ``missing-step`` edges while ``audit`` called the same folder correct. The keywords
@@ -24,7 +24,7 @@ from lightning_order import (
 )
 from lightning_order.cli import main
 from lightning_order.data.engine.config import BaseDataConfig
-from lightning_order.pipelines import PIPELINES, all_dims, descriptor_for
+from lightning_order.pipelines import PIPELINES, all_dims, spec_for
 
 SMALL_LM = {"max_documents": 200, "vocab_size": 300, "block_size": 16, "batch_size": 8}
 
@@ -37,27 +37,27 @@ def lm_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.parametrize("name", list(PIPELINES))
-def test_each_descriptor_names_classes_of_its_own_pipeline(name: str) -> None:
-    descriptor = PIPELINES[name]
-    datamodule, model = descriptor.datamodule_class(), descriptor.model_class()
-    assert datamodule.pipeline_name == name and datamodule.descriptor() is descriptor
-    assert issubclass(descriptor.config_class(), BaseDataConfig)
-    assert set(descriptor.dims) <= set(descriptor.config_class().__dataclass_fields__) | {
+def test_each_spec_names_classes_of_its_own_pipeline(name: str) -> None:
+    spec = PIPELINES[name]
+    datamodule, model = spec.datamodule_class(), spec.model_class()
+    assert datamodule.pipeline_name == name and datamodule.spec() is spec
+    assert issubclass(spec.config_class(), BaseDataConfig)
+    assert set(spec.dims) <= set(spec.config_class().__dataclass_fields__) | {
         "num_features",
         "num_classes",
         "padded_vocab_size",
     }
-    for dim in descriptor.dims:  # every dim the CLI links is a constructor argument of the model
+    for dim in spec.dims:  # every dim the CLI links is a constructor argument of the model
         assert dim in model.__init__.__code__.co_varnames, (model, dim)
-    assert descriptor_for(classes=[datamodule]) is descriptor
-    assert descriptor_for(classes=[model]) is descriptor
-    assert descriptor_for(pipeline=descriptor.pipeline) is descriptor
-    assert descriptor_for(name=name) is descriptor
+    assert spec_for(classes=[datamodule]) is spec
+    assert spec_for(classes=[model]) is spec
+    assert spec_for(pipeline=spec.pipeline) is spec
+    assert spec_for(name=name) is spec
 
 
-def test_the_manifest_names_its_pipeline_and_a_subclass_finds_its_descriptor() -> None:
-    assert descriptor_for(info={}).pipeline is STANDARD_PIPELINE  # classification caches before the key
-    assert descriptor_for(info={"pipeline": "lm"}).pipeline is LM_PIPELINE
+def test_the_manifest_names_its_pipeline_and_a_subclass_finds_its_spec() -> None:
+    assert spec_for(info={}).pipeline is STANDARD_PIPELINE  # classification caches before the key
+    assert spec_for(info={"pipeline": "lm"}).pipeline is LM_PIPELINE
 
     class MyLM(OrderedCausalLM):
         pass
@@ -65,9 +65,9 @@ def test_the_manifest_names_its_pipeline_and_a_subclass_finds_its_descriptor() -
     class MyData(OrderedDataModule):
         pass
 
-    assert descriptor_for(classes=[MyLM]).name == "lm" and descriptor_for(classes=[MyData]).name == "standard"
+    assert spec_for(classes=[MyLM]).name == "lm" and spec_for(classes=[MyData]).name == "standard"
     with pytest.raises(KeyError, match="standard, lm"):
-        descriptor_for(name="vision")
+        spec_for(name="vision")
 
 
 def test_dims_are_declared_once_per_pipeline() -> None:
@@ -108,9 +108,9 @@ def test_a_ledger_naming_no_pipeline_is_known_by_its_steps() -> None:
         standard.record(step)
     unknown.record("load")
     unknown.info["declared_steps"] = ["load", "tokenize_images"]
-    assert descriptor_for(ledger=lm).name == "lm"
-    assert descriptor_for(ledger=standard).name == "standard"
-    assert descriptor_for(ledger=unknown).name == "standard"  # no pipeline has them all: the default
+    assert spec_for(ledger=lm).name == "lm"
+    assert spec_for(ledger=standard).name == "standard"
+    assert spec_for(ledger=unknown).name == "standard"  # no pipeline has them all: the default
 
 
 @pytest.mark.parametrize(("pipeline", "recorded"), [(LM_PIPELINE, "lm"), (STANDARD_PIPELINE, None)])
@@ -125,4 +125,4 @@ def test_record_step_names_a_pipeline_other_than_the_default(
     data = Data()
     data.load()
     assert data.ledger.info.get("pipeline") == recorded
-    assert descriptor_for(ledger=data.ledger).pipeline is pipeline
+    assert spec_for(ledger=data.ledger).pipeline is pipeline

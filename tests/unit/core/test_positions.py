@@ -1,4 +1,4 @@
-"""``lightning_order.positions``: the global train order and the position in it (DESIGN.md §1e)."""
+"""``lightning_order.positions``: the global train order and the position in it (docs/architecture.md, "The train order and the position")."""
 
 from __future__ import annotations
 

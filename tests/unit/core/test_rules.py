@@ -18,7 +18,7 @@ from lightning_order.rules import RULES, Violation
 
 RULES_PY = Path(lightning_order.__file__).with_name("rules.py")
 
-# DESIGN.md §1: tests and users match on these codes; a code may be added, never renamed.
+# lightning_order/rules.py (RULES): tests and users match on these codes; a code may be added, never renamed.
 STABLE_CODES = [
     "missing-step",
     "out-of-order",

@@ -139,3 +139,14 @@ def test_register_admits_a_spec_and_refuses_a_taken_name_or_another_type():
 
 def test_the_files_every_cache_holds_are_the_specs():
     assert text_spec.TEXT_SPEC.files == lm_spec.LM_SPEC.files == ("train", "val", "tokenizer.json")
+
+
+def test_one_word_for_a_pipeline_spec():
+    """Issue #44: "descriptor" and "spec" named one thing; the package says "spec" (compat.py's
+    descriptor is Python's attribute protocol, another thing)."""
+    saying = [
+        str(path.relative_to(ROOT))
+        for path in sorted((ROOT / "lightning_order").rglob("*.py"))
+        if path.name != "compat.py" and "descriptor" in path.read_text().lower()
+    ]
+    assert saying == []

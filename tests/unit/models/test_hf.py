@@ -8,7 +8,7 @@ import torch
 from helpers import in_preloaded_process, start_preloaded
 
 from lightning_order import OrderedCausalLM
-from lightning_order.models.hf import hf_causal_lm, shifts_labels_itself
+from lightning_order.models.hf import hf_causal_lm
 
 transformers = pytest.importorskip("transformers")
 start_preloaded()  # its imports overlap the other tests
@@ -36,7 +36,7 @@ def test_the_model_itself_its_model_attribute_or_a_child_is_found(gpt2) -> None:
     assert hf_causal_lm(_Wrapper(gpt2)) is gpt2
     assert hf_causal_lm(_Wrapper(gpt2, "backbone")) is gpt2  # a direct child under any name
     mine = _MyGPT(transformers.GPT2Config(**CONFIG))
-    assert shifts_labels_itself(mine)  # a user's subclass is still a causal LM
+    assert hf_causal_lm(mine) is mine  # a user's subclass is still a causal LM
 
 
 def test_models_that_do_not_shift_labels_are_not_found() -> None:

@@ -213,3 +213,39 @@ def test_a_wrapper_dataset_is_put_back_itself_not_only_what_it_wraps() -> None:
     with untouched(wrapper):
         wrapper[0]
     assert wrapper[0] == _Wrapper()[0]
+
+
+class LaggingStateStream(torch.utils.data.IterableDataset):
+    """As ``datasets``' streaming ``IterableDataset``: ``load_state_dict`` sets where the next iteration
+    starts, but ``state_dict()`` answers the last iteration's state until a new iteration begins."""
+
+    def __init__(self, n: int = 10) -> None:
+        self.n, self.position, self.start = n, 0, 0
+
+    def __iter__(self):
+        self.position = self.start
+        while self.position < self.n:
+            self.position += 1
+            yield torch.tensor([self.position - 1])
+
+    def state_dict(self) -> dict[str, int]:
+        return {"position": self.position}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        self.start = state["position"]
+
+
+def test_a_stream_whose_state_dict_lags_is_put_back_at_its_start_after_two_reads() -> None:
+    stream = LaggingStateStream()
+    for _ in range(2):  # the second read saved the end of the stream before: training then saw nothing
+        with untouched(stream) as blocked:
+            assert blocked is None
+            assert len(list(stream)) == 10
+    assert [int(x) for x in stream] == list(range(10))
+    # A real iteration since the last put-back is what the next read saves and puts back.
+    iterator = iter(stream)
+    next(iterator), next(iterator)
+    stream.load_state_dict({"position": 2})
+    with untouched(stream):
+        list(stream)
+    assert [int(x) for x in stream] == list(range(2, 10))

@@ -1,4 +1,4 @@
-"""callbacks.validator.position: where a run stands, read off a Trainer (a fake one here: no fit needed)."""
+"""callbacks.validator.resume (the data position): where a run stands, read off a Trainer (a fake one here: no fit needed)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 from torch.utils.data import DataLoader
 
-from lightning_order.callbacks.validator.position import saved_position
+from lightning_order.callbacks.validator.resume import saved_position
 
 
 def _trainer(world: int, sampler_kwargs: dict | None, batches: int) -> SimpleNamespace:

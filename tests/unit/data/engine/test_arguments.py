@@ -10,17 +10,23 @@ from __future__ import annotations
 import ast
 import importlib.util
 import inspect
+import json
 import subprocess
 import sys
 import typing
-from dataclasses import MISSING, fields
+from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from lightning_order import OrderedDataModule, OrderedLMDataModule
-from lightning_order.data.engine.arguments import config_constructor, constructor_fields
+from lightning_order.data.engine.arguments import (
+    after,
+    config_constructor,
+    constructor_fields,
+    positional_order,
+)
 from lightning_order.data.engine.config import field_docs
 from lightning_order.data.lm.config import LMConfig
 from lightning_order.data.text.config import DataConfig
@@ -156,3 +162,39 @@ def test_mypy_sees_the_generated_keywords(tmp_path: Path) -> None:
     errors = [line for line in result.stdout.splitlines() if ": error:" in line]
     assert [line.split(":")[1] for line in errors] == ["4", "5"], result.stdout
     assert '"block_size"' in errors[0] and '"int"' in errors[0] and "blok_size" in errors[1]
+
+
+def test_the_lm_signature_is_main_s_names_kinds_defaults_and_types() -> None:
+    """Read from the fields now (issue #44 item 4), the signature is the one written out by hand before (the golden file)."""
+    golden = json.loads((ROOT / "tests" / "golden" / "lm_datamodule_signature.json").read_text())
+    now = [[p.name, p.kind.name, repr(p.default), str(p.annotation)] for p in _parameters(OrderedLMDataModule)]
+    assert now == golden
+
+
+def test_the_lm_positional_order_is_read_from_the_fields_not_written_out() -> None:
+    assert positional_order(LMConfig) == tuple(p.name for p in _parameters(OrderedLMDataModule))
+    source = (ROOT / "lightning_order" / "data" / "lm" / "datamodule.py").read_text()
+    assert "_POSITIONAL_ORDER" not in source and '"mixture_tolerance"' not in source
+
+
+def test_a_new_field_is_the_last_argument_and_after_places_one_where_it_says() -> None:
+    @dataclass(frozen=True)
+    class Wider(LMConfig):
+        window: int = field(default=3, kw_only=True)
+        stride: int = field(default=1, kw_only=True, metadata=after("seed"))
+        jump: int = field(default=2, kw_only=True)
+
+    order = positional_order(Wider)
+    assert order[-1] == "window", order  # a field declared last: no positional call changes meaning
+    assert order[order.index("seed") + 1 : order.index("seed") + 3] == ("stride", "jump")
+    assert positional_order(DataConfig, ("pipeline",))[-1] == "pipeline"
+
+
+def test_after_a_name_not_placed_yet_is_refused() -> None:
+    @dataclass(frozen=True)
+    class Broken(LMConfig):
+        early: int = field(default=0, kw_only=True, metadata=after("later"))
+        later: int = field(default=0, kw_only=True)
+
+    with pytest.raises(TypeError, match=r"after\('later'\) names no argument placed before it"):
+        positional_order(Broken)

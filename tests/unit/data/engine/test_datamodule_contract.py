@@ -38,7 +38,7 @@ from lightning_order import (
     OrderValidator,
     SymptomMonitor,
 )
-from lightning_order.cli import OrderCLI, descriptor_of_command
+from lightning_order.cli import OrderCLI, spec_of_command
 from lightning_order.data.engine.config import SERVING_FIELDS, BaseDataConfig, field_docs
 
 pytestmark = pytest.mark.filterwarnings("ignore:LightningCLI's args parameter")
@@ -104,7 +104,7 @@ def flavour(request: pytest.FixtureRequest) -> Flavour:
 @pytest.fixture(scope="module")
 def ready(flavour: Flavour, tmp_path_factory: pytest.TempPathFactory) -> Any:
     """A DataModule of ``flavour``, prepared and set up, in its own cache folder (shared by this module's tests)."""
-    dm = _make(flavour, tmp_path_factory.mktemp(f"cache-{flavour.datamodule.descriptor().name}"))
+    dm = _make(flavour, tmp_path_factory.mktemp(f"cache-{flavour.datamodule.spec().name}"))
     dm.prepare_data()
     dm.setup("fit")
     return dm
@@ -130,18 +130,18 @@ def test_the_shared_keywords_are_the_base_configs_fields() -> None:
         "val_fraction",
         "seed",
         "vocab_size",
-        "num_proc",
-        "dataset_config",
-        "load_split",
-        "input_hash",
         "batch_size",
         "num_workers",
-        "shuffle",
+        "num_proc",
         "cache_dir",
         "order",
         "enforce",
+        "dataset_config",
+        "load_split",
+        "input_hash",
+        "shuffle",
         "lock_timeout",
-    ]
+    ]  # declared in the order the LM DataModule takes them (its positional order is read from the fields)
     assert set(SERVING_FIELDS) <= set(SHARED) and not set(SERVING_FIELDS) & SHAPES_THE_DATA
 
 
@@ -150,7 +150,7 @@ def test_the_shared_keywords_are_the_base_configs_fields() -> None:
 def test_every_shared_keyword_is_a_documented_constructor_argument(datamodule: type, keyword: str) -> None:
     parameters = inspect.signature(datamodule).parameters
     assert keyword in parameters
-    docs = field_docs(datamodule.descriptor().config_class())
+    docs = field_docs(datamodule.spec().config_class())
     # The constructor's docstring (what --help shows) is made of the config fields' own docstrings.
     assert docs[keyword] and docs[keyword].split()[0] in datamodule.__doc__
     assert f"    {keyword}: " in datamodule.__doc__
@@ -298,24 +298,24 @@ def test_reading_dims_prepares_the_data(flavour: Flavour, tmp_path: Path) -> Non
     dm = _make(flavour, tmp_path)
     dims = dm.dims
     assert (dm.cache_path / "manifest.json").is_file()
-    model = dm.descriptor().model_class()(**dims)
-    for dim in dm.descriptor().dims:
+    model = dm.spec().model_class()(**dims)
+    for dim in dm.spec().dims:
         assert model.hparams[dim] == dims[dim]
 
 
 # -- what the model and the checks read ------------------------------------------------------------
 def test_dims_ledger_and_tokenizer(ready: Any) -> None:
-    descriptor = ready.descriptor()
+    spec = ready.spec()
     dims = ready.dims
-    assert set(dims) == set(descriptor.dims)
-    for dim in descriptor.dims:  # one read-only attribute per dim
+    assert set(dims) == set(spec.dims)
+    for dim in spec.dims:  # one read-only attribute per dim
         assert getattr(ready, dim) == dims[dim]
     assert dims["vocab_size"] == ready.tokenizer.get_vocab_size() <= ready.config.vocab_size
     assert ready.tokenizer is ready.tokenizer  # read from the cache once
-    data_steps = [s for s in descriptor.pipeline.order() if s in ready.order]
+    data_steps = [s for s in spec.pipeline.order() if s in ready.order]
     assert ready.ledger.steps() == data_steps  # after setup: shard too, on this rank
     assert ready.ledger.latest("shard").rank == 0
-    assert descriptor.pipeline.check(ready.ledger) == []
+    assert spec.pipeline.check(ready.ledger) == []
 
 
 def test_data_fingerprints(ready: Any) -> None:
@@ -447,16 +447,16 @@ def _write_csv(path: Path, rows: int = 200) -> Path:
 
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda p: p.name)
 def test_every_config_parses_and_instantiates(config: Path, tmp_path: Path) -> None:
-    descriptor = descriptor_of_command(["--config", str(config)])
-    args = ["--config", str(config), *SMALL_ARGS[descriptor.name]]
+    spec = spec_of_command(["--config", str(config)])
+    args = ["--config", str(config), *SMALL_ARGS[spec.name]]
     args += ["--data.cache_dir", str(tmp_path / "cache"), "--trainer.default_root_dir", str(tmp_path)]
     settings = yaml.safe_load(config.read_text())
     if settings["data"].get("dataset") == "csv":
         args += ["--data.data_files", str(_write_csv(tmp_path / "train.csv"))]
-    cli = OrderCLI(args=args, run=False, pipeline=descriptor)
-    assert type(cli.datamodule) is descriptor.datamodule_class()
-    assert type(cli.model) is descriptor.model_class()
-    for dim in descriptor.dims:  # linked from the data into the model
+    cli = OrderCLI(args=args, run=False, pipeline=spec)
+    assert type(cli.datamodule) is spec.datamodule_class()
+    assert type(cli.model) is spec.model_class()
+    for dim in spec.dims:  # linked from the data into the model
         assert cli.model.hparams[dim] == cli.datamodule.dims[dim]
     assert any(isinstance(cb, OrderValidator) for cb in cli.trainer.callbacks)
     assert any(isinstance(cb, SymptomMonitor) for cb in cli.trainer.callbacks)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from lightning_order import LM_PIPELINE, STANDARD_PIPELINE, DataError, Pipeline, Step
-from lightning_order.data.engine.registry import ROWS, StepRegistry
+from lightning_order.data.engine.registry import ROWS, StepRegistry, check_executable
 from lightning_order.data.lm.datamodule import LM_DATA_STEPS as DATAMODULE_LM_DATA_STEPS
 from lightning_order.data.lm.steps import LM_DATA_STEPS, LM_STEPS
 from lightning_order.data.text.steps import DATA_STEPS, STEPS
@@ -108,3 +108,21 @@ def test_a_step_of_your_own_registers_beside_the_pipeline_and_an_unbound_registr
     loose.register("b")(lambda ctx, state: None)
     loose.register("a")(lambda ctx, state: None)
     assert loose.data_steps() == ("b", "a")
+
+
+@pytest.mark.parametrize(
+    ("takes", "expected"),
+    [
+        (None, frozenset({None})),
+        ("encoded", frozenset({"encoded"})),
+        (["rows", "encoded"], frozenset({"rows", "encoded"})),
+    ],
+)
+def test_takes_is_one_form_none_or_several_and_always_read_as_a_set(takes, expected):
+    """A bare string was read as its letters (``None in "rows"`` raised a TypeError mid-check)."""
+    registry = StepRegistry()
+    registry.register("source", takes=None, makes="rows", reads="none")(lambda ctx, state: None)
+    registry.register("mine", takes=takes)(lambda ctx, state: None)
+    assert registry["mine"].takes == expected
+    problems = check_executable(["source", "mine"], registry, final="rows")
+    assert bool(problems) == ("rows" not in expected), problems

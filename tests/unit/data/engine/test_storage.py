@@ -21,7 +21,6 @@ from lightning_order import CacheWarning, OrderedDataModule
 from lightning_order.cli import main
 from lightning_order.data.engine import cache, storage
 from lightning_order.data.engine.storage import (
-    allocate_array,
     file_digest,
     file_records,
     replace_file,
@@ -225,22 +224,11 @@ def test_save_array_writes_numpys_bytes(tmp_path: Path) -> None:
         assert (tmp_path / "ours.npy").read_bytes() == (tmp_path / "numpys.npy").read_bytes()
 
 
-def test_allocate_array_reserves_the_blocks_and_reads_as_numpys_zeros(tmp_path: Path) -> None:
-    allocate_array(tmp_path / "blocks.npy", (5, 7), np.int32)
-    blocks = np.load(tmp_path / "blocks.npy", mmap_mode="r+")
-    assert blocks.shape == (5, 7) and blocks.dtype == np.int32 and not blocks.any()
-    assert os.stat(tmp_path / "blocks.npy").st_blocks * 512 >= 5 * 7 * 4  # not a sparse file
-
-
-@pytest.mark.parametrize("write", ["allocate_array", "save_array"])
-def test_a_full_disk_is_enospc_naming_the_file_and_no_file_is_left(tiny_disk: Path, write: str) -> None:
-    """numpy's sparse memory map died of SIGBUS on a full disk; its save said "N requested and M written"."""
+def test_a_full_disk_is_enospc_naming_the_file_and_no_file_is_left(tiny_disk: Path) -> None:
+    """numpy's save said "N requested and M written" on a full disk, naming no file."""
     path = tiny_disk / "big.npy"
     with pytest.raises(OSError) as info:
-        if write == "allocate_array":
-            allocate_array(path, (1024, 1024), np.int32)
-        else:
-            save_array(path, np.ones(1 << 20, np.int32))
+        save_array(path, np.ones(1 << 20, np.int32))
     assert info.value.errno == errno.ENOSPC and info.value.filename == str(path)
     assert not path.exists()
     error = storage_error(info.value, "pack", tiny_disk)

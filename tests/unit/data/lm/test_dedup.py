@@ -11,9 +11,9 @@ import random
 import numpy as np
 import pytest
 import xxhash
+from dedup_reference import DedupResult, deduplicate, straddling_pairs
 from helpers import exact_jaccard, word_grams
 
-from lightning_order.data.lm.clusters import DedupResult, deduplicate, straddling_pairs
 from lightning_order.data.lm.corpus import stdlib_corpus
 from lightning_order.errors import DataError
 

@@ -173,7 +173,7 @@ def test_one_large_row_group_is_cleaned_by_several_items_into_the_same_data(tmp_
     monkeypatch.setattr(file_ranges, "RANGE_BYTES", 4096)
     monkeypatch.setattr(file_ranges, "MIN_RANGE_BYTES", 4096)
     cleaned, clean = [], tasks.clean_chunk
-    monkeypatch.setattr(tasks, "clean_chunk", lambda item: cleaned.append(item["source"][0]) or clean(item))
+    monkeypatch.setattr(tasks, "clean_chunk", lambda item: cleaned.append(item.source[0]) or clean(item))
     sliced = _prepare(tmp_path, "workers", "parquet", path)
     text_bytes = sum(len(d.encode()) for d in docs)
     assert len(cleaned) >= text_bytes // 4096 // 2  # not one item: slices of about 4 KB of text

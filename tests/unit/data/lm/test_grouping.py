@@ -2,7 +2,7 @@
 
 :func:`~lightning_order.data.lm.grouping.connected_labels` against a union-find written here; a
 prepared corpus with clusters of near-duplicates across partitions against the in-memory rule
-(:func:`~lightning_order.data.lm.clusters.deduplicate`); no task returns a pair to the driver.
+(:func:`dedup_reference.deduplicate`); no task returns a pair to the driver.
 """
 
 from __future__ import annotations
@@ -13,11 +13,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from dedup_reference import deduplicate
 
 from lightning_order import OrderedLMDataModule
 from lightning_order.data.engine.engines import LocalEngine
 from lightning_order.data.lm import components, prepare
-from lightning_order.data.lm.clusters import deduplicate, doc_ids
+from lightning_order.data.lm.clusters import doc_ids
 from lightning_order.data.lm.corpus import stdlib_corpus
 from lightning_order.data.lm.documents import clean_document
 from lightning_order.data.lm.grouping import (

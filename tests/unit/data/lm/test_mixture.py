@@ -68,9 +68,9 @@ def test_the_validation_blocks_are_packed_per_source_too(mixed: OrderedLMDataMod
 
 
 def test_the_validator_finds_no_violation_in_a_mixture_at_its_weights(mixed: OrderedLMDataModule) -> None:
-    from lightning_order.pipelines import descriptor_for
+    from lightning_order.pipelines import spec_for
 
-    assert descriptor_for(ledger=mixed.ledger).check(mixed.ledger) == []
+    assert spec_for(ledger=mixed.ledger).check(mixed.ledger) == []
 
 
 def test_num_proc_1_and_2_prepare_the_same_mixture(
@@ -178,7 +178,7 @@ def test_audit_shows_the_mixture_and_judges_it(mixed: OrderedLMDataModule) -> No
 def test_a_yaml_list_of_sources_instantiates_through_the_cli(corpus: Path, tmp_path: Path) -> None:
     import yaml
 
-    from lightning_order.cli import OrderCLI, descriptor_of_command
+    from lightning_order.cli import OrderCLI, spec_of_command
 
     config = {
         "trainer": {"accelerator": "cpu", "devices": 1, "max_steps": 1, "default_root_dir": str(tmp_path)},
@@ -201,7 +201,7 @@ def test_a_yaml_list_of_sources_instantiates_through_the_cli(corpus: Path, tmp_p
     path = tmp_path / "mixture.yaml"
     path.write_text(yaml.safe_dump(config))
     cli = OrderCLI(
-        args=["--config", str(path)], run=False, pipeline=descriptor_of_command(["--config", str(path)])
+        args=["--config", str(path)], run=False, pipeline=spec_of_command(["--config", str(path)])
     )
     sources = cli.datamodule.config.sources
     assert [(s.name, s.weight) for s in sources] == [("web", 0.7), ("code", 0.3)]
@@ -218,14 +218,14 @@ def test_a_mixture_cleaned_again_after_the_split_is_refused_by_pack(corpus: Path
 
 
 def test_a_source_too_small_for_one_block_is_mixture_off_weight(tmp_path: Path) -> None:
-    from lightning_order.pipelines import descriptor_for
+    from lightning_order.pipelines import spec_for
 
     write_sources(tmp_path / "data")
     (tmp_path / "data" / "code" / "docs.txt").write_text("def f\n")  # 3 tokens and an end-of-text: no block
     dm = mixture_dm(tmp_path / "data", tmp_path / "cache")
     dm.setup("fit")
     assert dm.ledger.latest("pack").stats["mixture"]["drawn_blocks"][1] == 0
-    [violation] = descriptor_for(ledger=dm.ledger).check(dm.ledger)
+    [violation] = spec_for(ledger=dm.ledger).check(dm.ledger)
     assert violation.rule == "mixture-off-weight" and violation.details["sources"] == ["web", "code"]
     assert "source 'code': weight 30.00%, realised 0.00%" in violation.message
 

@@ -11,7 +11,7 @@ from tokenizers import Tokenizer, models
 
 from lightning_order.data.engine.engines import LocalEngine
 from lightning_order.data.engine.runner import DataState, StepContext
-from lightning_order.data.lm.block_shards import INDEX_NAME, ShardedBlocks
+from lightning_order.data.lm.block_shards import INDEX_NAME, ShardedBlocks, write_index, write_shard
 from lightning_order.data.lm.config import LMConfig
 from lightning_order.data.lm.encode import TokenFiles
 from lightning_order.data.lm.mixture import LMSource
@@ -114,6 +114,19 @@ def test_a_shard_that_is_not_what_the_index_says_is_a_data_error_naming_it(tmp_p
     (folder / INDEX_NAME).write_text("{}")
     with pytest.raises(DataError, match=r"index\.json"):
         ShardedBlocks.open(folder)
+
+
+def test_the_index_takes_its_width_from_the_shards_and_refuses_shards_of_two_widths(tmp_path):
+    """The block index's width is the shards' own (issue #44: the config's block_size never enters block_shards)."""
+    write_shard(tmp_path / "a.npy", np.zeros((3, 9), np.int32))
+    write_shard(tmp_path / "b.npy", np.zeros((2, 9), np.int32))
+    write_index(tmp_path, [("a.npy", 3), ("b.npy", 2)])
+    assert ShardedBlocks.open(tmp_path).shape == (5, 9)
+    write_shard(tmp_path / "c.npy", np.zeros((2, 5), np.int32))
+    with pytest.raises(DataError, match=r"not one n × width array .*widths \[5, 9\]"):
+        write_index(tmp_path, [("a.npy", 3), ("c.npy", 2)])
+    with pytest.raises(DataError, match=r"rows unlike the index: \['b.npy'\]"):
+        write_index(tmp_path, [("a.npy", 3), ("b.npy", 4)])
 
 
 @pytest.mark.parametrize("target", ["part-00000.npy", "index.json"])

@@ -16,12 +16,12 @@ from typing import ClassVar
 
 import numpy as np
 import pytest
+from dedup_reference import straddling_pairs
 
 from lightning_order import DataError, OrderedLMDataModule
 from lightning_order.data.engine import engines
 from lightning_order.data.lm import clusters, deduplication, file_ranges
 from lightning_order.data.lm.artefacts import read_blocks
-from lightning_order.data.lm.clusters import straddling_pairs
 from lightning_order.data.lm.corpus import stdlib_corpus
 from lightning_order.data.lm.vocab import sample_threshold
 

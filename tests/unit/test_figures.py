@@ -1,0 +1,60 @@
+"""Every figure the docs quote equals the one its benchmark generated (benchmarks/figures.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from helpers import load_benchmark
+
+figures = load_benchmark("figures")
+
+
+def test_every_quoted_figure_equals_its_generated_value() -> None:
+    found = figures.check()
+    assert len(found) >= 10, "the README and docs/lm.md quote the main jobs' figures through markers"
+    stale = [str(q) for q in found if q.stale]
+    assert not stale, "stale figures (re-run the benchmark, then python benchmarks/figures.py --write):\n" + "\n".join(stale)
+
+
+def test_every_results_file_says_how_it_was_made() -> None:
+    paths = sorted(figures.RESULTS.glob("*.json"))
+    assert paths
+    for path in paths:
+        result = json.loads(path.read_text())
+        assert {"command", "machine", "date", "figures"} <= set(result), path.name
+        assert result["command"].startswith("python benchmarks/"), path.name
+
+
+def _tree(tmp_path: Path, quoted: str) -> tuple[Path, Path]:
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "README.md").write_text(f"perplexity {quoted} after 716 steps\n")
+    (tmp_path / "docs" / "page.md").write_text("blocks: <!--fig lm_demo.train_blocks:,d-->2 876<!--/fig-->\n")
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "lm_demo.json").write_text(
+        json.dumps({"command": "c", "machine": "m", "date": "d", "figures": {"val_ppl": 82.8412, "train_blocks": 2876}})
+    )
+    return tmp_path, results
+
+
+def test_a_quote_that_differs_from_its_source_is_stale_and_rewritten(tmp_path: Path) -> None:
+    root, results = _tree(tmp_path, "<!--fig lm_demo.val_ppl:.2f-->83.74<!--/fig-->")
+    found = figures.check(root, results)
+    assert [(q.name, q.text, q.expected, q.stale) for q in found] == [
+        ("lm_demo.val_ppl", "83.74", "82.84", True),
+        ("lm_demo.train_blocks", "2 876", "2 876", False),  # a comma of the format is the docs' space
+    ]
+    assert "README.md:1" in str(found[0]) and "83.74" in str(found[0])
+
+    figures.write(root, results)
+    assert (root / "README.md").read_text() == "perplexity <!--fig lm_demo.val_ppl:.2f-->82.84<!--/fig--> after 716 steps\n"
+    assert not [q for q in figures.check(root, results) if q.stale]
+
+
+@pytest.mark.parametrize("name", ["lm_demo.nothing", "elsewhere.val_ppl"])
+def test_a_quote_of_no_generated_figure_is_reported(tmp_path: Path, name: str) -> None:
+    root, results = _tree(tmp_path, f"<!--fig {name}-->1<!--/fig-->")
+    quote = figures.check(root, results)[0]
+    assert quote.stale and quote.expected is None and "in no file of benchmarks/results/" in str(quote)
