@@ -73,7 +73,8 @@ def test_the_validator_gets_no_call_per_batch_and_the_monitor_two_a_step():
 
 def test_a_hook_a_subclass_implements_is_still_called():
     counting = _Counting()
-    assert skip_unused_batch_hooks(counting) == tuple(h for h in BATCH_HOOKS if h != "on_before_backward")
+    skipped = skip_unused_batch_hooks(counting)
+    assert "on_before_backward" not in skipped and "on_after_backward" in skipped
     _spans([counting], steps=3)
     assert counting.backward_calls == 3
 
