@@ -264,7 +264,9 @@ def declared_values(config: Any, names: Sequence[str], step: str = "") -> dict[s
     Raises:
         DataError: ``step`` declares a field the config does not have.
     """
-    meta = {f.name: f.metadata for f in fields(config)} if is_dataclass(config) else {}
+    meta: dict[str, Mapping[str, Any]] = (
+        {f.name: f.metadata for f in fields(config)} if is_dataclass(config) else {}
+    )
     out: dict[str, Any] = {}
     for name in names:
         if not hasattr(config, name):
@@ -273,7 +275,7 @@ def declared_values(config: Any, names: Sequence[str], step: str = "") -> dict[s
                 "have; declare the fields the step reads (StepSpec config=...)",
                 step=step or None,
             )
-        info = meta.get(name, {})
+        info: Mapping[str, Any] = meta.get(name, {})
         if "when" in info and not info["when"](config):
             continue
         out[name] = info["value"](config) if "value" in info else getattr(config, name)
