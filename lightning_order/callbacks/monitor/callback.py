@@ -27,6 +27,7 @@ from pytorch_lightning.callbacks.callback import Callback
 from pytorch_lightning.utilities.rank_zero import rank_zero_info
 from typing_extensions import override
 
+from lightning_order.callbacks.hooks import skip_unused_batch_hooks
 from lightning_order.callbacks.monitor.detection import (
     input_shift,
     rank_divergence,
@@ -122,6 +123,7 @@ class SymptomMonitor(Callback):
         self.verbose = verbose
         self.label_check_rows = label_check_rows
         self._key: str | None = None
+        skip_unused_batch_hooks(self)  # Lightning then dispatches two hooks a step to it, not six
 
         self._reset_run()
 

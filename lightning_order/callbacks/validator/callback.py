@@ -49,6 +49,7 @@ import pytorch_lightning as pl
 from pytorch_lightning.utilities.rank_zero import rank_zero_info, rank_zero_warn
 from typing_extensions import override
 
+from lightning_order.callbacks.hooks import resume_calling, skip_unused_batch_hooks, stop_calling
 from lightning_order.callbacks.validator.content import sampled_evidence
 from lightning_order.callbacks.validator.evidence import (
     data_dims,
@@ -90,6 +91,10 @@ from lightning_order.rules import Violation
 __all__ = ["OrderValidator"]
 
 log = logging.getLogger(__name__)
+
+
+#: The hooks that watch step 1 (skipped by Lightning once it is judged, until the next fit).
+_STEP_ONE_HOOKS = ("on_train_batch_start", "on_before_optimizer_step", "on_train_batch_end")
 
 
 class OrderValidator(Callback):
@@ -178,6 +183,8 @@ class OrderValidator(Callback):
         # What this run learnt in its hooks (this run's data, the checkpoint as it showed itself,
         # the checks done), for its later hooks; never saved.
         self._state = ValidatorState()
+        skip_unused_batch_hooks(self)  # its checks run before step 1: Lightning need not call it per batch
+        stop_calling(self, *_STEP_ONE_HOOKS)  # until a fit's start sets up the watch of its step 1
 
     @property
     def observed(self) -> Mapping[str, Any]:
@@ -413,6 +420,7 @@ class OrderValidator(Callback):
         self._step_one = StepOneWatch(
             list(result.facts.get("lm_sampled_guesses", ())), result.facts.get("lm_token_facts") or TokenFacts()
         )
+        resume_calling(self, *_STEP_ONE_HOOKS)  # this fit's step 1 is watched
         if trainer.state.fn != "fit":
             self._judge_step_one(trainer)  # no training step to watch
 
@@ -425,6 +433,7 @@ class OrderValidator(Callback):
         if watch.judged:
             return
         watch.judged = True
+        stop_calling(self, *_STEP_ONE_HOOKS)  # judged: Lightning need not call them on later batches
         observer, watch.observer = watch.observer, None
         verdict = Verdict([], frozenset())
         if observer is not None:

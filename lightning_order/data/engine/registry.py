@@ -8,7 +8,9 @@ kind and requirements, and the registry's data steps are read from it in its ord
 the data rather than about other steps (:class:`StepSpec`): the data forms it takes and makes,
 the state it ``provides`` (``"tokenizer"``; a step with ``partitions`` provides ``"parts"``) and
 the state it ``uses`` and the state it ``fits`` (learns from, so no later step may change it),
-whose outputs it ``consumes`` as recorded inputs. That is enough to judge
+whose outputs it ``consumes`` as recorded inputs, and the ``config`` fields it reads (the
+runner hashes exactly those into its fingerprint: :func:`~.runner.declared_fingerprint`). That is
+enough to judge
 an order the user asks for with ``enforce=False``: no step of the library names another step to
 say it must come first (the pipeline says that, once). ``needs`` and ``after`` (step names that
 must or, when present, must run first) remain for users' own steps; any step a registration
@@ -42,6 +44,14 @@ class StepSpec:
 
     ``takes`` is the set of data forms the step runs on; one form (``"rows"``) or ``None``
     (nothing loaded yet: a source step) may be given alone and is read as the set of it.
+
+    ``config`` names the config fields the step reads (what it does depends on no other field
+    that shapes the data); the runner hashes their values with the step's inputs into
+    ``StepContext.fingerprint``. ``output`` says what the step records as its output: a
+    fingerprint made from ``ctx.fingerprint`` (``"declared"``: a declared field changes it), or
+    a content fingerprint of what it made (``"content"``: a tokenizer's, statistics'; a declared
+    field changes it only by changing that content, and the validator compares it with the
+    object in use).
     """
 
     name: str
@@ -58,6 +68,8 @@ class StepSpec:
     writes_data: bool = False
     partitions: tuple[str, ...] = ()
     per_rank: bool = False
+    config: tuple[str, ...] = ()
+    output: Literal["declared", "content"] = "declared"
 
     def __post_init__(self) -> None:
         # One form (or None, for a source) is the set of it: a bare string would be read as its letters.

@@ -9,10 +9,10 @@ pipeline step name, together with what makes an order *executable*::
     from lightning_order.data.engine.runner import ROWS, StepResult
     from lightning_order.data.text.registry import STEPS
 
-    @STEPS.register("dedupe", takes=ROWS, reads="data", writes_data=True)
+    @STEPS.register("dedupe", takes=ROWS, reads="data", writes_data=True, config=("text_column",))
     def dedupe(ctx, state):
         data = state.data.filter(...)
-        return StepResult(replace(state, data=data), output=fingerprint("dedupe", ctx.inputs))
+        return StepResult(replace(state, data=data), output=ctx.fingerprint)
 
 The declaration (:class:`StepSpec`):
 
@@ -29,6 +29,13 @@ The declaration (:class:`StepSpec`):
   train part: recorded as ``fitted_on``) or ``"none"``; ``writes_data``: its output is the new
   data version that later steps read; ``partitions``: the parts it splits the data into.
 - ``per_rank``: it runs in ``setup`` on every rank; every step after it does too.
+- ``config``: the config fields it reads. The runner hashes their values (as the cache key
+  takes them: a file's content hash, not its path) with the step's name and recorded inputs
+  into ``ctx.fingerprint`` (:func:`declared_fingerprint`), which the step's output is made
+  from; so a field that shapes the data changes the fingerprints of exactly the steps that
+  declare it, and of the steps that consume theirs, and no step lists its parameters by hand.
+  ``output="content"``: the output is a content fingerprint of what the step made (a
+  tokenizer's), which a declared field changes by changing the content.
 
 :func:`check_executable` judges an order from these declarations alone; :func:`run_steps` runs
 an order, computing every step's recorded inputs from what actually ran; :func:`plan` is the same
@@ -45,7 +52,7 @@ from __future__ import annotations
 import shutil
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -67,6 +74,8 @@ __all__ = [
     "StepResult",
     "StepSpec",
     "check_executable",
+    "declared_fingerprint",
+    "declared_values",
     "map_kwargs",
     "plan",
     "resolve_order",
@@ -126,6 +135,8 @@ class StepContext:
         feature_names: the columns of the ``features`` vector.
         rank: this process's rank (``setup``) and ``world_size``.
         engine: where per-partition work runs (:mod:`.engines`); ``None``: this process.
+        fingerprint: the runner's hash of the step's name, recorded inputs and declared config
+            fields (:func:`declared_fingerprint`): what the step's output fingerprint is made from.
     """
 
     config: Any
@@ -137,6 +148,7 @@ class StepContext:
     rank: int = 0
     world_size: int = 1
     engine: Any = None
+    fingerprint: str = ""
 
 
 @dataclass(frozen=True)
@@ -236,9 +248,48 @@ def _lineage(spec: StepSpec, state: DataState, ledger: StepLedger) -> tuple[dict
     return inputs, fitted_on
 
 
+def declared_values(config: Any, names: Sequence[str], step: str = "") -> dict[str, Any]:
+    """The values of the config fields ``names`` as they shape the data (what the cache key takes).
+
+    A field declared with a value of its own (``shapes(value=...)``: the input files' identity, a
+    tokenizer's content hash) enters as that value, so an edited file changes it and a moved one
+    does not; one declared to shape the data only in some configs (``shapes(when=...)``) is left
+    out of the others, as the cache key leaves it out.
+
+    Args:
+        config: the pipeline's config (a dataclass, whose fields' metadata says how they enter).
+        names: the fields a step declares (:attr:`StepSpec.config`).
+        step: the step's name, for the error.
+
+    Raises:
+        DataError: ``step`` declares a field the config does not have.
+    """
+    meta: dict[str, Mapping[str, Any]] = (
+        {f.name: f.metadata for f in fields(config)} if is_dataclass(config) else {}
+    )
+    out: dict[str, Any] = {}
+    for name in names:
+        if not hasattr(config, name):
+            raise DataError(
+                f"step '{step}' declares the config field {name!r}, which {type(config).__name__} does not "
+                "have; declare the fields the step reads (StepSpec config=...)",
+                step=step or None,
+            )
+        info: Mapping[str, Any] = meta.get(name, {})
+        if "when" in info and not info["when"](config):
+            continue
+        out[name] = info["value"](config) if "value" in info else getattr(config, name)
+    return out
+
+
+def declared_fingerprint(spec: StepSpec, config: Any, inputs: Mapping[str, str]) -> str:
+    """What ``spec``'s step fingerprint is made from: its name, recorded inputs and declared config fields."""
+    return fingerprint("step", spec.name, dict(inputs), declared_values(config, spec.config, spec.name))
+
+
 def _placeholder(ctx: StepContext, state: DataState, spec: StepSpec) -> StepResult:
-    """A dry run's stand-in for a step body: a fingerprint of the inputs, and empty parts."""
-    output = fingerprint("plan", spec.name, dict(ctx.inputs))
+    """A dry run's stand-in for a step body: the declared fingerprint, and empty parts."""
+    output = fingerprint("plan", ctx.fingerprint)
     if not spec.partitions:
         return StepResult(state, output)
     parts = {name: fingerprint(output, name) for name in spec.partitions}
@@ -266,7 +317,8 @@ def run_steps(
     for name in order:
         spec = registry[name]
         inputs, fitted_on = _lineage(spec, state, ledger)
-        step_ctx = replace(ctx, inputs=inputs, fitted_on=fitted_on)
+        declared = declared_fingerprint(spec, ctx.config, inputs)
+        step_ctx = replace(ctx, inputs=inputs, fitted_on=fitted_on, fingerprint=declared)
         start = time.perf_counter()
         result = _placeholder(step_ctx, state, spec) if dry else _run_one(spec, step_ctx, state)
         # The step's own time (stats are never part of a fingerprint): the ledger's time breakdown.

@@ -64,5 +64,5 @@ def plan_shard(
         "global_batch": order.global_batch,
         "epoch_batches": order.epoch_batches,
     }
-    output = fingerprint(name, upstream, ctx.rank, ctx.world_size, params)
+    output = fingerprint(name, ctx.fingerprint or upstream, ctx.rank, ctx.world_size, params)
     return ShardPlan(order, output, params, stats)

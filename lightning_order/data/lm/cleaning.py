@@ -66,7 +66,7 @@ def partitioned(ctx: StepContext, source: Any, name: str, count: int) -> Documen
     return source if source.partitioned else partition(ctx, source, name, False, count)[0]
 
 
-@LM_STEPS.register("clean", takes=ROWS, reads="data", writes_data=True)
+@LM_STEPS.register("clean", takes=ROWS, reads="data", writes_data=True, config=("eos_token", "overrides"))
 def clean(ctx: StepContext, state: DataState) -> StepResult:
     """Cleans every document (:func:`~.documents.clean_document`), keys it and writes the canonical partitions.
 
@@ -88,7 +88,7 @@ def clean(ctx: StepContext, state: DataState) -> StepResult:
             f"whitespace, {stats['dropped_null']} null); check text_column",
             step="clean",
         )
-    fp = fingerprint("lm-clean", LM_CODE_VERSION, dict(ctx.inputs), digests)
+    fp = fingerprint(ctx.fingerprint, LM_CODE_VERSION, digests)
     if state.parts:
         part_fps = {name: fingerprint(fp, name) for name in cleaned}
         return StepResult(replace(state, parts=cleaned, part_fps=part_fps), fp, parts=part_fps, stats=stats)

@@ -38,7 +38,7 @@ __all__ = ["PAIRS_PER_TASK", "dedup"]
 PAIRS_PER_TASK = 20_000
 
 
-@LM_STEPS.register("dedup", takes=ROWS, reads="data", writes_data=True)
+@LM_STEPS.register("dedup", takes=ROWS, reads="data", writes_data=True, config=("dedup_threshold", "seed"))
 def dedup(ctx: StepContext, state: DataState) -> StepResult:
     """Removes exact and near-duplicates (``dedup_threshold``) from the whole corpus, across partitions.
 
@@ -111,7 +111,7 @@ def dedup(ctx: StepContext, state: DataState) -> StepResult:
         "short_documents": sum(r["short"] for results in first.values() for r in results),
     }
     # The removed documents' multiset hash (grouping.removed_digest), not their list: K-independent.
-    fp = fingerprint("lm-dedup", LM_CODE_VERSION, dict(ctx.inputs), params, grouped["removed"])
+    fp = fingerprint(ctx.fingerprint, LM_CODE_VERSION, params, grouped["removed"])
     if not state.parts:
         if stats["rows"] == 0:
             raise DataError("no document is left after deduplication", step="dedup")

@@ -51,6 +51,7 @@ def _encode_loss(cfg: LMConfig, name: str, results: list[dict], documents: int) 
     uses=("parts", "tokenizer"),
     consumes=("build_vocab",),
     reads="data",
+    config=("eos", "eos_token", "tokenizer_file", "tokenizer"),
 )
 def encode(ctx: StepContext, state: DataState) -> StepResult:
     """Token ids per partition, exactly one end-of-text id after each document (``eos=False``: none, a wrong order)."""
@@ -94,9 +95,7 @@ def encode(ctx: StepContext, state: DataState) -> StepResult:
         stats["bos_tokens"] += streams[name].documents if bos_id is not None else 0
         stats.update(_encode_loss(cfg, name, results, streams[name].documents))
         digests.append([r["digest"] for r in results])
-    fp = fingerprint(
-        "lm-encode", LM_CODE_VERSION, dict(ctx.inputs), cfg.eos, bos_token, dict(state.part_fps), digests
-    )
+    fp = fingerprint(ctx.fingerprint, LM_CODE_VERSION, bos_token, dict(state.part_fps), digests)
     part_fps = {name: fingerprint(fp, name) for name in streams}
     return StepResult(
         replace(

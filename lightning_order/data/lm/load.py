@@ -19,7 +19,24 @@ from lightning_order.ledger import fingerprint
 __all__ = ["load"]
 
 
-@LM_STEPS.register("load", takes=frozenset({None}), makes="rows", reads="none", writes_data=True)
+@LM_STEPS.register(
+    "load",
+    takes=frozenset({None}),
+    makes="rows",
+    reads="none",
+    writes_data=True,
+    config=(
+        "dataset",
+        "data_files",
+        "dataset_config",
+        "load_split",
+        "text_column",
+        "max_documents",
+        "sample_by",
+        "sources",
+        "num_partitions",
+    ),
+)
 def load(ctx: StepContext, state: DataState) -> StepResult:
     """Reads the documents (the standard library's documentation, or ``text_column`` of a dataset) as chunks."""
     from lightning_order.data.lm.documents import read_input
@@ -32,7 +49,8 @@ def load(ctx: StepContext, state: DataState) -> StepResult:
     count = partition_count(chunks.text_bytes, cfg.num_partitions)
     getattr(engine, "start", lambda weight: None)(chunks.text_bytes)  # workers forked before any thread pool
     corpus = info.get("corpus") or fingerprint("files", cfg.mixture_identity or cfg.input_identity)
-    fp = fingerprint("lm-load", LM_CODE_VERSION, cfg.load_identity(), corpus)
+    # the built-in corpus is no field: its identity (Python build, module source) enters here
+    fp = fingerprint(ctx.fingerprint, LM_CODE_VERSION, cfg.load_identity().get("stdlib_corpus"), corpus)
     return StepResult(
         replace(state, data=chunks, extra={**state.extra, "partitions": count}),
         fp,

@@ -38,12 +38,13 @@ __all__ = ["pack"]
     consumes=("encode",),
     reads="none",
     writes_data=True,
+    config=("block_size", "eos_token", "sources", "seed"),
 )
 def pack(ctx: StepContext, state: DataState) -> StepResult:
     """Blocks of ``block_size + 1`` tokens per partition, then the partitions' tails in order (see the module); no padding."""
     cfg: LMConfig = ctx.config
     eos_id = state.tokenizer.token_to_id(cfg.eos_token) if state.tokenizer is not None else None
-    fp = fingerprint("lm-pack", LM_CODE_VERSION, dict(ctx.inputs), cfg.block_size)
+    fp = fingerprint(ctx.fingerprint, LM_CODE_VERSION)
     folder = scratch(ctx, "pack")
     blocks, stats = {}, {}
     sources = len(cfg.source_list) or 1

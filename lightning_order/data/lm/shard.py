@@ -62,6 +62,7 @@ class BlockView:
     reads="none",
     writes_data=True,
     per_rank=True,
+    config=("batch_size", "seed", "shuffle", "mixture_tolerance"),
 )
 def shard(ctx: StepContext, state: DataState) -> StepResult:
     """(In ``setup``, on every rank) this rank's part of every global batch of the global block order.

@@ -21,7 +21,14 @@ from lightning_order.ledger import fingerprint
 __all__ = ["split"]
 
 
-@LM_STEPS.register("split", takes=ROWS, reads="data", writes_data=True, partitions=("train", "val"))
+@LM_STEPS.register(
+    "split",
+    takes=ROWS,
+    reads="data",
+    writes_data=True,
+    partitions=("train", "val"),
+    config=("val_fraction", "seed", "sources"),
+)
 def split(ctx: StepContext, state: DataState) -> StepResult:
     """Train/validation by the seeded hash of each document's word sequence (stable as the corpus grows)."""
     cfg: LMConfig = ctx.config
@@ -33,7 +40,7 @@ def split(ctx: StepContext, state: DataState) -> StepResult:
     items = [tasks.SplitItem(docs, p, cfg.val_fraction, cfg.seed, out, **mixed) for p in range(docs.count)]
     results = engine_of(ctx).map(tasks.split_partition, items, weight=docs.text_bytes, desc="split")
     params = {"val_fraction": cfg.val_fraction, "seed": cfg.seed, "key": "document"}
-    fp = fingerprint("lm-split", LM_CODE_VERSION, dict(ctx.inputs), params)
+    fp = fingerprint(ctx.fingerprint, LM_CODE_VERSION)
     parts, part_fps, stats = {}, {}, {}
     for name in ("train", "val"):
         rows = sum(r[name]["rows"] for r in results)

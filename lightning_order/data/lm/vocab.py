@@ -188,7 +188,23 @@ def hf_special_tokens(cfg: LMConfig, tokenizer: Any, bos_token: str | None) -> d
     return found
 
 
-@LM_STEPS.register("build_vocab", takes=ROWS, provides=("tokenizer",), consumes=("clean",), reads="train")
+@LM_STEPS.register(
+    "build_vocab",
+    takes=ROWS,
+    provides=("tokenizer",),
+    consumes=("clean",),
+    reads="train",
+    config=(
+        "vocab_size",
+        "tokenizer_file",
+        "tokenizer",
+        "eos_token",
+        "bos_token",
+        "pad_vocab_multiple",
+        "tokenizer_train_bytes",
+    ),
+    output="content",  # the tokenizer's fingerprint: the validator compares it with the one in use
+)
 def build_vocab(ctx: StepContext, state: DataState) -> StepResult:
     """Trains the byte-level BPE on a hash-sample of the train documents, or reads ``tokenizer_file``."""
     cfg: LMConfig = ctx.config

@@ -100,13 +100,15 @@ class CleanTable:
         return table if keep.all() else table.filter(pa.array(keep))
 
 
-@STEPS.register("clean", takes=ROWS, reads="data", writes_data=True)
+@STEPS.register(
+    "clean", takes=ROWS, reads="data", writes_data=True, config=("text_column", "lowercase", "overrides")
+)
 def clean(ctx: StepContext, state: DataState) -> StepResult:
     """Step 2: cleans every row (``ctx.hooks["clean"]`` when the owner overrides it) and drops empty ones."""
     from lightning_order.data.engine.tables import apply_tables  # datasets: imported when data is cleaned
 
     cfg: DataConfig = ctx.config
-    fp = fingerprint("clean", CODE_VERSION, dict(ctx.inputs), cfg.lowercase, dict(cfg.overrides))
+    fp = fingerprint(ctx.fingerprint, CODE_VERSION)
     before = state.rows()
     if ctx.hooks.get("clean") is not None:
         state = apply_rowwise(cfg, state, fp, ctx.hooks["clean"])

@@ -197,6 +197,7 @@ def _fixed(matrix: np.ndarray) -> pa.FixedSizeListArray:
     uses=("parts", "tokenizer"),
     consumes=("fit_features", "build_vocab"),
     reads="none",
+    config=("text_column", "group_column", "label_column", "numeric_columns", "max_length"),
 )
 def encode(ctx: StepContext, state: DataState) -> StepResult:
     """Step 7: encodes every part; features are standardised when statistics were fitted before."""
@@ -217,7 +218,7 @@ def encode(ctx: StepContext, state: DataState) -> StepResult:
         std=None if stats is None else stats["std"],
     )
     encoder.carried = state.lineage[0] == "split"
-    fp = fingerprint("encode", CODE_VERSION, dict(ctx.inputs), cfg.max_length, dict(state.part_fps))
+    fp = fingerprint(ctx.fingerprint, CODE_VERSION, dict(state.part_fps))
     schema = encoded_features(cfg.max_length, len(names))
     part_fps, encoded = {}, {}
     for name, part in state.parts.items():

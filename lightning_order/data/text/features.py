@@ -236,13 +236,20 @@ def _arrow_matrix(column: Any, width: int) -> np.ndarray:
     return np.asarray(flat.to_numpy(), dtype=np.float64).reshape(-1, width)
 
 
-@STEPS.register("engineer_features", takes=ROWS, provides=("features",), reads="data", writes_data=True)
+@STEPS.register(
+    "engineer_features",
+    takes=ROWS,
+    provides=("features",),
+    reads="data",
+    writes_data=True,
+    config=("text_column", "numeric_columns", "engineered_features", "overrides"),
+)
 def engineer_features(ctx: StepContext, state: DataState) -> StepResult:
     """Step 3: adds the engineered columns to every row (``ctx.hooks["engineer_features"]`` if overridden)."""
     from lightning_order.data.engine.tables import apply_tables
 
     cfg: DataConfig = ctx.config
-    fp = fingerprint("engineer_features", CODE_VERSION, dict(ctx.inputs), list(cfg.engineered_features))
+    fp = fingerprint(ctx.fingerprint, CODE_VERSION)
     function = ctx.hooks.get("engineer_features")
     if function is None and _vectorisable(state, cfg):
         state = apply_tables(
@@ -263,7 +270,14 @@ def engineer_features(ctx: StepContext, state: DataState) -> StepResult:
 
 # Runs on raw rows (before encode) or on this rank's encoded shard (after shard, in setup: the
 # deliberately wrong order); never on encoded data that is not yet sharded.
-@STEPS.register("fit_features", takes=frozenset({"rows", "shard"}), fits=("features",), reads="train")
+@STEPS.register(
+    "fit_features",
+    takes=frozenset({"rows", "shard"}),
+    fits=("features",),
+    reads="train",
+    config=("numeric_columns", "engineered_features"),
+    output="content",  # the statistics' fingerprint: ranks and a resumed run compare it
+)
 def fit_features(ctx: StepContext, state: DataState) -> StepResult:
     """Step 5: fits the features' mean and standard deviation on the data it is given (the train split)."""
     cfg: DataConfig = ctx.config

@@ -29,7 +29,26 @@ if TYPE_CHECKING:  # datasets is imported when rows are loaded (a cache hit need
 __all__ = ["load"]
 
 
-@STEPS.register("load", takes=frozenset({None}), makes="rows", reads="none", writes_data=True)
+@STEPS.register(
+    "load",
+    takes=frozenset({None}),
+    makes="rows",
+    reads="none",
+    writes_data=True,
+    config=(
+        "dataset",
+        "data_files",
+        "dataset_config",
+        "load_split",
+        "demo_size",
+        "demo_sources",
+        "demo_seed",
+        "text_column",
+        "label_column",
+        "numeric_columns",
+        "group_column",
+    ),
+)
 def load(ctx: StepContext, state: DataState) -> StepResult:
     """Reads the configured rows and checks their columns."""
     cfg: DataConfig = ctx.config
@@ -72,7 +91,7 @@ def load(ctx: StepContext, state: DataState) -> StepResult:
             step="load",
             column=cfg.label_column,
         )
-    fp = fingerprint("load", CODE_VERSION, cfg.dataset, cfg.load_identity(), len(data))
+    fp = fingerprint(ctx.fingerprint, CODE_VERSION, len(data))
     return StepResult(
         replace(state, data=data.select_columns(list(dict.fromkeys(columns)))),
         fp,

@@ -33,6 +33,7 @@ __all__ = ["shard"]
     reads="none",
     writes_data=True,
     per_rank=True,
+    config=("batch_size", "seed", "shuffle"),
 )
 def shard(ctx: StepContext, state: DataState) -> StepResult:
     """Step 8 (in ``setup``, on every rank): this rank's part of every global batch of the train split."""

@@ -40,6 +40,7 @@ CARRIED_KEY_HASH = "__lightning_order_key_hash"
     reads="data",
     writes_data=True,
     partitions=("train", "val"),
+    config=("val_fraction", "seed", "text_column", "group_column", "label_column"),
 )
 def split(ctx: StepContext, state: DataState) -> StepResult:
     """Step 4: splits the rows into ``train`` and ``val`` by key; every val label must occur in train."""
@@ -65,7 +66,7 @@ def split(ctx: StepContext, state: DataState) -> StepResult:
             yield table.filter(pa.array(~f)), table.filter(pa.array(f))
 
     params = {"val_fraction": cfg.val_fraction, "seed": cfg.seed, "key": key}
-    fp = fingerprint("split", CODE_VERSION, dict(ctx.inputs), params)
+    fp = fingerprint(ctx.fingerprint, CODE_VERSION)
     # One pass: each batch is assigned and written, in row order, to the train and val files
     # (contiguous Arrow: later steps read it sequentially, and no index mapping is kept).
     features = data.features.copy()

@@ -232,7 +232,15 @@ def train_tokenizer(
     return tokenizer
 
 
-@STEPS.register("build_vocab", takes=ROWS, provides=("tokenizer",), consumes=("clean",), reads="train")
+@STEPS.register(
+    "build_vocab",
+    takes=ROWS,
+    provides=("tokenizer",),
+    consumes=("clean",),
+    reads="train",
+    config=("text_column", "vocab_size", "tokenizer", "max_length"),
+    output="content",  # the tokenizer's fingerprint: the validator compares it with the one in use
+)
 def build_vocab(ctx: StepContext, state: DataState) -> StepResult:
     """Step 6: trains the tokenizer on the text it is given (the cleaned train split)."""
     cfg = ctx.config

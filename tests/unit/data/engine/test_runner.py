@@ -25,18 +25,18 @@ from lightning_order.data.engine.runner import (
 )
 from lightning_order.data.text.config import DataConfig
 from lightning_order.data.text.steps import DATA_STEPS, STEPS
-from lightning_order.ledger import StepLedger, fingerprint
+from lightning_order.ledger import StepLedger
 
 
 # -- the toy step: its whole implementation (the step's own module) ----------------------------
-@STEPS.register("dedupe", takes=ROWS, reads="data", writes_data=True)
+@STEPS.register("dedupe", takes=ROWS, reads="data", writes_data=True, config=("text_column",))
 def dedupe(ctx: StepContext, state: DataState) -> StepResult:
     """Keeps the first row of each cleaned text (before the split)."""
     seen: set[str] = set()
     keep = [i for i, t in enumerate(state.data[ctx.config.text_column]) if not (t in seen or seen.add(t))]
     data = state.data.select(keep).flatten_indices()
     stats = {"rows": len(data), "dropped": len(state.data) - len(data)}
-    return StepResult(replace(state, data=data), fingerprint("dedupe", dict(ctx.inputs)), stats=stats)
+    return StepResult(replace(state, data=data), ctx.fingerprint, stats=stats)
 
 
 # -- ... and the pipeline declaration --------------------------------------------------------

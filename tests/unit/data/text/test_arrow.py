@@ -9,7 +9,9 @@ cannot replace, unicode whose case or NFKC form is not ASCII, control and unicod
 newlines, empty rows) prepared with the default ``clean`` and a group column, and the same csv
 with a user-overridden ``clean`` (the pure-Python fallback) followed by the default features.
 
-Re-record (only when a change of the outputs is intended, with ``CODE_VERSION`` bumped)::
+Re-record (only when a change of the outputs is intended, with ``CODE_VERSION`` bumped; or when
+only the step fingerprints change, as they did when they came to follow the declared config fields
+(issue 44): then check that ``cache_key``, ``dims``, ``tokenizer`` and ``parts`` are unchanged)::
 
     PYTHONPATH=$PWD:$PWD/tests python tests/unit/data/text/test_arrow.py --record
 """

@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import pytest
 
-from lightning_order.data.engine.runner import DataState, StepContext
+from lightning_order.data.engine.runner import DataState, StepContext, declared_fingerprint
 from lightning_order.data.text.config import DataConfig
 from lightning_order.data.text.load import load
+from lightning_order.data.text.registry import STEPS
 from lightning_order.errors import DataError
 
 
 def _load(tmp_path, **config):
-    return load(StepContext(DataConfig(demo_size=60, **config), work=tmp_path), DataState())
+    # as the runner calls it: with the fingerprint of the config fields the step declares
+    cfg = DataConfig(demo_size=60, **config)
+    declared = declared_fingerprint(STEPS["load"], cfg, {})
+    return load(StepContext(cfg, work=tmp_path, fingerprint=declared), DataState())
 
 
 def test_demo_seed_changes_the_data_and_seed_does_not(tmp_path):
