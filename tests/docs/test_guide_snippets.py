@@ -344,7 +344,8 @@ def _page_params() -> list:
     params = []
     for page in PAGES:
         slow = any(b.setup and setups[b.setup].slow for b in blocks_of(page) if b.runs)
-        params.append(pytest.param(page, id=str(page.relative_to(ROOT)), marks=[pytest.mark.slow] if slow else []))
+        marks = [pytest.mark.docs, *([pytest.mark.slow] if slow else [])]
+        params.append(pytest.param(page, id=str(page.relative_to(ROOT)), marks=marks))
     return params
 
 
