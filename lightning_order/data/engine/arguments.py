@@ -57,15 +57,19 @@ def constructor_fields(config: type) -> list[str]:
     return [f.name for f in fields(config) if not f.metadata.get("internal")]
 
 
-def positional_order(config: type, extra: Sequence[str] = ()) -> tuple[str, ...]:
+def positional_order(
+    config: type, extra: Sequence[str] = (), moved: Mapping[str, str] = MappingProxyType({})
+) -> tuple[str, ...]:
     """The constructor's positional order, read from ``config``'s fields (see the module).
 
     Each public field in declaration order (a base class's first) goes right after the argument
     placed before it, or after the one its :func:`after` names; ``extra`` arguments (no config
-    field) go last, unless a field is placed after one of them.
+    field) go last, unless a field is placed after one of them. ``moved`` then places a base
+    class's field (or an extra argument) after another, in its order: how a DataModule keeps a
+    positional order it published before a base field was declared where it is.
 
     Raises:
-        TypeError: an :func:`after` names no earlier argument.
+        TypeError: an :func:`after` or ``moved`` names no earlier argument.
     """
     order: list[str] = [*extra]
     cursor = 0
@@ -82,6 +86,11 @@ def positional_order(config: type, extra: Sequence[str] = ()) -> tuple[str, ...]
             cursor = order.index(anchor) + 1
         order.insert(cursor, item.name)
         cursor += 1
+    for name, anchor in moved.items():
+        if name not in order or anchor not in order:
+            raise TypeError(f"{config.__name__}: moved {name!r} after {anchor!r}, but the arguments are {order}")
+        order.remove(name)
+        order.insert(order.index(anchor) + 1, name)
     return tuple(order)
 
 

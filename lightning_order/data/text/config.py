@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, Literal, get_args
 
+from lightning_order.data.engine.arguments import after
 from lightning_order.data.engine.config import (
     BaseDataConfig,
     check_bool,
@@ -48,20 +49,20 @@ class DataConfig(BaseDataConfig):
             the expected value and the one given, and the step the argument belongs to.
     """
 
-    label_column: str = "label"
+    label_column: str = field(default="label", metadata=after("text_column"))
     """the column holding the class label."""
     numeric_columns: Sequence[str] = ()
     """numeric columns to standardise and feed as features. Empty with the demo corpus means the demo's own numeric columns."""
     group_column: str | None = None
     """split by this column's value instead of the cleaned text (rows of a group stay together)."""
-    _: KW_ONLY  # the rest by keyword only (OrderedDataModule's positional order differs from here on)
-    tokenizer: TokenizerKind = "wordpiece"
+    _: KW_ONLY  # by keyword only; OrderedDataModule's positional order is read from the fields (after(...))
+    tokenizer: TokenizerKind = field(default="wordpiece", metadata=after("vocab_size"))
     """the tokenizer to train: ``"wordpiece"`` or ``"bpe"``."""
     max_length: int = 128
     """token ids are padded/truncated to this length."""
-    demo_size: int = field(default=20000, metadata=shapes(key="demo.size", when=_demo))
+    demo_size: int = field(default=20000, metadata=after("cache_dir", shapes(key="demo.size", when=_demo)))
     """rows of the demo corpus (about 190 bytes of text each)."""
-    lowercase: bool = True
+    lowercase: bool = field(default=True, metadata=after("load_split"))
     """lower-case the text when cleaning."""
     demo_sources: int = field(default=1, metadata=shapes(key="demo.sources", when=_demo))
     """the demo corpus comes in this many contiguous blocks with different numeric scales."""

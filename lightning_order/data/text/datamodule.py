@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from lightning_order.data.engine.arguments import config_constructor
+from lightning_order.data.engine.arguments import config_constructor, positional_order
 from lightning_order.data.engine.config import document_arguments, override_identity
 from lightning_order.data.engine.datamodule import OrderedDataModuleBase
 from lightning_order.data.engine.runner import DataState, StepContext
@@ -40,35 +40,9 @@ _ATTRIBUTES = ("dataset", "data_files", "text_column", "label_column", "numeric_
 _ATTRIBUTES += ("val_fraction", "lowercase", "demo_size", "demo_sources", "demo_seed")
 _ATTRIBUTES += ("dataset_config", "load_split", "num_proc")
 #: The constructor's positional order (the public contract; types, defaults and docs are DataConfig's).
-_POSITIONAL_ORDER: tuple[str, ...] = (
-    "dataset",
-    "data_files",
-    "text_column",
-    "label_column",
-    "numeric_columns",
-    "group_column",
-    "val_fraction",
-    "seed",
-    "vocab_size",
-    "tokenizer",
-    "max_length",
-    "batch_size",
-    "num_workers",
-    "num_proc",
-    "cache_dir",
-    "demo_size",
-    "order",
-    "enforce",
-    "dataset_config",
-    "load_split",
-    "lowercase",
-    "demo_sources",
-    "demo_seed",
-    "shuffle",
-    "pipeline",
-    "input_hash",
-    "lock_timeout",
-)
+#: Read from the config's fields (:func:`~lightning_order.data.engine.arguments.positional_order`);
+#: two arguments keep the places this DataModule gave them before the base declared them.
+_POSITIONAL_ORDER = positional_order(DataConfig, ("pipeline",), moved={"shuffle": "demo_seed", "pipeline": "shuffle"})
 #: The one argument that is no config field: a Pipeline object (not a hyperparameter).
 _PIPELINE = inspect.Parameter(
     "pipeline", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None, annotation=Pipeline | None

@@ -198,3 +198,20 @@ def test_after_a_name_not_placed_yet_is_refused() -> None:
 
     with pytest.raises(TypeError, match=r"after\('later'\) names no argument placed before it"):
         positional_order(Broken)
+
+
+def test_the_text_signature_is_main_s_and_its_order_is_read_from_the_fields() -> None:
+    """The text DataModule's order, written out by hand before, is read from the fields and two
+    ``moved`` places (issue #44 item 4): the signature is the golden one of main before."""
+    golden = json.loads((ROOT / "tests" / "golden" / "text_datamodule_signature.json").read_text())
+    now = [[p.name, p.kind.name, repr(p.default), str(p.annotation)] for p in _parameters(OrderedDataModule)]
+    assert now == golden
+    source = (ROOT / "lightning_order" / "data" / "text" / "datamodule.py").read_text()
+    assert '"demo_seed",\n' not in source  # no list of the fields' names
+
+
+def test_moved_places_a_base_field_after_another_and_refuses_an_unknown_anchor() -> None:
+    order = positional_order(DataConfig, ("pipeline",), moved={"shuffle": "seed"})
+    assert order[order.index("seed") + 1] == "shuffle"
+    with pytest.raises(TypeError, match="moved 'shuffle' after 'nowhere'"):
+        positional_order(DataConfig, moved={"shuffle": "nowhere"})
