@@ -426,7 +426,7 @@ class OrderValidator(Callback):
         Returns the content sample the restored checkpoint held (``{}``: none), to be judged against
         this run's; ``None`` when there is nothing to sample (a datamodule sampled at ``setup``).
         """
-        if trainer.datamodule is not None or trainer.state.fn != "fit":  # type: ignore[attr-defined]
+        if trainer.datamodule is not None:  # type: ignore[attr-defined]  # set by Lightning, undeclared
             return None
         content = loaders_content_sample(trainer, self._state.tokenizer)
         if not content["splits"]:
