@@ -101,7 +101,7 @@ def check_resume_content(
             steps,
             "the checkpoint was trained on other data than this run's: "
             + "; ".join(text for _, text in changes)
-            + " (a hand-written datamodule: compared by content, no ledger)",
+            + " (no ledger: compared by content)",
             symptom="the weights read token ids and rows that mean something else now: the loss jumps "
             "at the resumed step and the run relearns what it knew",
             fix=_FIX,

@@ -19,7 +19,9 @@ __all__ = [
     "document_lengths",
     "document_starts",
     "is_padded",
+    "joined_windows",
     "last_attended",
+    "stream_document_lengths",
 ]
 
 
@@ -104,3 +106,35 @@ def document_lengths(
     mask = attended(input_ids, attention_mask)
     spans = [np.diff(np.flatnonzero((row == eos_id) & keep)) for row, keep in zip(input_ids, mask)]
     return np.concatenate(spans) if spans else np.zeros(0, dtype=np.int64)
+
+
+def joined_windows(rows: np.ndarray) -> np.ndarray | None:
+    """The token stream that consecutive windows (a ``N × W`` array, in index order) were cut from.
+
+    The stride is read off the rows themselves: the smallest shift ``s`` (``1 <= s < W``) at which
+    every window continues its predecessor (``rows[i + 1][:W - s] == rows[i][s:]``: nanoGPT's every
+    window is ``s = 1``); when none holds, the windows are taken as disjoint (run_clm's
+    ``group_texts`` blocks, ``s = W``). Disjoint windows that were not cut in order from one stream
+    join into spans of no common length, which no length pile reads as truncation.
+
+    Returns:
+        The stream (1-D), or ``None`` for fewer than two windows or windows of one token.
+    """
+    rows = np.asarray(rows)
+    if rows.ndim != 2 or rows.shape[0] < 2 or rows.shape[1] < 2:
+        return None
+    width = rows.shape[1]
+    first, second = rows[0], rows[1]
+    for shift in range(1, width):
+        if np.array_equal(second[: width - shift], first[shift:]) and np.array_equal(
+            rows[1:, : width - shift], rows[:-1, shift:]
+        ):
+            return np.concatenate([rows[0], rows[1:, width - shift :].ravel()])
+    return rows.ravel()
+
+
+def stream_document_lengths(tokens: np.ndarray, eos_id: int) -> np.ndarray:
+    """The lengths of the documents a token stream holds whole (between two end-of-text ids; the
+    later one counted), in tokens."""
+    ends = np.flatnonzero(np.asarray(tokens) == eos_id)
+    return np.diff(ends)

@@ -3,7 +3,9 @@
 Two signals, either enough: the supplied tokenizer truncates (read off a ``tokenizers``
 ``Tokenizer.truncation`` or a ``transformers`` tokenizer's backend by the gatherer), and the
 data: the lengths of the documents seen whole pile up at their maximum (truncation cuts every
-long document to the same length, which no natural corpus does). The pile must hold
+long document to the same length, which no natural corpus does; read within sampled rows, and
+across the first train rows joined in index order, where documents cut at a context longer than
+a row are seen whole). The pile must hold
 :data:`MIN_PILE` documents and :data:`PILE_SHARE` of those seen, at the longest length seen, so
 a few documents of equal length never decide. Pure functions of plain numbers; the lengths come
 from :func:`~lightning_order.checks.token_rows.document_lengths`.
@@ -35,15 +37,22 @@ class Pile:
         length: the length (tokens, end-of-text included).
         count: documents of that length.
         seen: documents seen whole.
+        source: where they were seen, for the message.
     """
 
     length: int
     count: int
     seen: int
+    source: str = "the sampled train rows"
 
 
-def length_pile(lengths: np.ndarray) -> Pile | None:
-    """The pile at the longest length, when it holds :data:`MIN_PILE` and :data:`PILE_SHARE` of the documents."""
+def length_pile(lengths: np.ndarray, source: str | None = None) -> Pile | None:
+    """The pile at the longest length, when it holds :data:`MIN_PILE` and :data:`PILE_SHARE` of the documents.
+
+    Args:
+        lengths: the lengths of the documents seen whole.
+        source: where they were seen (``None``: the sampled train rows).
+    """
     lengths = np.asarray(lengths)
     lengths = lengths[lengths > 0]
     if not lengths.size:
@@ -52,7 +61,8 @@ def length_pile(lengths: np.ndarray) -> Pile | None:
     count = int((lengths == longest).sum())
     if count < MIN_PILE or count < PILE_SHARE * lengths.size:
         return None
-    return Pile(longest, count, int(lengths.size))
+    seen = int(lengths.size)
+    return Pile(longest, count, seen) if source is None else Pile(longest, count, seen, source)
 
 
 def check_truncation(
@@ -78,7 +88,7 @@ def check_truncation(
         found.append(f"{where} truncates to {max_length} tokens")
     if pile is not None:
         found.append(
-            f"{pile.count} of {pile.seen} documents seen whole in the sampled train rows are exactly "
+            f"{pile.count} of {pile.seen} documents seen whole in {pile.source} are exactly "
             f"{pile.length} tokens long, the longest length seen"
         )
     if padded:

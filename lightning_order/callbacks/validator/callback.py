@@ -64,6 +64,7 @@ from lightning_order.callbacks.validator.lm import is_hf_model, tokenizer_in_use
 from lightning_order.callbacks.validator.resume import (
     content_sample,
     guard_restore,
+    loaders_content_sample,
     release_restore,
     resume_point,
     resumed_at,
@@ -311,6 +312,9 @@ class OrderValidator(Callback):
         resumed = resume_point(trainer) if self._state.resuming else None
         stored = self._state.stored_position or self.position
         checkpoint = {"position": stored, "resumed": resumed} if self._state.resuming else None
+        stored_content = self._sample_fit_loaders(trainer)
+        if checkpoint is not None and stored_content is not None:  # judged by resume-data-changed
+            checkpoint |= {"fingerprints": dict(self.fingerprints), "content": stored_content}
         result = self._run(
             trainer, Phase.TRAIN_START, pl_module, "OrderValidator (before step 1)", checkpoint=checkpoint
         )
@@ -423,6 +427,21 @@ class OrderValidator(Callback):
         resume_calling(self, *_STEP_ONE_HOOKS)  # this fit's step 1 is watched
         if trainer.state.fn != "fit":
             self._judge_step_one(trainer)  # no training step to watch
+
+    def _sample_fit_loaders(self, trainer: pl.Trainer) -> dict[str, Any] | None:
+        """Without a datamodule, the content sample of the loaders passed to ``fit`` (set up by now).
+
+        Returns the content sample the restored checkpoint held (``{}``: none), to be judged against
+        this run's; ``None`` when there is nothing to sample (a datamodule sampled at ``setup``).
+        """
+        if trainer.datamodule is not None:  # type: ignore[attr-defined]  # set by Lightning, undeclared
+            return None
+        content = loaders_content_sample(trainer, self._state.tokenizer)
+        if not content["splits"]:
+            return None
+        stored = dict(self.content) if self._state.resuming else {}  # the checkpoint's, restored
+        self.content = self._state.content = content
+        return stored
 
     def _judge_step_one(self, trainer: pl.Trainer) -> None:
         """Removes the observer and judges step 1; sampled guesses it did not decide are warned.

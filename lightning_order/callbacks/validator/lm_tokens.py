@@ -5,7 +5,10 @@ validation sample, only where a BOS id exists) and facts read off the tokenizer 
 id, the truncation it applies (``tokenizers``' ``Tokenizer.truncation``, or a ``transformers``
 tokenizer's backend: still set by the last ``tokenizer(..., truncation=True)`` call), and what its
 post-processor adds around a text (a probe encoded through the backend, which leaves the
-``transformers`` wrapper's truncation state alone). The judgements are pure:
+``transformers`` wrapper's truncation state alone), and the first train rows of a map-style set
+joined in index order (a document cut at a context longer than a row is whole only there; a
+tokenizer that truncated in ``.map``'s worker processes, or in an earlier run whose result was
+cached, leaves no truncation on the one in use). The judgements are pure:
 :mod:`~lightning_order.checks.eos_labels` (``eos-label-masked``, ``documents-without-eos``),
 :mod:`~lightning_order.checks.bos` (``bos-mismatch``), :mod:`~lightning_order.checks.truncation`
 (``documents-truncated``). Gathering only, over duck-typed objects: a tokenizer that tells nothing
@@ -21,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from lightning_order.callbacks.validator.batches import as_numpy, batch_field, sample_batch
+from lightning_order.callbacks.validator.stream_tokens import is_stream, read_split_tokens
 from lightning_order.checks.bos import StartCounts, check_bos, count_starts
 from lightning_order.checks.eos_labels import (
     check_eos_labels,
@@ -33,16 +37,27 @@ from lightning_order.checks.token_rows import (
     document_lengths,
     document_starts,
     is_padded,
+    joined_windows,
+    stream_document_lengths,
 )
-from lightning_order.checks.truncation import check_truncation, length_pile
+from lightning_order.checks.truncation import Pile, check_truncation, length_pile
 from lightning_order.rules import Violation
 
-__all__ = ["TokenEvidence", "TokenizerFacts", "token_evidence", "tokenizer_facts"]
+__all__ = [
+    "STREAM_LENGTH_TOKENS",
+    "TokenEvidence",
+    "TokenizerFacts",
+    "token_evidence",
+    "tokenizer_facts",
+]
 
 log = logging.getLogger(__name__)
 
 #: What a tokenizer's post-processor is probed with.
 _PROBE = "a"
+#: Train tokens read in index order to see documents longer than a row whole (a few hundred
+#: documents of natural lengths; about 1 000 rows of 32 tokens).
+STREAM_LENGTH_TOKENS = 1 << 15
 
 
 @dataclass(frozen=True)
@@ -138,6 +153,27 @@ def _bos_violations(
     return check_bos(train, val, facts.adds(bos_id), bos_id), val
 
 
+def _stream_pile(dm: Any, eos_id: int) -> Pile | None:
+    """The length pile of the documents the first train rows hold whole, joined in index order.
+
+    A document cut at a context longer than a row (``truncation=True`` at ``model_max_length``, then
+    ``group_texts``) is never whole inside one sampled row; the rows that follow it in the dataset
+    hold the rest. Only a map-style train set is read (by index, from item 0, its random states put
+    back: :func:`~.stream_tokens.read_split_tokens`), and only windows of one width join.
+    """
+    if is_stream(dm, "train"):  # an iterable's first rows are read by the overlap check, not here
+        return None
+    read = read_split_tokens(dm, "train", STREAM_LENGTH_TOKENS)
+    if read is None or read.rows < 2 or read.tokens.size != read.rows * read.window:
+        return None
+    stream = joined_windows(read.tokens.reshape(read.rows, read.window))
+    if stream is None:
+        return None
+    return length_pile(
+        stream_document_lengths(stream, eos_id), f"the first {read.rows} train rows joined in index order"
+    )
+
+
 @dataclass(frozen=True)
 class TokenEvidence:
     """What :func:`token_evidence` found: the violations, and the facts step 1 is judged with.
@@ -178,6 +214,8 @@ def token_evidence(
     pile = length_pile(document_lengths(ids, mask, eos_id))
     # Padded one-document rows are truncated to fit the context on purpose (fine-tuning rows).
     padded = is_padded(mask, LENGTHS_PADDED_SHARE)
+    if pile is None and not padded and eos_id is not None:
+        pile = _stream_pile(dm, eos_id)
     found += check_truncation(
         facts.max_length, pile, f"the tokenizer in use ({type(tokenizer).__name__})", padded=padded
     )

@@ -23,7 +23,9 @@ from the map-style dataset behind each split's dataloader at fixed indices, hash
 comparisons hash them (:func:`~lightning_order.callbacks.validator.content.hash_items`), inside
 :func:`~lightning_order.callbacks.validator.peek.untouched` (an item may draw random numbers or
 count its reads). An iterable split cannot be read at fixed indices: it is left out (the
-tokenizer is still compared).
+tokenizer is still compared). Loaders passed to ``Trainer.fit`` with no datamodule (Megatron's
+indexed datasets are often trained so) are sampled at ``on_train_start``, the first hook that
+holds them (:func:`loaders_content_sample`), and judged there, before step 1.
 
 **The data position**: where a run stands in its epoch, read off a Trainer, for checkpoints and
 for the resume check. Any train loader with a ``position()`` returning a
@@ -40,6 +42,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any
+
+import torch
 
 from lightning_order.callbacks.validator.budget import item_size, rows_within
 from lightning_order.callbacks.validator.content import hash_items
@@ -61,6 +65,7 @@ from lightning_order.rules import Violation
 __all__ = [
     "content_sample",
     "guard_restore",
+    "loaders_content_sample",
     "release_restore",
     "requested_train_loaders",
     "resume_point",
@@ -189,7 +194,19 @@ def unloadable_shards(path: Any, err: BaseException) -> CheckpointError:
 
 # -- the content sample -----------------------------------------------------------------------------
 def _split_sample(dm: Any, split: str) -> dict[str, Any] | None:
-    dataset, _ = split_dataset(dm, split)
+    return _dataset_sample(split_dataset(dm, split)[0], split)
+
+
+def _map_dataset(loaders: Any) -> Any:
+    """The map-style dataset behind a loader Lightning set up (the first of several), or ``None``."""
+    loaders = _flat(loaders) if loaders is not None else []
+    dataset = getattr(loaders[0], "dataset", None) if loaders else None
+    if isinstance(dataset, torch.utils.data.IterableDataset) or not hasattr(dataset, "__len__"):
+        return None
+    return dataset
+
+
+def _dataset_sample(dataset: Any, split: str) -> dict[str, Any] | None:
     if dataset is None or not len(dataset):
         return None
     try:
@@ -225,6 +242,30 @@ def content_sample(trainer: Any, dm: Any, tokenizer: str | None) -> dict[str, An
         tokenizer: the fingerprint of the tokenizer in use, or ``None``.
     """
     splits = {s: sample for s in SPLIT_LOADERS if (sample := _split_sample(dm, s)) is not None}
+    return _ranked_sample(trainer, splits, tokenizer)
+
+
+def loaders_content_sample(trainer: Any, tokenizer: str | None) -> dict[str, Any]:
+    """This rank's content sample of the loaders passed to ``Trainer.fit`` (no datamodule to ask).
+
+    Call it once Lightning has set those loaders up (``on_train_start``): before, only Lightning's
+    private data source holds them. Collective under DDP, as :func:`content_sample`.
+
+    Args:
+        trainer: the Trainer (its train and validation loaders, its rank and data-parallel position).
+        tokenizer: the fingerprint of the tokenizer in use, or ``None``.
+    """
+    loaders = {"train": trainer.train_dataloader, "val": trainer.val_dataloaders}
+    splits = {
+        split: sample
+        for split, loader in loaders.items()
+        if (sample := _dataset_sample(_map_dataset(loader), split)) is not None
+    }
+    return _ranked_sample(trainer, splits, tokenizer)
+
+
+def _ranked_sample(trainer: Any, splits: dict[str, Any], tokenizer: str | None) -> dict[str, Any]:
+    """The content sample of ``splits``, with whether every rank holds the same (collective)."""
     gathered = all_gather(trainer, splits)
     dp = data_parallel(trainer)
     return {
@@ -424,8 +465,9 @@ def _judge_resume_position(evidence: CheckEvidence) -> list[Violation]:
 register_check(
     "resume-data",
     _judge_resume_data,
-    # A checkpoint's file before its weights load; else its restored state, once the model is built.
-    phase=(Phase.RESUME, Phase.FIT_START),
+    # A checkpoint's file before its weights load; else its restored state, once the model is built;
+    # loaders passed to fit (no datamodule) once Lightning has set them up, before step 1.
+    phase=(Phase.RESUME, Phase.FIT_START, Phase.TRAIN_START),
     reads=[EvidenceKind.CHECKPOINT, EvidenceKind.LEDGER, EvidenceKind.SAMPLES],
     rules=("resume-data-changed",),
     order=30,

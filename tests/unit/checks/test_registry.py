@@ -36,7 +36,7 @@ def _nothing(evidence: CheckEvidence) -> list[Violation]:
         (Phase.SETUP, ["order", "train-val-overlap", "label-encoding", "rank-data"]),
         (Phase.RESUME, ["resume-data", "stored-position"]),
         (Phase.FIT_START, ["model-dims", "lm-batches", "resume-data", "loader-states"]),
-        (Phase.TRAIN_START, ["resume-position", "ranks-read-same-data"]),
+        (Phase.TRAIN_START, ["resume-position", "ranks-read-same-data", "resume-data"]),
     ],
 )
 def test_the_built_in_checks_run_in_their_phase_in_a_fixed_order(phase, names):
