@@ -10,7 +10,10 @@ site)::
     validation perplexity <!--fig lm_demo.val_ppl:.2f-->82.84<!--/fig-->
 
 ``source.key`` names the figure; the optional format spec is Python's (``.2f``, ``,d``; a comma
-it writes is the docs' thousands separator, a space). So a figure cannot go stale silently:
+it writes is the docs' thousands separator, a space; ``%`` is written `` %``). A lab that writes its own results file
+(:data:`LABS`: the order-error lab's ``docs/lab/results.json``, ...) is a source too, its figures
+named by their path in it (``order_lab.summary.target-encoding.aggregate.rel_inflation_faulty.0``:
+keys, list indices; ``#`` is a list's length). So a figure cannot go stale silently:
 ``tests/unit/test_figures.py`` fails when a quoted text differs from its generated value, and
 after a benchmark is re-run, ``python benchmarks/figures.py --write`` rewrites every quote of it.
 
@@ -35,8 +38,14 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
 #: The texts that quote figures: the README, the docs, the benchmarks' own page.
 QUOTING = ("README.md", "docs/**/*.md", "benchmarks/README.md")
+#: Labs that write their own results files (with their command inside): source name -> file.
+LABS = {
+    "order_lab": ROOT / "docs" / "lab" / "results.json",
+    "lm_lab": ROOT / "docs" / "lab" / "lm_results.json",
+    "false_alarms": ROOT / "docs" / "lab" / "false_alarms.json",
+}
 #: ``<!--fig source.key[:spec]-->text<!--/fig-->``
-QUOTE = re.compile(r"<!--fig (?P<name>[\w-]+\.[\w.-]+?)(?::(?P<spec>[^>]*?))?-->(?P<text>.*?)<!--/fig-->", re.S)
+QUOTE = re.compile(r"<!--fig (?P<name>[\w-]+\.[\w.#-]+?)(?::(?P<spec>[^>]*?))?-->(?P<text>.*?)<!--/fig-->", re.S)
 
 
 @dataclass(frozen=True)
@@ -60,19 +69,59 @@ class Quote:
         return f"{where}: {self.name} is quoted as {self.text!r}, generated {self.expected!r}"
 
 
-def load_results(folder: Path = RESULTS) -> dict[str, Any]:
-    """Every generated figure, by ``source.key`` (``source``: the results file's name)."""
+class Figures(dict):  # type: ignore[type-arg]
+    """The flat figures of ``benchmarks/results/`` (``source.key``), and the labs' files by path."""
+
+    def __init__(self, flat: dict[str, Any], labs: dict[str, Any]) -> None:
+        super().__init__(flat)
+        self.labs = labs
+
+    def __contains__(self, name: object) -> bool:
+        return super().__contains__(name) or self._walk(str(name)) is not _MISSING
+
+    def __getitem__(self, name: str) -> Any:
+        if super().__contains__(name):
+            return super().__getitem__(name)
+        value = self._walk(name)
+        if value is _MISSING:
+            raise KeyError(name)
+        return value
+
+    def _walk(self, name: str) -> Any:
+        source, _, path = name.partition(".")
+        if source not in self.labs:
+            return _MISSING
+        value = self.labs[source]
+        for part in path.split("."):
+            if part == "#" and isinstance(value, list):
+                value = len(value)
+            elif isinstance(value, dict) and part in value:
+                value = value[part]
+            elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
+                value = value[int(part)]
+            else:
+                return _MISSING
+        return value
+
+
+_MISSING = object()
+
+
+def load_results(folder: Path = RESULTS, labs: dict[str, Path] | None = None) -> Figures:
+    """Every generated figure: ``source.key`` from ``folder``'s files, and the labs' files by path."""
     figures: dict[str, Any] = {}
     for path in sorted(folder.glob("*.json")):
         result = json.loads(path.read_text(encoding="utf-8"))
         for key, value in result["figures"].items():
             figures[f"{path.stem}.{key}"] = value
-    return figures
+    read = {name: json.loads(path.read_text(encoding="utf-8")) for name, path in (LABS if labs is None else labs).items() if path.is_file()}
+    return Figures(figures, read)
 
 
 def render(value: Any, spec: str | None) -> str:
-    """``value`` as the docs write it: Python's format ``spec``, a comma written as a space."""
-    return format(value, spec or "").replace(",", " ")
+    """``value`` as the docs write it: Python's format ``spec``, a comma written as a space (the
+    thousands separator), a space before a percent sign."""
+    return format(value, spec or "").replace(",", " ").replace("%", " %")
 
 
 def quotes(text: str, path: str, figures: Mapping[str, Any]) -> Iterator[Quote]:
@@ -88,9 +137,9 @@ def quoting_files(root: Path = ROOT) -> list[Path]:
     return sorted({p for pattern in QUOTING for p in root.glob(pattern)})
 
 
-def check(root: Path = ROOT, results: Path = RESULTS) -> list[Quote]:
+def check(root: Path = ROOT, results: Path = RESULTS, labs: dict[str, Path] | None = None) -> list[Quote]:
     """Every quote in the docs (stale or not)."""
-    figures = load_results(results)
+    figures = load_results(results, labs)
     return [
         quote
         for path in quoting_files(root)
@@ -98,9 +147,9 @@ def check(root: Path = ROOT, results: Path = RESULTS) -> list[Quote]:
     ]
 
 
-def write(root: Path = ROOT, results: Path = RESULTS) -> list[Quote]:
+def write(root: Path = ROOT, results: Path = RESULTS, labs: dict[str, Path] | None = None) -> list[Quote]:
     """Rewrites every stale quote that names a generated figure; returns those rewritten."""
-    figures = load_results(results)
+    figures = load_results(results, labs)
     changed: list[Quote] = []
     for path in quoting_files(root):
         text = path.read_text(encoding="utf-8")

@@ -58,3 +58,15 @@ def test_a_quote_of_no_generated_figure_is_reported(tmp_path: Path, name: str) -
     root, results = _tree(tmp_path, f"<!--fig {name}-->1<!--/fig-->")
     quote = figures.check(root, results)[0]
     assert quote.stale and quote.expected is None and "in no file of benchmarks/results/" in str(quote)
+
+
+def test_a_labs_own_results_file_is_a_source_by_path(tmp_path: Path) -> None:
+    root, results = _tree(tmp_path, "<!--fig lab.runs.#-->2<!--/fig--> runs, <!--fig lab.cases.a.share.0:.1%-->12.0 %<!--/fig-->")
+    lab = tmp_path / "lab.json"
+    lab.write_text(json.dumps({"runs": [1, 2, 3], "cases": {"a": {"share": [0.125, 0.01]}}}))
+    found = figures.check(root, results, {"lab": lab})
+    assert [(q.name, q.expected, q.stale) for q in found[:2]] == [
+        ("lab.runs.#", "3", True),  # a list's length
+        ("lab.cases.a.share.0", "12.5 %", True),  # keys and indices; a percent as the docs write it
+    ]
+    assert figures.check(root, results, {})[0].expected is None  # no such lab: named as missing
