@@ -23,7 +23,14 @@ import pytest
 from lm_tokenizers import llama_style_tokenizer
 
 from lightning_order.data.engine.engines import LocalEngine
-from lightning_order.data.engine.runner import DataState, StepContext, StepRegistry, initial_state, plan, run_steps
+from lightning_order.data.engine.runner import (
+    DataState,
+    StepContext,
+    StepRegistry,
+    initial_state,
+    plan,
+    run_steps,
+)
 from lightning_order.data.lm.config import LMConfig
 from lightning_order.data.lm.steps import LM_DATA_STEPS, LM_STEPS
 from lightning_order.data.text.config import DataConfig
