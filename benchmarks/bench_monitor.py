@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import random
 import statistics
 import time
@@ -36,9 +35,9 @@ from typing import Any
 
 import pytorch_lightning as pl
 import torch
+from bench_callbacks_step import Batches, Model, median_interval, robust_mean
 from pytorch_lightning.callbacks import Callback
-from torch import nn
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader
 
 from lightning_order import SymptomMonitor
 
@@ -112,45 +111,6 @@ class _Rotate(Callback):
             trainer.callbacks.insert(1, member)  # after the clock's start, before this end
 
 
-class _Batches(Dataset):
-    def __init__(self, rows: int, vocab: int = 400, length: int = 64, features: int = 7) -> None:
-        g = torch.Generator().manual_seed(0)
-        self.ids = torch.randint(2, vocab, (rows, length), generator=g)
-        self.ids[:, length // 2 :] = 0  # padding
-        self.features = torch.randn(rows, features, generator=g)
-        # Learnable labels: the run learns, so no symptom is diagnosed and every detector keeps
-        # running (a diagnosed symptom is no longer checked, which would flatter the monitor).
-        self.labels = self.features[:, :4].argmax(1)
-
-    def __len__(self) -> int:
-        return len(self.labels)
-
-    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
-        ids = self.ids[i]
-        return {
-            "input_ids": ids,
-            "attention_mask": (ids != 0).long(),
-            "features": self.features[i],
-            "labels": self.labels[i],
-        }
-
-
-class _Model(pl.LightningModule):
-    def __init__(self, vocab: int = 400, width: int = 256) -> None:
-        super().__init__()
-        self.embedding = nn.EmbeddingBag(vocab, 64, padding_idx=0)
-        self.net = nn.Sequential(
-            nn.Linear(64 + 7, width), nn.ReLU(), nn.Linear(width, width), nn.ReLU(), nn.Linear(width, 4)
-        )
-
-    def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
-        x = torch.cat([self.embedding(batch["input_ids"]), batch["features"]], -1)
-        return nn.functional.cross_entropy(self.net(x), batch["labels"])
-
-    def configure_optimizers(self) -> torch.optim.Optimizer:
-        return torch.optim.SGD(self.parameters(), lr=0.1)
-
-
 def _run(
     steps: int, batch_size: int, warmup: int, control: bool = False, block: int = 1
 ) -> dict[str, dict[str, float]]:
@@ -167,34 +127,11 @@ def _run(
         enable_progress_bar=False,
         enable_model_summary=False,
     )
-    trainer.fit(_Model(), DataLoader(_Batches(batch_size * 64), batch_size=batch_size, shuffle=True))
+    trainer.fit(Model(), DataLoader(Batches(batch_size * 64), batch_size=batch_size, shuffle=True))
     return {
-        clock: {v: _robust_mean(times[v]) for v in VARIANTS}
+        clock: {v: robust_mean(times[v]) for v in VARIANTS}
         for clock, times in (("wall", rotate.wall), ("cpu", rotate.cpu))
     }
-
-
-def _robust_mean(values: list[float], spike: float = 3.0) -> float:
-    """The mean of the steps that took at most ``spike`` times the median.
-
-    Drops preemption by other processes and the odd collector pause (milliseconds), and keeps
-    the monitor's check steps (a fraction of a step more, once every ``check_every_n_steps``):
-    a trim by rank (say the slowest 2 %) would cut exactly those when checks are rarer than
-    one step in fifty.
-    """
-    limit = spike * statistics.median(values)
-    return statistics.fmean(v for v in values if v <= limit)
-
-
-def _median_interval(values: list[float], resamples: int = 4000) -> list[float]:
-    """A 95 % percentile-bootstrap interval of the median of ``values`` (seeded: reproducible).
-
-    The bounds are rounded outwards to 0.01, so the interval still holds the median it describes.
-    """
-    rng = random.Random(0)
-    medians = sorted(statistics.median(rng.choices(values, k=len(values))) for _ in range(resamples))
-    low, high = medians[int(0.025 * resamples)], medians[int(0.975 * resamples) - 1]
-    return [math.floor(low * 100) / 100, math.ceil(high * 100) / 100]
 
 
 def bench(
@@ -221,7 +158,7 @@ def bench(
         for variant in ("empty", "monitor"):
             ratios = [100 * (r[clock][variant] / r[clock]["none"] - 1) for r in runs]
             out[f"{clock}_overhead_percent_{variant}"] = statistics.median(ratios)
-            out[f"{clock}_overhead_percent_{variant}_interval"] = _median_interval(ratios)
+            out[f"{clock}_overhead_percent_{variant}_interval"] = median_interval(ratios)
             out[f"{clock}_overhead_percent_{variant}_runs"] = [round(x, 2) for x in ratios]
     out["all_gathers"] = (
         "one per check (every check_every_n_steps=50 batches: 50 losses + 6 flags per rank), "

@@ -107,7 +107,9 @@ def scale(ctx: StepContext, state: DataState) -> StepResult:
     else:
         state = replace(state, data=scaled(state.data))
     output = fingerprint("scale", ctx.inputs, mean, std)
-    return StepResult(replace(state, statistics={"mean": mean, "std": std}), output=output)
+    # What it learnt travels in the state's `extra` (a pipeline with more to carry subclasses
+    # DataState and names its class in its StepRegistry(state=...)).
+    return StepResult(replace(state, extra={**state.extra, "statistics": {"mean": mean, "std": std}}), output=output)
 
 
 @TOY_STEPS.register("shard", needs=("scale",), makes="shard", per_rank=True)

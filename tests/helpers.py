@@ -245,6 +245,8 @@ def load_benchmark(name: str) -> ModuleType:
     resolve their module by name), and loaded once: test files that share a benchmark share it.
     """
     path = ROOT / "benchmarks" / f"{name}.py"
+    if str(path.parent) not in sys.path:  # a benchmark imports another as it does run as a script
+        sys.path.append(str(path.parent))
     loaded = sys.modules.get(name)
     if loaded is not None and getattr(loaded, "__file__", None) == str(path):
         return loaded

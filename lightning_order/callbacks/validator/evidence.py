@@ -62,6 +62,7 @@ __all__ = [
     "spec_of",
     "split_dataset",
     "split_key_hashes",
+    "train_loader",
 ]
 
 log = logging.getLogger(__name__)
@@ -161,6 +162,16 @@ def split_dataset(dm: Any, split: str) -> tuple[Any, Any]:
     ):
         return None, None
     return dataset, getattr(loader, "collate_fn", None) or torch.utils.data.default_collate
+
+
+def train_loader(trainer: Any) -> torch.utils.data.DataLoader | None:
+    """The train ``DataLoader`` Lightning will iterate (the first one of a collection), or ``None``."""
+    loader = getattr(trainer, "train_dataloader", None)
+    if isinstance(loader, dict):
+        loader = next(iter(loader.values()), None)
+    if isinstance(loader, (list, tuple)):
+        loader = loader[0] if loader else None
+    return loader if isinstance(loader, torch.utils.data.DataLoader) else None
 
 
 def leaves(item: Any, path: str = "") -> list[tuple[str, Any]]:

@@ -27,7 +27,7 @@ import xxhash
 from torch.utils.data import BatchSampler
 
 from lightning_order.callbacks.validator.content import hash_items
-from lightning_order.callbacks.validator.evidence import leaf_array, leaves
+from lightning_order.callbacks.validator.evidence import leaf_array, leaves, train_loader
 from lightning_order.callbacks.validator.gather import rank_identity
 from lightning_order.callbacks.validator.peek import note_unread, peek_batches, readable, untouched
 from lightning_order.checks.rank_data import check_rank_reads
@@ -46,15 +46,6 @@ MAX_INDICES = 1 << 22
 MAX_DATASET = 1 << 24
 #: Items hashed for a dataset's identity.
 _IDENTITY_ITEMS = 8
-
-
-def _train_loader(trainer: Any) -> Any:
-    loader = getattr(trainer, "train_dataloader", None)
-    if isinstance(loader, dict):
-        loader = next(iter(loader.values()), None)
-    if isinstance(loader, (list, tuple)):
-        loader = loader[0] if loader else None
-    return loader if isinstance(loader, torch.utils.data.DataLoader) else None
 
 
 def _epoch_indices(loader: Any) -> np.ndarray | None:
@@ -125,7 +116,7 @@ def _map_style(loader: Any) -> dict[str, Any]:
 def rank_reads(trainer: Any) -> dict[str, Any]:
     """This rank's summary for :func:`~lightning_order.checks.rank_data.check_rank_reads`."""
     summary: dict[str, Any] = rank_identity(trainer)
-    loader = _train_loader(trainer)
+    loader = train_loader(trainer)
     dataset = getattr(loader, "dataset", None)
     if dataset is None:
         return summary

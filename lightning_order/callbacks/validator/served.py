@@ -31,7 +31,7 @@ import torch
 import xxhash
 
 from lightning_order.callbacks.validator.budget import READ_BYTES, READ_TOKENS, item_size
-from lightning_order.callbacks.validator.evidence import leaf_array, leaves
+from lightning_order.callbacks.validator.evidence import leaf_array, leaves, train_loader
 from lightning_order.callbacks.validator.gather import agree, all_gather
 from lightning_order.callbacks.validator.peek import peek_batches, untouched
 from lightning_order.checks.registry import EvidenceKind, Phase, register_check
@@ -45,7 +45,6 @@ __all__ = [
     "read_served",
     "rows_served_twice",
     "served_twice",
-    "train_loader",
 ]
 
 log = logging.getLogger(__name__)
@@ -54,16 +53,6 @@ log = logging.getLogger(__name__)
 SERVED_ROWS = 256
 #: Seconds the copy waits for a worker's batch when the loader sets no timeout of its own.
 WORKER_TIMEOUT = 120.0
-
-
-def train_loader(trainer: Any) -> torch.utils.data.DataLoader | None:
-    """The train ``DataLoader`` Lightning will iterate (the first one of a collection), or ``None``."""
-    loader = getattr(trainer, "train_dataloader", None)
-    if isinstance(loader, dict):
-        loader = next(iter(loader.values()), None)
-    if isinstance(loader, (list, tuple)):
-        loader = loader[0] if loader else None
-    return loader if isinstance(loader, torch.utils.data.DataLoader) else None
 
 
 def batch_row_hashes(batch: Any) -> list[int]:

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from lightning_order.errors import DataError
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from lightning_order.data.engine.runner import StepFn
+    from lightning_order.data.engine.runner import DataState, StepFn
     from lightning_order.order import Pipeline
 
 __all__ = ["ROWS", "StepRegistry", "StepSpec", "check_executable"]
@@ -85,11 +85,16 @@ class StepRegistry:
     Args:
         pipeline: the pipeline whose data steps these are (``None``: a registry of loose steps,
             in registration order, whose declarations are not checked against an order).
+        state: the state its steps pass on (a subclass of
+            :class:`~lightning_order.data.engine.runner.DataState` with the pipeline's own fields,
+            e.g. the text pipeline's fitted statistics); ``None``: ``DataState`` itself. A
+            preparation starts from ``state()``.
     """
 
-    def __init__(self, pipeline: Pipeline | None = None) -> None:
+    def __init__(self, pipeline: Pipeline | None = None, state: type[DataState] | None = None) -> None:
         self._specs: dict[str, StepSpec] = {}
         self.pipeline = pipeline
+        self.state = state
 
     def data_steps(self) -> tuple[str, ...]:
         """The registered steps of the pipeline, in its order (registration order when unbound)."""

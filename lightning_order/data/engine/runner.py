@@ -76,6 +76,7 @@ __all__ = [
     "check_executable",
     "declared_fingerprint",
     "declared_values",
+    "initial_state",
     "map_kwargs",
     "plan",
     "resolve_order",
@@ -93,17 +94,18 @@ POOL_ROWS = 20000
 class DataState:
     """What a pipeline holds between steps: plain data, replaced (not mutated) by each step.
 
+    What every pipeline holds; a pipeline with more to carry subclasses it and names the subclass
+    in its :class:`~lightning_order.data.engine.registry.StepRegistry` (``state=``), as the text
+    pipeline does with its fitted statistics (:class:`~lightning_order.data.text.registry.TextState`).
+
     Attributes:
         data: the whole data, before the split.
         parts: the parts after the split (``train``, ``val``).
         form: ``None`` (nothing loaded), ``"rows"``, ``"encoded"`` or ``"shard"``.
         lineage: ``(step, fingerprint)`` of the current data version.
         part_fps: the fingerprint of each part's current version.
-        statistics: the fitted feature statistics (``None`` until fitted).
-        standardised: whether ``encode`` applied ``statistics`` to the stored features.
         tokenizer: the trained tokenizer.
-        label_names: the class labels, in class-id order.
-        extra: anything another pipeline's steps need to carry.
+        extra: anything else a pipeline's steps carry without a state class of its own.
     """
 
     data: Any = None
@@ -111,10 +113,7 @@ class DataState:
     form: str | None = None
     lineage: tuple[str, str] = ("", "")
     part_fps: Mapping[str, str] = field(default_factory=dict)
-    statistics: Mapping[str, Any] | None = None
-    standardised: bool = False
     tokenizer: Any = None
-    label_names: tuple[Any, ...] = ()
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def rows(self) -> int:
@@ -372,7 +371,7 @@ def run_preparation(
     work.mkdir()
     steps, per_rank = split_phases(order, registry)
     ledger = StepLedger(info={**info, "order": list(order), "per_rank_steps": per_rank})
-    state = run_steps(steps, registry, replace(ctx, work=work), DataState(), ledger)
+    state = run_steps(steps, registry, replace(ctx, work=work), initial_state(registry), ledger)
     write(state, ledger)
     shutil.rmtree(work, ignore_errors=True)
 
@@ -380,8 +379,13 @@ def run_preparation(
 def plan(order: Sequence[str], registry: StepRegistry, config: Any) -> StepLedger:
     """The ledger running ``order`` would leave, from :func:`run_steps` with ``dry=True``."""
     ledger = StepLedger()
-    run_steps(order, registry, StepContext(config), DataState(), ledger, dry=True)
+    run_steps(order, registry, StepContext(config), initial_state(registry), ledger, dry=True)
     return ledger
+
+
+def initial_state(registry: StepRegistry) -> DataState:
+    """The empty state a preparation starts from: the registry's pipeline's own state class."""
+    return (registry.state or DataState)()
 
 
 def train_data(state: DataState) -> Any:

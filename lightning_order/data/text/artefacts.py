@@ -13,15 +13,15 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from lightning_order.data.engine.preparation import write_manifest
-from lightning_order.data.engine.runner import DataState
 from lightning_order.data.engine.storage import storage_errors
+from lightning_order.data.text.registry import TextState
 from lightning_order.errors import DataError
 from lightning_order.ledger import StepLedger
 
 __all__ = ["read_state", "write_prepared"]
 
 
-def write_prepared(folder: Path, state: DataState, ledger: StepLedger, dims: Mapping[str, int]) -> None:
+def write_prepared(folder: Path, state: TextState, ledger: StepLedger, dims: Mapping[str, int]) -> None:
     """Writes what ``prepare_data`` produced; the manifest last (a folder with one is finished).
 
     Args:
@@ -47,7 +47,7 @@ def write_prepared(folder: Path, state: DataState, ledger: StepLedger, dims: Map
     write_manifest(folder, ledger, {**sizes, **dims}, fps, label_names=list(state.label_names))
 
 
-def read_state(path: Path, ledger: StepLedger) -> DataState:
+def read_state(path: Path, ledger: StepLedger) -> TextState:
     """The state ``setup`` starts from: the encoded splits (memory-mapped) and the statistics.
 
     Statistics that were fitted (their mean is known) were applied by ``encode``; otherwise the
@@ -66,7 +66,7 @@ def read_state(path: Path, ledger: StepLedger) -> DataState:
             step="setup",
         ) from err
     fitted = stats["mean"] is not None
-    return DataState(
+    return TextState(
         parts=parts,
         form="encoded",
         statistics=stats if fitted else None,

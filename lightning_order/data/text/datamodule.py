@@ -27,6 +27,7 @@ from lightning_order.data.text.batches import BATCH_KEYS, Collate
 from lightning_order.data.text.cleaning import CleanRows, clean_batch
 from lightning_order.data.text.config import CODE_VERSION, DataConfig
 from lightning_order.data.text.features import ENGINEERED_FEATURES, engineer_batch
+from lightning_order.data.text.registry import TextState
 from lightning_order.data.text.spec import NAME
 from lightning_order.data.text.steps import DATA_STEPS
 from lightning_order.ledger import StepLedger
@@ -173,6 +174,8 @@ class OrderedDataModule(OrderedDataModuleBase):
         return read_state(path, ledger)
 
     def assign(self, state: DataState, ledger: StepLedger) -> None:
+        if not isinstance(state, TextState):  # the text steps pass a TextState; anything else is a bug
+            raise TypeError(f"OrderedDataModule.assign takes the text pipeline's TextState, got {type(state).__name__}")
         stats = state.statistics
         # Statistics fitted after encode (per shard, a wrong order) are applied when batching.
         late = stats is not None and not state.standardised

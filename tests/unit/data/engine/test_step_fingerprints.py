@@ -23,7 +23,14 @@ import pytest
 from lm_tokenizers import llama_style_tokenizer
 
 from lightning_order.data.engine.engines import LocalEngine
-from lightning_order.data.engine.runner import DataState, StepContext, StepRegistry, plan, run_steps
+from lightning_order.data.engine.runner import (
+    DataState,
+    StepContext,
+    StepRegistry,
+    initial_state,
+    plan,
+    run_steps,
+)
 from lightning_order.data.lm.config import LMConfig
 from lightning_order.data.lm.steps import LM_DATA_STEPS, LM_STEPS
 from lightning_order.data.text.config import DataConfig
@@ -277,10 +284,10 @@ def _run_noting(registry: StepRegistry, order: tuple[str, ...], ctx: StepContext
 
         return run
 
-    wrapped = StepRegistry(registry.pipeline)
+    wrapped = StepRegistry(registry.pipeline, state=registry.state)
     for name in order:
         wrapped.add(dataclasses.replace(registry[name], fn=noting(name, registry[name].fn)))
-    run_steps(order, wrapped, ctx, DataState(), StepLedger())
+    run_steps(order, wrapped, ctx, initial_state(wrapped), StepLedger())
     return seen
 
 
