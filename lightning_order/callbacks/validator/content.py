@@ -59,15 +59,29 @@ def dataset_lengths(dm: Any) -> dict[str, int | None]:
 
 
 def _feed(hasher: Any, path: str, value: Any) -> None:
-    hasher.update(path.encode())
-    array = leaf_array(value)
+    array = _row_array(value)
     if array is not None:
-        hasher.update(f"{array.dtype}{array.shape}".encode())
-        hasher.update(np.ascontiguousarray(array).tobytes())
-    elif isinstance(value, (bytes, bytearray)):
+        # An array's bytes alone, as a stacked chunk hashes its row (:func:`_hash_stacked`): an
+        # item hashes alike whichever path its chunk takes (ragged rows of litgpt's SFTDataset
+        # take this one, a chunk of one or of equal lengths the stacked one; #48).
+        hasher.update(np.ascontiguousarray(array).view(np.uint8).tobytes())
+        return
+    hasher.update(path.encode())
+    if isinstance(value, (bytes, bytearray)):
         hasher.update(bytes(value))
     else:
         hasher.update(repr(value).encode())
+
+
+def _row_array(value: Any) -> np.ndarray | None:
+    """A leaf as the array ``default_collate`` makes of it row by row: tensors and arrays as they
+    are, Python numbers as int64 / float64 / bool (``None``: text, lists, anything else)."""
+    array = leaf_array(value)
+    if array is not None:
+        return array
+    if isinstance(value, (bool, int, float, np.number)):
+        return np.asarray(value, dtype=np.float64 if isinstance(value, float) else None)
+    return None
 
 
 def _is_float(value: Any) -> bool:
@@ -152,12 +166,30 @@ def _hash_stacked(items: list[Any]) -> list[tuple[int | None, int, int | None]] 
     return [(None if r is None else int(r), int(i), item_max) for r, i in zip(row_hashes, input_hashes)]
 
 
+# Words of a key that holds no token id although it names "token" or "id": positions, masks, a
+# row's counts and lengths (litgpt's token_counts, #48), segment and document ids, token types.
+_NOT_IDS = (
+    "mask",
+    "position",
+    "count",
+    "len",
+    "num",
+    "size",
+    "offset",
+    "type",
+    "segment",
+    "doc_id",
+    "document_id",
+)
+
+
 def _looks_like_ids(path: str) -> bool:
+    """Whether a leaf's key names token ids (``input_ids``, ``tokens``, ``idx``, a tuple's first
+    element), never a count, length, position or other id that enters no token embedding."""
     name = path.lower()
-    # position_ids hold positions (up to the row's length), never token ids (issue #43).
-    return (
-        "mask" not in name and "position" not in name and ("id" in name or "token" in name or name.isdigit())
-    )
+    if name.isdigit():
+        return True
+    return ("id" in name or "token" in name) and not any(word in name for word in _NOT_IDS)
 
 
 def _float_stats(batch: Any) -> dict[str, dict[str, Any]]:
