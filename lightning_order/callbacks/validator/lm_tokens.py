@@ -35,6 +35,7 @@ from lightning_order.checks.token_rows import (
     is_padded,
 )
 from lightning_order.checks.truncation import check_truncation, length_pile
+from lightning_order.fingerprints import tokenizer_backend
 from lightning_order.rules import Violation
 
 __all__ = ["TokenEvidence", "TokenizerFacts", "token_evidence", "token_violations", "tokenizer_facts"]
@@ -69,7 +70,7 @@ class TokenizerFacts:
 
 
 def _backend(tokenizer: Any) -> Any:
-    return getattr(tokenizer, "backend_tokenizer", tokenizer)
+    return tokenizer_backend(tokenizer)
 
 
 def _pad_id(tokenizer: Any) -> int | None:
