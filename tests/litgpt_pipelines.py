@@ -16,11 +16,13 @@ from __future__ import annotations
 import inspect
 import json
 import random
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import lightning.pytorch as pl  # litgpt's data modules are lightning.pytorch's
 import torch
+from litdata import TokensLoader, optimize
 from litgpt.config import Config
 from litgpt.model import GPT
 from litgpt.utils import chunked_cross_entropy
@@ -111,7 +113,7 @@ class LitGPT(pl.LightningModule):
 
     def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
         if self.pretrain:
-            input_ids, targets = batch[:, :-1], batch[:, 1:]
+            input_ids, targets = batch[:, :-1].long(), batch[:, 1:].long()  # litdata serves int32
             return chunked_cross_entropy(self.gpt(input_ids), targets)
         logits = self.gpt(batch["input_ids"])
         return chunked_cross_entropy(logits[..., :-1, :], batch["labels"][..., 1:])
@@ -121,3 +123,19 @@ class LitGPT(pl.LightningModule):
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
         return torch.optim.AdamW(self.parameters(), lr=1e-3)
+
+
+def optimize_shards(tokenize: Any, files: list[Path], out: Path, tokenizer: Any, block_size: int | None) -> Path:
+    """``files`` tokenized into litdata chunks at ``out`` by litgpt's own ``tokenize``, as its
+    ``prepare_data`` does, in one forked worker: litdata's default ``spawn`` start method would
+    re-import the test session and set itself for every later test."""
+    optimize(
+        fn=partial(tokenize, tokenizer=tokenizer),
+        inputs=[str(f) for f in files],
+        output_dir=str(out),
+        num_workers=1,
+        chunk_bytes="50MB",
+        item_loader=TokensLoader(block_size=block_size) if block_size else TokensLoader(),
+        start_method="fork",
+    )
+    return out
