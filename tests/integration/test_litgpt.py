@@ -36,8 +36,8 @@ from lightning_order.fingerprints import is_tokenizer, tokenizer_fingerprint
 
 VOCAB = 512  # the BPE's size, and the model's padded_vocab_size
 # Alpaca's template and an instruction take 91 to 102 tokens of this BPE: cut at 94, three rows in
-# four keep no answer; at 60 every row is the template's first 60 tokens.
-INSIDE_PROMPTS, INSIDE_TEMPLATE = 94, 60
+# four keep no answer; at 40 every row is the template's first 60 tokens.
+INSIDE_PROMPTS, INSIDE_TEMPLATE = 94, 40
 BLOCK = 64  # the pretraining runs' max_seq_length
 
 
@@ -109,6 +109,17 @@ def test_prompts_longer_than_max_seq_length_are_stopped_as_rows_without_target(t
     _, error, steps = _fit(dm, LitGPT(VOCAB))
     assert error is not None and steps == 0 and error.rules == ["rows-without-target"]
     assert "prompts longer than max_length" in str(error)
+
+
+@pytest.mark.parametrize("mask", [False, True], ids=["mask_prompt=False", "mask_prompt=True"])
+def test_max_seq_length_inside_the_template_is_stopped_naming_rows_cut_alike(tmp_path, tokenizer, mask):
+    # Every row is the template's first 40 tokens: every validation row has a train twin, and the
+    # message names rows cut alike by max_seq_length, not a leak to deduplicate.
+    dm = _sft(tmp_path, tokenizer, instructions(), mask=mask, max_seq_length=INSIDE_TEMPLATE)
+    _, error, steps = _fit(dm, LitGPT(VOCAB))
+    assert error is not None and steps == 0 and error.rules == ["train-val-overlap"]
+    (violation,) = error.violations
+    assert "shorter than the prompt template" in violation.message and "raise max_seq_length" in violation.fix
 
 
 def test_a_model_smaller_than_the_tokenizer_is_stopped(tmp_path, tokenizer):

@@ -93,14 +93,14 @@ def item_hashes(item: Any) -> tuple[int | None, int, int | None]:
     """``(rows, inputs, max_token_id)`` for one item.
 
     ``rows`` hashes the non-float leaves (labels included), ``None`` when there are none but the
-    label; ``inputs`` hashes every leaf but the label; ``max_token_id`` is the largest value of an
+    label; ``inputs`` hashes every leaf but the label and a row's token counts; ``max_token_id`` is the largest value of an
     integer array leaf that is not the label (``None`` when there is none).
     """
     rows, inputs = xxhash.xxh3_64(), xxhash.xxh3_64()
     has_row_part, max_id = False, None
     for path, leaf in leaves(item):
         label = is_label(path)
-        if not label:
+        if not label and not _is_tally(path):
             _feed(inputs, path, leaf)
         if not _is_float(leaf):
             _feed(rows, path, leaf)
@@ -143,7 +143,7 @@ def _hash_stacked(items: list[Any]) -> list[tuple[int | None, int, int | None]] 
             return None
         flat = np.ascontiguousarray(array.reshape(len(items), -1)).view(np.uint8).reshape(len(items), -1)
         label, is_float = is_label(path), np.issubdtype(array.dtype, np.floating)
-        if not label:
+        if not label and not _is_tally(path):
             input_parts.append(flat)
         if not is_float:
             rows_parts.append(flat)
@@ -181,6 +181,12 @@ _NOT_IDS = (
     "doc_id",
     "document_id",
 )
+
+
+def _is_tally(path: str) -> bool:
+    """Whether a leaf counts a row's tokens (litgpt's ``token_counts``): no input of the model, and
+    a count of the untruncated text, so rows cut to the same tokens would hash apart (#48)."""
+    return "token_count" in path.lower()
 
 
 def _looks_like_ids(path: str) -> bool:

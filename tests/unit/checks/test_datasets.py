@@ -220,6 +220,9 @@ def test_an_item_hashes_alike_alone_in_a_ragged_chunk_and_in_a_stacked_one():
     alone = [hash_items([row])[0] for row in rows]
     assert hash_items(rows) == alone
     assert hash_items([sft([3, 4, 5]), sft([1, 2, 3])])[0] == alone[0]  # a stacked chunk of two
+    # Rows cut to the same tokens are one input, whatever the counts of their uncut text.
+    recounted = {**sft([3, 4, 5]), "token_counts": {"raw": 40, "raw_plus_prompt_template": 90}}
+    assert item_hashes(recounted)[1] == alone[0][1] and item_hashes(recounted)[0] != alone[0][0]
 
 
 def test_counts_beside_the_token_ids_are_no_token_ids():
@@ -242,3 +245,12 @@ def test_counts_beside_the_token_ids_are_no_token_ids():
 
     summary = summarize_splits(DM(), {"train": 2, "val": None}, sample_rows=16, whole_rows=1000)
     assert summary["train"]["max_token_id"] == 9
+
+
+def test_an_overlap_of_rows_all_alike_names_rows_cut_to_their_common_start():
+    # litgpt SFT with max_seq_length shorter than the prompt template (#48): every row is the same
+    # first tokens, so every validation row has a train twin; deduplicating is not the fix.
+    (v,) = check_twin_rate(np.full(200, 7), np.full(20, 7))
+    assert "max_seq_length" in v.message and "max_seq_length" in v.fix and v.details["distinct_train"] == 1
+    (spread,) = check_twin_rate(np.arange(100), np.arange(95, 105))  # a leak among distinct rows: as before
+    assert "max_seq_length" not in spread.message and spread.fix.startswith("deduplicate")
