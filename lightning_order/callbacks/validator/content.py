@@ -37,6 +37,7 @@ from lightning_order.callbacks.validator.gather import all_gather
 from lightning_order.callbacks.validator.peek import note_unread, untouched
 
 __all__ = [
+    "ITEM_HASH_SCHEME",
     "dataset_lengths",
     "first_item_sizes",
     "datamodule_settings",
@@ -47,6 +48,10 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+#: The scheme of :func:`hash_items` (2: an item of arrays hashes alike alone or in a chunk, #48),
+#: stored with a checkpoint's content sample so that hashes of another scheme are not compared.
+ITEM_HASH_SCHEME = 2
 
 
 def dataset_lengths(dm: Any) -> dict[str, int | None]:

@@ -42,7 +42,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from lightning_order.callbacks.validator.budget import item_size, rows_within
-from lightning_order.callbacks.validator.content import hash_items
+from lightning_order.callbacks.validator.content import ITEM_HASH_SCHEME, hash_items
 from lightning_order.callbacks.validator.evidence import SPLIT_LOADERS, split_dataset
 from lightning_order.callbacks.validator.gather import all_gather
 from lightning_order.callbacks.validator.peek import note_unread, untouched
@@ -232,6 +232,7 @@ def content_sample(trainer: Any, dm: Any, tokenizer: str | None) -> dict[str, An
         "splits": splits,
         "same_on_ranks": all(g == gathered[0] for g in gathered),
         "data_parallel": {"size": dp.size, "rank": dp.rank},
+        "item_hashes": ITEM_HASH_SCHEME,
     }
 
 
