@@ -33,7 +33,7 @@ import xxhash
 from lightning_order.errors import FingerprintError
 from lightning_order.ledger import fingerprint
 
-__all__ = ["data_fingerprint", "is_tokenizer", "tokenizer_fingerprint"]
+__all__ = ["data_fingerprint", "is_tokenizer", "tokenizer_backend", "tokenizer_fingerprint"]
 
 #: Types whose ``repr`` is their whole content (so hashing it is hashing the content).
 _REPR_IS_CONTENT = (
@@ -51,13 +51,40 @@ _REPR_IS_CONTENT = (
 )
 
 
+def tokenizer_backend(value: Any) -> Any:
+    """The object that holds ``value``'s vocabulary: a ``transformers`` fast tokenizer's
+    ``backend_tokenizer``; the ``processor`` of a wrapper exposing ``encode`` / ``decode`` and
+    ``eos_id`` / ``bos_id`` (litgpt's ``Tokenizer``, #48); else ``value`` itself."""
+    backend = getattr(value, "backend_tokenizer", None)
+    if backend is not None:
+        return backend
+    if _is_wrapper(value):
+        return value.processor
+    return value
+
+
+def _is_wrapper(value: Any) -> bool:
+    return (
+        callable(getattr(value, "encode", None))
+        and callable(getattr(value, "decode", None))
+        and (hasattr(value, "eos_id") or hasattr(value, "bos_id"))
+        and hasattr(value, "processor")
+    )
+
+
 def is_tokenizer(value: Any) -> bool:
     """Whether ``value`` is a tokenizer :func:`tokenizer_fingerprint` reads: a ``tokenizers.Tokenizer``
-    (``to_str``) or a ``transformers`` tokenizer (fast: ``backend_tokenizer``; slow: ``get_vocab``)."""
+    (``to_str``), a ``transformers`` tokenizer (fast: ``backend_tokenizer``; slow: ``get_vocab``), or a
+    wrapper of a ``tokenizers.Tokenizer`` or SentencePiece model (:func:`tokenizer_backend`)."""
     if isinstance(value, type):
         return False
     if hasattr(value, "backend_tokenizer"):
         return True
+    if _is_wrapper(value):
+        backend = value.processor
+        return callable(getattr(backend, "to_str", None)) or callable(
+            getattr(backend, "serialized_model_proto", None)
+        )
     if callable(getattr(value, "to_str", None)) and callable(getattr(value, "encode", None)):
         return True
     return callable(getattr(value, "get_vocab", None)) and callable(
@@ -96,7 +123,8 @@ def tokenizer_fingerprint(tokenizer: Any) -> str:
 
     One function for every tokenizer the validator reads: a ``tokenizers.Tokenizer`` and a
     ``transformers`` fast tokenizer (its ``backend_tokenizer``) hash their JSON (``to_str``) without
-    the run-time truncation and padding settings; a slow ``transformers`` tokenizer hashes its
+    the run-time truncation and padding settings, as does a wrapper of one (litgpt's ``Tokenizer``:
+    its ``processor``); a slow ``transformers`` tokenizer hashes its
     vocabulary (``get_vocab``, added tokens included). A token added, removed or renumbered, or a
     tokenizer retrained at the same size, changes it.
 
@@ -106,9 +134,13 @@ def tokenizer_fingerprint(tokenizer: Any) -> str:
     Raises:
         FingerprintError: (a ``TypeError``) ``tokenizer`` is none of the kinds above.
     """
-    backend = getattr(tokenizer, "backend_tokenizer", tokenizer)
+    backend = tokenizer_backend(tokenizer)
     if callable(getattr(backend, "to_str", None)):
         return fingerprint("vocab", _serialised(backend))
+    if callable(getattr(backend, "serialized_model_proto", None)):  # SentencePiece in a wrapper
+        return fingerprint(
+            "vocab", "sentencepiece", xxhash.xxh3_128_hexdigest(backend.serialized_model_proto())
+        )
     vocab = getattr(tokenizer, "get_vocab", None)
     if callable(vocab):
         return fingerprint("vocab", type(tokenizer).__name__, sorted(vocab().items()))

@@ -332,6 +332,10 @@ def twin_estimate(
     return RateEstimate(int(np.isin(val, train).sum()), int(val.size), coverage=covered, exact=exact)
 
 
+#: Distinct train inputs, as a share of the rows read, at or below which the rows are judged cut alike.
+COLLAPSED_SHARE = 0.02
+
+
 def check_twin_rate(
     train_inputs: Sequence[int] | np.ndarray,
     val_inputs: Sequence[int] | np.ndarray,
@@ -367,15 +371,30 @@ def check_twin_rate(
     estimated = (
         "" if estimate.coverage >= 1.0 else f", estimated from {estimate.coverage:.0%} of the train rows"
     )
+    cause = "exact duplicates straddle the split"
+    fix = (
+        "deduplicate before the split, or split by a hash of the cleaned input (or a group "
+        "column) so duplicates land on the same side"
+    )
+    if train.size <= max(1, COLLAPSED_SHARE * len(train_inputs)):
+        # A handful of inputs for all rows is no leak to deduplicate: the rows were cut to their
+        # common start (litgpt SFT with max_seq_length shorter than the prompt template, #48).
+        cause = (
+            f"the train rows hold only {train.size} distinct input(s): rows all alike, cut to the same first "
+            "tokens (a max_seq_length or truncation shorter than the prompt template) or of a few values by nature"
+        )
+        fix = (
+            "if the rows were cut, raise max_seq_length above the longest prompt (template included) or "
+            "truncate the prompt, not the row; if the data holds few distinct inputs by nature, split by group"
+        )
     return [
         Violation(
             "train-val-overlap",
             ("split",),
             f"{estimate.hits} of {estimate.n} validation rows checked ({estimate.rate:.1%}{estimated}) have an "
             f"identical twin in the train split: {estimate.describe('validation rows')}, above the threshold of "
-            f"{threshold:.1%} (train itself repeats {repeat:.1%} of its rows): exact duplicates straddle the split",
-            fix="deduplicate before the split, or split by a hash of the cleaned input (or a group "
-            "column) so duplicates land on the same side; state the rate you accept with "
+            f"{threshold:.1%} (train itself repeats {repeat:.1%} of its rows): {cause}",
+            fix=fix + "; state the rate you accept with "
             "OrderValidator(overlap_threshold=...) (lightning-order: --order.overlap_threshold)",
             details={
                 "twins": estimate.hits,
@@ -383,6 +402,7 @@ def check_twin_rate(
                 "rate": estimate.rate,
                 "threshold": threshold,
                 "estimate": estimate.to_dict(),
+                "distinct_train": int(train.size),
             },
         )
     ]

@@ -149,8 +149,9 @@ def _aligned(ids: np.ndarray, targets: np.ndarray, offset: int) -> tuple[np.ndar
 def target_offset(ids: np.ndarray, targets: np.ndarray, ignore_index: int = IGNORE_INDEX) -> int | None:
     """The offset ``k`` with ``targets[:, t] == ids[:, t + k]`` on :data:`OFFSET_SHARE` of the kept targets.
 
-    ``None`` when no offset (or more than one: rows of one repeated token) reaches it, or fewer than
-    :data:`MIN_TARGETS` targets are kept: the targets are not the ids (a classifier, distillation).
+    ``None`` when no offset (or more than one: rows of one repeated token) reaches it, or no target is
+    kept: the targets are not the ids (a classifier, distillation). Fewer than :data:`MIN_TARGETS`
+    kept targets give an offset only when every one of them fits it.
     """
     if ids.ndim != 2 or targets.ndim != 2:
         return None
@@ -161,10 +162,11 @@ def target_offset(ids: np.ndarray, targets: np.ndarray, ignore_index: int = IGNO
             continue
         shifted, kept_targets = pair
         kept = kept_targets != ignore_index
-        if int(kept.sum()) < MIN_TARGETS:
+        if not kept.any():
             continue
         share = float((shifted[kept] == kept_targets[kept]).mean())
-        if share >= OFFSET_SHARE:
+        # Fewer than MIN_TARGETS kept (rows whose prompt filled them, #48): only if every one fits.
+        if share >= (OFFSET_SHARE if int(kept.sum()) >= MIN_TARGETS else 1.0):
             found.append(offset)
     return found[0] if len(found) == 1 else None
 

@@ -37,6 +37,7 @@ from lightning_order.callbacks.validator.gather import all_gather
 from lightning_order.callbacks.validator.peek import note_unread, untouched
 
 __all__ = [
+    "ITEM_HASH_SCHEME",
     "dataset_lengths",
     "first_item_sizes",
     "datamodule_settings",
@@ -47,6 +48,10 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+#: The scheme of :func:`hash_items` (2: an item of arrays hashes alike alone or in a chunk, #48),
+#: stored with a checkpoint's content sample so that hashes of another scheme are not compared.
+ITEM_HASH_SCHEME = 2
 
 
 def dataset_lengths(dm: Any) -> dict[str, int | None]:
@@ -59,15 +64,29 @@ def dataset_lengths(dm: Any) -> dict[str, int | None]:
 
 
 def _feed(hasher: Any, path: str, value: Any) -> None:
-    hasher.update(path.encode())
-    array = leaf_array(value)
+    array = _row_array(value)
     if array is not None:
-        hasher.update(f"{array.dtype}{array.shape}".encode())
-        hasher.update(np.ascontiguousarray(array).tobytes())
-    elif isinstance(value, (bytes, bytearray)):
+        # An array's bytes alone, as a stacked chunk hashes its row (:func:`_hash_stacked`): an
+        # item hashes alike whichever path its chunk takes (ragged rows of litgpt's SFTDataset
+        # take this one, a chunk of one or of equal lengths the stacked one; #48).
+        hasher.update(np.ascontiguousarray(array).view(np.uint8).tobytes())
+        return
+    hasher.update(path.encode())
+    if isinstance(value, (bytes, bytearray)):
         hasher.update(bytes(value))
     else:
         hasher.update(repr(value).encode())
+
+
+def _row_array(value: Any) -> np.ndarray | None:
+    """A leaf as the array ``default_collate`` makes of it row by row: tensors and arrays as they
+    are, Python numbers as int64 / float64 / bool (``None``: text, lists, anything else)."""
+    array = leaf_array(value)
+    if array is not None:
+        return array
+    if isinstance(value, (bool, int, float, np.number)):
+        return np.asarray(value, dtype=np.float64 if isinstance(value, float) else None)
+    return None
 
 
 def _is_float(value: Any) -> bool:
@@ -79,14 +98,14 @@ def item_hashes(item: Any) -> tuple[int | None, int, int | None]:
     """``(rows, inputs, max_token_id)`` for one item.
 
     ``rows`` hashes the non-float leaves (labels included), ``None`` when there are none but the
-    label; ``inputs`` hashes every leaf but the label; ``max_token_id`` is the largest value of an
+    label; ``inputs`` hashes every leaf but the label and a row's token counts; ``max_token_id`` is the largest value of an
     integer array leaf that is not the label (``None`` when there is none).
     """
     rows, inputs = xxhash.xxh3_64(), xxhash.xxh3_64()
     has_row_part, max_id = False, None
     for path, leaf in leaves(item):
         label = is_label(path)
-        if not label:
+        if not label and not _is_tally(path):
             _feed(inputs, path, leaf)
         if not _is_float(leaf):
             _feed(rows, path, leaf)
@@ -129,7 +148,7 @@ def _hash_stacked(items: list[Any]) -> list[tuple[int | None, int, int | None]] 
             return None
         flat = np.ascontiguousarray(array.reshape(len(items), -1)).view(np.uint8).reshape(len(items), -1)
         label, is_float = is_label(path), np.issubdtype(array.dtype, np.floating)
-        if not label:
+        if not label and not _is_tally(path):
             input_parts.append(flat)
         if not is_float:
             rows_parts.append(flat)
@@ -152,12 +171,36 @@ def _hash_stacked(items: list[Any]) -> list[tuple[int | None, int, int | None]] 
     return [(None if r is None else int(r), int(i), item_max) for r, i in zip(row_hashes, input_hashes)]
 
 
+# Words of a key that holds no token id although it names "token" or "id": positions, masks, a
+# row's counts and lengths (litgpt's token_counts, #48), segment and document ids, token types.
+_NOT_IDS = (
+    "mask",
+    "position",
+    "count",
+    "len",
+    "num",
+    "size",
+    "offset",
+    "type",
+    "segment",
+    "doc_id",
+    "document_id",
+)
+
+
+def _is_tally(path: str) -> bool:
+    """Whether a leaf counts a row's tokens (litgpt's ``token_counts``): no input of the model, and
+    a count of the untruncated text, so rows cut to the same tokens would hash apart (#48)."""
+    return "token_count" in path.lower()
+
+
 def _looks_like_ids(path: str) -> bool:
+    """Whether a leaf's key names token ids (``input_ids``, ``tokens``, ``idx``, a tuple's first
+    element), never a count, length, position or other id that enters no token embedding."""
     name = path.lower()
-    # position_ids hold positions (up to the row's length), never token ids (issue #43).
-    return (
-        "mask" not in name and "position" not in name and ("id" in name or "token" in name or name.isdigit())
-    )
+    if name.isdigit():
+        return True
+    return ("id" in name or "token" in name) and not any(word in name for word in _NOT_IDS)
 
 
 def _float_stats(batch: Any) -> dict[str, dict[str, Any]]:

@@ -49,7 +49,7 @@ from lightning_order.checks.label_shift import (
 from lightning_order.checks.lm import check_lm, eos_evidence, lm_ledger_evidence
 from lightning_order.checks.registry import CheckEvidence, EvidenceKind, Phase, register_check
 from lightning_order.checks.step_one import TokenFacts
-from lightning_order.fingerprints import is_tokenizer, tokenizer_fingerprint
+from lightning_order.fingerprints import is_tokenizer, tokenizer_backend, tokenizer_fingerprint
 from lightning_order.models.hf import hf_causal_lm
 from lightning_order.pipelines import PIPELINES, spec_of_class
 from lightning_order.rules import Violation
@@ -144,8 +144,9 @@ def is_lm(dm: Any, batch: Any = None) -> bool:
 
 def _tokenizer_facts(tokenizer: Any) -> dict[str, Any]:
     facts: dict[str, Any] = {}
-    if hasattr(tokenizer, "get_vocab_size"):
-        facts["tokenizer_size"] = int(tokenizer.get_vocab_size(with_added_tokens=True))
+    backend = tokenizer_backend(tokenizer) if not hasattr(tokenizer, "__len__") else tokenizer
+    if hasattr(backend, "get_vocab_size"):  # a tokenizers.Tokenizer, or one in a wrapper (litgpt's)
+        facts["tokenizer_size"] = int(backend.get_vocab_size(with_added_tokens=True))
     elif hasattr(tokenizer, "__len__"):
         facts["tokenizer_size"] = len(tokenizer)  # transformers: added tokens included
     if is_tokenizer(tokenizer):
@@ -155,7 +156,7 @@ def _tokenizer_facts(tokenizer: Any) -> dict[str, Any]:
 
 def _declared_ids(tokenizer: Any, names: tuple[str, ...]) -> list[int]:
     """The ids of those of ``names`` the tokenizer declares as special tokens, in the order of ``names``."""
-    backend = getattr(tokenizer, "backend_tokenizer", tokenizer)
+    backend = tokenizer_backend(tokenizer)
     added = getattr(backend, "get_added_tokens_decoder", None)
     special = {t.content: int(i) for i, t in added().items() if t.special} if callable(added) else {}
     lookup = getattr(backend, "token_to_id", None)
@@ -181,6 +182,7 @@ def _eos_id(dm: Any, tokenizer: Any, info: Mapping[str, Any]) -> int | None:
         info.get("eos_id"),
         getattr(dm, "eos_token_id", None),
         getattr(tokenizer, "eos_token_id", None),
+        getattr(tokenizer, "eos_id", None),  # litgpt's Tokenizer
     ):
         if isinstance(value, int):
             return value
@@ -188,7 +190,11 @@ def _eos_id(dm: Any, tokenizer: Any, info: Mapping[str, Any]) -> int | None:
 
 
 def _bos_id(dm: Any, tokenizer: Any) -> int | None:
-    for value in (getattr(dm, "bos_token_id", None), getattr(tokenizer, "bos_token_id", None)):
+    for value in (
+        getattr(dm, "bos_token_id", None),
+        getattr(tokenizer, "bos_token_id", None),
+        getattr(tokenizer, "bos_id", None),  # litgpt's Tokenizer
+    ):
         if isinstance(value, int):
             return value
     return _declared(tokenizer, _BOS_NAMES)

@@ -32,6 +32,7 @@ from lightning_order.checks.eos_labels import (
     masked_eos_rows,
     unterminated_rows,
 )
+from lightning_order.checks.label_shift import IGNORE_INDEX
 from lightning_order.checks.token_rows import (
     LENGTHS_PADDED_SHARE,
     document_lengths,
@@ -41,12 +42,14 @@ from lightning_order.checks.token_rows import (
     stream_document_lengths,
 )
 from lightning_order.checks.truncation import Pile, check_truncation, length_pile
+from lightning_order.fingerprints import tokenizer_backend
 from lightning_order.rules import Violation
 
 __all__ = [
     "STREAM_LENGTH_TOKENS",
     "TokenEvidence",
     "TokenizerFacts",
+    "padding_from_labels",
     "token_evidence",
     "tokenizer_facts",
 ]
@@ -84,7 +87,7 @@ class TokenizerFacts:
 
 
 def _backend(tokenizer: Any) -> Any:
-    return getattr(tokenizer, "backend_tokenizer", tokenizer)
+    return tokenizer_backend(tokenizer)
 
 
 def _pad_id(tokenizer: Any) -> int | None:
@@ -135,7 +138,28 @@ def _arrays(batch: Any) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarra
     if ids is None or ids.ndim != 2 or not ids.size:
         return None, None, None
     labels, mask = as_numpy(batch_field(batch, "labels")), as_numpy(batch_field(batch, "attention_mask"))
-    return ids, (labels if labels is not None and labels.shape == ids.shape else None), mask
+    labels = labels if labels is not None and labels.shape == ids.shape else None
+    if mask is None and labels is not None:
+        mask = padding_from_labels(ids, labels)
+    return ids, labels, mask
+
+
+def padding_from_labels(ids: np.ndarray, labels: np.ndarray) -> np.ndarray | None:
+    """The attention mask a batch padded in its labels only implies, or ``None`` when it shows none.
+
+    litgpt's SFT collate (#48) pads ``input_ids`` with one id (0, often a real token: the
+    end-of-text id) and ``labels`` with ``-100``, and passes no mask: a row's padding is the run of
+    ignored labels after its last kept one, when every such run holds that one id. Rows with no
+    kept label (a prompt that filled the row) are left whole.
+    """
+    kept = labels != IGNORE_INDEX
+    held = kept.any(axis=1)
+    width = ids.shape[1]
+    last = np.where(held, width - 1 - np.argmax(kept[:, ::-1], axis=1), width - 1)
+    tail = np.arange(width)[None, :] > last[:, None]
+    if not tail.any() or np.unique(ids[tail]).size != 1:
+        return None  # nothing padded (packed rows), or trailing ignored labels over real tokens
+    return (~tail).astype(np.int64)
 
 
 def _bos_violations(

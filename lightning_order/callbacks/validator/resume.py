@@ -46,7 +46,7 @@ from typing import Any
 import torch
 
 from lightning_order.callbacks.validator.budget import item_size, rows_within
-from lightning_order.callbacks.validator.content import hash_items
+from lightning_order.callbacks.validator.content import ITEM_HASH_SCHEME, hash_items
 from lightning_order.callbacks.validator.evidence import SPLIT_LOADERS, split_dataset
 from lightning_order.callbacks.validator.gather import all_gather
 from lightning_order.callbacks.validator.peek import note_unread, untouched
@@ -273,6 +273,7 @@ def _ranked_sample(trainer: Any, splits: dict[str, Any], tokenizer: str | None) 
         "splits": splits,
         "same_on_ranks": all(g == gathered[0] for g in gathered),
         "data_parallel": {"size": dp.size, "rank": dp.rank},
+        "item_hashes": ITEM_HASH_SCHEME,
     }
 
 

@@ -129,6 +129,9 @@ class StepOneObserver:
         self.max_id: int | None = None
         self.embedding_rows: int | None = None
         self.losses: list[LossSeen] = []
+        # Flat targets of per-token losses (reduction="none"): pieces of one loss until read together.
+        self._pieces: list[torch.Tensor] = []
+        self._pieces_ignore = IGNORE_INDEX
         self.call: dict[str, Any] = {}
 
     # -- installing and removing -------------------------------------------------------------
@@ -160,7 +163,13 @@ class StepOneObserver:
             # Inside a graph being compiled a copy would break the graph: the model's labels= stand in.
             if self.active and not torch.compiler.is_compiling():
                 ignore = kwargs.get("ignore_index", args[2] if len(args) > 2 else IGNORE_INDEX)
-                self._record_loss(target, int(ignore))
+                reduction = kwargs.get("reduction", args[4] if len(args) > 4 else "mean")
+                if reduction == "none" and target.ndim == 1 and not target.is_floating_point():
+                    # litgpt's chunked_cross_entropy: the flat targets cut into pieces of 128 (#48).
+                    self._pieces.append(target.detach())
+                    self._pieces_ignore = int(ignore)
+                else:
+                    self._record_loss(target, int(ignore))
             return original(input, target, *args, **kwargs)
 
         self._wrapper = cross_entropy
@@ -214,7 +223,14 @@ class StepOneObserver:
 
         return hook
 
+    def _join_pieces(self) -> None:
+        """The pieces of flat targets recorded so far, recorded as the one loss they make."""
+        pieces, self._pieces = self._pieces, []
+        if pieces:
+            self._record_loss(torch.cat(pieces), self._pieces_ignore)
+
     def _record_loss(self, target: torch.Tensor, ignore_index: int) -> None:
+        self._join_pieces()  # a loss of another kind ends the pieces before it
         if len(self.losses) >= MAX_LOSSES or target.is_floating_point():
             return
         if (
@@ -237,6 +253,7 @@ class StepOneObserver:
     # -- what was seen -------------------------------------------------------------------------
     def observation(self) -> StepOne:
         """What was recorded so far, as plain data for :func:`~lightning_order.checks.step_one.judge_step_one`."""
+        self._join_pieces()
         call = self.call
         ids, shape, max_id = self.ids, self.shape, self.max_id
         if ids is None and call.get("ids") is not None:

@@ -17,6 +17,7 @@ import numpy as np
 
 from lightning_order.callbacks.validator.batches import as_numpy, batch_field, sample_batch
 from lightning_order.checks.tokenizer_fit import check_tokenizer_fit, tokenizer_fit_evidence
+from lightning_order.fingerprints import tokenizer_backend
 from lightning_order.rules import Violation
 
 __all__ = ["sampled_token_ids", "tokenizer_fit_violations", "tokenizer_vocabulary"]
@@ -28,9 +29,9 @@ def tokenizer_vocabulary(tokenizer: Any) -> tuple[dict[int, str], set[int]] | No
     """Every id of ``tokenizer`` with its decoded text, and the ids of its special/added tokens.
 
     ``None`` for an object that is not a ``tokenizers.Tokenizer`` and holds none
-    (``backend_tokenizer`` of a ``transformers`` fast tokenizer).
+    (``backend_tokenizer`` of a ``transformers`` fast tokenizer, ``processor`` of litgpt's).
     """
-    backend = getattr(tokenizer, "backend_tokenizer", tokenizer)
+    backend = tokenizer_backend(tokenizer)
     needed = ("get_vocab", "decode_batch", "get_added_tokens_decoder")
     if not all(callable(getattr(backend, name, None)) for name in needed):
         return None

@@ -170,7 +170,8 @@ def separator_ids(dm: Any) -> tuple[int, ...]:
     tokenizer = getattr(dm, "tokenizer", None)
     if tokenizer is None:
         return ()
-    found = {getattr(tokenizer, name, None) for name in ("eos_token_id", "bos_token_id")}
+    # eos_id / bos_id: litgpt's Tokenizer (#48).
+    found = {getattr(tokenizer, name, None) for name in ("eos_token_id", "bos_token_id", "eos_id", "bos_id")}
     lookup: Any = getattr(tokenizer, "token_to_id", None) or getattr(tokenizer, "convert_tokens_to_ids", None)
     unknown = getattr(tokenizer, "unk_token_id", None)
     for name in _SEPARATORS if lookup is not None else ():

@@ -201,3 +201,56 @@ def test_per_rank_statistics_inside_a_tensor_parallel_group_are_still_shard_befo
     summaries = [_mesh_rank(r, 2, _split(ids, _float([0.1 * r])), val) for r in range(2)]
     (violation,) = check_rank_datasets(summaries)
     assert violation.rule == "shard-before-normalize"
+
+
+def test_an_item_hashes_alike_alone_in_a_ragged_chunk_and_in_a_stacked_one():
+    # litgpt's SFTDataset items (#48): 1-D tensors of each row's length and a dict of counts. A
+    # chunk of one item stacks, a chunk of rows of several lengths does not: the same row must
+    # hash alike both ways, or a split is judged random and two splits' twins never match.
+    from lightning_order.callbacks.validator.content import hash_items
+
+    def sft(ids: list[int]) -> dict:
+        return {
+            "input_ids": torch.tensor(ids),
+            "labels": torch.tensor([-100, *ids[1:]]),
+            "token_counts": {"raw": len(ids) - 1, "raw_plus_prompt_template": len(ids)},
+        }
+
+    rows = [sft([3, 4, 5]), sft([3, 4, 5, 6, 7]), sft([9, 9])]
+    alone = [hash_items([row])[0] for row in rows]
+    assert hash_items(rows) == alone
+    assert hash_items([sft([3, 4, 5]), sft([1, 2, 3])])[0] == alone[0]  # a stacked chunk of two
+    # Rows cut to the same tokens are one input, whatever the counts of their uncut text.
+    recounted = {**sft([3, 4, 5]), "token_counts": {"raw": 40, "raw_plus_prompt_template": 90}}
+    assert item_hashes(recounted)[1] == alone[0][1] and item_hashes(recounted)[0] != alone[0][0]
+
+
+def test_counts_beside_the_token_ids_are_no_token_ids():
+    # litgpt's batches carry token_counts["raw_plus_prompt_template"] (a row's length, 2 309 in a
+    # long-form SFT set): read as a token id it gave a false init-before-data (#48).
+    batch = {
+        "input_ids": torch.tensor([[5, 9, 2], [4, 0, 0]]),
+        "labels": torch.tensor([[5, 9, 2], [4, -100, -100]]),
+        "token_counts": {"raw": torch.tensor([[2], [1]]), "raw_plus_prompt_template": torch.tensor([[2309], [1]])},
+        "position_ids": torch.tensor([[0, 1, 2], [0, 1, 2]]),
+        "doc_ids": torch.tensor([[700, 700, 700], [701, 701, 701]]),
+        "token_type_ids": torch.tensor([[0, 0, 1], [0, 0, 1]]),
+    }
+
+    class DM:
+        def train_dataloader(self):
+            rows = [{k: (v[i] if torch.is_tensor(v) else {n: c[i] for n, c in v.items()}) for k, v in batch.items()}
+                    for i in range(2)]
+            return torch.utils.data.DataLoader(rows, batch_size=2)
+
+    summary = summarize_splits(DM(), {"train": 2, "val": None}, sample_rows=16, whole_rows=1000)
+    assert summary["train"]["max_token_id"] == 9
+
+
+def test_an_overlap_of_rows_all_alike_names_rows_cut_to_their_common_start():
+    # litgpt SFT with max_seq_length shorter than the prompt template (#48): every row is the same
+    # first tokens, so every validation row has a train twin; deduplicating is not the fix.
+    (v,) = check_twin_rate(np.full(200, 7), np.full(20, 7))
+    assert "max_seq_length" in v.message and "max_seq_length" in v.fix and v.details["distinct_train"] == 1
+    (spread,) = check_twin_rate(np.arange(100), np.arange(95, 105))  # a leak among distinct rows: as before
+    assert "max_seq_length" not in spread.message and spread.fix.startswith("deduplicate")

@@ -82,6 +82,17 @@ def test_rows_whose_every_target_is_ignored_are_named():
     assert verdict.violations[0].details == {"empty_rows": 2, "rows": 4, "source": "cross_entropy"}
 
 
+def test_rows_without_target_are_named_when_the_few_rows_left_keep_few_targets():
+    # litgpt SFT with max_seq_length shorter than most prompts and mask_prompt=True (#48): 3 rows
+    # of 4 keep no target, the fourth 3 (fewer than MIN_TARGETS): every kept one is the next id.
+    x = ids()
+    t = np.full(x.shape, -100)
+    t[3, 20:23] = x[3, 21:24]
+    verdict = judge_step_one(step(x, t), TokenFacts())
+    assert rules(verdict) == ["rows-without-target"] and verdict.violations[0].details["empty_rows"] == 3
+    assert target_offset(x, np.where(t == -100, -100, (t + 1) % 200)) is None  # a few that do not match
+
+
 def padded(
     x: np.ndarray, lengths: list[int], end: int | None = EOS, pad: int = 0
 ) -> tuple[np.ndarray, np.ndarray]:

@@ -6,7 +6,8 @@ import pytest
 from nanogpt import corpus, split, train_tokenizer
 
 from lightning_order import FingerprintError, LightningOrderError, data_fingerprint
-from lightning_order.fingerprints import tokenizer_fingerprint
+from lightning_order.data.lm.tokenizer import train_byte_bpe
+from lightning_order.fingerprints import is_tokenizer, tokenizer_backend, tokenizer_fingerprint
 
 
 def _hf(tokenizer):
@@ -59,3 +60,25 @@ def test_a_repr_only_object_is_refused_with_its_type_and_how_to_pass_a_fingerpri
     assert isinstance(caught.value, LightningOrderError) and isinstance(caught.value, TypeError)
     shown = "_Opaque" if "_Opaque" in repr(value) else "object"
     assert shown in text and "step.output" in text and "a string that identifies it" in text
+
+
+class _Wrapper:
+    """A tokenizer as litgpt wraps one (#48): ``processor`` the ``tokenizers.Tokenizer``, ``eos_id`` / ``bos_id``."""
+
+    def __init__(self, processor: object) -> None:
+        self.processor, self.eos_id, self.bos_id = processor, 0, None
+
+    def encode(self, text: str) -> list[int]:
+        return self.processor.encode(text).ids
+
+    def decode(self, ids: list[int]) -> str:
+        return self.processor.decode(ids)
+
+
+def test_a_wrapper_exposing_encode_decode_and_eos_id_is_a_tokenizer_read_through_its_processor():
+    bpe = train_byte_bpe(["the cat sat on the mat"] * 20, 300)
+    wrapped = _Wrapper(bpe)
+    assert is_tokenizer(wrapped) and tokenizer_backend(wrapped) is bpe
+    assert tokenizer_fingerprint(wrapped) == tokenizer_fingerprint(bpe)
+    unreadable = _Wrapper(object())  # nothing to fingerprint: not read as a tokenizer
+    assert not is_tokenizer(unreadable)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import numpy as np
+import torch
 from llama_style import llama_tokenizer
 from run_clm import train_bpe
 
-from lightning_order.callbacks.validator.lm_tokens import tokenizer_facts
+from lightning_order.callbacks.validator.lm_tokens import token_evidence, tokenizer_facts
 
 TEXTS = ["ka lo mi ne ru ta vi zo", "pe sa do fu gi ha je ku"] * 20
 
@@ -44,3 +46,23 @@ def test_truncation_to_model_max_length_is_read_with_that_length():
     tokenizer.model_max_length = 16
     tokenizer(TEXTS, truncation=True)  # no max_length: transformers cuts at model_max_length
     assert tokenizer_facts(tokenizer).max_length == 16
+
+
+def test_rows_padded_in_their_labels_only_are_read_as_padded_rows():
+    # litgpt's SFT collate (#48): input_ids padded with 0, which is this BPE's end-of-text id too, and
+    # no attention_mask; the padding shows only as trailing -100 labels. Read as packed rows, the
+    # pads made "documents" of 1 token piling up: a false documents-truncated on correct SFT.
+    tokenizer = train_bpe(TEXTS, ("<|endoftext|>", "<pad>"))
+    rng = np.random.default_rng(0)
+    ids = np.zeros((32, 40), dtype=np.int64)
+    labels = np.full(ids.shape, -100)
+    for row, length in enumerate(rng.integers(12, 40, size=32)):
+        ids[row, : length - 1] = rng.integers(2, 60, size=length - 1)  # 0 after: the EOS, then pads
+        labels[row, :length] = ids[row, :length]
+    batch = {"input_ids": torch.tensor(ids), "labels": torch.tensor(labels)}
+    found = token_evidence(None, tokenizer, batch, eos_id=0, bos_id=None, sample_rows=8).violations
+    assert found == []
+    # The same rows with no end-of-text before their padding (a prompt style that adds none): named.
+    no_end = {"input_ids": batch["input_ids"], "labels": torch.tensor(np.where(ids == 0, -100, labels))}
+    rules = [v.rule for v in token_evidence(None, tokenizer, no_end, eos_id=0, bos_id=None, sample_rows=8).violations]
+    assert rules == ["documents-without-eos"]

@@ -109,3 +109,27 @@ def test_truncation_of_padded_rows_is_a_guess_and_before_packing_is_proof():
     (packed,) = check_truncation(48, pile)
     assert sampled_only(padded) and padded.details["padded"] is True
     assert not sampled_only(packed) and "before packing" in packed.message
+
+
+def test_a_loss_computed_in_chunks_of_flat_targets_is_seen_as_one():
+    # litgpt's chunked_cross_entropy (#48): targets flattened, cut into 128-long pieces, one
+    # cross_entropy(reduction="none") each. Each piece alone is no grid of rows: read together
+    # they are the step's targets, and rows whose every target is ignored are counted.
+    model = Tiny()
+    x = torch.randint(0, 50, (4, 150))
+    y = torch.roll(x, -1, dims=1)
+    y[:2] = -100  # two rows whose prompt filled them: nothing to train on
+    observer = StepOneObserver(model)
+    observer.install()
+    try:
+        h = model.wte(x) + model.wpe(torch.arange(x.shape[1]) % 64)
+        logits, targets = model.head(h).reshape(-1, 50), y.reshape(-1)
+        pieces = [
+            functional.cross_entropy(chunk, target, ignore_index=-100, reduction="none")
+            for chunk, target in zip(logits.split(128), targets.split(128))
+        ]
+        torch.cat(pieces).sum()
+    finally:
+        observer.remove()
+    (loss,) = observer.observation().losses
+    assert loss.targets.shape[0] == 4 and loss.rows == 4 and loss.empty_rows == 2
