@@ -30,11 +30,13 @@ import json
 import math
 import random
 import statistics
+import sys
 import time
 from typing import Any
 
 import numpy as np
 import torch
+from figures import write_results
 
 from lightning_order.data.engine.loaders import make_loader, make_train_loader
 from lightning_order.data.lm.datamodule import BlockDataset, collate_blocks
@@ -136,6 +138,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--workers", type=int, default=0, help="loader workers (0: all work in this process)")
     parser.add_argument("--json", help="also write the figures to this file")
+    parser.add_argument(
+        "--results", action="store_true", help="write benchmarks/results/resume.json, the figures the docs quote"
+    )
     args = parser.parse_args(argv)
     result = bench(args.blocks, args.block_size, args.batch_size, args.epochs, args.repeats, args.workers)
     text = json.dumps(result, indent=2)
@@ -143,6 +148,17 @@ def main(argv: list[str] | None = None) -> dict:
     if args.json:
         with open(args.json, "w") as handle:
             handle.write(text + "\n")
+    if args.results:
+        flat: dict[str, Any] = {k: v for k, v in result.items() if isinstance(v, (int, float))}
+        for clock, row in result.items():
+            for key, value in row.items() if isinstance(row, dict) else ():
+                name = f"{clock.removesuffix('_us')}_{key}"
+                if isinstance(value, list):  # an interval: its two ends
+                    flat[f"{name}_low"], flat[f"{name}_high"] = value
+                else:
+                    flat[name] = value
+        command = "python benchmarks/bench_resume.py " + " ".join(argv if argv is not None else sys.argv[1:])
+        write_results("resume", flat, command.strip())
     return result
 
 

@@ -20,10 +20,8 @@ from __future__ import annotations
 
 import argparse
 import csv
-import datetime
 import json
 import os
-import platform
 import re
 import resource
 import subprocess
@@ -33,17 +31,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from figures import write_results
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
 #: The job of each results file, and the command a user types for it.
 JOBS = {"demo": "configs/demo.yaml", "lm_demo": "configs/lm-demo.yaml"}
-
-
-def machine() -> str:
-    """The machine in words: CPU count, Python, torch (what the figures depend on)."""
-    import torch
-
-    return f"{os.cpu_count()} CPUs, {platform.system()} {platform.machine()}, Python {platform.python_version()}, torch {torch.__version__}"
 
 
 def run_job(config: str, work: Path, extra: list[str]) -> dict[str, Any]:
@@ -121,16 +114,9 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory(prefix=f"lightning-order-{name}-") as work:
             run = run_job(JOBS[name], Path(work), args.extra)
         command = f"python benchmarks/demo_figures.py --only {name}" + "".join(f" {e}" for e in args.extra)
-        result = {
-            "command": command,
-            "job": f"lightning-order fit --config {JOBS[name]}",
-            "machine": machine(),
-            "date": datetime.date.today().isoformat(),
-            "figures": FIGURES[name](run),
-        }
-        path = args.out / f"{name}.json"
-        path.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-        print(f"{path}: {json.dumps(result['figures'])}")
+        found = FIGURES[name](run)
+        path = write_results(name, found, command, args.out, job=f"lightning-order fit --config {JOBS[name]}")
+        print(f"{path}: {json.dumps(found)}")
     return 0
 
 

@@ -26,7 +26,9 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
+import os
 import re
 import sys
 from collections.abc import Iterator, Mapping
@@ -116,6 +118,36 @@ def load_results(folder: Path = RESULTS, labs: dict[str, Path] | None = None) ->
             figures[f"{path.stem}.{key}"] = value
     read = {name: json.loads(path.read_text(encoding="utf-8")) for name, path in (LABS if labs is None else labs).items() if path.is_file()}
     return Figures(figures, read)
+
+
+def machine() -> str:
+    """The machine in words: CPU count, system, Python, torch (what a figure depends on)."""
+    import platform
+
+    import torch  # only where a benchmark writes its results: checking the docs needs no torch
+
+    return (
+        f"{os.cpu_count()} CPUs, {platform.system()} {platform.machine()}, Python {platform.python_version()}, "
+        f"torch {torch.__version__}"
+    )
+
+
+def write_results(name: str, figures: Mapping[str, Any], command: str, folder: Path = RESULTS, **more: Any) -> Path:
+    """Writes ``folder/<name>.json``: the figures a benchmark measured, with its command, machine and date.
+
+    Args:
+        name: the source name the docs quote (``<!--fig name.key-->``).
+        figures: the figures, flat (key -> number or text).
+        command: the command that measured them, as a user types it.
+        folder: where results files live.
+        **more: anything else worth keeping beside them (``job=...``).
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    result = {"command": command, **more, "machine": machine(), "date": datetime.date.today().isoformat(),
+              "figures": dict(figures)}  # fmt: skip
+    path = folder / f"{name}.json"
+    path.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    return path
 
 
 def render(value: Any, spec: str | None) -> str:
