@@ -24,6 +24,7 @@ import lightning.pytorch as pl  # litgpt's data modules are lightning.pytorch's
 import torch
 from litdata import TokensLoader, optimize
 from litgpt.config import Config
+from litgpt.data import text_files, tinystories
 from litgpt.model import GPT
 from litgpt.utils import chunked_cross_entropy
 
@@ -139,3 +140,24 @@ def optimize_shards(tokenize: Any, files: list[Path], out: Path, tokenizer: Any,
         start_method="fork",
     )
     return out
+
+
+def pretraining_shards(root: Path, tokenizer: Any, block_size: int) -> dict[str, Path]:
+    """``TextFiles``' folder of ``.txt`` files and ``TinyStories``' ``TinyStories_all_data/*.json`` under
+    ``root``, each optimized into ``train/`` and ``val/`` by litgpt's own ``tokenize`` (the first file:
+    val); ``TextFiles`` in windows of ``block_size + 1`` tokens, as its ``prepare_data`` cuts them."""
+    rows = stories(240)
+    texts, tiny = root / "texts", root / "tiny"
+    (tiny / "TinyStories_all_data").mkdir(parents=True)
+    texts.mkdir()
+    for i in range(3):
+        part = rows[i * 80 : (i + 1) * 80]
+        (texts / f"part{i}.txt").write_text("\n".join(r["story"] for r in part))
+        (tiny / "TinyStories_all_data" / f"data{i:02d}.json").write_text(json.dumps(part))
+    text_parts = sorted(texts.glob("*.txt"))
+    optimize_shards(text_files.tokenize, text_parts[1:], texts / "train", tokenizer, block_size + 1)
+    optimize_shards(text_files.tokenize, text_parts[:1], texts / "val", tokenizer, block_size + 1)
+    tiny_parts = sorted((tiny / "TinyStories_all_data").glob("*.json"))
+    optimize_shards(tinystories.tokenize, tiny_parts[1:], tiny / "train", tokenizer, None)
+    optimize_shards(tinystories.tokenize, tiny_parts[:1], tiny / "val", tokenizer, None)
+    return {"TextFiles": texts, "TinyStories": tiny}

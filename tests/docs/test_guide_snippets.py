@@ -300,8 +300,13 @@ def _run(code: str, folder: Path) -> dict:
     return in_preloaded_process(head + code, GUIDE_PRELOADED)
 
 
-def run_block(block: Block, folder: Path, setups: dict[str, Setup]) -> None:
-    """Runs one block in ``folder`` (its setup's files written first); fails with the block's place."""
+def run_block(block: Block, folder: Path, setups: dict[str, Setup]) -> int:
+    """Runs one block in ``folder`` (its setup's files written first); fails with the block's place.
+
+    Returns:
+        How many programs it ran: 1 for a Python block, each ``lightning-order`` / ``python`` command
+        of a bash block (0 for one of only the user's own commands: ``pip``, ``apt-get``...).
+    """
     setup = setups[block.setup] if block.setup else Setup()
     for name, text in setup.files().items():
         path = folder / name
@@ -323,8 +328,9 @@ def run_block(block: Block, folder: Path, setups: dict[str, Setup]) -> None:
         )
         answer = _run(code, folder)
         assert answer["error"] == block.raises, f"{block.where}: raised {answer['error']}, expected {block.raises}"
-        return
-    for words in commands_of(block.text):
+        return 1
+    commands = commands_of(block.text)
+    for words in commands:
         words = [str(Path(w).expanduser()) if w.startswith("~") else w for w in _bounded(words, setup)]
         if words[0] == "lightning-order":
             run = f"from lightning_order.cli import main\n    code = main({words[1:]!r})"
@@ -337,6 +343,7 @@ def run_block(block: Block, folder: Path, setups: dict[str, Setup]) -> None:
         )
         answer = _run(call + "print(json.dumps({'code': code}))\n", folder)
         assert answer["code"] == block.expect, f"{block.where}: {shlex.join(words)} exited {answer['code']}"
+    return len(commands)
 
 
 def _page_params() -> list:
@@ -354,6 +361,7 @@ def test_every_block_of_the_page_runs_as_written(page: Path, tmp_path: Path) -> 
     """The page's blocks, in order, in one folder: files saved, commands and Python run, skips stated."""
     setups = _setups()
     shutil.copytree(ROOT / "configs", tmp_path / "configs")
+    ran = 0
     for block in blocks_of(page):
         if block.skip is not None:
             continue
@@ -361,7 +369,8 @@ def test_every_block_of_the_page_runs_as_written(page: Path, tmp_path: Path) -> 
             (tmp_path / block.file).parent.mkdir(parents=True, exist_ok=True)
             (tmp_path / block.file).write_text(block.text, encoding="utf-8")
         elif block.runs:
-            run_block(block, tmp_path, setups)
+            ran += run_block(block, tmp_path, setups)
+    assert ran > 0, f"{page.relative_to(ROOT)}: no block of it ran (each page shows one runnable example)"
 
 
 def test_the_guide_has_its_pages_and_every_block_is_run_or_skipped_with_a_reason() -> None:

@@ -86,27 +86,30 @@ def _first(data: Any) -> Any:
     return next(iter(_train_loader(data)))
 
 
-def _megatron_shift(data: Any) -> None:  # pre-shifted: labels are the next tokens, no -100
+def _megatron_shift(data: Any) -> int:  # pre-shifted: labels are the next tokens, no -100
     batch = _first(data)
     assert torch.equal(batch["labels"][:, :-1], batch["input_ids"][:, 1:])
+    return len(batch["labels"])
 
 
-def _truncated_rows(data: Any) -> None:  # some rows cut at the context on purpose, every row keeps a target
+def _truncated_rows(data: Any) -> int:  # some rows cut at the context on purpose, every row keeps a target
     data.setup("fit")
     rows = [data.train_set[i] for i in range(len(data.train_set))]
     lengths = [len(r["input_ids"]) for r in rows]
     cut = max(lengths)
     assert sum(n == cut for n in lengths) > len(rows) // 4
     assert all(any(int(t) != -100 for t in r.get("labels", r["input_ids"])) for r in rows)
+    return len(rows)
 
 
-def _flattening(data: Any) -> None:  # one packed row whose positions run past the vocabulary
+def _flattening(data: Any) -> int:  # one packed row whose positions run past the vocabulary
     batch = _first(data)
     assert batch["input_ids"].shape[0] == 1 and int(batch["position_ids"].max()) >= len(data.tokenizer)
     assert int(batch["input_ids"].max()) < len(data.tokenizer)
+    return len(batch["input_ids"])
 
 
-def _chat_ends(data: Any, full: bool) -> None:  # rows end "<|im_end|>\n"; end-of-turn labels kept
+def _chat_ends(data: Any, full: bool) -> int:  # rows end "<|im_end|>\n"; end-of-turn labels kept
     batch, tokenizer = _first(data), data.tokenizer
     newline = tokenizer("\n", add_special_tokens=False)["input_ids"]
     for ids, labels, mask in zip(batch["input_ids"], batch["labels"], batch["attention_mask"]):
@@ -114,25 +117,28 @@ def _chat_ends(data: Any, full: bool) -> None:  # rows end "<|im_end|>\n"; end-o
         assert ids[n - 2] == tokenizer.eos_token_id and ids[n - 1 :].tolist()[: len(newline)] == newline
         assert labels[n - 2] == tokenizer.eos_token_id
         assert (labels[:n] != -100).all() if full else (labels[:n] == -100).any()
+    return len(batch["input_ids"])
 
 
-def _completion_only(data: Any) -> None:  # the prompt masked, the answer and its end of turn kept
+def _completion_only(data: Any) -> int:  # the prompt masked, the answer and its end of turn kept
     batch, tokenizer = _first(data), data.tokenizer
     end_of_turn = tokenizer.convert_tokens_to_ids("<|eot_id|>")
     for ids, labels, mask in zip(batch["input_ids"], batch["labels"], batch["attention_mask"]):
         n = int(mask.sum())
         assert labels[0] == -100 and (labels[:n] != -100).any() and ids[n - 1] == end_of_turn == labels[n - 1]
+    return len(batch["input_ids"])
 
 
-def _worker_shards(data: Any) -> None:  # two workers, each its own shards: every window read once
+def _worker_shards(data: Any) -> int:  # two workers, each its own shards: every window read once
     loader = _train_loader(data)
     assert loader.num_workers == 2
     windows = Counter(tuple(x.tolist()) for xs, _ in loader for x in xs)
     # Real text repeats: a few windows are equal in content (2 of 1941 here), each read once per shard.
     assert windows == Counter(tuple(x.tolist()) for x, _ in data.train_set) and windows.total() > 1000
+    return windows.total()
 
 
-def _titan(data: Any) -> None:  # a stateful stream: a saved position resumes the same windows
+def _titan(data: Any) -> int:  # a stateful stream: a saved position resumes the same windows
     data.setup("fit")
     stream = data.train_set
     it = iter(stream)
@@ -142,22 +148,26 @@ def _titan(data: Any) -> None:  # a stateful stream: a saved position resumes th
     again.load_state_dict(state)
     resumed = iter(again)
     assert all(torch.equal(next(resumed)[1], y) for y in expected)
+    return len(expected)
 
 
-def _megatron_indexed(data: Any) -> None:
+def _megatron_indexed(data: Any) -> int:
     batch = _first(data)
     assert torch.equal(batch["labels"][:, :-1], batch["tokens"][:, 1:]) and bool(batch["loss_mask"].all())
+    return len(batch["labels"])
 
 
-def _litgpt(data: Any) -> None:  # ids padded with 0, labels with -100, the prompt masked
+def _litgpt(data: Any) -> int:  # ids padded with 0, labels with -100, the prompt masked
     batch = _first(data)
     assert (batch["labels"][:, 0] == -100).all() and ((batch["labels"] != -100).sum(1) > 0).all()
+    return len(batch["labels"])
 
 
-def _bos_packed(data: Any) -> None:  # documents open with <s> and close with </s> inside the blocks
+def _bos_packed(data: Any) -> int:  # documents open with <s> and close with </s> inside the blocks
     ids = _first(data)["input_ids"]
     bos, eos = data.tokenizer.bos_token_id, data.tokenizer.eos_token_id
     assert torch.equal(ids[:, 1:][ids[:, :-1] == eos], torch.full_like(ids[:, 1:][ids[:, :-1] == eos], bos))
+    return int((ids[:, :-1] == eos).sum())  # document starts checked
 
 
 CLAIMS = {
@@ -179,4 +189,5 @@ CLAIMS = {
 @pytest.mark.parametrize("name", list(CLAIMS))
 def test_each_shape_is_the_pipeline_it_claims(name, tmp_path) -> None:
     data, _ = SHAPES[name](tmp_path)
-    CLAIMS[name](data)
+    checked = CLAIMS[name](data)  # each claim asserts its property and returns how many rows it checked
+    assert checked > 0, f"{name}: the claim checked nothing (an empty batch would pass it vacuously)"

@@ -20,14 +20,13 @@ pytest.importorskip("litdata")
 
 import lightning.pytorch as L  # litgpt's data modules are lightning.pytorch's
 from helpers import quiet_trainer
-from litgpt.data import JSON, Alpaca, TextFiles, TinyStories, text_files, tinystories
+from litgpt.data import JSON, Alpaca, TextFiles, TinyStories
 from litgpt.tokenizer import Tokenizer
 from litgpt_pipelines import (
     LitGPT,
     checkpoint_folder,
     instructions,
-    optimize_shards,
-    stories,
+    pretraining_shards,
     write_json,
 )
 
@@ -138,22 +137,7 @@ def test_litgpt_tokenizer_is_read_as_a_tokenizer(tokenizer):
 def shards(tmp_path_factory: pytest.TempPathFactory, tokenizer: Tokenizer) -> dict[str, Path]:
     """``TextFiles``' folder of ``.txt`` files and ``TinyStories``' ``TinyStories_all_data/*.json``,
     each optimized into ``train/`` and ``val/`` by litgpt's own ``tokenize`` (the first file: val)."""
-    root = tmp_path_factory.mktemp("pretraining")
-    rows = stories(240)
-    texts, tiny = root / "texts", root / "tiny"
-    (tiny / "TinyStories_all_data").mkdir(parents=True)
-    texts.mkdir()
-    for i in range(3):
-        part = rows[i * 80 : (i + 1) * 80]
-        (texts / f"part{i}.txt").write_text("\n".join(r["story"] for r in part))
-        (tiny / "TinyStories_all_data" / f"data{i:02d}.json").write_text(json.dumps(part))
-    text_parts = sorted(texts.glob("*.txt"))
-    optimize_shards(text_files.tokenize, text_parts[1:], texts / "train", tokenizer, BLOCK + 1)
-    optimize_shards(text_files.tokenize, text_parts[:1], texts / "val", tokenizer, BLOCK + 1)
-    tiny_parts = sorted((tiny / "TinyStories_all_data").glob("*.json"))
-    optimize_shards(tinystories.tokenize, tiny_parts[1:], tiny / "train", tokenizer, None)
-    optimize_shards(tinystories.tokenize, tiny_parts[:1], tiny / "val", tokenizer, None)
-    return {"TextFiles": texts, "TinyStories": tiny}
+    return pretraining_shards(tmp_path_factory.mktemp("pretraining"), tokenizer, BLOCK)
 
 
 

@@ -24,9 +24,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests/, for litg
 
 import lightning.pytorch as L
 from helpers import quiet_trainer
-from litgpt.data import JSON, TextFiles, TinyStories, text_files, tinystories
+from litgpt.data import JSON, TextFiles, TinyStories
 from litgpt.tokenizer import Tokenizer
-from litgpt_pipelines import LitGPT, checkpoint_folder, instructions, optimize_shards, stories, write_json
+from litgpt_pipelines import LitGPT, checkpoint_folder, instructions, pretraining_shards, write_json
 
 from lightning_order import OrderValidator
 from lightning_order.distributed import release_process_group
@@ -36,24 +36,12 @@ BLOCK, VOCAB = 64, 512
 
 def prepare(root: Path) -> tuple[Tokenizer, dict[str, Path]]:
     tokenizer = Tokenizer(checkpoint_folder(root / "checkpoint", VOCAB))
-    rows, texts, tiny = stories(240), root / "texts", root / "tiny"
-    (tiny / "TinyStories_all_data").mkdir(parents=True)
-    texts.mkdir()
-    for i in range(3):
-        part = rows[i * 80 : (i + 1) * 80]
-        (texts / f"part{i}.txt").write_text("\n".join(r["story"] for r in part))
-        (tiny / "TinyStories_all_data" / f"data{i:02d}.json").write_text(json.dumps(part))
-    parts = sorted(texts.glob("*.txt"))
-    optimize_shards(text_files.tokenize, parts[1:], texts / "train", tokenizer, BLOCK + 1)
-    optimize_shards(text_files.tokenize, parts[:1], texts / "val", tokenizer, BLOCK + 1)
-    parts = sorted((tiny / "TinyStories_all_data").glob("*.json"))
-    optimize_shards(tinystories.tokenize, parts[1:], tiny / "train", tokenizer, None)
-    optimize_shards(tinystories.tokenize, parts[:1], tiny / "val", tokenizer, None)
+    shards = pretraining_shards(root, tokenizer, BLOCK)
     sft, twins = root / "sft", root / "twins"
     write_json(sft / "data.json", instructions())
     write_json(twins / "train.json", instructions())
     write_json(twins / "val.json", instructions())
-    return tokenizer, {"texts": texts, "tiny": tiny, "sft": sft / "data.json", "twins": twins}
+    return tokenizer, {"texts": shards["TextFiles"], "tiny": shards["TinyStories"], "sft": sft / "data.json", "twins": twins}
 
 
 def run_case(dm: L.LightningDataModule, tokenizer: Tokenizer, pretrain: bool) -> dict:
