@@ -790,6 +790,18 @@ def hangs(name: str) -> bool:
     return VALIDATOR_FAILURES.get(name, "").startswith("hang")
 
 
+class Losses(pl.Callback):
+    """The loss of every training step (the tests' own recorder, not lightning_order's)."""
+
+    def __init__(self) -> None:
+        self.values: list[float] = []
+
+    def on_train_batch_end(
+        self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        self.values.append(float(outputs["loss"]))
+
+
 def fit(trainer: pl.Trainer, module: pl.LightningModule, data: Any) -> None:
     """``trainer.fit`` on a shape's data (a DataModule, or a dict of loaders)."""
     if isinstance(data, dict):

@@ -21,25 +21,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests/, for the shapes
 
-import pytorch_lightning as pl
 import torch
-from corpus_shapes import SHAPES, fit
+from corpus_shapes import SHAPES, Losses, fit
 from helpers import quiet_trainer
 
 from lightning_order import OrderValidator, OrderWarning
 from lightning_order.distributed import release_process_group
-
-
-class Losses(pl.Callback):
-    """The loss of every training step."""
-
-    def __init__(self) -> None:
-        self.values: list[float] = []
-
-    def on_train_batch_end(
-        self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
-    ) -> None:
-        self.values.append(float(outputs["loss"]))
 
 
 def run_shape(name: str, folder: Path) -> dict[str, Any]:
