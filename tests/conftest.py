@@ -4,7 +4,7 @@ The tests mirror the package (``unit/<package folder>/``), with ``integration/``
 and the command end to end), ``distributed/`` (real DDP and multi-process runs, their scripts in
 ``distributed/ddp_scripts/``) and ``benchmarks/`` (the tests of ``benchmarks/*.py``) beside it.
 Shared support lives here, in ``tests/``, on the import path (``pythonpath`` in pyproject.toml):
-``helpers``, ``launching``, ``ddp_utils``, ``orders``, ``handwritten``, ``nanogpt``, ``label_data``, ``resumes`` and
+``helpers``, ``launching``, ``ddp_utils``, ``orders``, ``handwritten``, ``nanogpt``, ``label_data``, ``resumes``, ``s3_server`` and
 ``golden/``.
 """
 
@@ -65,3 +65,8 @@ def prepared(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def resume_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One cache folder for the resume tests' tiny DataModules (``tests/resumes.py``): each is prepared once a session."""
     return tmp_path_factory.mktemp("resume-cache")
+
+
+# The S3 API server of the object-storage tests (tests/s3_server.py): fixtures s3_server,
+# s3_bucket and own_s3_server. moto and s3fs are imported only when a test asks for one.
+from s3_server import own_s3_server, s3_bucket, s3_server  # noqa: E402, F401
