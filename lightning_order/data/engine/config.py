@@ -43,6 +43,7 @@ from lightning_order.data.engine.inputs import (
     check_files_named,
     expand_path,
 )
+from lightning_order.data.engine.object_store import is_url
 from lightning_order.errors import DataError
 
 __all__ = [
@@ -258,6 +259,8 @@ class BaseDataConfig(InputFiles):
     """shuffle the train data each epoch (seeded; the order of an epoch is a function of the seed and the epoch)."""
     lock_timeout: float | None = field(default=None, metadata=SERVES)
     """seconds to wait for another process preparing the same cache (its holder is named every 10 s while waiting); ``None``: wait for as long as it takes."""
+    storage_options: Mapping[str, Any] | None = field(default=None, metadata=SERVES, repr=False)
+    """keyword arguments of the fsspec filesystem of ``s3://`` (or any URL) inputs and ``cache_dir`` (endpoint, credentials); ``None``: the environment's (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``...). Never written anywhere."""
 
     def __post_init__(self) -> None:
         self.validate()
@@ -324,6 +327,19 @@ class BaseDataConfig(InputFiles):
                 step="prepare_data",
             )
         check_optional_str("cache_dir", self.cache_dir, step="prepare_data")
+        if self.storage_options is not None and not (
+            isinstance(self.storage_options, Mapping) and all(isinstance(k, str) for k in self.storage_options)
+        ):
+            raise DataError(
+                f"prepare_data: storage_options must be a mapping of option names to values "
+                f"(the fsspec filesystem's keyword arguments), got {type(self.storage_options).__name__}"
+            )
+        if self.cache_dir is not None and is_url(self.cache_dir):
+            # Until the cache is published to object storage (#46), never a local folder named "s3:".
+            raise DataError(
+                f"prepare_data: cache_dir={self.cache_dir!r} is on object storage, where the prepared cache "
+                "cannot be published yet; give a local or shared folder"
+            )
         if self.cache_dir is not None:  # "$SCRATCH/x" expanded (or refused), never a folder named "$SCRATCH"
             set_("cache_dir", expand_path(self.cache_dir, "cache_dir", "prepare_data"))
 

@@ -22,7 +22,7 @@ from lightning_order.data.text.prepare import cache_key as text_cache_key
 ORDER = ("load", "clean")
 
 #: Fields that only serve the data: the key never changes with them.
-SERVING = {"num_proc", "batch_size", "num_workers", "shuffle", "cache_dir", "enforce", "lock_timeout"}
+SERVING = {"num_proc", "batch_size", "num_workers", "shuffle", "cache_dir", "enforce", "lock_timeout", "storage_options"}
 #: LM fields that choose where the work runs, or how blocks are served: the prepared data is the same.
 LM_SERVING = SERVING | {
     "engine",
@@ -59,6 +59,7 @@ def _other_values(tmp_path: Path) -> dict[str, Any]:
         "order": ["load"],
         "enforce": False,
         "lock_timeout": 5.0,
+        "storage_options": {"anon": True},
         # classification
         "label_column": "y",
         "numeric_columns": ("x",),

@@ -141,6 +141,7 @@ def test_the_shared_keywords_are_the_base_configs_fields() -> None:
         "input_hash",
         "shuffle",
         "lock_timeout",
+        "storage_options",
     ]  # declared in the order the LM DataModule takes them (its positional order is read from the fields)
     assert set(SERVING_FIELDS) <= set(SHARED) and not set(SERVING_FIELDS) & SHAPES_THE_DATA
 
@@ -199,6 +200,7 @@ def _keyword_case(keyword: str, flavour: Flavour, tmp_path: Path) -> tuple[dict[
         "order": ({}, {"order": data_steps}),  # the mandated order, asked for by name
         "enforce": ({}, {"enforce": False}),
         "lock_timeout": ({}, {"lock_timeout": 30.0}),
+        "storage_options": ({}, {"storage_options": {"anon": True}}),
     }
     return cases[keyword]
 

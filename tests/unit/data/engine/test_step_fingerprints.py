@@ -59,6 +59,7 @@ TEXT_CHANGES: dict[str, Any] = {
     "order": None,
     "enforce": False,
     "lock_timeout": 5.0,
+    "storage_options": {"anon": True},
     "label_column": "y",
     "numeric_columns": ("a",),
     "group_column": "g",
