@@ -19,7 +19,7 @@ import numpy as np
 
 from lightning_order.rules import Violation
 
-__all__ = ["MIN_PILE", "PILE_SHARE", "Pile", "check_truncation", "length_pile"]
+__all__ = ["MIN_PILE", "PILE_SHARE", "AnswersKept", "Pile", "check_answers_cut_away", "check_truncation", "length_pile"]
 
 #: Documents at one length before it is a pile.
 MIN_PILE = 8
@@ -112,5 +112,46 @@ def check_truncation(
             "documents were truncated before packing: " + "; ".join(found) + ". Tokenize without truncation "
             "(truncation=False, or tokenizer.no_truncation()) and let packing cut blocks",
             details={"max_length": max_length, "pile": asdict(pile) if pile is not None else None},
+        )
+    ]
+
+
+@dataclass(frozen=True)
+class AnswersKept:
+    """Instruction rows read again with their prompt masked: how many keep any of their answer.
+
+    Read off a dataset that trains on its prompts too (litgpt's ``SFTDataset`` with
+    ``mask_prompt=False``): its rows always have targets, so a row cut inside its prompt, which
+    holds no answer at all, is not seen by ``rows-without-target`` at step 1. Masking the prompt
+    on a copy shows it: such a row has no target left.
+
+    Attributes:
+        rows: rows read.
+        without_answer: rows with every target ignored once the prompt is masked.
+        max_seq_length: the dataset's cut (``None`` when it names none).
+    """
+
+    rows: int
+    without_answer: int
+    max_seq_length: int | None = None
+
+
+def check_answers_cut_away(kept: AnswersKept | None) -> list[Violation]:
+    """``rows-without-target`` when rows trained on their prompt keep none of their answer.
+
+    Any such row is reported (as ``rows-without-target`` reports any row without a target): a
+    correct instruction row always keeps some answer, however long it is cut.
+    """
+    if kept is None or not kept.without_answer:
+        return []
+    cut = f"max_seq_length={kept.max_seq_length} ends them" if kept.max_seq_length else "they end"
+    return [
+        Violation(
+            "rows-without-target",
+            ("train", "encode"),
+            f"{kept.without_answer} of the first {kept.rows} training rows keep none of their answer: {cut} "
+            "inside the prompt, and with mask_prompt=False they train on the prompt alone (the model "
+            "learns to continue instructions, never to answer them)",
+            details=asdict(kept),
         )
     ]

@@ -111,6 +111,18 @@ def test_prompts_longer_than_max_seq_length_are_stopped_as_rows_without_target(t
     assert error.violations[0].details["empty_rows"] == 3 and error.violations[0].details["rows"] == 4
 
 
+def test_prompts_longer_than_max_seq_length_trained_unmasked_are_stopped_as_rows_without_target(tmp_path, tokenizer):
+    # mask_prompt=False: every row has targets (its prompt), so step 1 sees no empty row; read again
+    # with the prompt masked, the rows cut inside their prompt keep none of their answer.
+    rows = instructions()
+    dm = _sft(tmp_path, tokenizer, rows, mask=False, max_seq_length=INSIDE_PROMPTS)
+    _, error, steps = _fit(dm, LitGPT(VOCAB))
+    assert error is not None and steps == 0 and error.rules == ["rows-without-target"]
+    (violation,) = error.violations
+    assert "mask_prompt=False" in violation.message and f"max_seq_length={INSIDE_PROMPTS}" in violation.message
+    assert 0 < violation.details["without_answer"] <= violation.details["rows"] == min(64, int(len(rows) * 0.9))
+
+
 @pytest.mark.parametrize("mask", [False, True], ids=["mask_prompt=False", "mask_prompt=True"])
 def test_max_seq_length_inside_the_template_is_stopped_naming_rows_cut_alike(tmp_path, tokenizer, mask):
     # Every row is the template's first 40 tokens: every validation row has a train twin, and the

@@ -10,7 +10,7 @@ the run (:mod:`.peek`), rank agreement and the phase runner (:mod:`.gather`) and
 for its own checks and registers them: the splits' content (:mod:`.content`), train/validation
 overlap (:mod:`.overlap`, with :mod:`.tokens` and :mod:`.arrow_blocks`), label encoding
 (:mod:`.labels`), what each rank reads (:mod:`.rank_reads`), rows the train loader's workers serve twice
-(:mod:`.served`), an LM run (:mod:`.lm`, with
+(:mod:`.served`), instruction rows that keep none of their answer (:mod:`.answers`), an LM run (:mod:`.lm`, with
 :mod:`.lm_tokens`, :mod:`.documents` and :mod:`.tokenizer_fit`).
 
 Importing the package registers the built-in checks (the modules below), so every process that
@@ -18,7 +18,7 @@ can build an ``OrderValidator`` runs the same checks in the same order.
 """
 
 # Imported for what they register (callback.py imports the other modules that register checks).
-from lightning_order.callbacks.validator import labels, overlap, rank_reads, served  # noqa: F401
+from lightning_order.callbacks.validator import answers, labels, overlap, rank_reads, served  # noqa: F401
 from lightning_order.callbacks.validator.callback import OrderValidator
 
 __all__ = ["OrderValidator"]

@@ -9,7 +9,8 @@ holds and the steps trained into ``rank<r>.json``:
 
 - ``TextFiles``, ``TinyStories``: pretraining on litdata's ``StreamingDataset``, correct;
 - ``JSON``: correct SFT (``mask_prompt=True``);
-- ``JSON val=train``: ``val.json`` equal to ``train.json``.
+- ``JSON val=train``: ``val.json`` equal to ``train.json``;
+- ``JSON answers cut``: ``mask_prompt=False`` with ``max_seq_length`` inside most prompts.
 """
 
 from __future__ import annotations
@@ -44,8 +45,8 @@ def prepare(root: Path) -> tuple[Tokenizer, dict[str, Path]]:
     return tokenizer, {"texts": shards["TextFiles"], "tiny": shards["TinyStories"], "sft": sft / "data.json", "twins": twins}
 
 
-def run_case(dm: L.LightningDataModule, tokenizer: Tokenizer, pretrain: bool) -> dict:
-    dm.connect(tokenizer, batch_size=4, max_seq_length=BLOCK if pretrain else 1024)
+def run_case(dm: L.LightningDataModule, tokenizer: Tokenizer, pretrain: bool, max_seq_length: int = 1024) -> dict:
+    dm.connect(tokenizer, batch_size=4, max_seq_length=BLOCK if pretrain else max_seq_length)
     validator = OrderValidator(on_violation="warn")
     trainer = quiet_trainer(None, [validator], ns=L, devices=2, strategy="ddp", max_steps=1, limit_val_batches=1)
     model = LitGPT(VOCAB, block_size=BLOCK if pretrain else 2048, pretrain=pretrain)
@@ -62,6 +63,10 @@ def main(out: Path) -> None:
         "TinyStories": run_case(TinyStories(paths["tiny"], num_workers=0), tokenizer, True),
         "JSON": run_case(JSON(paths["sft"], mask_prompt=True, val_split_fraction=0.1, num_workers=0), tokenizer, False),
         "JSON val=train": run_case(JSON(paths["twins"], num_workers=0), tokenizer, False),
+        # Alpaca's template and an instruction take 91 to 102 tokens of this BPE (test_litgpt.py).
+        "JSON answers cut": run_case(
+            JSON(paths["sft"], mask_prompt=False, val_split_fraction=0.1, num_workers=0), tokenizer, False, 95
+        ),
     }
     (out / f"rank{results['JSON']['rank']}.json").write_text(json.dumps(results))
 
