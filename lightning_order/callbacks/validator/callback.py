@@ -51,16 +51,22 @@ from typing_extensions import override
 
 from lightning_order.callbacks.hooks import resume_calling, skip_unused_batch_hooks, stop_calling
 from lightning_order.callbacks.validator.content import sampled_evidence
-from lightning_order.callbacks.validator.evidence import (
+from lightning_order.callbacks.validator.lm import is_hf_model, tokenizer_in_use
+from lightning_order.callbacks.validator.phases import (
+    CheckpointSeen,
+    Done,
+    PhaseResult,
+    ValidatorState,
+    agree,
+    all_gather,
     data_dims,
     data_fingerprints,
-    datamodule_ledger,
     model_dims,
     phase_evidence,
     restore_violations,
+    run_phase,
+    saved_state,
 )
-from lightning_order.callbacks.validator.gather import PhaseResult, agree, all_gather, run_phase
-from lightning_order.callbacks.validator.lm import is_hf_model, tokenizer_in_use
 from lightning_order.callbacks.validator.resume import (
     content_sample,
     guard_restore,
@@ -72,7 +78,6 @@ from lightning_order.callbacks.validator.resume import (
     stored_content,
     tie_sharded_saves,
 )
-from lightning_order.callbacks.validator.state import CheckpointSeen, Done, ValidatorState, saved_state
 from lightning_order.callbacks.validator.step_one import StepOneObserver, StepOneWatch
 from lightning_order.checkpoint import early_checkpoint
 from lightning_order.checks.lm import fit_fixes_to_model
@@ -87,13 +92,12 @@ from lightning_order.errors import CheckpointError, OrderError, OrderWarning
 from lightning_order.ledger import CHECKPOINT_KEY, fingerprint
 from lightning_order.order import STANDARD_PIPELINE, Pipeline
 from lightning_order.pipelines import all_dims
+from lightning_order.recorder import datamodule_ledger
 from lightning_order.rules import Violation
 
 __all__ = ["OrderValidator"]
 
 log = logging.getLogger(__name__)
-
-
 #: The hooks that watch step 1 (skipped by Lightning once it is judged, until the next fit).
 _STEP_ONE_HOOKS = ("on_train_batch_start", "on_before_optimizer_step", "on_train_batch_end")
 

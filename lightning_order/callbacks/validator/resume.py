@@ -45,11 +45,16 @@ from typing import Any
 
 import torch
 
-from lightning_order.callbacks.validator.budget import item_size, rows_within
 from lightning_order.callbacks.validator.content import ITEM_HASH_SCHEME, hash_items
-from lightning_order.callbacks.validator.evidence import SPLIT_LOADERS, split_dataset
-from lightning_order.callbacks.validator.gather import all_gather
-from lightning_order.callbacks.validator.peek import note_unread, untouched
+from lightning_order.callbacks.validator.phases import all_gather
+from lightning_order.callbacks.validator.reading import (
+    SPLIT_LOADERS,
+    item_size,
+    note_unread,
+    rows_within,
+    split_dataset,
+    untouched,
+)
 from lightning_order.checkpoint import is_sharded_checkpoint, read_sharded_meta, tie_shards
 from lightning_order.checks.loader_states import check_loader_states
 from lightning_order.checks.position_counts import check_stored_position
@@ -62,25 +67,9 @@ from lightning_order.parallelism import data_parallel
 from lightning_order.positions import TrainPosition
 from lightning_order.rules import Violation
 
-__all__ = [
-    "content_sample",
-    "guard_restore",
-    "loaders_content_sample",
-    "release_restore",
-    "requested_train_loaders",
-    "resume_point",
-    "resumed_at",
-    "saved_position",
-    "sharded_restore",
-    "stored_content",
-    "tie_sharded_saves",
-    "train_loader",
-    "unloadable_shards",
-]
+__all__ = ["content_sample", "guard_restore", "loaders_content_sample", "release_restore", "requested_train_loaders", "resume_point", "resumed_at", "saved_position", "sharded_restore", "stored_content", "tie_sharded_saves", "train_loader", "unloadable_shards"]
 
 log = logging.getLogger(__name__)
-
-
 # -- the restore --------------------------------------------------------------------------------
 #: The strategy's methods :func:`guard_restore` wraps (instance attributes over the class's own).
 _RESTORE_METHODS = ("load_model_state_dict", "load_checkpoint")
