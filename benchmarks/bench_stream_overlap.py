@@ -48,8 +48,8 @@ import numpy as np
 import torch
 from bench_window_overlap import EOS, WINDOW, corpus
 
-from lightning_order.callbacks.validator.served import rows_served_twice
-from lightning_order.callbacks.validator.stream_tokens import read_split_tokens
+from lightning_order.callbacks.validator.content import rows_served_twice
+from lightning_order.callbacks.validator.reading import read_split_tokens
 from lightning_order.checks.block_seams import seam_z
 from lightning_order.checks.windows import check_window_overlap, window_overlap
 

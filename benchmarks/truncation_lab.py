@@ -20,7 +20,7 @@ import numpy as np
 from corpus_shapes import EOS, split_texts
 from run_clm import prepared_text, train_bpe
 
-from lightning_order.callbacks.validator.lm_tokens import STREAM_LENGTH_TOKENS
+from lightning_order.callbacks.validator.lm import STREAM_LENGTH_TOKENS
 from lightning_order.checks.token_rows import document_lengths, joined_windows, stream_document_lengths
 from lightning_order.checks.truncation import length_pile
 

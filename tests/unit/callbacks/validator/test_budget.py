@@ -13,16 +13,16 @@ from streams import VOCAB, TinyModel
 from torch.utils.data import DataLoader, Dataset
 
 from lightning_order import OrderValidator
-from lightning_order.callbacks.validator.batches import sample_batch
-from lightning_order.callbacks.validator.budget import (
+from lightning_order.callbacks.validator.content import summarize_splits
+from lightning_order.callbacks.validator.reading import (
     READ_BYTES,
     READ_TOKENS,
     WHOLE_BYTES,
     WHOLE_TOKENS,
     item_size,
     rows_within,
+    sample_batch,
 )
-from lightning_order.callbacks.validator.content import summarize_splits
 
 #: Long rows: 32k token ids (the issue's case).
 TOKENS = 1 << 15

@@ -10,11 +10,7 @@ import pytest
 import torch
 
 from lightning_order import OrderedCausalLM
-from lightning_order.callbacks.validator.documents import (
-    document_attention_on,
-    document_violations,
-    probe_leak,
-)
+from lightning_order.callbacks.validator.lm import document_attention_on, document_violations, probe_leak
 from lightning_order.ledger import StepLedger
 from lightning_order.models.attention import document_positions
 

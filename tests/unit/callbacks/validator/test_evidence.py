@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 
 from lightning_order import LM_PIPELINE, STANDARD_PIPELINE, Pipeline, Step, StepLedger
-from lightning_order.callbacks.validator.evidence import data_dims
+from lightning_order.callbacks.validator.phases import data_dims
 from lightning_order.recorder import datamodule_ledger, ledger_pipeline
 
 OWN = Pipeline([Step("load", (), "source"), Step("clean", ("load",), "rowwise")])

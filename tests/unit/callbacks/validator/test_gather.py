@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from lightning_order import CheckEvidence, Violation, register_check, unregister_check
-from lightning_order.callbacks.validator import gather
+from lightning_order.callbacks.validator import phases as gather
 from lightning_order.checks.registry import Phase
 
 

@@ -7,7 +7,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
-from lightning_order.callbacks.validator.labels import join_rank_parts
+from lightning_order.callbacks.validator.content import join_rank_parts
 
 
 def test_shards_are_joined_and_a_whole_split_is_kept_once() -> None:
@@ -30,7 +30,7 @@ def test_shards_are_joined_and_a_whole_split_is_kept_once() -> None:
 
 
 def test_data_that_cannot_hold_an_encoding_is_left_after_a_probe() -> None:
-    from lightning_order.callbacks.validator.labels import read_split_columns
+    from lightning_order.callbacks.validator.content import read_split_columns
 
     reads: list[int] = []  # outside the dataset: the validator puts a dataset's own counters back
 
@@ -72,7 +72,7 @@ def test_data_that_cannot_hold_an_encoding_is_left_after_a_probe() -> None:
 def test_the_verdict_says_whether_the_check_could_judge() -> None:
     from types import SimpleNamespace
 
-    from lightning_order.callbacks.validator.labels import label_encoding_verdict, read_split_columns
+    from lightning_order.callbacks.validator.content import label_encoding_verdict, read_split_columns
 
     class Data:
         def __init__(self, train, val) -> None:

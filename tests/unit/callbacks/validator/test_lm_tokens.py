@@ -7,7 +7,7 @@ import torch
 from llama_style import llama_tokenizer
 from run_clm import train_bpe
 
-from lightning_order.callbacks.validator.lm_tokens import token_evidence, tokenizer_facts
+from lightning_order.callbacks.validator.lm import token_evidence, tokenizer_facts
 
 TEXTS = ["ka lo mi ne ru ta vi zo", "pe sa do fu gi ha je ku"] * 20
 

@@ -12,7 +12,7 @@ import torch
 from streams import CountingStream, GetBatch, TokenStream, batch_hash, documents, token_array
 from torch.utils.data import DataLoader, Dataset, IterableDataset, RandomSampler, Sampler
 
-from lightning_order.callbacks.validator.peek import peek_batches, readable, untouched
+from lightning_order.callbacks.validator.reading import peek_batches, readable, untouched
 
 
 def _first(loader: DataLoader, count: int = 3) -> list[str]:

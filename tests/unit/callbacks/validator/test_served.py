@@ -9,7 +9,7 @@ import torch
 from streams import Rows, ShardStream, TokenStream, documents
 from torch.utils.data import DataLoader
 
-from lightning_order.callbacks.validator.served import read_served, rows_served_twice
+from lightning_order.callbacks.validator.content import read_served, rows_served_twice
 
 
 def _trainer(loader: DataLoader) -> SimpleNamespace:

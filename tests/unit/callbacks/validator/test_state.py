@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from lightning_order import STANDARD_PIPELINE, OrderValidator
-from lightning_order.callbacks.validator.state import (
+from lightning_order.callbacks.validator.phases import (
     CheckpointSeen,
     Done,
     SavedState,

@@ -15,7 +15,7 @@ from streams import TokenStream, documents, tokenize
 from torch.utils.data import DataLoader, Dataset, IterableDataset
 
 from lightning_order.callbacks.validator.overlap import overlap_check
-from lightning_order.callbacks.validator.stream_tokens import read_split_tokens
+from lightning_order.callbacks.validator.reading import read_split_tokens
 
 BLOCK = 16
 

@@ -15,7 +15,7 @@ import torch
 from markup import prepare_fit
 from nanogpt import BinData
 
-from lightning_order.callbacks.validator.tokenizer_fit import (
+from lightning_order.callbacks.validator.lm import (
     sampled_token_ids,
     tokenizer_fit_violations,
     tokenizer_vocabulary,
