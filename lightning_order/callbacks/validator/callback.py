@@ -251,29 +251,8 @@ class OrderValidator(Callback):
         self.violations = []
         # A fresh state: a checkpoint of this run is restored after setup, never before. The
         # weight-restore guard outlives it (teardown or an exception removes it).
-        self._state = state = ValidatorState(trainer=weakref.ref(trainer), guarded=self._state.guarded)
-        dm = trainer.datamodule  # type: ignore[attr-defined]  # set by Lightning, undeclared
-        ledger = datamodule_ledger(dm)
-        self.fingerprints = data_fingerprints(dm)
-        self.dims = data_dims(dm)
-        state.fingerprints, state.dims = dict(self.fingerprints), dict(self.dims)
-        # Any datamodule without fingerprints and dims: what its datasets hold, same indices per rank.
-        plain = dm is not None and not (self.fingerprints and self.dims)
-        train_sample, state.observed, content = sampled_evidence(
-            trainer, dm, plain=plain, dims=self.dims, sample_rows=self.sample_rows, whole_rows=self.whole_rows
-        )
-        # Compared across ranks, and with the model check's: a token added from here on is a change.
-        content["tokenizer"] = state.tokenizer = tokenizer_in_use(dm)
-        # No ledger to prove the data on resume: its tokenizer and sampled items go into checkpoints.
-        self.content = state.content = content_sample(trainer, dm, state.tokenizer) if ledger is None else {}
-        if ledger is None and dm is not None:
-            rank_zero_info(
-                f"OrderValidator: {type(dm).__name__} keeps no ledger; checking dims, ranks and overlap "
-                "from sampled batches (OrderedDataModule's ledger would allow the full order check)"
-            )
-        elif dm is None:
-            rank_zero_info("OrderValidator: no datamodule; only the model and resume checks run")
-        samples = {"train": train_sample[0], "train_size": train_sample[1], "content": content}
+        self._state = ValidatorState(trainer=weakref.ref(trainer), guarded=self._state.guarded)
+        samples = self._gather_setup(trainer, trainer.datamodule)  # type: ignore[attr-defined]  # set by Lightning, undeclared
         where = f"OrderValidator.setup ({getattr(stage, 'value', stage)})"
         self._run(trainer, Phase.SETUP, pl_module, where, samples=samples)
 
@@ -313,12 +292,8 @@ class OrderValidator(Callback):
     @override
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         # The loader is restored and no batch is drawn: where a resumed one continues, what each rank reads.
-        resumed = resume_point(trainer) if self._state.resuming else None
-        stored = self._state.stored_position or self.position
-        checkpoint = {"position": stored, "resumed": resumed} if self._state.resuming else None
-        stored_content = self._sample_fit_loaders(trainer)
-        if checkpoint is not None and stored_content is not None:  # judged by resume-data-changed
-            checkpoint |= {"fingerprints": dict(self.fingerprints), "content": stored_content}
+        checkpoint = self._gather_train_start(trainer)
+        resumed = checkpoint["resumed"] if checkpoint is not None else None
         result = self._run(
             trainer, Phase.TRAIN_START, pl_module, "OrderValidator (before step 1)", checkpoint=checkpoint
         )
@@ -389,7 +364,9 @@ class OrderValidator(Callback):
         self._unwatch()
 
     # -- helpers ---------------------------------------------------------------------------
-    def _run(self, trainer: pl.Trainer, phase: Phase, pl_module: Any, where: str, **given: Any) -> PhaseResult:
+    def _run(
+        self, trainer: pl.Trainer, phase: Phase, pl_module: Any, where: str, **given: Any
+    ) -> PhaseResult:
         """The registered checks of ``phase`` on this run's evidence and ``given``'s; raises or warns."""
         settings = {
             "sample_rows": self.sample_rows,
@@ -398,7 +375,10 @@ class OrderValidator(Callback):
             "whole_rows": self.whole_rows,
             "label_check_rows": self.label_check_rows,
         }
-        evidence = phase_evidence(trainer, phase, pl_module, self._state, self.pipeline, settings, **given)
+        dm = trainer.datamodule  # type: ignore[attr-defined]  # set by Lightning, undeclared
+        evidence = phase_evidence(
+            phase, dm, pl_module, trainer.world_size, self._state, self.pipeline, settings, **given
+        )
         result = run_phase(trainer, phase, evidence)
         self._state.evidence.update(result.facts)  # before acting: also readable after a raise
         violations = result.violations
@@ -406,6 +386,37 @@ class OrderValidator(Callback):
             violations = fit_fixes_to_model(violations, is_hf_model(pl_module))
         self._act(trainer, violations, where, fatal=result.fatal)
         return result
+
+    def _gather_setup(self, trainer: pl.Trainer, dm: Any) -> dict[str, Any]:
+        """The ``setup`` phase's gather: this run's data as the datamodule states it and as its rows show it.
+
+        The datamodule's fingerprints and dims, the tokenizer in use and, without a ledger, the
+        content sample checkpoints carry go into the run's state (and the callback's saved
+        attributes); the rows sampled for the ``setup`` checks are returned (``train``,
+        ``train_size``, ``content``). Collective under DDP (ranks agree on what to read).
+        """
+        state = self._state
+        ledger = datamodule_ledger(dm)
+        self.fingerprints = data_fingerprints(dm)
+        self.dims = data_dims(dm)
+        state.fingerprints, state.dims = dict(self.fingerprints), dict(self.dims)
+        # Any datamodule without fingerprints and dims: what its datasets hold, same indices per rank.
+        plain = dm is not None and not (self.fingerprints and self.dims)
+        train_sample, state.observed, content = sampled_evidence(
+            trainer, dm, plain=plain, dims=self.dims, sample_rows=self.sample_rows, whole_rows=self.whole_rows
+        )
+        # Compared across ranks, and with the model check's: a token added from here on is a change.
+        content["tokenizer"] = state.tokenizer = tokenizer_in_use(dm)
+        # No ledger to prove the data on resume: its tokenizer and sampled items go into checkpoints.
+        self.content = state.content = content_sample(trainer, dm, state.tokenizer) if ledger is None else {}
+        if ledger is None and dm is not None:
+            rank_zero_info(
+                f"OrderValidator: {type(dm).__name__} keeps no ledger; checking dims, ranks and overlap "
+                "from sampled batches (OrderedDataModule's ledger would allow the full order check)"
+            )
+        elif dm is None:
+            rank_zero_info("OrderValidator: no datamodule; only the model and resume checks run")
+        return {"train": train_sample[0], "train_size": train_sample[1], "content": content}
 
     def _late_checks(self, trainer: pl.Trainer, pl_module: pl.LightningModule, where: str) -> None:
         """The ``fit-start`` checks: the model's dims (and an LM run's), a restored state no file showed.
@@ -426,11 +437,27 @@ class OrderValidator(Callback):
         result = self._run(trainer, Phase.FIT_START, pl_module, where, checkpoint=checkpoint or None)
         # An LM run's guesses from sampled rows wait for step 1, which decides or warns them.
         self._step_one = StepOneWatch(
-            list(result.facts.get("lm_sampled_guesses", ())), result.facts.get("lm_token_facts") or TokenFacts()
+            list(result.facts.get("lm_sampled_guesses", ())),
+            result.facts.get("lm_token_facts") or TokenFacts(),
         )
         resume_calling(self, *_STEP_ONE_HOOKS)  # this fit's step 1 is watched
         if trainer.state.fn != "fit":
             self._judge_step_one(trainer)  # no training step to watch
+
+    def _gather_train_start(self, trainer: pl.Trainer) -> dict[str, Any] | None:
+        """The ``train-start`` phase's gather: what a resumed run's checkpoint is judged against, or ``None``.
+
+        Where the restored loader continues (``resumed``) beside the stored position and, for
+        loaders passed to ``fit`` with no datamodule, their content sample beside the checkpoint's.
+        Collective under DDP (the content sample compares the ranks').
+        """
+        resumed = resume_point(trainer) if self._state.resuming else None
+        stored = self._state.stored_position or self.position
+        checkpoint = {"position": stored, "resumed": resumed} if self._state.resuming else None
+        stored_content = self._sample_fit_loaders(trainer)
+        if checkpoint is not None and stored_content is not None:  # judged by resume-data-changed
+            checkpoint |= {"fingerprints": dict(self.fingerprints), "content": stored_content}
+        return checkpoint
 
     def _sample_fit_loaders(self, trainer: pl.Trainer) -> dict[str, Any] | None:
         """Without a datamodule, the content sample of the loaders passed to ``fit`` (set up by now).
@@ -440,7 +467,8 @@ class OrderValidator(Callback):
         """
         if trainer.datamodule is not None:  # type: ignore[attr-defined]  # set by Lightning, undeclared
             return None
-        content = loaders_content_sample(trainer, self._state.tokenizer)
+        loaders = {"train": trainer.train_dataloader, "val": trainer.val_dataloaders}
+        content = loaders_content_sample(trainer, loaders, self._state.tokenizer)
         if not content["splits"]:
             return None
         stored = dict(self.content) if self._state.resuming else {}  # the checkpoint's, restored

@@ -574,10 +574,14 @@ def _map_style(loader: Any) -> dict[str, Any]:
     }
 
 
-def rank_reads(trainer: Any) -> dict[str, Any]:
-    """This rank's summary for :func:`~lightning_order.checks.rank_data.check_rank_reads`."""
-    summary: dict[str, Any] = rank_identity(trainer)
-    loader = train_loader(trainer)
+def rank_reads(loader: Any, identity: Mapping[str, Any]) -> dict[str, Any]:
+    """This rank's summary for :func:`~lightning_order.checks.rank_data.check_rank_reads`.
+
+    Args:
+        loader: the train loader the loop will iterate (``None``: nothing to read).
+        identity: this rank's :func:`~lightning_order.callbacks.validator.phases.rank_identity`.
+    """
+    summary: dict[str, Any] = dict(identity)
     dataset = getattr(loader, "dataset", None)
     if dataset is None:
         return summary
@@ -594,7 +598,9 @@ def rank_reads(trainer: Any) -> dict[str, Any]:
 
 
 def _gather_rank_reads(trainer: Any, evidence: CheckEvidence) -> dict[str, Any] | None:
-    return rank_reads(trainer) if evidence.world_size > 1 else None  # nothing to compare in one process
+    if evidence.world_size < 2:  # nothing to compare in one process
+        return None
+    return rank_reads(train_loader(trainer), rank_identity(trainer))
 
 
 def _judge_rank_reads(evidence: CheckEvidence) -> list[Violation]:
@@ -695,12 +701,14 @@ def read_served(loader: torch.utils.data.DataLoader, rows: int = SERVED_ROWS) ->
     return served
 
 
-def served_twice(trainer: Any) -> tuple[list[Violation], list[Violation]]:
+def served_twice(loader: Any) -> tuple[list[Violation], list[Violation]]:
     """``(proven, suspected)`` ``rows-served-twice`` violations of this rank's train loader.
 
     Not collective: each rank reads its own loader; the caller agrees the verdicts across ranks.
+
+    Args:
+        loader: the train loader the loop will iterate (``None``: nothing to read).
     """
-    loader = train_loader(trainer)
     dataset = getattr(loader, "dataset", None)
     if loader is None or not isinstance(dataset, torch.utils.data.IterableDataset) or loader.num_workers < 2:
         return [], []
@@ -722,13 +730,13 @@ def rows_served_twice(trainer: Any) -> tuple[list[Violation], list[Violation]]:
 
     Collective under DDP (every rank must call it).
     """
-    proven, suspected = served_twice(trainer)
+    proven, suspected = served_twice(train_loader(trainer))
     gathered = all_gather(trainer, ([v.to_dict() for v in proven], [v.to_dict() for v in suspected]))
     return agree([g[0] for g in gathered]), agree([g[1] for g in gathered])
 
 
 def _gather_served(trainer: Any, evidence: Any) -> dict[str, list[dict[str, Any]]]:
-    proven, suspected = served_twice(trainer)
+    proven, suspected = served_twice(train_loader(trainer))
     return {"proven": [v.to_dict() for v in proven], "suspected": [v.to_dict() for v in suspected]}
 
 

@@ -500,7 +500,7 @@ def _lm_checks(
 def _gather_lm(trainer: Any, evidence: CheckEvidence) -> LMFindings:
     tokenizer = evidence.samples.get("tokenizer")
     sample_rows = int(evidence.settings.get("sample_rows") or 512)
-    return lm_findings(trainer.datamodule, trainer.lightning_module, sample_rows, tokenizer)
+    return lm_findings(evidence.datamodule, trainer.lightning_module, sample_rows, tokenizer)
 
 
 register_check(

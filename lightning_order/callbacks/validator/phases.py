@@ -305,9 +305,10 @@ def restore_violations(
 
 # -- a phase's evidence --------------------------------------------------------------------------
 def phase_evidence(
-    trainer: Any,
     phase: Phase,
+    dm: Any,
     module: Any,
+    world_size: int,
     state: ValidatorState,
     pipeline: Pipeline,
     settings: Mapping[str, Any],
@@ -319,9 +320,10 @@ def phase_evidence(
     """What ``phase``'s checks read: this run's data as ``setup`` found it (``state``), and what is given.
 
     Args:
-        trainer: the Trainer (its datamodule and world size).
         phase: the phase.
-        module: the LightningModule, whose dims are read when a check of the phase reads them.
+        dm: the datamodule, or ``None``.
+        module: the model, whose dims are read when a check of the phase reads them.
+        world_size: the number of processes of the run.
         state: what the validator knows of this run.
         pipeline: the pipeline the ledger is judged against.
         settings: the validator's settings.
@@ -329,12 +331,11 @@ def phase_evidence(
         checkpoint: what a checkpoint being resumed holds, or ``None``.
         step_one: what the first training step showed, or ``None``.
     """
-    dm = trainer.datamodule
     # The model's dims only where a check of the phase reads them (a walk over its modules).
     reads_model = any(EvidenceKind.MODEL in check.reads for check in registered_checks(phase))
     return CheckEvidence(
         phase=phase,
-        world_size=max(1, int(trainer.world_size)),
+        world_size=max(1, int(world_size)),
         settings=dict(settings),
         datamodule=dm,
         ledger=datamodule_ledger(dm),

@@ -67,7 +67,21 @@ from lightning_order.parallelism import data_parallel
 from lightning_order.positions import TrainPosition
 from lightning_order.rules import Violation
 
-__all__ = ["content_sample", "guard_restore", "loaders_content_sample", "release_restore", "requested_train_loaders", "resume_point", "resumed_at", "saved_position", "sharded_restore", "stored_content", "tie_sharded_saves", "train_loader", "unloadable_shards"]
+__all__ = [
+    "content_sample",
+    "guard_restore",
+    "loaders_content_sample",
+    "release_restore",
+    "requested_train_loaders",
+    "resume_point",
+    "resumed_at",
+    "saved_position",
+    "sharded_restore",
+    "stored_content",
+    "tie_sharded_saves",
+    "train_loader",
+    "unloadable_shards",
+]
 
 log = logging.getLogger(__name__)
 # -- the restore --------------------------------------------------------------------------------
@@ -234,17 +248,17 @@ def content_sample(trainer: Any, dm: Any, tokenizer: str | None) -> dict[str, An
     return _ranked_sample(trainer, splits, tokenizer)
 
 
-def loaders_content_sample(trainer: Any, tokenizer: str | None) -> dict[str, Any]:
+def loaders_content_sample(trainer: Any, loaders: Mapping[str, Any], tokenizer: str | None) -> dict[str, Any]:
     """This rank's content sample of the loaders passed to ``Trainer.fit`` (no datamodule to ask).
 
     Call it once Lightning has set those loaders up (``on_train_start``): before, only Lightning's
     private data source holds them. Collective under DDP, as :func:`content_sample`.
 
     Args:
-        trainer: the Trainer (its train and validation loaders, its rank and data-parallel position).
+        trainer: the Trainer (its rank and data-parallel position).
+        loaders: the loaders set up for ``fit``, by split (``"train"``, ``"val"``).
         tokenizer: the fingerprint of the tokenizer in use, or ``None``.
     """
-    loaders = {"train": trainer.train_dataloader, "val": trainer.val_dataloaders}
     splits = {
         split: sample
         for split, loader in loaders.items()
@@ -297,14 +311,16 @@ def _flat(loaders: Any) -> list[Any]:
     return [loaders]
 
 
-def requested_train_loaders(trainer: Any) -> list[tuple[str, bool]]:
+def requested_train_loaders(source: Any) -> list[tuple[str, bool]]:
     """This run's train loaders as ``(class name, stateful)``, asked for before Lightning sets up the fit's data.
 
-    Calls the datamodule's ``train_dataloader()`` (else the module's) once more, so a resume can be
-    judged before Lightning hands the checkpoint's loader states over; ``[]`` when neither makes one
-    (loaders passed to ``fit`` directly: Lightning's own message stands).
+    Calls ``source.train_dataloader()`` once more, so a resume can be judged before Lightning hands
+    the checkpoint's loader states over; ``[]`` when it makes none (loaders passed to ``fit``
+    directly: Lightning's own message stands).
+
+    Args:
+        source: what defines the train loaders: the datamodule, else the LightningModule.
     """
-    source = trainer.datamodule if trainer.datamodule is not None else trainer.lightning_module
     try:
         loaders = source.train_dataloader()
     except Exception:  # not defined here, or failing: Lightning asks again and reports it itself
@@ -435,7 +451,11 @@ def _judge_stored_position(evidence: CheckEvidence) -> list[Violation]:
 
 def _gather_loader_states(trainer: Any, evidence: CheckEvidence) -> list[tuple[str, bool]]:
     states = (evidence.checkpoint or {}).get("loader_states")
-    return requested_train_loaders(trainer) if states else []
+    if not states:
+        return []
+    return requested_train_loaders(
+        trainer.datamodule if trainer.datamodule is not None else trainer.lightning_module
+    )
 
 
 def _judge_loader_states(evidence: CheckEvidence) -> list[Violation]:
