@@ -1,7 +1,7 @@
 """``OrderValidator``: proves the data order before the first optimizer step, or stops the run.
 
 The callback only gathers and acts: at each phase of a run it gathers the evidence once and runs
-what :mod:`lightning_order.checks.registry` holds for the phase (:func:`.gather.run_phase`: every
+what :mod:`lightning_order.checks.registry` holds for the phase (:func:`.phases.run_phase`: every
 check's judge is a pure function, the verdict agreed across ranks in one all-gather). The phases,
 and why there:
 
@@ -30,7 +30,7 @@ and why there:
   return at once.
 
 What a hook leaves for a later one (this run's data, how a checkpoint showed itself, the checks
-done) is one :class:`~lightning_order.callbacks.validator.state.ValidatorState`, replaced by every
+done) is one :class:`~lightning_order.callbacks.validator.phases.ValidatorState`, replaced by every
 ``setup``. Other callbacks read what it found through
 :class:`~lightning_order.checks.registry.CheckReport`.
 """

@@ -5,26 +5,26 @@ everywhere (:func:`hash_items`), summarised per split and compared across ranks,
 rank will read first, the rows the train loader's workers serve, and the label columns a
 target encoding could have leaked. Each part gathers for its own registered check.
 
-**What a rank's datasets hold.** What a rank's datasets hold, summarised for the validator: any datamodule, no glue.
+**What a rank's datasets hold**, summarised for the validator: any datamodule, no glue.
 
 Gathering only (the judgements are :mod:`lightning_order.checks.datasets`). Items are read from
-the dataset behind each dataloader by index, without workers (:mod:`.items`): every item when
+the dataset behind each dataloader by index, without workers (:mod:`.reading`): every item when
 the split is small (``whole_rows``), else the same seeded sample of indices on every rank (drawn
 below the smallest length any rank has, so all ranks look at the same positions). Each item is hashed twice (its
 non-float parts, which say which row it is; everything but its label, which says which input it
 is), and the collated sample gives per-key statistics of every floating-point tensor and the
 largest token id. Iterable datasets are not indexable: they are skipped (documented limit).
 
-Reads are bounded by :mod:`.budget` as well as by row counts: a split is hashed whole only while
+Reads are bounded by :mod:`.reading` as well as by row counts: a split is hashed whole only while
 its items fit the whole-split budget (judged on the largest first item of any rank, so every rank
 decides alike), items are read and hashed a chunk at a time, and only the rows the statistics need
-are kept; all of it inside :func:`~.peek.untouched`, so reading leaves the dataset as it was.
+are kept; all of it inside :func:`~.reading.untouched`, so reading leaves the dataset as it was.
 
 **What each rank reads.** What each rank will read in its first epoch, gathered before step 1 (``ranks-read-same-data``).
 
 Read off the train loader Lightning itself will iterate (``trainer.train_dataloader`` in
 ``on_train_start``: its sampler is the one Lightning injected, or the user's own, or none with
-``use_distributed_sampler=False``), without drawing a batch from it (:mod:`.peek`):
+``use_distributed_sampler=False``), without drawing a batch from it (:mod:`.reading`):
 
 - a map-style loader: the indices its sampler (or batch sampler) yields this epoch, as a bitmap
   over the first :data:`MAX_INDICES` indices of the dataset, an identity of the dataset (its
@@ -50,19 +50,19 @@ The copy: a new ``DataLoader`` over the same dataset, with the same batch size, 
 tag each batch with the worker that made it, never persistent. Its workers start from the dataset
 as the run holds it (forked or pickled) and are shut down when the read ends: the run's own
 loader, its iterator and its persistent workers are not touched, the random states the copy
-draws from are put back (:func:`~.peek.untouched`; the loader's own generator is cloned), and the
+draws from are put back (:func:`~.reading.untouched`; the loader's own generator is cloned), and the
 dataset in this process is never iterated by the copy. Then as many rows are read without
-workers (:func:`~.peek.peek_batches`, in this process, put back): the dataset's own repeat rate.
+workers (:func:`~.reading.peek_batches`, in this process, put back): the dataset's own repeat rate.
 
 Bounded: :data:`SERVED_ROWS` rows (and at least two batches per worker, so every worker is read),
-or :data:`~.budget.READ_BYTES` / :data:`~.budget.READ_TOKENS` of batches, whichever comes first;
+or :data:`~.reading.READ_BYTES` / :data:`~.reading.READ_TOKENS` of batches, whichever comes first;
 each batch is hashed and dropped as it arrives. The cost is starting the workers once (a fork per
 worker) and their first batches.
 
 **Label columns.** The float columns and labels of a split, for the label-encoding check: any datamodule, no glue.
 
 Gathering only (the judgement is :func:`lightning_order.checks.label_encoding.check_label_encoded_features`).
-Items are read from the dataset behind each dataloader (:mod:`.items`) by index, in chunks (``__getitems__``
+Items are read from the dataset behind each dataloader (:mod:`.reading`) by index, in chunks (``__getitems__``
 where the dataset has it: Hugging Face datasets read a chunk in one call), collated with the
 loader's collate function (a probe of 256 rows first: data with no label, or no small float
 column whose values repeat, is left there, so images or token blocks cost 256 reads); every
@@ -411,7 +411,7 @@ def _spread(n: int, k: int) -> list[int]:
 
 
 def first_item_sizes(dm: Any) -> dict[str, tuple[int, int] | None]:
-    """Per split, the ``(bytes, tokens)`` of its first item (:func:`~.budget.item_size`), ``None`` when unread.
+    """Per split, the ``(bytes, tokens)`` of its first item (:func:`~.reading.item_size`), ``None`` when unread.
 
     Gathered across ranks with the lengths, so that every rank sizes its reads alike.
     """
@@ -479,7 +479,7 @@ def sampled_evidence(
 
     Returns:
         ``(train_sample, observed, content)``: up to ``4 * sample_rows`` train rows and the train
-        size (:func:`~lightning_order.callbacks.validator.batches.sample_batch`), the dims they show
+        size (:func:`~lightning_order.callbacks.validator.reading.sample_batch`), the dims they show
         (empty when ``dims`` is known) and :func:`summarize_splits` of both splits.
     """
     if not plain:
@@ -512,7 +512,7 @@ _IDENTITY_ITEMS = 8
 def _epoch_indices(loader: Any) -> np.ndarray | None:
     """The indices the loader's sampler yields this epoch, in order, or ``None`` (not readable).
 
-    Walked on a copy (:func:`~.peek.readable`: a resumable sampler moves its position when
+    Walked on a copy (:func:`~.reading.readable`: a resumable sampler moves its position when
     iterated) with the random states put back. A custom batch sampler is walked itself.
     """
     batches = loader.batch_sampler

@@ -642,7 +642,7 @@ def _stream_pile(dm: Any, eos_id: int) -> Pile | None:
     A document cut at a context longer than a row (``truncation=True`` at ``model_max_length``, then
     ``group_texts``) is never whole inside one sampled row; the rows that follow it in the dataset
     hold the rest. Only a map-style train set is read (by index, from item 0, its random states put
-    back: :func:`~.stream_tokens.read_split_tokens`), and only windows of one width join.
+    back: :func:`~.reading.read_split_tokens`), and only windows of one width join.
     """
     if is_stream(dm, "train"):  # an iterable's first rows are read by the overlap check, not here
         return None

@@ -188,7 +188,7 @@ def overlap_check(
 
 
 def _stream_overlap(dm: Any, threshold: float) -> list[Violation] | None:
-    """Validation windows against the first :data:`~.budget.STREAM_TOKENS` of an iterable train split.
+    """Validation windows against the first :data:`~.reading.STREAM_TOKENS` of an iterable train split.
 
     ``None`` when train is no stream, or either split gives no token ids (the row sample decides).
     """
@@ -337,7 +337,7 @@ def subset_windows(dm: Any) -> dict[str, Any] | None:
     sides, that dataset holding the flat token array (see :func:`split_stream`) and its item 1
     starting 1, ``window - 1`` or ``window`` tokens after item 0 (the stride); or two
     ``datasets.Dataset`` row selections of one table of packed blocks
-    (:func:`~lightning_order.callbacks.validator.arrow_blocks.table_blocks`).
+    (:func:`~lightning_order.callbacks.validator.overlap.table_blocks`).
 
     Returns:
         ``{"stream", "train_starts", "val_starts", "window", "stride", "whole"}``: the stream
@@ -476,7 +476,7 @@ def table_blocks(train: Any, val: Any) -> dict[str, Any] | None:
 
     Returns:
         ``{"stream", "train_starts", "val_starts", "window", "stride", "whole"}`` as
-        :func:`~lightning_order.callbacks.validator.tokens.subset_windows` gives them: every
+        :func:`~lightning_order.callbacks.validator.overlap.subset_windows` gives them: every
         row of both splits (``whole``), blocks ``L`` tokens long and ``L`` apart.
     """
     if not _is_arrow_dataset(train) or not _is_arrow_dataset(val) or not _same_table(train, val):

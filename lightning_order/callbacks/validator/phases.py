@@ -8,7 +8,7 @@ verdict agreed across ranks in one all-gather. What one run knows between its ph
 state object (:class:`ValidatorState`). The checks judged on this evidence alone (the ledger
 against its pipeline, the model's dims, the ranks' data) are registered here.
 
-**What one run knows between its hooks.** What one run of ``OrderValidator`` knows between its hooks: one state object, reset by ``setup``.
+**What one run knows between its hooks**: one state object, reset by ``setup``.
 
 Lightning calls the hooks in an order it fixes (``setup``, the weight restore, the callback
 state's restore, ``on_fit_start``, ``on_train_start``, ...); each leaves here what a later one
@@ -19,18 +19,16 @@ combining flags. Nothing here goes into a checkpoint: the callback's ``state_dic
 data's identity, content sample and position, kept as the callback's public attributes;
 :func:`saved_state` reads them back.
 
-**A phase's evidence.** What the validator reads off a run for every check: the datamodule's word, the model's dims.
+**A phase's evidence.** What the validator reads off a run for every check: the datamodule's word and the
+model's dims, gathering only, over duck-typed objects (``OrderedDataModule``,
+``OrderedLMDataModule``, a hand-written datamodule that records its steps, or any other); the
+judgements are pure functions in :mod:`lightning_order.checks`. Two sources, each read the same
+way by every check that needs it (the items behind the dataloaders are read through
+:mod:`.reading`):
 
-Gathering only, over duck-typed objects (``OrderedDataModule``, ``OrderedLMDataModule``, a
-hand-written datamodule that records its steps, or any other); the judgements are pure functions
-in :mod:`lightning_order.checks`, registered in :mod:`lightning_order.checks.registry`. Three
-sources, each read the same way by every check that needs it:
-
-- what a datamodule says about its own data: its ledger, data fingerprints, dims, key hashes and
-  the spec that judges it (the ledger and its pipeline are read by :mod:`lightning_order.recorder`,
-  which the monitor shares);
-- the items behind its dataloaders: each split's map-style dataset and an item's leaves by path
-  (an iterable dataset is not indexable and is skipped: documented limit);
+- what a datamodule says about its own data: its ledger, data fingerprints, dims and the spec
+  that judges it (the ledger and its pipeline are read by :mod:`lightning_order.recorder`, which
+  the monitor shares);
 - the dims a model was built for: its ``hparams`` (the dims of every pipeline,
   :func:`lightning_order.pipelines.all_dims`, so a pipeline's new dim is checked without a change
   here) and its input layers.
@@ -38,7 +36,8 @@ sources, each read the same way by every check that needs it:
 The checks judged on these alone are registered here: the ledger against its pipeline
 (``setup``) and the model's dims against the data's (``fit-start``).
 
-**Running a phase, agreed across ranks.** What every rank holds, gathered; a phase's registered checks run; one verdict all ranks agree on.
+**Running a phase, agreed across ranks**: what every rank holds, gathered; a phase's registered checks
+run; one verdict all ranks agree on.
 
 Cross-rank decisions are taken on gathered data, so every rank acts alike and none is left
 waiting in a collective the others skipped (STYLE.md, rank discipline). Under one process

@@ -8,7 +8,7 @@ dataset, an item's leaves by path), sampled batches and what they show, and an i
 read as token ids. Nothing here judges: the checks that read through it live in the modules
 around the check registry (:mod:`.content`, :mod:`.overlap`, :mod:`.lm`, :mod:`.resume`).
 
-**How much one read may hold.** How much of a run's data the validator holds at once: rows bounded by tokens and bytes.
+**How much one read may hold**: how much of a run's data the validator holds at once: rows bounded by tokens and bytes.
 
 ``sample_rows`` and ``whole_rows`` count rows, and a row may be 16 tokens or 128k: a row count
 alone lets the validator's reads grow with the block size (issue #42, item 8: about 2 GB of peak
@@ -21,12 +21,12 @@ integer arrays as tokens):
 - a split is hashed whole (``whole_rows``) only while all its items stay within
   :data:`WHOLE_BYTES` and :data:`WHOLE_TOKENS`; a larger one is sampled like a longer one;
 - an iterable split (a stream) is read as tokens for the overlap check up to
-  :data:`STREAM_TOKENS` per split (:mod:`.stream_tokens`).
+  :data:`STREAM_TOKENS` per split (below).
 
 What was read is dropped when the check that read it returns: nothing outlives the validator's
 hooks but hashes and figures (docs/validator.md, "Memory").
 
-**Reading without moving the run.** Reading a run's data without changing what the run trains on.
+**Reading without moving the run**: a run's data read without changing what the run trains on.
 
 The validator looks at items and batches before step 1; the run must then start exactly where it
 would have without the validator (issue #37, item 9; issue #42, item 2). Every read goes through
@@ -68,9 +68,9 @@ Gathering only (the judgement is :mod:`lightning_order.checks.windows`). An iter
 torchtitan-style stateful stream, ``datasets``' streaming ``IterableDataset``, any hand-written
 ``IterableDataset``) has no index and no length: #37 hashed its first rows as a sample, which a
 split after packing or a dedup after the split passes whatever its size. Here its items are read
-in order on a copy (:func:`~.peek.readable` inside :func:`~.peek.untouched`: the run's stream,
+in order on a copy (:func:`~.reading.readable` inside :func:`~.reading.untouched`: the run's stream,
 its position and the random states are put back; no worker is started) until
-:data:`~.budget.STREAM_TOKENS` token ids, and joined into the token stream they were cut from: a
+:data:`~.reading.STREAM_TOKENS` token ids, and joined into the token stream they were cut from: a
 window whose labels are its inputs shifted by one contributes its inputs and its last label (the
 ``block_size + 1`` tokens it was cut as), any other row its inputs. Validation windows are then
 checked against every train token read (:func:`~lightning_order.checks.windows.window_overlap`).
@@ -478,8 +478,8 @@ def peek_batches(loader: Any, rows: int) -> list[Any]:
     """The first batches of an iterable-dataset loader, up to ``rows`` rows, without consuming it.
 
     Read in this process (no workers: the run's own workers are never started here), through
-    :func:`readable`, inside :func:`untouched`; bounded by ``rows`` and by the budgets of
-    :mod:`~lightning_order.callbacks.validator.budget` (at least one batch).
+    :func:`readable`, inside :func:`untouched`; bounded by ``rows`` and by the read budgets
+    (:data:`READ_BYTES`, :data:`READ_TOKENS`; at least one batch).
 
     Args:
         loader: a ``DataLoader`` over an ``IterableDataset``.
@@ -619,9 +619,8 @@ def sample_batch(dm: Any, loader_name: str, rows: int) -> tuple[Any, int | None]
 
     Map-style datasets are indexed directly (a fixed seed, so every rank samples the same rows of
     the same data) without starting workers; iterable ones yield their first batches, read without
-    consuming the stream (:func:`~lightning_order.callbacks.validator.peek.peek_batches`). Both
-    are read inside :func:`~lightning_order.callbacks.validator.peek.untouched` and bounded by
-    the budgets of :mod:`~lightning_order.callbacks.validator.budget` too: ``rows`` of 128k
+    consuming the stream (:func:`peek_batches`). Both are read inside :func:`untouched` and bounded
+    by the read budgets (:data:`READ_BYTES`, :data:`READ_TOKENS`) too: ``rows`` of 128k
     tokens are cut to what fits (at least one).
 
     Args:
@@ -877,7 +876,7 @@ def read_split_tokens(dm: Any, split: str, max_tokens: int = STREAM_TOKENS) -> S
 
     An iterable dataset is read on a copy in this process, items in order; a map-style one by
     index, from item 0. ``None`` when the split has no token ids, or cannot be read without being
-    consumed (noted once, :func:`~.peek.note_unread`).
+    consumed (noted once, :func:`~.reading.note_unread`).
 
     Args:
         dm: the datamodule.

@@ -21,7 +21,7 @@ strategy's public methods; what they judge with is the callback's.
 **The content sample** a checkpoint stores for a datamodule with no ledger: items read by index
 from the map-style dataset behind each split's dataloader at fixed indices, hashed as the rank
 comparisons hash them (:func:`~lightning_order.callbacks.validator.content.hash_items`), inside
-:func:`~lightning_order.callbacks.validator.peek.untouched` (an item may draw random numbers or
+:func:`~lightning_order.callbacks.validator.reading.untouched` (an item may draw random numbers or
 count its reads). An iterable split cannot be read at fixed indices: it is left out (the
 tokenizer is still compared). Loaders passed to ``Trainer.fit`` with no datamodule (Megatron's
 indexed datasets are often trained so) are sampled at ``on_train_start``, the first hook that
