@@ -75,17 +75,15 @@ from lightning_order.callbacks.validator.resume import (
     resume_point,
     resumed_at,
     saved_position,
-    stored_content,
+    stored_evidence,
     tie_sharded_saves,
 )
 from lightning_order.callbacks.validator.step_one import StepOneObserver, StepOneWatch
 from lightning_order.checkpoint import early_checkpoint
 from lightning_order.checks.lm import fit_fixes_to_model
 from lightning_order.checks.loader_states import stored_loader_states
-from lightning_order.checks.position_counts import stored_loop_count
 from lightning_order.checks.registry import Phase
 from lightning_order.checks.report import format_report, merge_violations
-from lightning_order.checks.resume import stored_fingerprints, stored_position
 from lightning_order.checks.step_one import StepOne, TokenFacts, Verdict, judge_step_one
 from lightning_order.compat import Callback
 from lightning_order.errors import CheckpointError, OrderError, OrderWarning
@@ -98,6 +96,8 @@ from lightning_order.rules import Violation
 __all__ = ["OrderValidator"]
 
 log = logging.getLogger(__name__)
+
+
 #: The hooks that watch step 1 (skipped by Lightning once it is judged, until the next fit).
 _STEP_ONE_HOOKS = ("on_train_batch_start", "on_before_optimizer_step", "on_train_batch_end")
 
@@ -538,12 +538,7 @@ class OrderValidator(Callback):
     def _check_checkpoint(self, trainer: pl.Trainer, checkpoint: Mapping[str, Any]) -> None:
         """The ``resume`` checks on a checkpoint's content, before any of its weights is restored."""
         state, owner = self._state, OrderValidator.__qualname__
-        stored = {
-            "fingerprints": stored_fingerprints(checkpoint, self.state_key, owner=owner),
-            "content": stored_content(checkpoint, self.state_key),
-            "position": stored_position(checkpoint, self.state_key, owner=owner),
-            "loop_count": stored_loop_count(checkpoint),
-        }
+        stored = stored_evidence(checkpoint, self.state_key, owner)
         state.done.add(Done.RESUME_CHECKED)
         state.seen.add(CheckpointSeen.FILE)
         state.stored_position = stored["position"]

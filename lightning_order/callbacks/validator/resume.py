@@ -57,9 +57,15 @@ from lightning_order.callbacks.validator.reading import (
 )
 from lightning_order.checkpoint import is_sharded_checkpoint, read_sharded_meta, tie_shards
 from lightning_order.checks.loader_states import check_loader_states
-from lightning_order.checks.position_counts import check_stored_position
+from lightning_order.checks.position_counts import check_stored_position, stored_loop_count
 from lightning_order.checks.registry import CheckEvidence, EvidenceKind, Phase, register_check
-from lightning_order.checks.resume import check_resume, check_resume_position, check_resume_proof
+from lightning_order.checks.resume import (
+    check_resume,
+    check_resume_position,
+    check_resume_proof,
+    stored_fingerprints,
+    stored_position,
+)
 from lightning_order.checks.resume_content import check_resume_content, sample_indices
 from lightning_order.errors import CheckpointError, LightningOrderError
 from lightning_order.ledger import CHECKPOINT_KEY
@@ -78,12 +84,15 @@ __all__ = [
     "saved_position",
     "sharded_restore",
     "stored_content",
+    "stored_evidence",
     "tie_sharded_saves",
     "train_loader",
     "unloadable_shards",
 ]
 
 log = logging.getLogger(__name__)
+
+
 # -- the restore --------------------------------------------------------------------------------
 #: The strategy's methods :func:`guard_restore` wraps (instance attributes over the class's own).
 _RESTORE_METHODS = ("load_model_state_dict", "load_checkpoint")
@@ -285,6 +294,25 @@ def stored_content(checkpoint: Mapping[str, Any], state_key: str) -> dict[str, A
     state = (checkpoint.get("callbacks") or {}).get(state_key)
     content = state.get("content") if isinstance(state, Mapping) else None
     return dict(content) if isinstance(content, Mapping) and content else None
+
+
+def stored_evidence(checkpoint: Mapping[str, Any], state_key: str, owner: str) -> dict[str, Any]:
+    """The ``resume`` phase's gather: what a checkpoint holds of the data it was trained on.
+
+    ``fingerprints``, ``content`` (:func:`stored_content`), ``position`` and ``loop_count``
+    (Lightning's own count), read from the file before any of its weights is restored.
+
+    Args:
+        checkpoint: the loaded checkpoint.
+        state_key: the validator's state key (where its saved state is).
+        owner: the validator's class name, for the one-line error on a damaged state.
+    """
+    return {
+        "fingerprints": stored_fingerprints(checkpoint, state_key, owner=owner),
+        "content": stored_content(checkpoint, state_key),
+        "position": stored_position(checkpoint, state_key, owner=owner),
+        "loop_count": stored_loop_count(checkpoint),
+    }
 
 
 # -- the data position ------------------------------------------------------------------------------

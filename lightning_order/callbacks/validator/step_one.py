@@ -40,6 +40,7 @@ from lightning_order.rules import Violation
 __all__ = ["MAX_LOSSES", "MAX_ROWS", "MAX_TOKENS", "StepOneObserver", "StepOneWatch", "hf_models"]
 
 log = logging.getLogger(__name__)
+
 #: Rows of each tensor copied (enough document starts for the BOS rule: one a padded row).
 MAX_ROWS = 16
 #: Positions of each row copied.
