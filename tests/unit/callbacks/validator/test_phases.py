@@ -29,7 +29,7 @@ from lightning_order import (
     register_check,
     unregister_check,
 )
-from lightning_order.callbacks.validator import phases as gather
+from lightning_order.callbacks.validator import phases
 from lightning_order.callbacks.validator.phases import (
     CheckpointSeen,
     Done,
@@ -79,7 +79,7 @@ def two_ranks(monkeypatch):
         other = {**obj, "ranks": {name: {**value, "rank": 1} for name, value in obj["ranks"].items()}}
         return [obj, other]
 
-    monkeypatch.setattr(gather, "all_gather", all_gather)
+    monkeypatch.setattr(phases, "all_gather", all_gather)
     return calls
 
 
@@ -87,9 +87,9 @@ def two_ranks(monkeypatch):
 def checks(monkeypatch):
     """Registers checks for the test; the phase runs these alone (whatever else is registered for it)."""
     names = []
-    registered = gather.registered_checks
+    registered = phases.registered_checks
     monkeypatch.setattr(
-        gather, "registered_checks", lambda phase: [c for c in registered(phase) if c.name in names]
+        phases, "registered_checks", lambda phase: [c for c in registered(phase) if c.name in names]
     )
 
     def add(name, judge, **kwargs):
@@ -125,7 +125,7 @@ def test_a_phase_is_one_all_gather_and_rank_checks_see_every_rank(two_ranks, che
     )
     trainer = SimpleNamespace(world_size=2)
     evidence = CheckEvidence(phase=Phase.STEP_ONE, world_size=2, step_one={"value": 7})
-    result = gather.run_phase(trainer, Phase.STEP_ONE, evidence)
+    result = phases.run_phase(trainer, Phase.STEP_ONE, evidence)
     assert len(two_ranks) == 1  # one collective for the phase, whatever is registered
     assert seen["ranks"] == [{"rank": 0, "rows": 3}, {"rank": 1, "rows": 3}]
     assert [v.message for v in result.violations] == ["local 7"]  # both ranks said it: agreed once
@@ -140,7 +140,7 @@ def test_a_fatal_checks_finding_is_fatal_on_every_rank(two_ranks, checks):
         phase="step-one",
         fatal=True,
     )
-    result = gather.run_phase(
+    result = phases.run_phase(
         SimpleNamespace(world_size=2), Phase.STEP_ONE, CheckEvidence(phase=Phase.STEP_ONE)
     )
     assert result.fatal and result.violations[0].rule == "resume-position"
