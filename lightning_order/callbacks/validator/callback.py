@@ -1,9 +1,12 @@
 """``OrderValidator``: proves the data order before the first optimizer step, or stops the run.
 
-The callback only gathers and acts: at each phase of a run it gathers the evidence once and runs
-what :mod:`lightning_order.checks.registry` holds for the phase (:func:`.phases.run_phase`: every
-check's judge is a pure function, the verdict agreed across ranks in one all-gather). The phases,
-and why there:
+The callback only gathers and acts: at each phase of a run it gathers the evidence once (one
+gather step per phase: ``_gather_setup``, :func:`.resume.stored_evidence`, ``_late_checks``'s
+checkpoint facts, ``_gather_train_start``; each check's own reading is its registered ``gather``)
+and runs what :mod:`lightning_order.checks.registry` holds for the phase
+(:func:`.phases.run_phase`: every check's judge is a pure function, the verdict agreed across
+ranks in one all-gather). Everything but the hooks lives beside it (:mod:`.phases`, the core a
+loop's adapter shares; the evidence modules around it). The phases, and why there:
 
 - ``setup`` (after the datamodule's own ``setup``, on every rank): the ledger and the data's
   dims and fingerprints, sampled rows and, for a datamodule without a ledger, a content sample
