@@ -1,7 +1,7 @@
 """Overlap on an iterable train split: what a token budget reads of the stream, what it finds, what it costs.
 
 The validator reads an iterable train split on a copy up to a token budget
-(:data:`~lightning_order.callbacks.validator.budget.STREAM_TOKENS`, 4M by default) and checks every
+(:data:`~lightning_order.callbacks.validator.reading.STREAM_TOKENS`, 4M by default) and checks every
 validation window against the tokens read (docs/validator.md, "Iterable splits"). This measures,
 for train streams of ``--train-tokens`` and budgets of ``--budget-shares`` of them:
 
@@ -11,13 +11,13 @@ for train streams of ``--train-tokens`` and budgets of ``--budget-shares`` of th
   a third of the documents ending with one of three shared 80-token footers, so the ``0`` row is
   the false-alarm rate). Detected: ``train-val-overlap`` raised at ``--threshold``; the share found
   against the share planted times the share of train read (the expected lower bound);
-- **cost**: the read (:func:`~lightning_order.callbacks.validator.stream_tokens.read_split_tokens`
+- **cost**: the read (:func:`~lightning_order.callbacks.validator.reading.read_split_tokens`
   over a torchtitan-style ``IterableDataset`` yielding ``(x, y)`` windows of 33 tokens) plus the
   check, beside one plain iteration of the same stream's windows up to the same budget (what
   reading the stream costs any consumer, the floor), median over the seeds.
 
 Last, with ``--served-repeats``: what reading the train loader's workers on a copy costs
-(:func:`~lightning_order.callbacks.validator.served.rows_served_twice`, ``rows-served-twice``) on a
+(:func:`~lightning_order.callbacks.validator.content.rows_served_twice`, ``rows-served-twice``) on a
 2-worker loader of an ``IterableDataset`` split by ``get_worker_info()``, beside the same loader's
 own start and its first 256 rows, median of the repeats.
 
@@ -48,8 +48,8 @@ import numpy as np
 import torch
 from bench_window_overlap import EOS, WINDOW, corpus
 
-from lightning_order.callbacks.validator.served import rows_served_twice
-from lightning_order.callbacks.validator.stream_tokens import read_split_tokens
+from lightning_order.callbacks.validator.content import rows_served_twice
+from lightning_order.callbacks.validator.reading import read_split_tokens
 from lightning_order.checks.block_seams import seam_z
 from lightning_order.checks.windows import check_window_overlap, window_overlap
 

@@ -38,7 +38,7 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from lightning_order import OrderValidator
-from lightning_order.callbacks.validator.evidence import split_key_hashes  # the validator's read path
+from lightning_order.callbacks.validator.reading import split_key_hashes
 from lightning_order.checks import (
     check_key_overlap,
     check_ledger,

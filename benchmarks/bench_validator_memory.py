@@ -4,7 +4,7 @@ A plain (no-glue) datamodule of ``--rows`` rows of ``--tokens`` token ids (``inp
 ``labels`` int64, both splits the same dataset) and a two-step fit of an embedding and a head, in a
 fresh process per side (with and without the validator), alternating, ``--repeats`` times; the
 figures are each side's smallest. The validator's reads are bounded by the budgets of
-``lightning_order/callbacks/validator/budget.py`` (docs/validator.md, "Memory").
+``lightning_order/callbacks/validator/reading.py`` (docs/validator.md, "Memory").
 
     python benchmarks/bench_validator_memory.py --rows 1000 --tokens 32768 --repeats 2
 """

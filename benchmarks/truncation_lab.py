@@ -5,7 +5,7 @@ longer document to the context; when the context is longer than a block, no cut 
 inside one sampled row, so the length pile the validator reads within rows sees nothing. Joined in
 index order, the first train rows give the documents back whole
 (:func:`~lightning_order.checks.token_rows.joined_windows`, read as the validator reads them:
-:data:`~lightning_order.callbacks.validator.lm_tokens.STREAM_LENGTH_TOKENS` tokens).
+:data:`~lightning_order.callbacks.validator.lm.STREAM_LENGTH_TOKENS` tokens).
 
 For two texts (tests/run_clm.py's made-up prose, the standard library's docstrings of
 tests/corpus_shapes.py), each encoded by a BPE trained on it, blocks of 32 and 128 tokens and
@@ -20,7 +20,7 @@ import numpy as np
 from corpus_shapes import EOS, split_texts
 from run_clm import prepared_text, train_bpe
 
-from lightning_order.callbacks.validator.lm_tokens import STREAM_LENGTH_TOKENS
+from lightning_order.callbacks.validator.lm import STREAM_LENGTH_TOKENS
 from lightning_order.checks.token_rows import document_lengths, joined_windows, stream_document_lengths
 from lightning_order.checks.truncation import length_pile
 

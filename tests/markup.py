@@ -3,7 +3,7 @@
 :func:`to_html` wraps a document as a scraped page holds it (paragraphs in tags, entities escaped,
 a link, a wrapper); :func:`clean` takes it back to the text. :func:`prepare_raw_fit` is
 tests/nanogpt.py's preparation with the planted bug of #37 item 5: the BPE trained on the raw
-pages, the cleaned text encoded. Used by tests/unit/callbacks/validator/test_tokenizer_fit.py,
+pages, the cleaned text encoded. Used by tests/unit/callbacks/validator/test_lm.py,
 tests/integration/test_tokenizer_fit_zero_glue.py and benchmarks/tokenizer_fit_lab.py.
 """
 

@@ -6,7 +6,7 @@ half can fail without an error: batches whose positions do not restart exactly t
 hand-written collator, a positions bug), or a model that ignores them (a ``transformers`` model
 given an ``attention_mask``, or one with its key-value cache on, falls back to plain causal
 attention over the whole block). Pure functions of plain arrays and numbers: the sampled train
-rows and the probe's logits are gathered by :mod:`lightning_order.callbacks.validator.documents`.
+rows and the probe's logits are gathered by :mod:`lightning_order.callbacks.validator.lm`.
 """
 
 from __future__ import annotations

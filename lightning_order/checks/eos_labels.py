@@ -7,7 +7,7 @@ without a crash. ``pad_token = eos_token`` with a collator that masks every pad 
 that never end with ``</s>`` (``documents-without-eos``; its own rule, since ``pack-without-eos``
 speaks of blocks concatenated without boundaries, and here nothing is concatenated). Pure
 functions of plain arrays and ids; the rows are sampled by
-:mod:`lightning_order.callbacks.validator.lm_tokens`. Both decide on most rows that can show it
+:mod:`lightning_order.callbacks.validator.lm`. Both decide on most rows that can show it
 (:data:`MASKED_SHARE`, at least :data:`MIN_ROWS`), so a few odd rows never decide alone.
 """
 

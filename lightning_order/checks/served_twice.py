@@ -5,7 +5,7 @@ its shards by :func:`torch.utils.data.get_worker_info` (llama2.c's first ``Preto
 hand-written streams) makes every worker read every row: with two workers every block is
 trained on twice an epoch, and nothing fails.
 
-The evidence (gathered by :mod:`lightning_order.callbacks.validator.served`): a hash of every row
+The evidence (gathered by :mod:`lightning_order.callbacks.validator.content`): a hash of every row
 of the first batches the real loader serves, with the worker that served it, and the hashes of as
 many rows read from the same dataset in one process, without workers (the dataset's own repeat
 rate: a corpus with real duplicate documents repeats rows there too). The judgement:

@@ -14,7 +14,7 @@ and most of the markup merges must be unused (:data:`MIN_UNUSED_MARKUP_SHARE`) a
 
 A tokenizer fitted on train + validation text (``fit-before-split``) leaves no such trace in the
 tokens: the lab found no signal that separates it (docs/lm.md), so nothing here judges it.
-Pure functions of plain data: the gathering is :mod:`lightning_order.callbacks.validator.tokenizer_fit`.
+Pure functions of plain data: the gathering is :mod:`lightning_order.callbacks.validator.lm`.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 The validator reads the real train loader's workers on a copy before step 1: the bug stops the run
 with no optimizer step; a stream split by ``get_worker_info()`` trains the batches it trains without
-the validator. The cases without a Trainer: tests/unit/callbacks/validator/test_served.py.
+the validator. The cases without a Trainer: tests/unit/callbacks/validator/test_content.py.
 """
 
 from __future__ import annotations

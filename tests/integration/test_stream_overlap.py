@@ -2,7 +2,7 @@
 
 A torchtitan-style stateful stream per split: a dedup made after the split stops the run before
 step 1 (``train-val-overlap``, evidence ``stream-read``); the correct split trains the batches it
-trains without the validator. The shapes without a Trainer: tests/unit/callbacks/validator/test_stream_tokens.py.
+trains without the validator. The shapes without a Trainer: tests/unit/callbacks/validator/test_reading.py.
 """
 
 from __future__ import annotations

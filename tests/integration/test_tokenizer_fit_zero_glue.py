@@ -2,7 +2,7 @@
 (the cleaned text encoded) is stopped before step 1 with ``vocab-before-clean``; trained on the
 cleaned train text, or elsewhere (a supplied tokenizer), the run trains.
 
-The check (:func:`~lightning_order.callbacks.validator.tokenizer_fit.tokenizer_fit_violations`) is
+The check (:func:`~lightning_order.callbacks.validator.lm.tokenizer_fit_violations`) is
 called from the validator's LM gathering (``callbacks/validator/lm.py``).
 """
 

@@ -42,7 +42,7 @@ def test_a_public_name_stays_itself_after_every_module_is_imported():
     code = """
 import json, sys, types
 import lightning_order
-import lightning_order.recorder, lightning_order.callbacks.validator.evidence
+import lightning_order.recorder, lightning_order.callbacks.validator.phases
 from lightning_order import recording, record_step
 print(json.dumps([recording is lightning_order.recorder.recording, callable(record_step),
                   lightning_order.recording is recording, type(sys.modules["lightning_order"]) is types.ModuleType]))

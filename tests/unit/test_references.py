@@ -14,13 +14,9 @@ from pathlib import Path
 
 from helpers import ROOT
 
-#: Stale citations in docs/reliability.md, which the lead writes (issue #44): each entry must still be
-#: there (the test fails on a fixed one, so the list cannot outlive them). The tests moved to
-#: tests/unit/data/engine/test_reading.py and tests/unit/data/lm/test_full_disk.py.
-KNOWN_STALE = {
-    "docs/reliability.md: tests/unit/data/engine/test_loading.py",
-    "docs/reliability.md: tests/unit/data/lm/test_packing.py",
-}
+#: Stale citations known and waiting for a fix (each must still be there: the test fails on a
+#: fixed one, so the list cannot outlive them). None now.
+KNOWN_STALE: set[str] = set()
 #: A path to a file of the repository, as docstrings and pages write it.
 _CITED = re.compile(r"\b((?:tests|docs|benchmarks|examples)/[\w./-]+\.(?:py|md|json|yaml))")
 

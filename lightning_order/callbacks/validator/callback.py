@@ -1,9 +1,12 @@
 """``OrderValidator``: proves the data order before the first optimizer step, or stops the run.
 
-The callback only gathers and acts: at each phase of a run it gathers the evidence once and runs
-what :mod:`lightning_order.checks.registry` holds for the phase (:func:`.gather.run_phase`: every
-check's judge is a pure function, the verdict agreed across ranks in one all-gather). The phases,
-and why there:
+The callback only gathers and acts: at each phase of a run it gathers the evidence once (one
+gather step per phase: ``_gather_setup``, :func:`.resume.stored_evidence`, ``_late_checks``'s
+checkpoint facts, ``_gather_train_start``; each check's own reading is its registered ``gather``)
+and runs what :mod:`lightning_order.checks.registry` holds for the phase
+(:func:`.phases.run_phase`: every check's judge is a pure function, the verdict agreed across
+ranks in one all-gather). Everything but the hooks lives beside it (:mod:`.phases`, the core a
+loop's adapter shares; the evidence modules around it). The phases, and why there:
 
 - ``setup`` (after the datamodule's own ``setup``, on every rank): the ledger and the data's
   dims and fingerprints, sampled rows and, for a datamodule without a ledger, a content sample
@@ -30,7 +33,7 @@ and why there:
   return at once.
 
 What a hook leaves for a later one (this run's data, how a checkpoint showed itself, the checks
-done) is one :class:`~lightning_order.callbacks.validator.state.ValidatorState`, replaced by every
+done) is one :class:`~lightning_order.callbacks.validator.phases.ValidatorState`, replaced by every
 ``setup``. Other callbacks read what it found through
 :class:`~lightning_order.checks.registry.CheckReport`.
 """
@@ -51,16 +54,22 @@ from typing_extensions import override
 
 from lightning_order.callbacks.hooks import resume_calling, skip_unused_batch_hooks, stop_calling
 from lightning_order.callbacks.validator.content import sampled_evidence
-from lightning_order.callbacks.validator.evidence import (
+from lightning_order.callbacks.validator.lm import is_hf_model, tokenizer_in_use
+from lightning_order.callbacks.validator.phases import (
+    CheckpointSeen,
+    Done,
+    PhaseResult,
+    ValidatorState,
+    agree,
+    all_gather,
     data_dims,
     data_fingerprints,
-    datamodule_ledger,
     model_dims,
     phase_evidence,
     restore_violations,
+    run_phase,
+    saved_state,
 )
-from lightning_order.callbacks.validator.gather import PhaseResult, agree, all_gather, run_phase
-from lightning_order.callbacks.validator.lm import is_hf_model, tokenizer_in_use
 from lightning_order.callbacks.validator.resume import (
     content_sample,
     guard_restore,
@@ -69,24 +78,22 @@ from lightning_order.callbacks.validator.resume import (
     resume_point,
     resumed_at,
     saved_position,
-    stored_content,
+    stored_evidence,
     tie_sharded_saves,
 )
-from lightning_order.callbacks.validator.state import CheckpointSeen, Done, ValidatorState, saved_state
 from lightning_order.callbacks.validator.step_one import StepOneObserver, StepOneWatch
 from lightning_order.checkpoint import early_checkpoint
 from lightning_order.checks.lm import fit_fixes_to_model
 from lightning_order.checks.loader_states import stored_loader_states
-from lightning_order.checks.position_counts import stored_loop_count
 from lightning_order.checks.registry import Phase
 from lightning_order.checks.report import format_report, merge_violations
-from lightning_order.checks.resume import stored_fingerprints, stored_position
 from lightning_order.checks.step_one import StepOne, TokenFacts, Verdict, judge_step_one
 from lightning_order.compat import Callback
 from lightning_order.errors import CheckpointError, OrderError, OrderWarning
 from lightning_order.ledger import CHECKPOINT_KEY, fingerprint
 from lightning_order.order import STANDARD_PIPELINE, Pipeline
 from lightning_order.pipelines import all_dims
+from lightning_order.recorder import datamodule_ledger
 from lightning_order.rules import Violation
 
 __all__ = ["OrderValidator"]
@@ -247,29 +254,8 @@ class OrderValidator(Callback):
         self.violations = []
         # A fresh state: a checkpoint of this run is restored after setup, never before. The
         # weight-restore guard outlives it (teardown or an exception removes it).
-        self._state = state = ValidatorState(trainer=weakref.ref(trainer), guarded=self._state.guarded)
-        dm = trainer.datamodule  # type: ignore[attr-defined]  # set by Lightning, undeclared
-        ledger = datamodule_ledger(dm)
-        self.fingerprints = data_fingerprints(dm)
-        self.dims = data_dims(dm)
-        state.fingerprints, state.dims = dict(self.fingerprints), dict(self.dims)
-        # Any datamodule without fingerprints and dims: what its datasets hold, same indices per rank.
-        plain = dm is not None and not (self.fingerprints and self.dims)
-        train_sample, state.observed, content = sampled_evidence(
-            trainer, dm, plain=plain, dims=self.dims, sample_rows=self.sample_rows, whole_rows=self.whole_rows
-        )
-        # Compared across ranks, and with the model check's: a token added from here on is a change.
-        content["tokenizer"] = state.tokenizer = tokenizer_in_use(dm)
-        # No ledger to prove the data on resume: its tokenizer and sampled items go into checkpoints.
-        self.content = state.content = content_sample(trainer, dm, state.tokenizer) if ledger is None else {}
-        if ledger is None and dm is not None:
-            rank_zero_info(
-                f"OrderValidator: {type(dm).__name__} keeps no ledger; checking dims, ranks and overlap "
-                "from sampled batches (OrderedDataModule's ledger would allow the full order check)"
-            )
-        elif dm is None:
-            rank_zero_info("OrderValidator: no datamodule; only the model and resume checks run")
-        samples = {"train": train_sample[0], "train_size": train_sample[1], "content": content}
+        self._state = ValidatorState(trainer=weakref.ref(trainer), guarded=self._state.guarded)
+        samples = self._gather_setup(trainer, trainer.datamodule)  # type: ignore[attr-defined]  # set by Lightning, undeclared
         where = f"OrderValidator.setup ({getattr(stage, 'value', stage)})"
         self._run(trainer, Phase.SETUP, pl_module, where, samples=samples)
 
@@ -309,12 +295,8 @@ class OrderValidator(Callback):
     @override
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         # The loader is restored and no batch is drawn: where a resumed one continues, what each rank reads.
-        resumed = resume_point(trainer) if self._state.resuming else None
-        stored = self._state.stored_position or self.position
-        checkpoint = {"position": stored, "resumed": resumed} if self._state.resuming else None
-        stored_content = self._sample_fit_loaders(trainer)
-        if checkpoint is not None and stored_content is not None:  # judged by resume-data-changed
-            checkpoint |= {"fingerprints": dict(self.fingerprints), "content": stored_content}
+        checkpoint = self._gather_train_start(trainer)
+        resumed = checkpoint["resumed"] if checkpoint is not None else None
         result = self._run(
             trainer, Phase.TRAIN_START, pl_module, "OrderValidator (before step 1)", checkpoint=checkpoint
         )
@@ -385,7 +367,9 @@ class OrderValidator(Callback):
         self._unwatch()
 
     # -- helpers ---------------------------------------------------------------------------
-    def _run(self, trainer: pl.Trainer, phase: Phase, pl_module: Any, where: str, **given: Any) -> PhaseResult:
+    def _run(
+        self, trainer: pl.Trainer, phase: Phase, pl_module: Any, where: str, **given: Any
+    ) -> PhaseResult:
         """The registered checks of ``phase`` on this run's evidence and ``given``'s; raises or warns."""
         settings = {
             "sample_rows": self.sample_rows,
@@ -394,7 +378,10 @@ class OrderValidator(Callback):
             "whole_rows": self.whole_rows,
             "label_check_rows": self.label_check_rows,
         }
-        evidence = phase_evidence(trainer, phase, pl_module, self._state, self.pipeline, settings, **given)
+        dm = trainer.datamodule  # type: ignore[attr-defined]  # set by Lightning, undeclared
+        evidence = phase_evidence(
+            phase, dm, pl_module, trainer.world_size, self._state, self.pipeline, settings, **given
+        )
         result = run_phase(trainer, phase, evidence)
         self._state.evidence.update(result.facts)  # before acting: also readable after a raise
         violations = result.violations
@@ -402,6 +389,37 @@ class OrderValidator(Callback):
             violations = fit_fixes_to_model(violations, is_hf_model(pl_module))
         self._act(trainer, violations, where, fatal=result.fatal)
         return result
+
+    def _gather_setup(self, trainer: pl.Trainer, dm: Any) -> dict[str, Any]:
+        """The ``setup`` phase's gather: this run's data as the datamodule states it and as its rows show it.
+
+        The datamodule's fingerprints and dims, the tokenizer in use and, without a ledger, the
+        content sample checkpoints carry go into the run's state (and the callback's saved
+        attributes); the rows sampled for the ``setup`` checks are returned (``train``,
+        ``train_size``, ``content``). Collective under DDP (ranks agree on what to read).
+        """
+        state = self._state
+        ledger = datamodule_ledger(dm)
+        self.fingerprints = data_fingerprints(dm)
+        self.dims = data_dims(dm)
+        state.fingerprints, state.dims = dict(self.fingerprints), dict(self.dims)
+        # Any datamodule without fingerprints and dims: what its datasets hold, same indices per rank.
+        plain = dm is not None and not (self.fingerprints and self.dims)
+        train_sample, state.observed, content = sampled_evidence(
+            trainer, dm, plain=plain, dims=self.dims, sample_rows=self.sample_rows, whole_rows=self.whole_rows
+        )
+        # Compared across ranks, and with the model check's: a token added from here on is a change.
+        content["tokenizer"] = state.tokenizer = tokenizer_in_use(dm)
+        # No ledger to prove the data on resume: its tokenizer and sampled items go into checkpoints.
+        self.content = state.content = content_sample(trainer, dm, state.tokenizer) if ledger is None else {}
+        if ledger is None and dm is not None:
+            rank_zero_info(
+                f"OrderValidator: {type(dm).__name__} keeps no ledger; checking dims, ranks and overlap "
+                "from sampled batches (OrderedDataModule's ledger would allow the full order check)"
+            )
+        elif dm is None:
+            rank_zero_info("OrderValidator: no datamodule; only the model and resume checks run")
+        return {"train": train_sample[0], "train_size": train_sample[1], "content": content}
 
     def _late_checks(self, trainer: pl.Trainer, pl_module: pl.LightningModule, where: str) -> None:
         """The ``fit-start`` checks: the model's dims (and an LM run's), a restored state no file showed.
@@ -422,11 +440,27 @@ class OrderValidator(Callback):
         result = self._run(trainer, Phase.FIT_START, pl_module, where, checkpoint=checkpoint or None)
         # An LM run's guesses from sampled rows wait for step 1, which decides or warns them.
         self._step_one = StepOneWatch(
-            list(result.facts.get("lm_sampled_guesses", ())), result.facts.get("lm_token_facts") or TokenFacts()
+            list(result.facts.get("lm_sampled_guesses", ())),
+            result.facts.get("lm_token_facts") or TokenFacts(),
         )
         resume_calling(self, *_STEP_ONE_HOOKS)  # this fit's step 1 is watched
         if trainer.state.fn != "fit":
             self._judge_step_one(trainer)  # no training step to watch
+
+    def _gather_train_start(self, trainer: pl.Trainer) -> dict[str, Any] | None:
+        """The ``train-start`` phase's gather: what a resumed run's checkpoint is judged against, or ``None``.
+
+        Where the restored loader continues (``resumed``) beside the stored position and, for
+        loaders passed to ``fit`` with no datamodule, their content sample beside the checkpoint's.
+        Collective under DDP (the content sample compares the ranks').
+        """
+        resumed = resume_point(trainer) if self._state.resuming else None
+        stored = self._state.stored_position or self.position
+        checkpoint = {"position": stored, "resumed": resumed} if self._state.resuming else None
+        stored_content = self._sample_fit_loaders(trainer)
+        if checkpoint is not None and stored_content is not None:  # judged by resume-data-changed
+            checkpoint |= {"fingerprints": dict(self.fingerprints), "content": stored_content}
+        return checkpoint
 
     def _sample_fit_loaders(self, trainer: pl.Trainer) -> dict[str, Any] | None:
         """Without a datamodule, the content sample of the loaders passed to ``fit`` (set up by now).
@@ -436,7 +470,8 @@ class OrderValidator(Callback):
         """
         if trainer.datamodule is not None:  # type: ignore[attr-defined]  # set by Lightning, undeclared
             return None
-        content = loaders_content_sample(trainer, self._state.tokenizer)
+        loaders = {"train": trainer.train_dataloader, "val": trainer.val_dataloaders}
+        content = loaders_content_sample(trainer, loaders, self._state.tokenizer)
         if not content["splits"]:
             return None
         stored = dict(self.content) if self._state.resuming else {}  # the checkpoint's, restored
@@ -506,12 +541,7 @@ class OrderValidator(Callback):
     def _check_checkpoint(self, trainer: pl.Trainer, checkpoint: Mapping[str, Any]) -> None:
         """The ``resume`` checks on a checkpoint's content, before any of its weights is restored."""
         state, owner = self._state, OrderValidator.__qualname__
-        stored = {
-            "fingerprints": stored_fingerprints(checkpoint, self.state_key, owner=owner),
-            "content": stored_content(checkpoint, self.state_key),
-            "position": stored_position(checkpoint, self.state_key, owner=owner),
-            "loop_count": stored_loop_count(checkpoint),
-        }
+        stored = stored_evidence(checkpoint, self.state_key, owner)
         state.done.add(Done.RESUME_CHECKED)
         state.seen.add(CheckpointSeen.FILE)
         state.stored_position = stored["position"]

@@ -21,7 +21,7 @@ strategy's public methods; what they judge with is the callback's.
 **The content sample** a checkpoint stores for a datamodule with no ledger: items read by index
 from the map-style dataset behind each split's dataloader at fixed indices, hashed as the rank
 comparisons hash them (:func:`~lightning_order.callbacks.validator.content.hash_items`), inside
-:func:`~lightning_order.callbacks.validator.peek.untouched` (an item may draw random numbers or
+:func:`~lightning_order.callbacks.validator.reading.untouched` (an item may draw random numbers or
 count its reads). An iterable split cannot be read at fixed indices: it is left out (the
 tokenizer is still compared). Loaders passed to ``Trainer.fit`` with no datamodule (Megatron's
 indexed datasets are often trained so) are sampled at ``on_train_start``, the first hook that
@@ -45,16 +45,27 @@ from typing import Any
 
 import torch
 
-from lightning_order.callbacks.validator.budget import item_size, rows_within
 from lightning_order.callbacks.validator.content import ITEM_HASH_SCHEME, hash_items
-from lightning_order.callbacks.validator.evidence import SPLIT_LOADERS, split_dataset
-from lightning_order.callbacks.validator.gather import all_gather
-from lightning_order.callbacks.validator.peek import note_unread, untouched
+from lightning_order.callbacks.validator.phases import all_gather
+from lightning_order.callbacks.validator.reading import (
+    SPLIT_LOADERS,
+    item_size,
+    note_unread,
+    rows_within,
+    split_dataset,
+    untouched,
+)
 from lightning_order.checkpoint import is_sharded_checkpoint, read_sharded_meta, tie_shards
 from lightning_order.checks.loader_states import check_loader_states
-from lightning_order.checks.position_counts import check_stored_position
+from lightning_order.checks.position_counts import check_stored_position, stored_loop_count
 from lightning_order.checks.registry import CheckEvidence, EvidenceKind, Phase, register_check
-from lightning_order.checks.resume import check_resume, check_resume_position, check_resume_proof
+from lightning_order.checks.resume import (
+    check_resume,
+    check_resume_position,
+    check_resume_proof,
+    stored_fingerprints,
+    stored_position,
+)
 from lightning_order.checks.resume_content import check_resume_content, sample_indices
 from lightning_order.errors import CheckpointError, LightningOrderError
 from lightning_order.ledger import CHECKPOINT_KEY
@@ -73,6 +84,7 @@ __all__ = [
     "saved_position",
     "sharded_restore",
     "stored_content",
+    "stored_evidence",
     "tie_sharded_saves",
     "train_loader",
     "unloadable_shards",
@@ -245,17 +257,17 @@ def content_sample(trainer: Any, dm: Any, tokenizer: str | None) -> dict[str, An
     return _ranked_sample(trainer, splits, tokenizer)
 
 
-def loaders_content_sample(trainer: Any, tokenizer: str | None) -> dict[str, Any]:
+def loaders_content_sample(trainer: Any, loaders: Mapping[str, Any], tokenizer: str | None) -> dict[str, Any]:
     """This rank's content sample of the loaders passed to ``Trainer.fit`` (no datamodule to ask).
 
     Call it once Lightning has set those loaders up (``on_train_start``): before, only Lightning's
     private data source holds them. Collective under DDP, as :func:`content_sample`.
 
     Args:
-        trainer: the Trainer (its train and validation loaders, its rank and data-parallel position).
+        trainer: the Trainer (its rank and data-parallel position).
+        loaders: the loaders set up for ``fit``, by split (``"train"``, ``"val"``).
         tokenizer: the fingerprint of the tokenizer in use, or ``None``.
     """
-    loaders = {"train": trainer.train_dataloader, "val": trainer.val_dataloaders}
     splits = {
         split: sample
         for split, loader in loaders.items()
@@ -284,6 +296,25 @@ def stored_content(checkpoint: Mapping[str, Any], state_key: str) -> dict[str, A
     return dict(content) if isinstance(content, Mapping) and content else None
 
 
+def stored_evidence(checkpoint: Mapping[str, Any], state_key: str, owner: str) -> dict[str, Any]:
+    """The ``resume`` phase's gather: what a checkpoint holds of the data it was trained on.
+
+    ``fingerprints``, ``content`` (:func:`stored_content`), ``position`` and ``loop_count``
+    (Lightning's own count), read from the file before any of its weights is restored.
+
+    Args:
+        checkpoint: the loaded checkpoint.
+        state_key: the validator's state key (where its saved state is).
+        owner: the validator's class name, for the one-line error on a damaged state.
+    """
+    return {
+        "fingerprints": stored_fingerprints(checkpoint, state_key, owner=owner),
+        "content": stored_content(checkpoint, state_key),
+        "position": stored_position(checkpoint, state_key, owner=owner),
+        "loop_count": stored_loop_count(checkpoint),
+    }
+
+
 # -- the data position ------------------------------------------------------------------------------
 def train_loader(trainer: Any) -> Any:
     """The fit loop's train loader (the single loader the datamodule returned); ``None`` before fit sets it up."""
@@ -308,14 +339,16 @@ def _flat(loaders: Any) -> list[Any]:
     return [loaders]
 
 
-def requested_train_loaders(trainer: Any) -> list[tuple[str, bool]]:
+def requested_train_loaders(source: Any) -> list[tuple[str, bool]]:
     """This run's train loaders as ``(class name, stateful)``, asked for before Lightning sets up the fit's data.
 
-    Calls the datamodule's ``train_dataloader()`` (else the module's) once more, so a resume can be
-    judged before Lightning hands the checkpoint's loader states over; ``[]`` when neither makes one
-    (loaders passed to ``fit`` directly: Lightning's own message stands).
+    Calls ``source.train_dataloader()`` once more, so a resume can be judged before Lightning hands
+    the checkpoint's loader states over; ``[]`` when it makes none (loaders passed to ``fit``
+    directly: Lightning's own message stands).
+
+    Args:
+        source: what defines the train loaders: the datamodule, else the LightningModule.
     """
-    source = trainer.datamodule if trainer.datamodule is not None else trainer.lightning_module
     try:
         loaders = source.train_dataloader()
     except Exception:  # not defined here, or failing: Lightning asks again and reports it itself
@@ -446,7 +479,11 @@ def _judge_stored_position(evidence: CheckEvidence) -> list[Violation]:
 
 def _gather_loader_states(trainer: Any, evidence: CheckEvidence) -> list[tuple[str, bool]]:
     states = (evidence.checkpoint or {}).get("loader_states")
-    return requested_train_loaders(trainer) if states else []
+    if not states:
+        return []
+    return requested_train_loaders(
+        trainer.datamodule if trainer.datamodule is not None else trainer.lightning_module
+    )
 
 
 def _judge_loader_states(evidence: CheckEvidence) -> list[Violation]:

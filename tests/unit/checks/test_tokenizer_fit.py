@@ -3,7 +3,7 @@
 The thresholds are the lab's (benchmarks/tokenizer_fit_lab.py, docs/lm.md): planted, 11 to 23
 markup merges unused and 0.71 to 0.94 of the merges used; correct, at most 1 unused; a tokenizer
 trained elsewhere, 0.04 to 0.14 of its merges used. The gathering from a datamodule:
-tests/unit/callbacks/validator/test_tokenizer_fit.py.
+tests/unit/callbacks/validator/test_lm.py.
 """
 
 from __future__ import annotations

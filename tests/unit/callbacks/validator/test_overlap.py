@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lightning_order.callbacks.validator.arrow_blocks import column_stream, table_blocks
+from lightning_order.callbacks.validator.overlap import column_stream, table_blocks
 from lightning_order.checks.packed_split import check_packed_split, cut_windows
 from lightning_order.checks.windows import check_window_overlap, window_overlap
 
