@@ -20,6 +20,7 @@ one run), with a 95 % bootstrap interval of that median.
 
 Example:
     python benchmarks/bench_callbacks_step.py --steps 4000 --repeats 7 --json /tmp/bench_callbacks_step.json
+    python benchmarks/bench_callbacks_step.py --steps 2000 --repeats 7 --warmup 300 --results   # results/callbacks_step.json
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from typing import Any
 
 import pytorch_lightning as pl
 import torch
+from figures import command_line, write_results
 from pytorch_lightning.callbacks import Callback
 from pytorch_lightning.trainer import call  # the dispatcher every callback hook goes through
 from torch import nn
@@ -262,6 +264,9 @@ def main() -> None:
         help="global steps left out (the monitor's first 50 count unknown tokens)",
     )
     parser.add_argument("--json", help="write the results here")
+    parser.add_argument(
+        "--results", action="store_true", help="write benchmarks/results/callbacks_step.json, the figures the docs quote"
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)
     result = bench(args.steps, args.repeats, args.batch_size, args.warmup)
@@ -276,6 +281,8 @@ def main() -> None:
     if args.json:
         with open(args.json, "w") as handle:
             json.dump(result, handle, indent=2)
+    if args.results:
+        print(f"wrote {write_results('callbacks_step', result, command_line())}")
 
 
 if __name__ == "__main__":

@@ -5,14 +5,17 @@ and a tenth as validation; ``summarize_splits`` hashes every item up to ``whole_
 and a 512-item sample above. The reference is one pass of the train DataLoader (batch 64) in the
 same process, so the ratio holds on a shared machine where absolute times do not.
 
-    python benchmarks/bench_content.py
+    python benchmarks/bench_content.py [--results]   # --results: benchmarks/results/content.json
 """
 
 from __future__ import annotations
 
+import argparse
 import time
+from typing import Any
 
 import torch
+from figures import command_line, write_results
 from torch.utils.data import DataLoader
 
 from lightning_order.callbacks.validator.content import dataset_lengths, summarize_splits
@@ -35,6 +38,12 @@ class _Plain:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--results", action="store_true", help="write benchmarks/results/content.json, the figures the docs quote"
+    )
+    args = parser.parse_args()
+    results: dict[str, Any] = {}
     for n in (20_000, 200_000):
         dm = _Plain(n)
         start = time.perf_counter()
@@ -48,6 +57,10 @@ def main() -> None:
             f"train {n:>7} items (hashed whole: {summary['train']['whole']}): content summary {content:.2f} s, "
             f"one loader epoch {epoch:.2f} s, ratio {content / epoch:.2f}"
         )
+        results[str(n)] = {"whole": bool(summary["train"]["whole"]), "content_s": content, "epoch_s": epoch,
+                           "ratio": content / epoch}  # fmt: skip
+    if args.results:
+        print(f"wrote {write_results('content', results, command_line())}")
 
 
 if __name__ == "__main__":

@@ -21,6 +21,9 @@ statistics); on one process they return at once.
 
 Example:
     python benchmarks/bench_monitor.py --steps 3000 --repeats 15 --batch-size 128 --warmup 150 --json bench_monitor.json
+    python benchmarks/bench_monitor.py --steps 3000 --repeats 15 --batch-size 128 --warmup 150 --results   # results/monitor.json
+
+With ``--control`` the results go to ``benchmarks/results/monitor_control.json``.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from typing import Any
 import pytorch_lightning as pl
 import torch
 from bench_callbacks_step import Batches, Model, median_interval, robust_mean
+from figures import command_line, write_results
 from pytorch_lightning.callbacks import Callback
 from torch.utils.data import DataLoader
 
@@ -194,6 +198,9 @@ def main() -> None:
         help="consecutive steps per variant (1: a new one every step; 10: the monitor's code stays warm as in a real run)",
     )
     parser.add_argument("--json", help="write the results here")
+    parser.add_argument(
+        "--results", action="store_true", help="write benchmarks/results/monitor.json, the figures the docs quote"
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)
     result = bench(args.steps, args.repeats, args.batch_size, args.warmup, args.control, args.block)
@@ -210,6 +217,8 @@ def main() -> None:
     if args.json:
         with open(args.json, "w") as handle:
             json.dump(result, handle, indent=2)
+    if args.results:
+        print(f"wrote {write_results('monitor_control' if args.control else 'monitor', result, command_line())}")
 
 
 if __name__ == "__main__":

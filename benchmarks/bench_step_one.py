@@ -8,7 +8,8 @@ the seconds from ``fit`` to step 1's ``on_before_optimizer_step`` (everything th
 before step 1), and the seconds of step 1 alone (from its batch start to that hook: the
 observer's hooks and copies), and the medians added.
 
-Run: ``python benchmarks/bench_step_one.py --rows 512 --pairs 3`` (about 20 s).
+Run: ``python benchmarks/bench_step_one.py --rows 512 --pairs 3 [--results]`` (about 20 s;
+``--results`` writes ``benchmarks/results/step_one.json``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 import numpy as np
 import pytorch_lightning as pl
 import torch
+from figures import command_line, write_results
 from torch.utils.data import DataLoader
 
 from lightning_order import OrderValidator
@@ -105,6 +107,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=512)
     parser.add_argument("--pairs", type=int, default=3)
+    parser.add_argument(
+        "--results", action="store_true", help="write benchmarks/results/step_one.json, the figures the docs quote"
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)
     warnings.filterwarnings("ignore")
@@ -122,6 +127,17 @@ def main() -> None:
     print(
         f"added before step 1 (median of {args.pairs} pairs): {added:+.3f} s; of which step 1 itself: {step:+.4f} s"
     )
+    if args.results:
+        figures = {
+            "rows": args.rows,
+            "pairs": args.pairs,
+            "without_s": statistics.median(s for s, _ in without),
+            "with_s": statistics.median(s for s, _ in with_),
+            "added_s": added,
+            "step_one_without_s": statistics.median(s for _, s in without),
+            "step_one_added_s": step,
+        }
+        print(f"wrote {write_results('step_one', figures, command_line())}")
 
 
 if __name__ == "__main__":

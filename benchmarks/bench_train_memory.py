@@ -24,6 +24,9 @@ figures come from running this option on the code of that version.
 Example:
     python benchmarks/bench_train_memory.py --blocks 100000 10000000 --json bench_train_memory.json
     python benchmarks/bench_train_memory.py --blocks 100000 10000000 --mixture 0.2 0.3 0.5
+
+``--results`` writes ``benchmarks/results/train_memory.json`` (``train_memory_mixture.json`` with
+``--mixture``): each row under ``<order>.<blocks>``, the order ``global``, ``legacy`` or ``mixture``.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from figures import command_line, write_results
 
 from lightning_order.data.lm.block_shards import write_index, write_shard
 
@@ -158,10 +162,16 @@ def main() -> None:
         help="read the split as a mixture of sources of these relative sizes at equal weights",
     )
     parser.add_argument("--json", help="write the rows here")
+    parser.add_argument(
+        "--results", action="store_true", help="write benchmarks/results/train_memory*.json, the figures the docs quote"
+    )
     ns = parser.parse_args()
     rows = [_run(b, ns, legacy=False) for b in ns.blocks]
+    keyed = {f"{'mixture' if ns.mixture else 'global'}.{b}": row for b, row in zip(ns.blocks, rows)}
     if ns.legacy:
-        rows += [_run(b, ns, legacy=True) for b in ns.blocks]
+        legacy = [_run(b, ns, legacy=True) for b in ns.blocks]
+        keyed.update({f"legacy.{b}": row for b, row in zip(ns.blocks, legacy)})
+        rows += legacy
     for row in rows:
         print(
             f"{row['order']:>24}  {row['blocks']:>12,} blocks: peak RSS {row['peak_mb']:7.1f} MB, "
@@ -171,6 +181,9 @@ def main() -> None:
     if ns.json:
         with open(ns.json, "w") as handle:
             json.dump(rows, handle, indent=2)
+    if ns.results:
+        name = "train_memory_mixture" if ns.mixture else "train_memory"
+        print(f"wrote {write_results(name, keyed, command_line())}")
 
 
 if __name__ == "__main__":

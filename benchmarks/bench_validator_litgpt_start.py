@@ -9,11 +9,13 @@ validator, three alternating pairs, one torch thread. Printed: the seconds from 
 first batch of each pair and the median added.
 
 Needs litgpt and litdata (``pip install --no-deps litgpt==0.5.13 litdata==0.2.76``).
-Run: ``python benchmarks/bench_validator_litgpt_start.py`` (about 12 s).
+Run: ``python benchmarks/bench_validator_litgpt_start.py [--results]`` (about 12 s; ``--results``
+writes ``benchmarks/results/validator_litgpt_start.json``).
 """
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import inspect
 import json
@@ -27,6 +29,7 @@ from typing import Any
 
 import lightning.pytorch as L
 import torch
+from figures import command_line, write_results
 from litdata import TokensLoader, optimize
 from litgpt.config import Config
 from litgpt.data import TextFiles, text_files
@@ -124,19 +127,33 @@ def seconds_to_first_batch(data: Path, tokenizer: Tokenizer, validate: bool) -> 
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--results",
+        action="store_true",
+        help="write benchmarks/results/validator_litgpt_start.json, the figures the docs quote",
+    )
+    args = parser.parse_args()
     torch.set_num_threads(1)
     warnings.filterwarnings("ignore")
     with tempfile.TemporaryDirectory() as tmp:
         data, tokenizer = prepare(Path(tmp))
         tokens = sum(f.stat().st_size for f in (data / "train").glob("*.bin")) // 4
         print(f"train chunks: {tokens:,} tokens (int32), windows of {BLOCK + 1}, batches of {BATCH}")
-        added = []
+        added, withouts, withs = [], [], []
         for pair in range(3):
             without = seconds_to_first_batch(data, tokenizer, validate=False)
             with_validator = seconds_to_first_batch(data, tokenizer, validate=True)
             added.append(with_validator - without)
+            withouts.append(without)
+            withs.append(with_validator)
             print(f"pair {pair}: without {without:.3f} s, with OrderValidator() {with_validator:.3f} s")
         print(f"median added before step 1: {statistics.median(added):.3f} s")
+    if args.results:
+        figures = {"train_tokens": tokens, "pairs": len(added), "added_s": statistics.median(added),
+                   "without_min_s": min(withouts), "without_max_s": max(withouts),
+                   "with_min_s": min(withs), "with_max_s": max(withs)}  # fmt: skip
+        print(f"wrote {write_results('validator_litgpt_start', figures, command_line())}")
 
 
 if __name__ == "__main__":

@@ -6,7 +6,9 @@ fresh process per side (with and without the validator), alternating, ``--repeat
 figures are each side's smallest. The validator's reads are bounded by the budgets of
 ``lightning_order/callbacks/validator/reading.py`` (docs/validator.md, "Memory").
 
-    python benchmarks/bench_validator_memory.py --rows 1000 --tokens 32768 --repeats 2
+    python benchmarks/bench_validator_memory.py --rows 1000 --tokens 32768 --repeats 2 [--results]
+
+``--results`` writes ``benchmarks/results/validator_memory.json``.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import warnings
 
 import pytorch_lightning as pl
 import torch
+from figures import command_line, write_results
 from torch.utils.data import DataLoader, Dataset
 
 VOCAB = 64
@@ -102,6 +105,9 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=1000)
     parser.add_argument("--tokens", type=int, default=32768)
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument(
+        "--results", action="store_true", help="write benchmarks/results/validator_memory.json, the figures the docs quote"
+    )
     parser.add_argument("--one", choices=["with", "without"], help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
@@ -117,6 +123,9 @@ def main() -> None:
     for side, figures in best.items():
         shown = ", ".join(f"{k} {v:.0f}" for k, v in figures.items())
         print(f"{args.rows} rows x {args.tokens} tokens, {side} OrderValidator: {shown}")
+    if args.results:
+        figures = {"rows": args.rows, "tokens": args.tokens, "repeats": args.repeats, **best}
+        print(f"wrote {write_results('validator_memory', figures, command_line())}")
 
 
 if __name__ == "__main__":

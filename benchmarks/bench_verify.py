@@ -9,7 +9,7 @@ read the data); a cold read is bounded by the disk, hashing or not.
 
 Usage::
 
-    python benchmarks/bench_verify.py --mb 300 --files 4
+    python benchmarks/bench_verify.py --mb 300 --files 4 [--results]   # --results: benchmarks/results/verify.json
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ import os
 import tempfile
 import time
 from pathlib import Path
+
+from figures import command_line, write_results
 
 from lightning_order.data.engine.storage import file_records, verify_files
 
@@ -38,6 +40,9 @@ def main() -> None:
     parser.add_argument("--mb", type=int, default=300)
     parser.add_argument("--files", type=int, default=4)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--results", action="store_true", help="write benchmarks/results/verify.json, the figures the docs quote"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
@@ -60,18 +65,18 @@ def main() -> None:
         read = _best(read_all, args.repeat)
         verify = _best(lambda: verify_files(folder, records), args.repeat)
         total = per_file * args.files
-        print(
-            json.dumps(
-                {
-                    "mb": total,
-                    "files": args.files,
-                    "read_s": round(read, 3),
-                    "verify_s": round(verify, 3),
-                    "verify_mb_per_s": round(total / verify),
-                    "verify_over_read": round(verify / read, 2),
-                }
-            )
-        )
+        figures = {
+            "mb": total,
+            "files": args.files,
+            "read_s": round(read, 3),
+            "verify_s": round(verify, 3),
+            "read_mb_per_s": round(total / read),
+            "verify_mb_per_s": round(total / verify),
+            "verify_over_read": round(verify / read, 2),
+        }
+        print(json.dumps(figures))
+    if args.results:
+        print(f"wrote {write_results('verify', figures, command_line())}")
 
 
 if __name__ == "__main__":

@@ -38,6 +38,7 @@ from pathlib import Path
 import numpy as np
 import pytorch_lightning as pl
 import torch
+from figures import command_line, write_results
 from torch.utils.data import DataLoader
 
 from lightning_order import OrderValidator
@@ -194,6 +195,9 @@ def main() -> None:
     parser.add_argument("--fit-start-tokens", type=int, nargs="*", default=[1_000_000, 10_000_000])
     parser.add_argument("--fit-start-repeats", type=int, default=3)
     parser.add_argument("--json", type=Path)
+    parser.add_argument(
+        "--results", action="store_true", help="write benchmarks/results/window_overlap.json, the figures the docs quote"
+    )
     args = parser.parse_args()
 
     rows = []
@@ -255,6 +259,14 @@ def main() -> None:
         args.json.write_text(
             json.dumps({"rows": rows, "one_billion": extrapolated, "fit_start": fit_start}, indent=2)
         )
+    if args.results:
+        # keyed by what a reader looks up: "<train windows>.<planted share in %>", "<train tokens>"
+        keyed = {
+            "rows": {f"{r['train_windows']}.{round(100 * r['planted'])}": r for r in rows},
+            "one_billion": extrapolated,
+            "fit_start": {str(f["train_tokens"]): f for f in fit_start},
+        }
+        print(f"wrote {write_results('window_overlap', keyed, command_line())}")
 
 
 if __name__ == "__main__":

@@ -28,8 +28,9 @@ its first 360 documents (a small corpus), each split with 5 hash seeds, and test
 generated prose (400 documents, 5 seeds). Every document is wrapped in the markup of a scraped
 page and cleaned back (tests/markup.py's ``to_html`` and ``clean``).
 
-Run: ``PYTHONPATH=$PWD:tests python benchmarks/tokenizer_fit_lab.py`` (about a minute on 1 core);
-``--json PATH`` writes every run's figures.
+Run: ``PYTHONPATH=$PWD python benchmarks/tokenizer_fit_lab.py`` (about a minute on 1 core);
+``--json PATH`` writes every run's figures; ``--results`` writes the table's to
+``benchmarks/results/tokenizer_fit.json``.
 """
 
 from __future__ import annotations
@@ -38,14 +39,19 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import xxhash
-from markup import clean, to_html
 
-from lightning_order.checks.tokenizer_fit import MARKUP_PIECES as MARKUP
-from lightning_order.checks.tokenizer_fit import check_tokenizer_fit, tokenizer_fit_evidence
+sys.path[:0] = [str(Path(__file__).resolve().parents[1] / "tests")]  # tests/markup.py, as a script
+
+from figures import command_line, write_results  # noqa: E402
+from markup import clean, to_html  # noqa: E402
+
+from lightning_order.checks.tokenizer_fit import MARKUP_PIECES as MARKUP  # noqa: E402
+from lightning_order.checks.tokenizer_fit import check_tokenizer_fit, tokenizer_fit_evidence  # noqa: E402
 
 EOS = "<|endoftext|>"
 
@@ -167,22 +173,35 @@ def _family(corpus: str) -> str:
     return "prose" if corpus.startswith("prose") else corpus
 
 
+def table(results: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
+    """Per corpus family and pipeline: runs, runs the rule fired on, and the figures' ranges (text)."""
+    rows: dict[str, dict[str, dict[str, Any]]] = {}
+    for family in ("stdlib", "stdlib-360", "prose"):
+        for bug in ("none", "supplied", "train+val", "raw-html"):
+            runs = [r for r in results if _family(r["corpus"]) == family and r["bug"] == bug]
+            if runs:
+                rows.setdefault(family, {})[bug.replace("+", "_")] = {
+                    "runs": len(runs),
+                    "fired": sum(r["rule"] != "-" for r in runs),
+                    "markup_unused": _span([r["markup_unused"] for r in runs]),
+                    "merges_used": _span([r["used_merge_share"] for r in runs]),
+                    "val_only": _span([r["val_only"] for r in runs]),
+                    "train_only": _span([r["train_only"] for r in runs]),
+                }
+    return rows
+
+
 def print_table(results: list[dict[str, Any]]) -> None:
     """One Markdown row per corpus family and pipeline: runs the rule fired on, and the figures' ranges."""
     print(
         "| corpus | pipeline | vocab-before-clean fired | unused markup merges | merges used | val-only / train-only entries |"
     )
     print("|---|---|---|---|---|---|")
-    for family in ("stdlib", "stdlib-360", "prose"):
-        for bug in ("none", "supplied", "train+val", "raw-html"):
-            runs = [r for r in results if _family(r["corpus"]) == family and r["bug"] == bug]
-            if not runs:
-                continue
-            fired = sum(r["rule"] != "-" for r in runs)
+    for family, bugs in table(results).items():
+        for bug, r in bugs.items():
             print(
-                f"| {family} | {bug} | {fired}/{len(runs)} | {_span([r['markup_unused'] for r in runs])} "
-                f"| {_span([r['used_merge_share'] for r in runs])} | {_span([r['val_only'] for r in runs])} / "
-                f"{_span([r['train_only'] for r in runs])} |"
+                f"| {family} | {bug} | {r['fired']}/{r['runs']} | {r['markup_unused']} | {r['merges_used']} "
+                f"| {r['val_only']} / {r['train_only']} |"
             )
 
 
@@ -192,6 +211,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--block", type=int, default=128, help="window length - 1")
     parser.add_argument("--whole", action="store_true", help="read the whole splits, not a sample")
     parser.add_argument("--json", help="write every run's figures to this file")
+    parser.add_argument(
+        "--results", action="store_true", help="write benchmarks/results/tokenizer_fit.json, the figures the docs quote"
+    )
     args = parser.parse_args(argv)
     results = []
     for name, (documents, vocab_size) in corpora().items():
@@ -206,6 +228,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         with open(args.json, "w", encoding="utf-8") as out:
             json.dump(results, out, indent=1)
+    if args.results:
+        print(f"wrote {write_results('tokenizer_fit', table(results), command_line(None if argv is None else [__file__, *argv]))}")
     return 0
 
 

@@ -8,11 +8,11 @@ a seam is a random bigram, far rarer in the train stream than the bigrams at any
 The statistic: the mean log count (in the train stream) of the bigram ending at each offset
 ``r`` of the period, ``r = 0 .. P-1``; ``z`` is the seam offset's mean against the other
 ``P - 1`` offsets' means (their mean and standard deviation). Measured on tests/run_clm.py's
-corpus (docs/lm.md): correct streams ``z`` in [-0.8, 1.0], planted in [-7.6, -5.4]. A violation
-needs ``z`` below :data:`Z_THRESHOLD` *and* both streams' lengths exact multiples of ``P``
-(chance 1/P² for correct streams): under the null ``z`` is a t statistic with ``P - 2``
-degrees of freedom, P(t < -4) ≈ 2e-4 at P = 33, so the false-alarm rate is below 1e-6.
-Pure functions of arrays.
+corpus (``bench_block_seams.py``, benchmarks/README.md): correct streams ``z`` in [-0.8, 1.0],
+planted in [-7.6, -5.4]. A violation needs ``z`` below :data:`Z_THRESHOLD` *and* both streams'
+lengths exact multiples of ``P`` (chance 1/P² for correct streams): under the null ``z`` is a t
+statistic with ``P - 2`` degrees of freedom, P(t < -4) ≈ 2e-4 at P = 33, so the false-alarm
+rate is below 1e-6. Pure functions of arrays.
 """
 
 from __future__ import annotations

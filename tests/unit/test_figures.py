@@ -70,3 +70,21 @@ def test_a_labs_own_results_file_is_a_source_by_path(tmp_path: Path) -> None:
         ("lab.cases.a.share.0", "12.5 %", True),  # keys and indices; a percent as the docs write it
     ]
     assert figures.check(root, results, {})[0].expected is None  # no such lab: named as missing
+
+
+def test_a_benchmarks_nested_results_are_written_flat_and_quoted_by_path(tmp_path: Path) -> None:
+    nested = {"checks": {"1000000": {"total_ms": 27.6}}, "interval": (0.25, 0.75), "rows": [{"share": 0.5}]}
+    path = figures.write_results("bench", nested, "python benchmarks/bench.py --results", folder=tmp_path)
+    written = json.loads(path.read_text())
+    assert written["figures"] == {"checks.1000000.total_ms": 27.6, "interval.0": 0.25, "interval.1": 0.75, "rows.0.share": 0.5}
+    assert {"command", "machine", "date"} <= set(written)
+    loaded = figures.load_results(tmp_path, {})
+    assert figures.render(loaded["bench.checks.1000000.total_ms"], ".1f") == "27.6"
+    assert figures.render(loaded["bench.rows.0.share"], ".0%") == "50 %"
+
+
+def test_the_command_recorded_is_the_one_a_user_types() -> None:
+    assert figures.command_line(["/repo/benchmarks/bench_verify.py", "--mb", "300", "--results"]) == (
+        "python benchmarks/bench_verify.py --mb 300 --results"
+    )
+    assert figures.command_line(["bench_x.py", "a b"]) == "python benchmarks/bench_x.py 'a b'"
