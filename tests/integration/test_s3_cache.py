@@ -1,0 +1,202 @@
+"""#46 items 2-4: the prepared LM cache published to an S3 API server, and training from it.
+
+moto's server on 127.0.0.1 (``tests/s3_server.py``) stands for S3; the DataModules reach it as a
+user does, through the AWS variables the fixtures set.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import fsspec
+import numpy as np
+import pytest
+import torch
+
+from lightning_order import OrderedLMDataModule
+from lightning_order.data.engine import remote_cache, shard_cache
+from lightning_order.errors import DataError
+from lightning_order.spec import Preparation
+
+SMALL = {"vocab_size": 300, "block_size": 16, "num_proc": 1, "max_documents": 200, "batch_size": 4}
+#: A store that is gone answers at once (s3fs and botocore retry a refused connection for ~10 s otherwise).
+FAST_FAIL = {"config_kwargs": {"retries": {"max_attempts": 1}, "connect_timeout": 2}}
+
+
+def _epoch(dm: OrderedLMDataModule, epoch: int = 0) -> list[dict[str, torch.Tensor]]:
+    loader = dm.train_dataloader()
+    loader.sampler.set_epoch(epoch)
+    return list(loader)
+
+
+def _same(a: list[dict[str, torch.Tensor]], b: list[dict[str, torch.Tensor]]) -> None:
+    assert len(a) == len(b) > 0
+    for x, y in zip(a, b):
+        assert x.keys() == y.keys()
+        for key in x:
+            assert torch.equal(x[key], y[key]), key
+
+
+@pytest.fixture
+def own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fresh user cache (mirror, staging, the bounded shard cache) for this test alone."""
+    root = tmp_path / "user-cache"
+    monkeypatch.setenv("LIGHTNING_ORDER_CACHE", str(root))
+    return root
+
+
+def test_prepared_on_the_server_reads_back_the_local_cache(s3_bucket, own_cache, tmp_path, monkeypatch):
+    """Same key, same blocks, same first-epoch batches as a local cache; nothing named ``s3:`` locally."""
+    monkeypatch.chdir(tmp_path)
+    url = f"s3://{s3_bucket}/prepared"
+    local = OrderedLMDataModule(cache_dir=str(tmp_path / "local"), **SMALL)
+    remote = OrderedLMDataModule(cache_dir=url, **SMALL)
+    assert remote.cache_key == local.cache_key
+    for dm in (local, remote):
+        dm.prepare_data()
+        dm.setup("fit")
+    fs = fsspec.filesystem("s3")
+    assert fs.exists(f"{url}/{remote.cache_key}/manifest.json")
+    assert not fs.exists(f"{url}/{remote.cache_key}.lock")  # released
+    assert not list(tmp_path.rglob("s3:*"))
+    np.testing.assert_array_equal(remote.blocks("val"), local.blocks("val"))
+    _same(_epoch(remote), _epoch(local))
+    assert remote.dims == local.dims and remote.data_fingerprints() == local.data_fingerprints()
+    assert list(remote.documents("train"))[:5] == list(local.documents("train"))[:5]
+    assert not (own_cache / "staging" / next((own_cache / "staging").iterdir()).name / remote.cache_key).exists()
+
+
+def test_fetched_bytes_in_one_epoch_and_a_second_epoch_from_the_local_cache(s3_bucket, own_cache):
+    """An epoch fetches about what it serves (≤ 1.1); a second, with the split in the local cache, fetches nothing."""
+    dm = OrderedLMDataModule(cache_dir=f"s3://{s3_bucket}/prepared", **SMALL)
+    dm.prepare_data()
+    dm.setup("fit")
+    before = shard_cache.fetched_bytes()
+    first = _epoch(dm, 0)
+    fetched = shard_cache.fetched_bytes() - before
+    served = sum(batch["input_ids"].shape[0] for batch in first) * (dm.dims["block_size"] + 1) * 4
+    assert 0 < fetched <= 1.1 * served, (fetched, served)
+    before = shard_cache.fetched_bytes()
+    assert _epoch(dm, 1)
+    assert shard_cache.fetched_bytes() - before == 0
+
+
+def test_the_local_cache_stays_within_its_limit(s3_bucket, own_cache, monkeypatch):
+    """A limit below the split: the least recently used shards are evicted, the batches unchanged."""
+    url = f"s3://{s3_bucket}/prepared"
+    full = OrderedLMDataModule(cache_dir=url, **SMALL)
+    full.prepare_data()
+    full.setup("fit")
+    expected = _epoch(full)
+    shards = own_cache / "shards"
+    sizes = sorted(p.stat().st_size for p in shards.iterdir())
+    limit = sum(sizes[-2:])  # room for the two largest shards, not for all of them
+    assert len(sizes) > 2
+    for p in shards.iterdir():
+        p.unlink()
+    monkeypatch.setenv(shard_cache.SHARD_CACHE_ENV, str(limit))
+    bounded = OrderedLMDataModule(cache_dir=url, **SMALL)
+    bounded.setup("fit")
+    _same(_epoch(bounded), expected)
+    assert sum(p.stat().st_size for p in shards.iterdir()) <= limit
+
+
+def test_the_server_stopped_mid_publish(own_s3_server, own_cache, monkeypatch):
+    """One line naming the object, no manifest published; after ``start()`` a rerun completes."""
+    from s3_server import make_bucket
+
+    bucket = make_bucket(own_s3_server.endpoint_url)
+    url = f"s3://{bucket}/prepared"
+    uploads: list[str] = []
+    real = remote_cache.upload_file
+
+    def stop_after_three(fs: Any, local: Path, target: str) -> None:
+        uploads.append(target)
+        if len(uploads) == 3:
+            own_s3_server.stop()
+        real(fs, local, target)
+
+    monkeypatch.setattr(remote_cache, "upload_file", stop_after_three)
+    monkeypatch.setattr(remote_cache, "_THREADS", 1)  # one upload at a time: the third one fails
+    dm = OrderedLMDataModule(cache_dir=url, storage_options=FAST_FAIL, **SMALL)
+    with pytest.raises(DataError) as caught:
+        dm.prepare_data()
+    message = str(caught.value)
+    assert "\n" not in message and f"could not write {url}/{dm.cache_key}/" in message
+    assert "lightning-order-test-secret" not in message
+    own_s3_server.start()
+    fs = fsspec.filesystem("s3", **FAST_FAIL)
+    fs.invalidate_cache()
+    assert not fs.exists(f"{url}/{dm.cache_key}/manifest.json")
+    assert fs.exists(f"{url}/{dm.cache_key}.lock")  # the failed attempt could not delete it
+    monkeypatch.setattr(remote_cache, "upload_file", real)
+    rerun = OrderedLMDataModule(cache_dir=url, storage_options=FAST_FAIL, **SMALL)
+    rerun.prepare_data()  # takes over this process's stale lock, uploads the staged folder
+    assert fs.exists(f"{url}/{dm.cache_key}/manifest.json")
+    rerun.setup("fit")
+    assert _epoch(rerun)
+
+
+@pytest.mark.parametrize("name", ["train/blocks", "tokenizer.json"])
+def test_an_object_changed_after_publishing_is_refused(s3_bucket, own_cache, tmp_path, monkeypatch, name):
+    """A shard (read when a batch needs it) or a small file (read at setup) whose bytes changed on the store."""
+    url = f"s3://{s3_bucket}/prepared"
+    dm = OrderedLMDataModule(cache_dir=url, **SMALL)
+    dm.prepare_data()
+    fs = fsspec.filesystem("s3")
+    folder = f"{url}/{dm.cache_key}"
+    target = (
+        sorted(p for p in fs.find(f"{folder}/train/blocks") if p.endswith(".npy"))[0]
+        if name == "train/blocks"
+        else f"{folder}/{name}"
+    )
+    data = bytearray(fs.cat_file(target))
+    data[-1] ^= 0xFF  # the same size: only the hash tells
+    fs.pipe_file(target, bytes(data))
+    relative = target.split(f"{dm.cache_key}/", 1)[1]
+    fresh = OrderedLMDataModule(cache_dir=url, **SMALL)
+    with pytest.raises(DataError, match=f"{relative}.*changed after it was published") as caught:
+        fresh.setup("fit")
+        for _ in fresh.train_dataloader():
+            pass
+    assert "\n" not in str(caught.value)
+
+
+def test_two_concurrent_preparers_one_publishes(s3_bucket, own_cache, monkeypatch):
+    """Two threads prepare one key: one prepares and publishes, the other waits and reuses it."""
+    calls: list[Path] = []
+    real = Preparation.prepare_cache
+
+    def counting(self: Any, root: Path, *args: Any, **kwargs: Any) -> Path:
+        calls.append(root)
+        return real(self, root, *args, **kwargs)
+
+    monkeypatch.setattr(Preparation, "prepare_cache", counting)
+    url = f"s3://{s3_bucket}/prepared"
+    dms = [OrderedLMDataModule(cache_dir=url, **SMALL) for _ in range(2)]
+    errors: list[BaseException] = []
+
+    def prepare(dm: OrderedLMDataModule) -> None:
+        try:
+            dm.prepare_data()
+        except BaseException as err:  # noqa: BLE001 - reported by the assertion below
+            errors.append(err)
+
+    threads = [threading.Thread(target=prepare, args=(dm,)) for dm in dms]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert not errors and len(calls) == 1
+    for dm in dms:
+        dm.setup("fit")
+    np.testing.assert_array_equal(dms[0].blocks("val"), dms[1].blocks("val"))
+
+
+def test_classification_refuses_a_cache_on_object_storage():
+    from lightning_order import OrderedDataModule
+
+    with pytest.raises(DataError, match="OrderedDataModule cannot publish its cache yet"):
+        OrderedDataModule(cache_dir="s3://bucket/prepared")
