@@ -7,6 +7,7 @@ user does, through the AWS variables the fixtures set.
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +15,12 @@ import fsspec
 import numpy as np
 import pytest
 import torch
+from helpers import quiet_trainer
+from pytorch_lightning.callbacks import ModelCheckpoint
+from resumes import BatchHashes, model
+from s3_server import make_bucket, s3_env
 
-from lightning_order import OrderedLMDataModule
+from lightning_order import OrderedLMDataModule, OrderValidator
 from lightning_order.data.engine import remote_cache, shard_cache
 from lightning_order.errors import DataError
 from lightning_order.spec import Preparation
@@ -39,6 +44,24 @@ def _same(a: list[dict[str, torch.Tensor]], b: list[dict[str, torch.Tensor]]) ->
             assert torch.equal(x[key], y[key]), key
 
 
+@pytest.fixture(scope="module")
+def published(s3_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``cache_dir`` on the server, the SMALL corpus published there once for the module's readers."""
+    with pytest.MonkeyPatch.context() as patch:
+        s3_env(patch, s3_server)
+        patch.setenv("LIGHTNING_ORDER_CACHE", str(tmp_path_factory.mktemp("publisher-cache")))
+        url = f"s3://{make_bucket(s3_server)}/prepared"
+        OrderedLMDataModule(cache_dir=url, **SMALL).prepare_data()
+    yield url
+
+
+@pytest.fixture
+def reader(published: str, s3_server: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The published ``cache_dir``, with the AWS variables set for this test."""
+    s3_env(monkeypatch, s3_server)
+    return published
+
+
 @pytest.fixture
 def own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A fresh user cache (mirror, staging, the bounded shard cache) for this test alone."""
@@ -47,10 +70,10 @@ def own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return root
 
 
-def test_prepared_on_the_server_reads_back_the_local_cache(s3_bucket, own_cache, tmp_path, monkeypatch):
+def test_prepared_on_the_server_reads_back_the_local_cache(reader, own_cache, tmp_path, monkeypatch):
     """Same key, same blocks, same first-epoch batches as a local cache; nothing named ``s3:`` locally."""
     monkeypatch.chdir(tmp_path)
-    url = f"s3://{s3_bucket}/prepared"
+    url = reader
     local = OrderedLMDataModule(cache_dir=str(tmp_path / "local"), **SMALL)
     remote = OrderedLMDataModule(cache_dir=url, **SMALL)
     assert remote.cache_key == local.cache_key
@@ -65,13 +88,20 @@ def test_prepared_on_the_server_reads_back_the_local_cache(s3_bucket, own_cache,
     _same(_epoch(remote), _epoch(local))
     assert remote.dims == local.dims and remote.data_fingerprints() == local.data_fingerprints()
     assert list(remote.documents("train"))[:5] == list(local.documents("train"))[:5]
-    assert not (own_cache / "staging" / next((own_cache / "staging").iterdir()).name / remote.cache_key).exists()
+    assert not (own_cache / "staging").exists()  # published by another process: nothing prepared here
 
 
-def test_fetched_bytes_in_one_epoch_and_a_second_epoch_from_the_local_cache(s3_bucket, own_cache):
-    """An epoch fetches about what it serves (≤ 1.1); a second, with the split in the local cache, fetches nothing."""
+def test_the_publisher_keeps_no_staging_folder(s3_bucket, own_cache):
+    """The staged folder is deleted once the manifest is on the store."""
     dm = OrderedLMDataModule(cache_dir=f"s3://{s3_bucket}/prepared", **SMALL)
     dm.prepare_data()
+    assert [p.name for p in (own_cache / "staging").rglob("*") if p.is_file() and not p.name.endswith(".lock")] == []
+    assert fsspec.filesystem("s3").exists(f"s3://{s3_bucket}/prepared/{dm.cache_key}/manifest.json")
+
+
+def test_fetched_bytes_in_one_epoch_and_a_second_epoch_from_the_local_cache(reader, own_cache):
+    """An epoch fetches about what it serves (≤ 1.1); a second, with the split in the local cache, fetches nothing."""
+    dm = OrderedLMDataModule(cache_dir=reader, **SMALL)
     dm.setup("fit")
     before = shard_cache.fetched_bytes()
     first = _epoch(dm, 0)
@@ -83,11 +113,10 @@ def test_fetched_bytes_in_one_epoch_and_a_second_epoch_from_the_local_cache(s3_b
     assert shard_cache.fetched_bytes() - before == 0
 
 
-def test_the_local_cache_stays_within_its_limit(s3_bucket, own_cache, monkeypatch):
+def test_the_local_cache_stays_within_its_limit(reader, own_cache, monkeypatch):
     """A limit below the split: the least recently used shards are evicted, the batches unchanged."""
-    url = f"s3://{s3_bucket}/prepared"
-    full = OrderedLMDataModule(cache_dir=url, **SMALL)
-    full.prepare_data()
+    url = reader
+    full = OrderedLMDataModule(cache_dir=url, **{**SMALL, "shuffle": False})
     full.setup("fit")
     expected = _epoch(full)
     shards = own_cache / "shards"
@@ -97,7 +126,7 @@ def test_the_local_cache_stays_within_its_limit(s3_bucket, own_cache, monkeypatc
     for p in shards.iterdir():
         p.unlink()
     monkeypatch.setenv(shard_cache.SHARD_CACHE_ENV, str(limit))
-    bounded = OrderedLMDataModule(cache_dir=url, **SMALL)
+    bounded = OrderedLMDataModule(cache_dir=url, **{**SMALL, "shuffle": False})
     bounded.setup("fit")
     _same(_epoch(bounded), expected)
     assert sum(p.stat().st_size for p in shards.iterdir()) <= limit
@@ -105,8 +134,6 @@ def test_the_local_cache_stays_within_its_limit(s3_bucket, own_cache, monkeypatc
 
 def test_the_server_stopped_mid_publish(own_s3_server, own_cache, monkeypatch):
     """One line naming the object, no manifest published; after ``start()`` a rerun completes."""
-    from s3_server import make_bucket
-
     bucket = make_bucket(own_s3_server.endpoint_url)
     url = f"s3://{bucket}/prepared"
     uploads: list[str] = []
@@ -140,11 +167,10 @@ def test_the_server_stopped_mid_publish(own_s3_server, own_cache, monkeypatch):
 
 
 @pytest.mark.parametrize("name", ["train/blocks", "tokenizer.json"])
-def test_an_object_changed_after_publishing_is_refused(s3_bucket, own_cache, tmp_path, monkeypatch, name):
+def test_an_object_changed_after_publishing_is_refused(reader, own_cache, name):
     """A shard (read when a batch needs it) or a small file (read at setup) whose bytes changed on the store."""
-    url = f"s3://{s3_bucket}/prepared"
+    url = reader
     dm = OrderedLMDataModule(cache_dir=url, **SMALL)
-    dm.prepare_data()
     fs = fsspec.filesystem("s3")
     folder = f"{url}/{dm.cache_key}"
     target = (
@@ -152,15 +178,18 @@ def test_an_object_changed_after_publishing_is_refused(s3_bucket, own_cache, tmp
         if name == "train/blocks"
         else f"{folder}/{name}"
     )
-    data = bytearray(fs.cat_file(target))
+    original = fs.cat_file(target)
+    data = bytearray(original)
     data[-1] ^= 0xFF  # the same size: only the hash tells
     fs.pipe_file(target, bytes(data))
     relative = target.split(f"{dm.cache_key}/", 1)[1]
-    fresh = OrderedLMDataModule(cache_dir=url, **SMALL)
-    with pytest.raises(DataError, match=f"{relative}.*changed after it was published") as caught:
-        fresh.setup("fit")
-        for _ in fresh.train_dataloader():
-            pass
+    try:
+        with pytest.raises(DataError, match=f"{relative}.*changed after it was published") as caught:
+            dm.setup("fit")
+            for _ in dm.train_dataloader():
+                pass
+    finally:
+        fs.pipe_file(target, original)  # the module's other readers read the published bytes
     assert "\n" not in str(caught.value)
 
 
@@ -200,3 +229,24 @@ def test_classification_refuses_a_cache_on_object_storage():
 
     with pytest.raises(DataError, match="OrderedDataModule cannot publish its cache yet"):
         OrderedDataModule(cache_dir="s3://bucket/prepared")
+
+
+@pytest.mark.filterwarnings("error::lightning_order.errors.OutputWarning")  # the tokenizer folder was not written
+def test_a_run_from_the_server_resumes_exactly_with_its_checkpoints_there(reader, own_cache, tmp_path, monkeypatch):
+    """Cache and checkpoints on the server: a run resumed mid-epoch from an ``s3://`` checkpoint reads
+    the uninterrupted run's batches; the tokenizer folder is beside the checkpoints; no local ``s3:``."""
+    monkeypatch.chdir(tmp_path)
+    runs = f"{reader.rsplit('/', 1)[0]}/runs"
+    train = {"max_steps": 6, "limit_val_batches": 1, "enable_checkpointing": True}
+    dm, hashes = OrderedLMDataModule(cache_dir=reader, **{**SMALL, "batch_size": 8}), BatchHashes()
+    every = ModelCheckpoint(dirpath=f"{runs}/ckpt", every_n_train_steps=1, save_top_k=-1, filename="{step}")
+    quiet_trainer(runs, [OrderValidator(), hashes, every], **train).fit(model("lm", dm), dm)
+    fs = fsspec.filesystem("s3")
+    assert fs.exists(f"{runs}/ckpt/step=3.ckpt") and fs.exists(f"{runs}/ckpt/tokenizer/tokenizer.json")
+    resumed, again, validator = OrderedLMDataModule(cache_dir=reader, **{**SMALL, "batch_size": 8}), BatchHashes(), OrderValidator()
+    trainer = quiet_trainer(runs, [validator, again], **train)
+    trainer.fit(model("lm", resumed), resumed, ckpt_path=f"{runs}/ckpt/step=3.ckpt")
+    assert len(hashes.hashes()) == 6 and again.hashes() == hashes.hashes()[3:]
+    assert validator.violations == []
+    assert resumed.ledger.latest("train").stats["resumed_at"]["global_step"] == 3
+    assert not list(tmp_path.rglob("s3:*"))
