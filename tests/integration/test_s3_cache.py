@@ -95,7 +95,9 @@ def test_the_publisher_keeps_no_staging_folder(s3_bucket, own_cache):
     """The staged folder is deleted once the manifest is on the store."""
     dm = OrderedLMDataModule(cache_dir=f"s3://{s3_bucket}/prepared", **SMALL)
     dm.prepare_data()
-    assert [p.name for p in (own_cache / "staging").rglob("*") if p.is_file() and not p.name.endswith(".lock")] == []
+    assert [
+        p.name for p in (own_cache / "staging").rglob("*") if p.is_file() and not p.name.endswith(".lock")
+    ] == []
     assert fsspec.filesystem("s3").exists(f"s3://{s3_bucket}/prepared/{dm.cache_key}/manifest.json")
 
 
@@ -110,7 +112,11 @@ def test_fetched_bytes_in_one_epoch_and_a_second_epoch_from_the_local_cache(read
     assert 0 < fetched <= 1.1 * served, (fetched, served)
     before = shard_cache.fetched_bytes()
     assert _epoch(dm, 1)
-    assert shard_cache.fetched_bytes() - before == 0
+    second = shard_cache.fetched_bytes() - before
+    print(
+        f"1 rank: fetched {fetched} bytes for {served} served: {fetched / served:.3f}; second epoch fetched {second}"
+    )
+    assert second == 0
 
 
 def test_the_local_cache_stays_within_its_limit(reader, own_cache, monkeypatch):
@@ -120,16 +126,17 @@ def test_the_local_cache_stays_within_its_limit(reader, own_cache, monkeypatch):
     full.setup("fit")
     expected = _epoch(full)
     shards = own_cache / "shards"
-    sizes = sorted(p.stat().st_size for p in shards.iterdir())
+    sizes = sorted(p.stat().st_size for p in shards.iterdir() if p.is_file())
     limit = sum(sizes[-2:])  # room for the two largest shards, not for all of them
     assert len(sizes) > 2
     for p in shards.iterdir():
-        p.unlink()
+        if p.is_file():
+            p.unlink()
     monkeypatch.setenv(shard_cache.SHARD_CACHE_ENV, str(limit))
     bounded = OrderedLMDataModule(cache_dir=url, **{**SMALL, "shuffle": False})
     bounded.setup("fit")
     _same(_epoch(bounded), expected)
-    assert sum(p.stat().st_size for p in shards.iterdir()) <= limit
+    assert sum(p.stat().st_size for p in shards.iterdir() if p.is_file()) <= limit
 
 
 def test_the_server_stopped_mid_publish(own_s3_server, own_cache, monkeypatch):
@@ -210,7 +217,7 @@ def test_two_concurrent_preparers_one_publishes(s3_bucket, own_cache, monkeypatc
     def prepare(dm: OrderedLMDataModule) -> None:
         try:
             dm.prepare_data()
-        except BaseException as err:  # noqa: BLE001 - reported by the assertion below
+        except BaseException as err:
             errors.append(err)
 
     threads = [threading.Thread(target=prepare, args=(dm,)) for dm in dms]
@@ -231,8 +238,12 @@ def test_classification_refuses_a_cache_on_object_storage():
         OrderedDataModule(cache_dir="s3://bucket/prepared")
 
 
-@pytest.mark.filterwarnings("error::lightning_order.errors.OutputWarning")  # the tokenizer folder was not written
-def test_a_run_from_the_server_resumes_exactly_with_its_checkpoints_there(reader, own_cache, tmp_path, monkeypatch):
+@pytest.mark.filterwarnings(
+    "error::lightning_order.errors.OutputWarning"
+)  # the tokenizer folder was not written
+def test_a_run_from_the_server_resumes_exactly_with_its_checkpoints_there(
+    reader, own_cache, tmp_path, monkeypatch
+):
     """Cache and checkpoints on the server: a run resumed mid-epoch from an ``s3://`` checkpoint reads
     the uninterrupted run's batches; the tokenizer folder is beside the checkpoints; no local ``s3:``."""
     monkeypatch.chdir(tmp_path)
@@ -243,7 +254,11 @@ def test_a_run_from_the_server_resumes_exactly_with_its_checkpoints_there(reader
     quiet_trainer(runs, [OrderValidator(), hashes, every], **train).fit(model("lm", dm), dm)
     fs = fsspec.filesystem("s3")
     assert fs.exists(f"{runs}/ckpt/step=3.ckpt") and fs.exists(f"{runs}/ckpt/tokenizer/tokenizer.json")
-    resumed, again, validator = OrderedLMDataModule(cache_dir=reader, **{**SMALL, "batch_size": 8}), BatchHashes(), OrderValidator()
+    resumed, again, validator = (
+        OrderedLMDataModule(cache_dir=reader, **{**SMALL, "batch_size": 8}),
+        BatchHashes(),
+        OrderValidator(),
+    )
     trainer = quiet_trainer(runs, [validator, again], **train)
     trainer.fit(model("lm", resumed), resumed, ckpt_path=f"{runs}/ckpt/step=3.ckpt")
     assert len(hashes.hashes()) == 6 and again.hashes() == hashes.hashes()[3:]

@@ -178,7 +178,11 @@ class RemoteCache:
     def files(self, ledger: StepLedger) -> RemoteFiles:
         """The fetcher of this cache's large files into the bounded local cache (``<user cache>/shards``)."""
         return RemoteFiles(
-            self.url, self.mirror, ledger.info.get("files") or {}, default_cache_dir() / "shards", self.storage_options
+            self.url,
+            self.mirror,
+            ledger.info.get("files") or {},
+            default_cache_dir() / "shards",
+            self.storage_options,
         )
 
     def sync(self, ledger: StepLedger, names: Iterable[str], step: str = "setup") -> Path:
@@ -252,7 +256,12 @@ class RemoteCache:
                     stacklevel=3,
                 )
             # Un-commit first, then clear: a reader never sees a manifest over half the files.
-            self._call("delete", self.url, step, lambda: self.fs.rm(self.url, recursive=True) if self.fs.exists(self.url) else None)
+            self._call(
+                "delete",
+                self.url,
+                step,
+                lambda: self.fs.rm(self.url, recursive=True) if self.fs.exists(self.url) else None,
+            )
             folder = build(self.staging)
             self._upload(folder, step)
             shutil.rmtree(folder, ignore_errors=True)
@@ -337,13 +346,17 @@ class RemoteCache:
         start = last_notice = time.monotonic()
         while True:
             try:
-                self._call("write", self.lock_url, step, lambda: self._create(self.lock_url, self._lock_body(token)))
+                self._call(
+                    "write", self.lock_url, step, lambda: self._create(self.lock_url, self._lock_body(token))
+                )
                 break
             except FileExistsError:
                 pass
             holder = self._holder(step)
             if holder is not None and self._stale(holder):
-                log.warning("lightning_order: taking over the stale lock %s (%s)", self.lock_url, _describe(holder))
+                log.warning(
+                    "lightning_order: taking over the stale lock %s (%s)", self.lock_url, _describe(holder)
+                )
                 with contextlib.suppress(FileNotFoundError):
                     self._call("delete", self.lock_url, step, lambda: self.fs.rm(self.lock_url))
                 continue

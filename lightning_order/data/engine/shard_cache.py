@@ -14,7 +14,7 @@ one fits in :func:`shard_cache_limit` bytes (``$LIGHTNING_ORDER_SHARD_CACHE_BYTE
 :data:`DEFAULT_SHARD_CACHE_BYTES`); a hit refreshes a file's modification time, which is the
 order of eviction. The trade-offs: a shard is fetched whole (a rank touching one block of a shard
 downloads all of it; with the ranks of a machine sharing the folder, a machine fetches each shard
-once per epoch at most); a single shard larger than the limit is still fetched (the limit is
+once per epoch at most, one process fetching while the others wait for it); a single shard larger than the limit is still fetched (the limit is
 exceeded by that one file); a file already in the folder is trusted by its name (it was verified
 when it was fetched) and is not hashed again.
 """
@@ -29,6 +29,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 import xxhash
+from filelock import FileLock
 
 from lightning_order.data.engine.object_store import url_filesystem
 from lightning_order.errors import DataError
@@ -152,19 +153,30 @@ class RemoteFiles:
         name = Path(path).relative_to(self.mirror).as_posix()
         target = self.local_name(name)
         size = int(self._record(name)["size"])
+        if self._hit(target, size):
+            return target
+        (self.folder / ".locks").mkdir(parents=True, exist_ok=True)
+        # One process of the machine fetches a file; the ranks and workers that want it meanwhile
+        # wait for it and then find it (an empty lock file per copy, in .locks/).
+        with FileLock(str(self.folder / ".locks" / f"{target.name}.lock")):
+            if not self._hit(target, size):
+                self._make_room(size)
+                self._fetch(name, target)
+        return target
+
+    @staticmethod
+    def _hit(target: Path, size: int) -> bool:
+        """Whether the copy is there (then it becomes the most recently used)."""
         try:
             if target.stat().st_size == size:
-                os.utime(target)  # a hit: the most recently used now
-                return target
+                os.utime(target)
+                return True
         except FileNotFoundError:
             pass
-        self._make_room(size)
-        self._fetch(name, target)
-        return target
+        return False
 
     def _make_room(self, size: int) -> None:
         """Deletes the least recently used copies until ``size`` more bytes fit in the limit."""
-        self.folder.mkdir(parents=True, exist_ok=True)
         entries = []
         for entry in os.scandir(self.folder):
             if entry.name.startswith(".") or not entry.is_file(follow_symlinks=False):
@@ -189,7 +201,10 @@ class RemoteFiles:
         count = 0
         try:
             try:
-                with self._filesystem().open(url, "rb", block_size=_CHUNK) as source, open(temp, "wb") as sink:
+                with (
+                    self._filesystem().open(url, "rb", block_size=_CHUNK) as source,
+                    open(temp, "wb") as sink,
+                ):
                     while chunk := source.read(_CHUNK):
                         digest.update(chunk)
                         sink.write(chunk)

@@ -82,7 +82,9 @@ def _dead_pid() -> int:
 )
 def test_a_stale_lock_is_taken_over(s3_bucket, tmp_path, holder):
     cache, fs = _cache(s3_bucket)
-    pid = {"dead": _dead_pid(), "self": __import__("os").getpid()}.get(holder.get("pid"), holder.get("pid", 1))
+    pid = {"dead": _dead_pid(), "self": __import__("os").getpid()}.get(
+        holder.get("pid"), holder.get("pid", 1)
+    )
     _lock(fs, cache, **{**holder, "pid": pid})
     cache.publish(lambda staging: _staged(tmp_path), lock_timeout=5)
     assert cache.problems() == [] and not fs.exists(cache.lock_url)
@@ -92,7 +94,9 @@ def test_a_live_holder_is_waited_for_and_named_at_the_timeout(s3_bucket, tmp_pat
     monkeypatch.setattr(remote_cache, "POLL_S", 0.05)
     cache, fs = _cache(s3_bucket)
     _lock(fs, cache, host="node-7", pid=4242, command="train.py fit")
-    with pytest.raises(DataError, match=r"lock_timeout=0\.3.*process 4242 on node-7 \(train\.py fit\)") as caught:
+    with pytest.raises(
+        DataError, match=r"lock_timeout=0\.3.*process 4242 on node-7 \(train\.py fit\)"
+    ) as caught:
         cache.publish(lambda staging: _staged(tmp_path), lock_timeout=0.3)
     assert "\n" not in str(caught.value)
     assert not fs.exists(f"{cache.url}/{MANIFEST_NAME}")

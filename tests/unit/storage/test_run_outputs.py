@@ -11,10 +11,14 @@ from lightning_order.outputs import OWNERSHIP_FILE, write_owned_folder
 def _listing(url: str) -> list[str]:
     fs = fsspec.filesystem("s3")
     fs.invalidate_cache()
-    return sorted(path.rsplit("/", 2)[-2] + "/" + path.rsplit("/", 1)[-1] for path in fs.find(url.rsplit("/", 1)[0]))
+    return sorted(
+        path.rsplit("/", 2)[-2] + "/" + path.rsplit("/", 1)[-1] for path in fs.find(url.rsplit("/", 1)[0])
+    )
 
 
-@pytest.mark.parametrize("again", [{"tokenizer.json": b"1", "config.json": b"2"}, {"tokenizer.json": b"3", "config.json": b"2"}])
+@pytest.mark.parametrize(
+    "again", [{"tokenizer.json": b"1", "config.json": b"2"}, {"tokenizer.json": b"3", "config.json": b"2"}]
+)
 def test_the_tokenizer_folder_is_written_and_replaced_on_the_server(s3_bucket, again):
     """Written, then written again (the same content: kept; another: replaced), with no folder left aside."""
     url = f"s3://{s3_bucket}/runs/ckpt/tokenizer"
@@ -23,5 +27,9 @@ def test_the_tokenizer_folder_is_written_and_replaced_on_the_server(s3_bucket, a
     assert write_owned_folder(url, again) == url
     fs = fsspec.filesystem("s3")
     assert fs.cat_file(f"{url}/tokenizer.json") == again["tokenizer.json"]
-    assert _listing(url) == ["tokenizer/config.json", "tokenizer/lightning_order_files.json", "tokenizer/tokenizer.json"]
+    assert _listing(url) == [
+        "tokenizer/config.json",
+        "tokenizer/lightning_order_files.json",
+        "tokenizer/tokenizer.json",
+    ]
     assert OWNERSHIP_FILE == "lightning_order_files.json"
