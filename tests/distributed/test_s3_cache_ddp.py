@@ -24,5 +24,8 @@ def test_two_ranks_read_the_local_cache_batches_from_the_server(s3_bucket, tmp_p
         assert result["s3"]["violations"] == result["local"]["violations"] == []
     fetched = sum(result["s3"]["fetched"] for result in ranks)
     served = sum(result["s3"]["served"] for result in ranks)
-    print(f"2 ranks, one machine: fetched {fetched} bytes for {served} served: {fetched / served:.3f}")
+    print(
+        f"2 ranks, one machine: fetched {fetched} bytes for {served} served: {fetched / served:.3f} "
+        f"(block shards published: {ranks[0]['s3']['published']})"
+    )
     assert 0 < fetched <= 1.1 * served
