@@ -265,3 +265,18 @@ def test_a_run_from_the_server_resumes_exactly_with_its_checkpoints_there(
     assert validator.violations == []
     assert resumed.ledger.latest("train").stats["resumed_at"]["global_step"] == 3
     assert not list(tmp_path.rglob("s3:*"))
+
+
+def test_the_prepare_command_publishes_to_the_server(s3_bucket, own_cache, tmp_path, monkeypatch, capsys):
+    """``lightning-order prepare --data.cache_dir s3://...``: the manifest on the server, no local ``s3:`` folder."""
+    from lightning_order.cli import dispatch as commands
+
+    monkeypatch.chdir(tmp_path)
+    url = f"s3://{s3_bucket}/prepared"
+    config = str(Path(__file__).resolve().parents[2] / "configs" / "lm-demo.yaml")
+    small = ["--data.max_documents=150", "--data.vocab_size=300", "--data.block_size=16", "--data.num_proc=1"]
+    assert commands.main(["prepare", "--config", config, *small, "--data.cache_dir", url]) == 0
+    assert "no violation" in capsys.readouterr().out
+    key = OrderedLMDataModule(cache_dir=url, max_documents=150, vocab_size=300, block_size=16).cache_key
+    assert fsspec.filesystem("s3").exists(f"{url}/{key}/manifest.json")
+    assert not list(tmp_path.rglob("s3:*"))

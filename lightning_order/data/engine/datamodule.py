@@ -40,7 +40,7 @@ from lightning_order.data.engine import cache as _cache
 from lightning_order.data.engine.config import BaseDataConfig
 from lightning_order.data.engine.loaders import ResumableLoader, make_loader, make_train_loader
 from lightning_order.data.engine.object_store import is_url
-from lightning_order.data.engine.remote_cache import RemoteCache
+from lightning_order.data.engine.remote_cache import RemoteCache, publish_prepared
 from lightning_order.data.engine.runner import DataState, StepContext, run_steps, split_phases
 from lightning_order.data.engine.shard_cache import RemoteFiles
 from lightning_order.ledger import StepLedger
@@ -181,13 +181,7 @@ class OrderedDataModuleBase(pl.LightningDataModule):
         uploaded, the manifest last; a lock object instead of the file lock).
         """
         if self.remote_cache is not None:
-            self.remote_cache.publish(
-                lambda staging: self._preparation().prepare_cache(
-                    staging, self.config, self.order, self._hooks(), required=self.spec().files
-                ),
-                self.spec().files,
-                self.config.lock_timeout,
-            )
+            publish_prepared(self._preparation(), self.config, self.order, self._hooks(), self.spec().files)
             return
         self._preparation().prepare_cache(
             self.cache_root, self.config, self.order, self._hooks(), required=self.spec().files

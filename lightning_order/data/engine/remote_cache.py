@@ -60,7 +60,7 @@ from lightning_order.ledger import MANIFEST_NAME, StepLedger
 
 log = logging.getLogger(__name__)
 
-__all__ = ["LEASE_S", "POLL_S", "RemoteCache", "upload_file"]
+__all__ = ["LEASE_S", "POLL_S", "RemoteCache", "publish_prepared", "upload_file"]
 
 #: Seconds a lock object holds without renewal (its holder renews it every third of this).
 LEASE_S = 120.0
@@ -70,6 +70,36 @@ POLL_S = 0.5
 _THREADS = 8
 #: The lock tokens this process holds now (another token of this pid is a failed attempt's).
 _HELD: set[str] = set()
+
+
+def publish_prepared(
+    preparation: Any,
+    config: Any,
+    order: Sequence[str],
+    hooks: Mapping[str, Any] | None = None,
+    required: Sequence[str] = (),
+) -> RemoteCache:
+    """Prepares ``config`` and publishes it to its ``cache_dir`` on object storage, unless it is there.
+
+    What ``prepare_data`` and the ``prepare`` command run for a URL ``cache_dir``.
+
+    Args:
+        preparation: the pipeline's :class:`~lightning_order.spec.Preparation`.
+        config: its config (``cache_dir`` a URL; ``storage_options``, ``lock_timeout``).
+        order: the data steps that run.
+        hooks: the DataModule's own row steps, as for a local cache.
+        required: the files every prepared folder of the pipeline holds.
+
+    Returns:
+        The published cache.
+    """
+    remote = RemoteCache(str(config.cache_dir), preparation.cache_key(config, order), config.storage_options)
+    remote.publish(
+        lambda staging: preparation.prepare_cache(staging, config, order, hooks, required=required),
+        required,
+        config.lock_timeout,
+    )
+    return remote
 
 
 def upload_file(fs: Any, local: Path, url: str) -> None:
