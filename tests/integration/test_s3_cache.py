@@ -6,10 +6,8 @@ user does, through the AWS variables the fixtures set.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import fsspec
 import numpy as np
@@ -21,13 +19,10 @@ from resumes import BatchHashes, model
 from s3_server import make_bucket, s3_env
 
 from lightning_order import OrderedLMDataModule, OrderValidator
-from lightning_order.data.engine import remote_cache, shard_cache
+from lightning_order.data.engine import shard_cache
 from lightning_order.errors import DataError
-from lightning_order.spec import Preparation
 
 SMALL = {"vocab_size": 300, "block_size": 16, "num_proc": 1, "max_documents": 200, "batch_size": 4}
-#: A store that is gone answers at once (s3fs and botocore retry a refused connection for ~10 s otherwise).
-FAST_FAIL = {"config_kwargs": {"retries": {"max_attempts": 1}, "connect_timeout": 2}}
 
 
 def _epoch(dm: OrderedLMDataModule, epoch: int = 0) -> list[dict[str, torch.Tensor]]:
@@ -47,11 +42,21 @@ def _same(a: list[dict[str, torch.Tensor]], b: list[dict[str, torch.Tensor]]) ->
 @pytest.fixture(scope="module")
 def published(s3_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """``cache_dir`` on the server, the SMALL corpus published there once for the module's readers."""
+    publisher = tmp_path_factory.mktemp("publisher-cache")
     with pytest.MonkeyPatch.context() as patch:
         s3_env(patch, s3_server)
-        patch.setenv("LIGHTNING_ORDER_CACHE", str(tmp_path_factory.mktemp("publisher-cache")))
+        patch.setenv("LIGHTNING_ORDER_CACHE", str(publisher))
         url = f"s3://{make_bucket(s3_server)}/prepared"
-        OrderedLMDataModule(cache_dir=url, **SMALL).prepare_data()
+        dm = OrderedLMDataModule(cache_dir=url, **SMALL)
+        dm.prepare_data()
+        fs = fsspec.filesystem("s3")
+        # Published: the manifest on the store, the lock released, the staged folder deleted.
+        assert fs.exists(f"{url}/{dm.cache_key}/manifest.json") and not fs.exists(
+            f"{url}/{dm.cache_key}.lock"
+        )
+        assert not [
+            p for p in (publisher / "staging").rglob("*") if p.is_file() and not p.name.endswith(".lock")
+        ]
     yield url
 
 
@@ -82,23 +87,12 @@ def test_prepared_on_the_server_reads_back_the_local_cache(reader, own_cache, tm
         dm.setup("fit")
     fs = fsspec.filesystem("s3")
     assert fs.exists(f"{url}/{remote.cache_key}/manifest.json")
-    assert not fs.exists(f"{url}/{remote.cache_key}.lock")  # released
     assert not list(tmp_path.rglob("s3:*"))
     np.testing.assert_array_equal(remote.blocks("val"), local.blocks("val"))
     _same(_epoch(remote), _epoch(local))
     assert remote.dims == local.dims and remote.data_fingerprints() == local.data_fingerprints()
     assert list(remote.documents("train"))[:5] == list(local.documents("train"))[:5]
     assert not (own_cache / "staging").exists()  # published by another process: nothing prepared here
-
-
-def test_the_publisher_keeps_no_staging_folder(s3_bucket, own_cache):
-    """The staged folder is deleted once the manifest is on the store."""
-    dm = OrderedLMDataModule(cache_dir=f"s3://{s3_bucket}/prepared", **SMALL)
-    dm.prepare_data()
-    assert [
-        p.name for p in (own_cache / "staging").rglob("*") if p.is_file() and not p.name.endswith(".lock")
-    ] == []
-    assert fsspec.filesystem("s3").exists(f"s3://{s3_bucket}/prepared/{dm.cache_key}/manifest.json")
 
 
 def test_fetched_bytes_in_one_epoch_and_a_second_epoch_from_the_local_cache(reader, own_cache):
@@ -139,40 +133,6 @@ def test_the_local_cache_stays_within_its_limit(reader, own_cache, monkeypatch):
     assert sum(p.stat().st_size for p in shards.iterdir() if p.is_file()) <= limit
 
 
-def test_the_server_stopped_mid_publish(own_s3_server, own_cache, monkeypatch):
-    """One line naming the object, no manifest published; after ``start()`` a rerun completes."""
-    bucket = make_bucket(own_s3_server.endpoint_url)
-    url = f"s3://{bucket}/prepared"
-    uploads: list[str] = []
-    real = remote_cache.upload_file
-
-    def stop_after_three(fs: Any, local: Path, target: str) -> None:
-        uploads.append(target)
-        if len(uploads) == 3:
-            own_s3_server.stop()
-        real(fs, local, target)
-
-    monkeypatch.setattr(remote_cache, "upload_file", stop_after_three)
-    monkeypatch.setattr(remote_cache, "_THREADS", 1)  # one upload at a time: the third one fails
-    dm = OrderedLMDataModule(cache_dir=url, storage_options=FAST_FAIL, **SMALL)
-    with pytest.raises(DataError) as caught:
-        dm.prepare_data()
-    message = str(caught.value)
-    assert "\n" not in message and f"could not write {url}/{dm.cache_key}/" in message
-    assert "lightning-order-test-secret" not in message
-    own_s3_server.start()
-    fs = fsspec.filesystem("s3", **FAST_FAIL)
-    fs.invalidate_cache()
-    assert not fs.exists(f"{url}/{dm.cache_key}/manifest.json")
-    assert fs.exists(f"{url}/{dm.cache_key}.lock")  # the failed attempt could not delete it
-    monkeypatch.setattr(remote_cache, "upload_file", real)
-    rerun = OrderedLMDataModule(cache_dir=url, storage_options=FAST_FAIL, **SMALL)
-    rerun.prepare_data()  # takes over this process's stale lock, uploads the staged folder
-    assert fs.exists(f"{url}/{dm.cache_key}/manifest.json")
-    rerun.setup("fit")
-    assert _epoch(rerun)
-
-
 @pytest.mark.parametrize("name", ["train/blocks", "tokenizer.json"])
 def test_an_object_changed_after_publishing_is_refused(reader, own_cache, name):
     """A shard (read when a batch needs it) or a small file (read at setup) whose bytes changed on the store."""
@@ -198,37 +158,6 @@ def test_an_object_changed_after_publishing_is_refused(reader, own_cache, name):
     finally:
         fs.pipe_file(target, original)  # the module's other readers read the published bytes
     assert "\n" not in str(caught.value)
-
-
-def test_two_concurrent_preparers_one_publishes(s3_bucket, own_cache, monkeypatch):
-    """Two threads prepare one key: one prepares and publishes, the other waits and reuses it."""
-    calls: list[Path] = []
-    real = Preparation.prepare_cache
-
-    def counting(self: Any, root: Path, *args: Any, **kwargs: Any) -> Path:
-        calls.append(root)
-        return real(self, root, *args, **kwargs)
-
-    monkeypatch.setattr(Preparation, "prepare_cache", counting)
-    url = f"s3://{s3_bucket}/prepared"
-    dms = [OrderedLMDataModule(cache_dir=url, **SMALL) for _ in range(2)]
-    errors: list[BaseException] = []
-
-    def prepare(dm: OrderedLMDataModule) -> None:
-        try:
-            dm.prepare_data()
-        except BaseException as err:
-            errors.append(err)
-
-    threads = [threading.Thread(target=prepare, args=(dm,)) for dm in dms]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(120)
-    assert not errors and len(calls) == 1
-    for dm in dms:
-        dm.setup("fit")
-    np.testing.assert_array_equal(dms[0].blocks("val"), dms[1].blocks("val"))
 
 
 def test_classification_refuses_a_cache_on_object_storage():

@@ -7,9 +7,11 @@ so these run in a fraction of a second against the S3 API server.
 from __future__ import annotations
 
 import json
+import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -27,6 +29,7 @@ KEY = "0123456789abcdef0123456789abcdef"
 
 def _staged(root: Path) -> Path:
     folder = root / KEY
+    shutil.rmtree(folder, ignore_errors=True)
     (folder / "train").mkdir(parents=True)
     (folder / "train" / "part.bin").write_bytes(b"x" * 64)
     (folder / "tokenizer.json").write_text("{}")
@@ -109,3 +112,68 @@ def test_a_manifest_committed_meanwhile_is_reused_not_overwritten(s3_bucket, tmp
     fs.pipe_file(f"{cache.url}/{MANIFEST_NAME}", b"the first commit")
     cache._upload(staged, "prepare_data")
     assert fs.cat_file(f"{cache.url}/{MANIFEST_NAME}") == b"the first commit"
+
+
+def test_the_server_stopped_mid_publish_then_a_rerun_completes(own_s3_server, tmp_path, monkeypatch):
+    """One line naming the object, no manifest; after ``start()`` a rerun takes over the lock and publishes."""
+    from s3_server import make_bucket
+
+    bucket = make_bucket(own_s3_server.endpoint_url)
+    fast = {"config_kwargs": {"retries": {"max_attempts": 1}, "connect_timeout": 2}}
+    cache = RemoteCache(f"s3://{bucket}/prepared", KEY, fast)
+    real = remote_cache.upload_file
+
+    def stop_at_the_second(fs, local, url) -> None:
+        if url.endswith("train/part.bin"):  # sorted: tokenizer.json went up first
+            own_s3_server.stop()
+        real(fs, local, url)
+
+    monkeypatch.setattr(remote_cache, "upload_file", stop_at_the_second)
+    monkeypatch.setattr(remote_cache, "_THREADS", 1)
+    with pytest.raises(
+        DataError, match=rf"could not write {cache.url}/train/part\.bin on object storage"
+    ) as caught:
+        cache.publish(lambda staging: _staged(tmp_path))
+    assert "\n" not in str(caught.value) and "lightning-order-test-secret" not in str(caught.value)
+    own_s3_server.start()
+    fs = fsspec.filesystem("s3", **fast)
+    fs.invalidate_cache()
+    assert not fs.exists(f"{cache.url}/{MANIFEST_NAME}") and fs.exists(
+        cache.lock_url
+    )  # not committed; lock left
+    monkeypatch.setattr(remote_cache, "upload_file", real)
+    RemoteCache(f"s3://{bucket}/prepared", KEY, fast).publish(
+        lambda staging: _staged(tmp_path), lock_timeout=5
+    )
+    assert cache.problems() == [] and not fs.exists(cache.lock_url)
+
+
+def test_two_concurrent_preparers_one_prepares_and_publishes(s3_bucket, tmp_path, monkeypatch):
+    """Two threads: one takes the lock object, builds and publishes; the other waits and reuses it."""
+    monkeypatch.setattr(remote_cache, "POLL_S", 0.05)
+    builds: list[int] = []
+    started = threading.Event()
+
+    def build(staging: Path) -> Path:
+        builds.append(1)
+        started.set()
+        time.sleep(0.3)  # the other preparer arrives while this one works
+        return _staged(tmp_path)
+
+    errors: list[BaseException] = []
+
+    def prepare() -> None:
+        try:
+            RemoteCache(f"s3://{s3_bucket}/prepared", KEY).publish(build, lock_timeout=30)
+        except BaseException as err:
+            errors.append(err)
+
+    first = threading.Thread(target=prepare)
+    first.start()
+    started.wait(30)
+    second = threading.Thread(target=prepare)
+    second.start()
+    for thread in (first, second):
+        thread.join(60)
+    assert errors == [] and builds == [1]
+    assert RemoteCache(f"s3://{s3_bucket}/prepared", KEY).problems() == []

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import fsspec
-import pytest
 
 from lightning_order.outputs import OWNERSHIP_FILE, write_owned_folder
 
@@ -16,20 +15,17 @@ def _listing(url: str) -> list[str]:
     )
 
 
-@pytest.mark.parametrize(
-    "again", [{"tokenizer.json": b"1", "config.json": b"2"}, {"tokenizer.json": b"3", "config.json": b"2"}]
-)
-def test_the_tokenizer_folder_is_written_and_replaced_on_the_server(s3_bucket, again):
-    """Written, then written again (the same content: kept; another: replaced), with no folder left aside."""
+def test_the_tokenizer_folder_is_written_and_replaced_on_the_server(s3_bucket):
+    """Written, written again with the same content (kept), with another (replaced), no folder left aside."""
     url = f"s3://{s3_bucket}/runs/ckpt/tokenizer"
-    first = {"tokenizer.json": b"1", "config.json": b"2"}
-    assert write_owned_folder(url, first) == url
-    assert write_owned_folder(url, again) == url
     fs = fsspec.filesystem("s3")
-    assert fs.cat_file(f"{url}/tokenizer.json") == again["tokenizer.json"]
-    assert _listing(url) == [
-        "tokenizer/config.json",
-        "tokenizer/lightning_order_files.json",
-        "tokenizer/tokenizer.json",
-    ]
-    assert OWNERSHIP_FILE == "lightning_order_files.json"
+    for files in ({"tokenizer.json": b"1", "config.json": b"2"},) * 2 + (
+        {"tokenizer.json": b"3", "config.json": b"2"},
+    ):
+        assert write_owned_folder(url, files) == url
+        assert fs.cat_file(f"{url}/tokenizer.json") == files["tokenizer.json"]
+        assert _listing(url) == [
+            "tokenizer/config.json",
+            f"tokenizer/{OWNERSHIP_FILE}",
+            "tokenizer/tokenizer.json",
+        ]

@@ -7,6 +7,7 @@ eviction), not the store's protocol (tests/integration/test_s3_cache.py).
 from __future__ import annotations
 
 import os
+import socket
 import uuid
 from pathlib import Path
 
@@ -89,3 +90,26 @@ def test_a_limit_that_is_no_number_of_bytes_is_refused(monkeypatch, value):
     monkeypatch.setenv(shard_cache.SHARD_CACHE_ENV, value)
     with pytest.raises(DataError, match=f"{shard_cache.SHARD_CACHE_ENV}="):
         shard_cache_limit()
+
+
+def test_a_store_gone_mid_read_is_one_line_naming_the_object(tmp_path):
+    """No server at the endpoint (gone mid-read): a DataError naming the object, no partial copy."""
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    url = "s3://bucket/prepared/key"
+    data = FILES["train/blocks/a.npy"]
+    records = {"train/blocks/a.npy": {"size": len(data), "xxh3": xxhash.xxh3_128_hexdigest(data)}}
+    gone = {
+        "endpoint_url": f"http://127.0.0.1:{port}",
+        "key": "lightning-order-test-key",
+        "secret": "lightning-order-test-secret",
+        "config_kwargs": {"retries": {"max_attempts": 1}, "connect_timeout": 2},
+    }
+    files = RemoteFiles(url, tmp_path / "mirror", records, tmp_path / "shards", gone, limit=10_000)
+    with pytest.raises(
+        DataError, match=rf"could not read {url}/train/blocks/a\.npy on object storage"
+    ) as caught:
+        files(tmp_path / "mirror" / "train/blocks/a.npy")
+    assert "\n" not in str(caught.value) and "lightning-order-test-secret" not in str(caught.value)
+    assert [p for p in (tmp_path / "shards").iterdir() if p.is_file()] == []
