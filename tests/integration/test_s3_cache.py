@@ -1,7 +1,9 @@
 """#46 items 2-4: the prepared LM cache published to an S3 API server, and training from it.
 
 moto's server on 127.0.0.1 (``tests/s3_server.py``) stands for S3; the DataModules reach it as a
-user does, through the AWS variables the fixtures set.
+user does, through the AWS variables the fixtures set. The publishing protocol's faults (the
+server stopped mid-publish, two preparers, a stale lock) are tested on a staged folder in
+tests/unit/storage/test_remote_cache.py; two DDP ranks in tests/distributed/test_s3_cache_ddp.py.
 """
 
 from __future__ import annotations
@@ -167,9 +169,8 @@ def test_classification_refuses_a_cache_on_object_storage():
         OrderedDataModule(cache_dir="s3://bucket/prepared")
 
 
-@pytest.mark.filterwarnings(
-    "error::lightning_order.errors.OutputWarning"
-)  # the tokenizer folder was not written
+@pytest.mark.slow  # two Trainer runs: 4 s
+@pytest.mark.filterwarnings("error::lightning_order.errors.OutputWarning")  # tokenizer/ not written
 def test_a_run_from_the_server_resumes_exactly_with_its_checkpoints_there(
     reader, own_cache, tmp_path, monkeypatch
 ):
