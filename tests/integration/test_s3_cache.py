@@ -169,7 +169,7 @@ def test_classification_refuses_a_cache_on_object_storage():
         OrderedDataModule(cache_dir="s3://bucket/prepared")
 
 
-@pytest.mark.slow  # two Trainer runs: 4 s
+@pytest.mark.slow  # two Trainer runs with loader workers: 7 s
 @pytest.mark.filterwarnings("error::lightning_order.errors.OutputWarning")  # tokenizer/ not written
 def test_a_run_from_the_server_resumes_exactly_with_its_checkpoints_there(
     reader, own_cache, tmp_path, monkeypatch
@@ -179,13 +179,15 @@ def test_a_run_from_the_server_resumes_exactly_with_its_checkpoints_there(
     monkeypatch.chdir(tmp_path)
     runs = f"{reader.rsplit('/', 1)[0]}/runs"
     train = {"max_steps": 6, "limit_val_batches": 1, "enable_checkpointing": True}
-    dm, hashes = OrderedLMDataModule(cache_dir=reader, **{**SMALL, "batch_size": 8}), BatchHashes()
+    # Two loader workers: each fetches through its own connection into the machine's local cache.
+    loader = {**SMALL, "batch_size": 8, "num_workers": 2}
+    dm, hashes = OrderedLMDataModule(cache_dir=reader, **loader), BatchHashes()
     every = ModelCheckpoint(dirpath=f"{runs}/ckpt", every_n_train_steps=1, save_top_k=-1, filename="{step}")
     quiet_trainer(runs, [OrderValidator(), hashes, every], **train).fit(model("lm", dm), dm)
     fs = fsspec.filesystem("s3")
     assert fs.exists(f"{runs}/ckpt/step=3.ckpt") and fs.exists(f"{runs}/ckpt/tokenizer/tokenizer.json")
     resumed, again, validator = (
-        OrderedLMDataModule(cache_dir=reader, **{**SMALL, "batch_size": 8}),
+        OrderedLMDataModule(cache_dir=reader, **loader),
         BatchHashes(),
         OrderValidator(),
     )
