@@ -105,12 +105,18 @@ def test_a_live_holder_is_waited_for_and_named_at_the_timeout(s3_bucket, tmp_pat
     assert not fs.exists(f"{cache.url}/{MANIFEST_NAME}")
 
 
-def test_a_manifest_committed_meanwhile_is_reused_not_overwritten(s3_bucket, tmp_path):
-    """The conditional write: a preparer whose manifest is second keeps the first one."""
+def test_a_manifest_committed_meanwhile_is_reused_not_overwritten(s3_bucket, tmp_path, monkeypatch):
+    """The conditional write: a preparer whose manifest comes second (its lease was taken over) keeps the first."""
     cache, fs = _cache(s3_bucket)
-    staged = _staged(tmp_path)
-    fs.pipe_file(f"{cache.url}/{MANIFEST_NAME}", b"the first commit")
-    cache._upload(staged, "prepare_data")
+    real = remote_cache.upload_file
+
+    def another_commits_first(fs_, local, url) -> None:
+        real(fs_, local, url)
+        if not fs.exists(f"{cache.url}/{MANIFEST_NAME}"):
+            fs.pipe_file(f"{cache.url}/{MANIFEST_NAME}", b"the first commit")
+
+    monkeypatch.setattr(remote_cache, "upload_file", another_commits_first)
+    cache.publish(lambda staging: _staged(tmp_path))
     assert fs.cat_file(f"{cache.url}/{MANIFEST_NAME}") == b"the first commit"
 
 
