@@ -179,15 +179,32 @@ def write_owned_folder(
             fs.pipe_file(join(fresh, file_name), data)
         fs.pipe_file(join(fresh, OWNERSHIP_FILE), json.dumps(record, indent=2, sort_keys=True).encode())
         if owned is not None:
-            fs.mv(target, aside, recursive=True)
-        fs.mv(fresh, target, recursive=True)
+            _move_folder(fs, target, aside, [*owned, OWNERSHIP_FILE])
+        _move_folder(fs, fresh, target, [*files, OWNERSHIP_FILE])
     except OSError:
         _remove_quietly(fs, fresh)
         if owned is not None and fs.lexists(aside) and not fs.lexists(target):
-            fs.mv(aside, target, recursive=True)  # ours again, as it was
+            _move_folder(fs, aside, target, [*owned, OWNERSHIP_FILE])  # ours again, as it was
         raise
     _remove_quietly(fs, aside)
     return _shown(path, fs)
+
+
+def _move_folder(fs: AbstractFileSystem, source: str, dest: str, names: list[str]) -> None:
+    """Moves the flat folder ``source`` (holding ``names``) to ``dest``: one rename locally, a copy per file on a store.
+
+    An object store has no folders: ``mv(recursive=True)`` of a prefix asks s3fs to copy the
+    prefix itself as an object (``NoSuchKey``), so each file is copied by name, then the source
+    removed.
+    """
+    if isinstance(fs, LocalFileSystem):
+        fs.mv(source, dest, recursive=True)
+        return
+    for name in names:
+        fs.copy(join(source, name), join(dest, name))
+    fs.rm([join(source, name) for name in names])
+    fs.invalidate_cache(source)
+    fs.invalidate_cache(dest)
 
 
 def _remove_quietly(fs: AbstractFileSystem, path: str) -> None:

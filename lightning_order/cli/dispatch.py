@@ -295,6 +295,8 @@ def _prepare_light(argv: list[str], spec: PipelineSpec) -> int:
         return int(done.code or 0)
     from lightning_order.cli.console import error_lines, prepare_report, print_error
     from lightning_order.data.engine import cache as _cache
+    from lightning_order.data.engine.object_store import is_url
+    from lightning_order.data.engine.remote_cache import publish_prepared
     from lightning_order.errors import LightningOrderError
     from lightning_order.pipelines import resolve
 
@@ -306,9 +308,14 @@ def _prepare_light(argv: list[str], spec: PipelineSpec) -> int:
     except LightningOrderError as err:
         print_error(error_lines(err))
         return EXIT_REFUSED
-    root = Path(config.cache_dir).expanduser() if config.cache_dir else _cache.default_cache_dir()
     try:
-        folder = preparation.prepare_cache(root, config, order, required=spec.files)
+        if config.cache_dir is not None and is_url(config.cache_dir):  # published there, never a folder "s3:"
+            remote = publish_prepared(preparation, config, order, required=spec.files)
+            remote.load_manifest("prepare_data")
+            folder = remote.mirror  # the manifest's local copy, for the report
+        else:
+            root = Path(config.cache_dir).expanduser() if config.cache_dir else _cache.default_cache_dir()
+            folder = preparation.prepare_cache(root, config, order, required=spec.files)
     except LightningOrderError as err:
         print_error(error_lines(err))
         return EXIT_REFUSED

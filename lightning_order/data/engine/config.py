@@ -334,13 +334,9 @@ class BaseDataConfig(InputFiles):
                 f"prepare_data: storage_options must be a mapping of option names to values "
                 f"(the fsspec filesystem's keyword arguments), got {type(self.storage_options).__name__}"
             )
-        if self.cache_dir is not None and is_url(self.cache_dir):
-            # Until the cache is published to object storage (#46), never a local folder named "s3:".
-            raise DataError(
-                f"prepare_data: cache_dir={self.cache_dir!r} is on object storage, where the prepared cache "
-                "cannot be published yet; give a local or shared folder"
-            )
-        if self.cache_dir is not None:  # "$SCRATCH/x" expanded (or refused), never a folder named "$SCRATCH"
+        # "$SCRATCH/x" expanded (or refused), never a folder named "$SCRATCH"; a URL is the store's
+        # (published there by remote_cache), never a local folder named "s3:".
+        if self.cache_dir is not None and not is_url(self.cache_dir):
             set_("cache_dir", expand_path(self.cache_dir, "cache_dir", "prepare_data"))
 
     @classmethod

@@ -28,6 +28,7 @@ the resume exact also where Lightning drops the first (a ``configure_optimizers`
 from __future__ import annotations
 
 from dataclasses import replace
+from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any, ClassVar, cast
 
@@ -38,7 +39,10 @@ from lightning_order import compat as pl
 from lightning_order.data.engine import cache as _cache
 from lightning_order.data.engine.config import BaseDataConfig
 from lightning_order.data.engine.loaders import ResumableLoader, make_loader, make_train_loader
+from lightning_order.data.engine.object_store import is_url
+from lightning_order.data.engine.remote_cache import RemoteCache, publish_prepared
 from lightning_order.data.engine.runner import DataState, StepContext, run_steps, split_phases
+from lightning_order.data.engine.shard_cache import RemoteFiles
 from lightning_order.ledger import StepLedger
 from lightning_order.order import Pipeline
 from lightning_order.parallelism import data_parallel
@@ -68,6 +72,9 @@ class OrderedDataModuleBase(pl.LightningDataModule):
 
     #: The name of the spec this DataModule belongs to (a key of :data:`lightning_order.pipelines.PIPELINES`).
     pipeline_name: ClassVar[str]
+    #: Files of a cache on object storage that stay there until read (patterns, ``fnmatch``): the
+    #: rest (manifest, tokenizer, indexes) is copied to the local mirror, verified, at ``setup``.
+    lazy_files: ClassVar[tuple[str, ...]] = ()
     config: BaseDataConfig
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -120,6 +127,12 @@ class OrderedDataModuleBase(pl.LightningDataModule):
         )
         #: The pipeline fingerprint: the hash of everything that shapes the prepared data.
         self.cache_key: str = preparation.cache_key(cfg, self.order)
+        #: The cache on object storage (``cache_dir`` an ``s3://`` or other fsspec URL), else ``None``.
+        self.remote_cache: RemoteCache | None = (
+            RemoteCache(cfg.cache_dir, self.cache_key, cfg.storage_options)
+            if cfg.cache_dir is not None and is_url(cfg.cache_dir)
+            else None
+        )
         self._ledger: StepLedger | None = None
         self._tokenizer: Tokenizer | None = None
         self._verified: tuple[str, str | None] | None = None  # the cache key and build this instance verified
@@ -149,7 +162,9 @@ class OrderedDataModuleBase(pl.LightningDataModule):
     # -- the cache -------------------------------------------------------------------------
     @property
     def cache_root(self) -> Path:
-        """The cache root folder (``cache_dir`` or the default)."""
+        """The cache root folder (``cache_dir`` or the default; for a ``cache_dir`` on object storage, its local mirror's)."""
+        if self.remote_cache is not None:
+            return self.remote_cache.mirror.parent
         return Path(self.cache_dir).expanduser() if self.cache_dir else _cache.default_cache_dir()
 
     @property
@@ -161,13 +176,20 @@ class OrderedDataModuleBase(pl.LightningDataModule):
         """Runs the steps before ``shard`` once and publishes the cache folder (no state is assigned).
 
         Under a file lock: the first process prepares, the others wait and then find the
-        finished cache. A complete cache of the same configuration is reused at once.
+        finished cache. A complete cache of the same configuration is reused at once. A
+        ``cache_dir`` on object storage is published there (:mod:`~.remote_cache`: staged locally,
+        uploaded, the manifest last; a lock object instead of the file lock).
         """
+        if self.remote_cache is not None:
+            publish_prepared(self._preparation(), self.config, self.order, self._hooks(), self.spec().files)
+            return
         self._preparation().prepare_cache(
             self.cache_root, self.config, self.order, self._hooks(), required=self.spec().files
         )
 
     def _ensure_prepared(self) -> Path:
+        if self.remote_cache is not None:
+            return self._ensure_remote(self.remote_cache)
         # Every file of the cache is verified against the manifest's hashes once per published
         # build: a folder prepared anew since (a damaged one rebuilt by prepare_data) is verified
         # again, and what was read from the old one (manifest, tokenizer) is dropped.
@@ -180,6 +202,31 @@ class OrderedDataModuleBase(pl.LightningDataModule):
                 self._ledger, self._tokenizer = None, None
             self._verified = (self.cache_key, published)
         return self.cache_path
+
+    def _ensure_remote(self, remote: RemoteCache) -> Path:
+        # The published build on the store is checked with one listing (every listed file there,
+        # of its size) and its small files copied to the mirror, verified; large ones are verified
+        # as they are fetched (remote_files).
+        published = remote.identity()
+        if self._verified != (self.cache_key, published):
+            if remote.problems(self.spec().files, "setup"):
+                self.prepare_data()
+                published = remote.identity()
+            ledger = remote.load_manifest("setup")
+            eager = [
+                name
+                for name in ledger.info.get("files") or {}
+                if not any(fnmatch(name, pattern) for pattern in self.lazy_files)
+            ]
+            remote.sync(ledger, eager)
+            if self._verified is not None:
+                self._ledger, self._tokenizer = None, None
+            self._verified = (self.cache_key, published)
+        return remote.mirror
+
+    def remote_files(self, ledger: StepLedger) -> RemoteFiles | None:
+        """The fetcher of the cache's large files into the bounded local cache (``None``: a local cache)."""
+        return None if self.remote_cache is None else self.remote_cache.files(ledger)
 
     def _manifest(self) -> StepLedger:
         if self._ledger is None:

@@ -19,6 +19,7 @@ file system), never copied.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -172,13 +173,16 @@ def _unreadable(path: Path, err: Exception) -> DataError:
     )
 
 
-def read_blocks(path: Path) -> dict[str, Any]:
+def read_blocks(path: Path, fetch: Callable[[Path], Path] | None = None) -> dict[str, Any]:
     """The packed splits (:class:`~.block_shards.ShardedBlocks`: each shard memory-mapped when read) and
-    each split's document hashes (memory-mapped ``int64``: a rank never loads them whole)."""
+    each split's document hashes (memory-mapped ``int64``: a rank never loads them whole).
+
+    ``fetch``: for a cache on object storage, the local copy of a block shard (see :class:`~.block_shards.ShardedBlocks`).
+    """
     out: dict[str, Any] = {}
     try:
         for name in SPLITS:
-            out[name] = ShardedBlocks.open(path / name / "blocks")
+            out[name] = ShardedBlocks.open(path / name / "blocks", fetch)
             out[f"{name}_doc_hashes"] = np.load(path / name / "doc_hashes.npy", mmap_mode="r")
     except (OSError, ValueError) as err:
         raise _unreadable(path, err) from err

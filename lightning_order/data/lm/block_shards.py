@@ -8,14 +8,18 @@ writes the partitions' joined tails as one more shard per source, and an index
 split are the shards' concatenation in index order, the same rows as one block file would hold.
 
 :class:`ShardedBlocks` reads them: each shard memory-mapped read-only when first touched; what
-a process holds is the index (O(partitions)), never a structure that grows with the blocks.
+a process holds is the index (O(partitions)), never a structure that grows with the blocks. For
+a cache on object storage, ``fetch`` gives the local copy of a shard (fetched and verified into
+the bounded local cache on first touch: :class:`~lightning_order.data.engine.shard_cache.RemoteFiles`);
+the maps of copies evicted since are dropped when the next shard is opened, so what a process
+maps stays within that cache.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -80,20 +84,30 @@ class ShardedBlocks:
         folder: the split's ``blocks/`` folder.
         shards: ``(file name, block count)`` per shard, in the global block order.
         width: tokens per block (the index's: the shards' own).
+        fetch: for a cache on object storage, the local copy of the shard at a path under
+            ``folder`` (``None``: the shards are in ``folder``).
     """
 
     dtype = np.dtype(np.int32)
 
-    def __init__(self, folder: str | os.PathLike[str], shards: Sequence[tuple[str, int]], width: int) -> None:
+    def __init__(
+        self,
+        folder: str | os.PathLike[str],
+        shards: Sequence[tuple[str, int]],
+        width: int,
+        fetch: Callable[[Path], Path] | None = None,
+    ) -> None:
         self.folder = Path(folder)
+        self.fetch = fetch
         self.files = tuple(str(name) for name, _ in shards)
         self.counts = tuple(int(rows) for _, rows in shards)
         self.width = int(width)
         self._starts = np.concatenate([[0], np.cumsum(self.counts, dtype=np.int64)]).astype(np.int64)
         self._maps: dict[int, np.ndarray] = {}
+        self._paths: dict[int, Path] = {}
 
     @classmethod
-    def open(cls, folder: str | os.PathLike[str]) -> ShardedBlocks:
+    def open(cls, folder: str | os.PathLike[str], fetch: Callable[[Path], Path] | None = None) -> ShardedBlocks:
         """The shards that ``folder/index.json`` lists.
 
         Raises:
@@ -112,7 +126,7 @@ class ShardedBlocks:
                 "or was written by another version: delete that folder and run again",
                 step="setup",
             ) from err
-        return cls(folder, shards, width)
+        return cls(folder, shards, width, fetch)
 
     def __len__(self) -> int:
         return int(self._starts[-1])
@@ -137,6 +151,12 @@ class ShardedBlocks:
         if found is not None:
             return found
         path = self.folder / self.files[s]
+        if self.fetch is not None:
+            path = self.fetch(path)
+            for other, mapped in list(self._paths.items()):  # copies evicted since: their maps go too
+                if not mapped.exists():
+                    self._maps.pop(other, None)
+                    self._paths.pop(other, None)
         try:
             array = np.load(path, mmap_mode="r")
         except (OSError, ValueError) as err:
@@ -148,6 +168,7 @@ class ShardedBlocks:
                 f"({self.counts[s]}, {self.width}) int32",
             )
         self._maps[s] = array
+        self._paths[s] = path
         return np.asarray(array)
 
     def __getitem__(self, key: Any) -> np.ndarray:
@@ -181,7 +202,7 @@ class ShardedBlocks:
 
     def __getstate__(self) -> dict[str, Any]:
         # a loader worker started by spawn opens its own maps; pickling a map would copy the data
-        return {**self.__dict__, "_maps": {}}
+        return {**self.__dict__, "_maps": {}, "_paths": {}}
 
 
 def _damaged(path: Path, what: str) -> DataError:

@@ -173,6 +173,9 @@ class OrderedLMDataModule(OrderedDataModuleBase):
     """
 
     pipeline_name: ClassVar[str] = NAME
+    #: On object storage, the block shards are fetched when a rank reads them, the documents when
+    #: :meth:`documents` is called; the rest is copied to the local mirror at ``setup``.
+    lazy_files: ClassVar[tuple[str, ...]] = ("*/blocks/*.npy", "*/documents/*")
     config: LMConfig
 
     @config_constructor(LMConfig)  # the positional order is the fields' (data/engine/arguments.py)
@@ -277,7 +280,12 @@ class OrderedLMDataModule(OrderedDataModuleBase):
         counts = (self._manifest().info.get("documents") or {}).get(split)
         if counts is None:
             raise ValueError(f"split must be 'train' or 'val', got {split!r}")
-        return read_documents(self._ensure_prepared(), split, counts)
+        path = self._ensure_prepared()
+        if self.remote_cache is not None:  # documents stay on the store until asked for
+            ledger = self._manifest()
+            prefix = f"{split}/documents/"
+            self.remote_cache.sync(ledger, [n for n in ledger.info.get("files") or {} if n.startswith(prefix)])
+        return read_documents(path, split, counts)
 
     def data_fingerprints(self) -> dict[str, str]:
         """``{"manifest", "split", "vocab", "corpus", "tokenizer"}``: what every rank and a resumed run must share.
@@ -295,7 +303,7 @@ class OrderedLMDataModule(OrderedDataModuleBase):
 
     # -- setup and loaders (the template: OrderedDataModuleBase) ---------------------------
     def read_prepared(self, path: Path, ledger: StepLedger) -> DataState:
-        arrays = read_blocks(path)
+        arrays = read_blocks(path, self.remote_files(ledger))
         self._doc_hashes = {"train": arrays["train_doc_hashes"], "val": arrays["val_doc_hashes"]}
         pack = ledger.latest("pack")  # a mixture's record: shard draws the train blocks by weight from it
         mixture = pack.stats.get("mixture") if pack is not None else None
