@@ -165,6 +165,48 @@ class OrderGuard:
             return _DONE
         return _FirstStep(self)
 
+    def watch_step(self) -> None:
+        """Runs :meth:`check` and installs the step-1 observer (hooks on the token embedding,
+        ``F.cross_entropy`` wrapped); :meth:`judge_step` judges what it saw.
+
+        For loops whose step is not one Python block (a ``transformers`` Trainer's hooks); a loop of
+        your own uses :meth:`step`. Collective under ``torch.distributed``.
+        """
+        self.check()
+        if self.checked or self._observer is not None:
+            return
+        self._observer = _adapter().step_one_observer(self.model, on_overflow=self._overflow)
+        self._observer.install()
+
+    def judge_step(self) -> None:
+        """Judges step 1 from what the observer saw (once), before its optimizer step; removes the observer.
+
+        Sampled guesses that step 1 did not decide are warned. Collective under ``torch.distributed``:
+        every rank reaches it at the same point of the same step.
+
+        Raises:
+            OrderError: step 1 shows a violation (``on_violation="raise"``).
+        """
+        if self.checked:
+            return
+        self.checked = True
+        observer, self._observer = self._observer, None
+        core, pre = _adapter(), self._pre
+        if pre is None:  # judged without a check: nothing known of the data, the step alone decides
+            self.check()
+            pre = self._pre
+        found, unproven = core.judge_first_step(self._view, observer, pre.facts, pre.guesses)
+        self.sampled_warnings = unproven
+        core.warn_unproven(self._view, unproven, "OrderGuard")
+        self._act(found, "OrderGuard (step 1, before its optimizer step)")
+
+    def stop_watching(self) -> None:
+        """Removes the observer without judging (the step failed): nothing is watched any more."""
+        observer, self._observer = self._observer, None
+        if observer is not None:
+            observer.remove()
+        self.checked = True
+
     # -- helpers ---------------------------------------------------------------------------------
     def _act(self, violations: list[Violation], where: str, fatal: bool = False) -> None:
         """Raises (``fatal`` always) or warns on rank 0, with the callback's report."""
@@ -176,7 +218,7 @@ class OrderGuard:
             violations, view, where, planned_hours=self.planned_hours, gpu_hour_price=self.gpu_hour_price
         )
         if self.on_violation == "raise" or fatal:
-            self.checked = True  # stopped: nothing more to watch
+            self.stop_watching()  # stopped: nothing more to watch
             raise error
         if view is None or view.is_global_zero:
             warnings.warn(str(error), OrderWarning, stacklevel=3)
@@ -184,29 +226,9 @@ class OrderGuard:
     def _overflow(self, step: Any) -> None:
         """An id beyond the token embedding: reported before the embedding fails on it (inside the
         forward, so no all-gather, as the callback's; every rank that sees it raises)."""
-        if self._observer is not None:
-            self._observer.remove()
-        self.checked = True
+        self.stop_watching()
         where = "OrderGuard (step 1, entering the token embedding)"
         self._act(_adapter().overflow_violations(step), where, fatal=True)
-
-    def _begin_step_one(self) -> Any:
-        self.check()
-        self._observer = observer = _adapter().step_one_observer(self.model, on_overflow=self._overflow)
-        observer.install()
-        return observer
-
-    def _judge_step_one(self, observer: Any) -> None:
-        if self.checked:  # the overflow report already stopped it
-            return
-        self.checked = True
-        core, pre = _adapter(), self._pre
-        if pre is None:  # never: _begin_step_one ran check(), which sets it or raised
-            return
-        found, unproven = core.judge_first_step(self._view, observer, pre.facts, pre.guesses)
-        self.sampled_warnings = unproven
-        core.warn_unproven(self._view, unproven, "OrderGuard")
-        self._act(found, "OrderGuard (step 1, before its optimizer step)")
 
 
 class _FirstStep:
@@ -214,17 +236,15 @@ class _FirstStep:
 
     def __init__(self, guard: OrderGuard) -> None:
         self.guard = guard
-        self.observer: Any = None
 
     def __enter__(self) -> _FirstStep:
-        self.observer = self.guard._begin_step_one()
+        self.guard.watch_step()
         return self
 
     def __exit__(
         self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
     ) -> None:
         if kind is not None:  # the step failed (or the overflow report stopped it): nothing to judge
-            self.observer.remove()
-            self.guard.checked = True
+            self.guard.stop_watching()
             return
-        self.guard._judge_step_one(self.observer)
+        self.guard.judge_step()
