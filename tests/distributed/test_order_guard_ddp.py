@@ -1,6 +1,7 @@
-"""Issue #47 item 1 under DDP: ``OrderGuard`` in a Fabric loop with ``strategy="ddp"`` (2 CPU ranks, gloo),
-every planted bug and the correct run in one launch of tests/distributed/ddp_scripts/order_guard_fabric_ddp.py.
-The same cases in one process: tests/integration/test_order_guard.py.
+"""Issue #47 item 1 under DDP: ``OrderGuard`` in a Fabric loop with ``strategy="ddp"`` and in a plain loop
+with torch's ``DistributedDataParallel`` (2 CPU ranks, gloo), every planted bug and the correct run in one
+launch of tests/distributed/ddp_scripts/order_guard_fabric_ddp.py. The same cases in one process:
+tests/integration/test_order_guard.py.
 """
 
 from __future__ import annotations
@@ -23,4 +24,9 @@ def test_every_rank_raises_the_same_error_before_any_optimizer_step(tmp_path):
         assert len(correct["losses"]) == 6 and correct["losses"][-1] < correct["losses"][0], correct
         for bug in BUGS:
             assert result[bug]["rules"][0] == bug and result[bug]["unchanged"], (bug, result[bug])
-    assert all(ranks[0][bug]["rules"] == ranks[1][bug]["rules"] for bug in BUGS), ranks
+        plain = result["plain-correct"]
+        assert plain["rules"] == [] and len(plain["losses"]) == 6 and not plain["unchanged"], plain
+        for bug in ("labels-shifted-twice", "train-val-overlap"):
+            case = result[f"plain-{bug}"]
+            assert case["rules"][0] == bug and case["unchanged"], (bug, case)
+    assert all(ranks[0][case]["rules"] == ranks[1][case]["rules"] for case in ranks[0]), ranks
