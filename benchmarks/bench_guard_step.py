@@ -100,7 +100,8 @@ def hf_cost(steps: int, repeats: int) -> dict[str, float]:
     from lightning_order.integrations.transformers import OrderCallback
 
     run = plain_loop.build(None)
-    rows = [{"input_ids": x.tolist(), "labels": x.tolist()} for x, _ in run.train_loader.dataset]
+    windows = run.train_loader.dataset
+    rows = [{"input_ids": windows[i][0].tolist(), "labels": windows[i][0].tolist()} for i in range(len(windows))]
 
     class Timer(transformers.TrainerCallback):
         def __init__(self) -> None:
