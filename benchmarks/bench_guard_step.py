@@ -37,9 +37,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 
-import plain_loop  # noqa: E402  (examples/ on the path first)
+import plain_loop
 
-from lightning_order import OrderGuard  # noqa: E402
+from lightning_order import OrderGuard
 
 
 def _step(run: plain_loop.Run, model: Any, x: torch.Tensor, y: torch.Tensor, guard: Any, backward: Any) -> float:

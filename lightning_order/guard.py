@@ -144,14 +144,7 @@ class OrderGuard:
         Raises:
             OrderError: something is wrong (``on_violation="raise"``, or a fatal check).
         """
-        if self._pre is not None:
-            return
-        core = _adapter()
-        self._view = view = core.run_view(
-            self.model, self.train_loader, self.val_loader, self.datamodule, self.tokenizer
-        )
-        self._pre = pre = core.checks_before_step_one(view, self.settings)
-        self._act(pre.violations, "OrderGuard (before step 1)", fatal=pre.fatal)
+        self._pre_step()
 
     def step(self) -> contextlib.AbstractContextManager[Any]:
         """A context for one training step's forward and backward; the first one is watched and judged.
@@ -191,10 +184,7 @@ class OrderGuard:
             return
         self.checked = True
         observer, self._observer = self._observer, None
-        core, pre = _adapter(), self._pre
-        if pre is None:  # judged without a check: nothing known of the data, the step alone decides
-            self.check()
-            pre = self._pre
+        core, pre = _adapter(), self._pre_step()
         found, unproven = core.judge_first_step(self._view, observer, pre.facts, pre.guesses)
         self.sampled_warnings = unproven
         core.warn_unproven(self._view, unproven, "OrderGuard")
@@ -208,6 +198,19 @@ class OrderGuard:
         self.checked = True
 
     # -- helpers ---------------------------------------------------------------------------------
+    def _pre_step(self) -> PreStep:
+        """What the checks before step 1 found (run on the first call; raises or warns then)."""
+        if self._pre is not None:
+            return self._pre
+        core = _adapter()
+        self._view = view = core.run_view(
+            self.model, self.train_loader, self.val_loader, self.datamodule, self.tokenizer
+        )
+        pre: PreStep = core.checks_before_step_one(view, self.settings)
+        self._pre = pre
+        self._act(pre.violations, "OrderGuard (before step 1)", fatal=pre.fatal)
+        return pre
+
     def _act(self, violations: list[Violation], where: str, fatal: bool = False) -> None:
         """Raises (``fatal`` always) or warns on rank 0, with the callback's report."""
         self.violations = merge_violations(self.violations, violations)
