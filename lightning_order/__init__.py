@@ -22,6 +22,7 @@ __version__ = "0.1.0"
 _LAZY: dict[str, str] = {
     "OrderValidator": "lightning_order.callbacks",
     "SymptomMonitor": "lightning_order.callbacks",
+    "OrderGuard": "lightning_order.guard",
     "Diagnosis": "lightning_order.checks.symptoms",
     "OrderedDataModule": "lightning_order.data.text.datamodule",
     "make_demo_corpus": "lightning_order.data.text.demo",
@@ -120,6 +121,7 @@ if TYPE_CHECKING:
     from lightning_order.errors import OutputWarning as OutputWarning
     from lightning_order.errors import StepNameError as StepNameError
     from lightning_order.fingerprints import data_fingerprint as data_fingerprint
+    from lightning_order.guard import OrderGuard as OrderGuard
     from lightning_order.ledger import StepLedger as StepLedger
     from lightning_order.ledger import StepRecord as StepRecord
     from lightning_order.ledger import fingerprint as fingerprint

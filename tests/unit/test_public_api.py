@@ -13,7 +13,7 @@ start_preloaded()  # its imports overlap the other tests
 
 
 def test_every_public_name_imports_and_all_is_unchanged():
-    assert len(lightning_order.__all__) == len(set(lightning_order.__all__)) == 57
+    assert len(lightning_order.__all__) == len(set(lightning_order.__all__)) == 58  # 57 + OrderGuard (#47)
     for name in lightning_order.__all__:
         assert getattr(lightning_order, name) is not None, name
     assert set(lightning_order.__all__) <= set(dir(lightning_order))
