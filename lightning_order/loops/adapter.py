@@ -5,7 +5,7 @@ Hugging Face Trainer has a model and loaders instead; this module stands in for 
 
 - :class:`LoaderData`: a "datamodule" over plain loaders (``train_dataloader()``,
   ``val_dataloader()``, ``tokenizer``), which is all the validator's gathers read of one;
-- :class:`RunView`: what the gathers and :func:`~lightning_order.callbacks.validator.gather.run_phase`
+- :class:`RunView`: what the gathers and :func:`~lightning_order.callbacks.validator.phases.run_phase`
   read off a Trainer (the datamodule, the module, the train loader, the world size and rank from
   ``torch.distributed``);
 - :func:`checks_before_step_one`: the phases the callback runs before step 1 (``setup``,
@@ -31,10 +31,16 @@ import torch
 from torch import nn
 
 from lightning_order.callbacks.validator.content import sampled_evidence
-from lightning_order.callbacks.validator.evidence import data_dims, data_fingerprints, phase_evidence
-from lightning_order.callbacks.validator.gather import agree, all_gather, run_phase
 from lightning_order.callbacks.validator.lm import is_hf_model, tokenizer_in_use
-from lightning_order.callbacks.validator.state import ValidatorState
+from lightning_order.callbacks.validator.phases import (
+    ValidatorState,
+    agree,
+    all_gather,
+    data_dims,
+    data_fingerprints,
+    phase_evidence,
+    run_phase,
+)
 from lightning_order.callbacks.validator.step_one import StepOneObserver
 from lightning_order.checks.lm import fit_fixes_to_model
 from lightning_order.checks.registry import Phase
@@ -185,7 +191,7 @@ def checks_before_step_one(view: RunView, settings: Mapping[str, Any]) -> PreSte
     samples = {"train": train_sample[0], "train_size": train_sample[1], "content": content}
     found = PreStep()
     for phase, given in ((Phase.SETUP, {"samples": samples}), (Phase.FIT_START, {}), (Phase.TRAIN_START, {})):
-        evidence = phase_evidence(view, phase, module, state, STANDARD_PIPELINE, settings, **given)
+        evidence = phase_evidence(phase, dm, module, view.world_size, state, STANDARD_PIPELINE, settings, **given)
         result = run_phase(view, phase, evidence)
         violations = result.violations
         if phase is Phase.FIT_START:  # resize_token_embeddings for transformers models
