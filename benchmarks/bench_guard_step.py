@@ -38,11 +38,14 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 
 import plain_loop
+from figures import command_line, write_results
 
 from lightning_order import OrderGuard
 
 
-def _step(run: plain_loop.Run, model: Any, x: torch.Tensor, y: torch.Tensor, guard: Any, backward: Any) -> float:
+def _step(
+    run: plain_loop.Run, model: Any, x: torch.Tensor, y: torch.Tensor, guard: Any, backward: Any
+) -> float:
     start = time.thread_time()
     with guard.step() if guard is not None else _bare():
         _, loss = model(x, y)
@@ -101,7 +104,9 @@ def hf_cost(steps: int, repeats: int) -> dict[str, float]:
 
     run = plain_loop.build(None)
     windows = run.train_loader.dataset
-    rows = [{"input_ids": windows[i][0].tolist(), "labels": windows[i][0].tolist()} for i in range(len(windows))]
+    rows = [
+        {"input_ids": windows[i][0].tolist(), "labels": windows[i][0].tolist()} for i in range(len(windows))
+    ]
 
     class Timer(transformers.TrainerCallback):
         def __init__(self) -> None:
@@ -159,11 +164,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--loops", default="plain,fabric,hf-trainer")
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--results", action="store_true", help="write benchmarks/results/guard_step.json")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     warnings.filterwarnings("ignore")
-    result: dict[str, Any] = {"no-op µs": noop_cost(), "steps": args.steps, "repeats": args.repeats}
-    print(f"guard.step() after step 1: {result['no-op µs']:.3f} µs")
+    result: dict[str, Any] = {"noop_us": noop_cost(), "steps": args.steps, "repeats": args.repeats}
+    print(f"guard.step() after step 1: {result['noop_us']:.3f} µs")
     for loop in args.loops.split(","):
         if loop == "hf-trainer":
             medians = hf_cost(args.steps, args.repeats)
@@ -178,6 +184,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         )
     if args.json is not None:
         args.json.write_text(json.dumps(result, indent=2))
+    if args.results:
+        print(
+            write_results(
+                "guard_step", result, command_line(None if argv is None else ["bench_guard_step.py", *argv])
+            )
+        )
     return result
 
 
