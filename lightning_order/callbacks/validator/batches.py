@@ -59,7 +59,9 @@ def sample_batch(dm: Any, loader_name: str, rows: int) -> tuple[Any, int | None]
         if size == 0:
             return None, 0
         getitems = getattr(dataset, "__getitems__", None)
-        with untouched(loader) as blocked:  # an augmentation, a generator or a counter on the dataset: put back
+        with untouched(
+            loader
+        ) as blocked:  # an augmentation, a generator or a counter on the dataset: put back
             if blocked is not None:
                 note_unread(dataset, blocked)
                 return None, size

@@ -385,7 +385,9 @@ class OrderValidator(Callback):
         self._unwatch()
 
     # -- helpers ---------------------------------------------------------------------------
-    def _run(self, trainer: pl.Trainer, phase: Phase, pl_module: Any, where: str, **given: Any) -> PhaseResult:
+    def _run(
+        self, trainer: pl.Trainer, phase: Phase, pl_module: Any, where: str, **given: Any
+    ) -> PhaseResult:
         """The registered checks of ``phase`` on this run's evidence and ``given``'s; raises or warns."""
         settings = {
             "sample_rows": self.sample_rows,
@@ -422,7 +424,8 @@ class OrderValidator(Callback):
         result = self._run(trainer, Phase.FIT_START, pl_module, where, checkpoint=checkpoint or None)
         # An LM run's guesses from sampled rows wait for step 1, which decides or warns them.
         self._step_one = StepOneWatch(
-            list(result.facts.get("lm_sampled_guesses", ())), result.facts.get("lm_token_facts") or TokenFacts()
+            list(result.facts.get("lm_sampled_guesses", ())),
+            result.facts.get("lm_token_facts") or TokenFacts(),
         )
         resume_calling(self, *_STEP_ONE_HOOKS)  # this fit's step 1 is watched
         if trainer.state.fn != "fit":
