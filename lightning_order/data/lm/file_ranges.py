@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from lightning_order.data.engine.inputs import local_files, object_files
-from lightning_order.data.engine.object_store import is_url, open_input, remote_errors
+from lightning_order.data.engine.object_store import is_url, open_input, remote_errors, url_filesystem
 from lightning_order.data.engine.storage import read_errors
 
 __all__ = [
@@ -159,7 +159,14 @@ def plan_ranges(cfg: Any, files: list[Path | str], range_bytes: int | None = Non
 def file_size(cfg: Any, path: Path | str) -> int:
     """``path``'s size as the config identified it (an object's from the store's metadata: no second request)."""
     known = getattr(cfg, "input_sizes", {}).get(str(path))
-    return int(known) if known is not None else Path(path).stat().st_size
+    if known is not None:
+        return int(known)
+    if not is_url(path):
+        return Path(path).stat().st_size
+    options = getattr(cfg, "storage_options", None)
+    fs, name = url_filesystem(str(path), options)
+    with remote_errors("load", str(path), options):
+        return int(fs.size(name))
 
 
 def _footer(path: Path | str, storage_options: Any) -> Any:
