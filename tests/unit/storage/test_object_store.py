@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 
 from lightning_order import OrderedLMDataModule
-from lightning_order.data.engine.object_store import is_url, object_identity, redact, remote_errors, url_filesystem
+from lightning_order.data.engine.object_store import (
+    is_url,
+    object_identity,
+    redact,
+    remote_errors,
+    url_filesystem,
+)
 from lightning_order.errors import DataError
 
 
@@ -32,7 +38,9 @@ def test_url_filesystem_gives_the_filesystem_and_its_path() -> None:
 
 
 def test_a_scheme_whose_package_is_missing_is_one_line_naming_the_package() -> None:
-    with pytest.raises(DataError, match=r"gs://, which needs gcsfs \(not installed\): pip install gcsfs") as info:
+    with pytest.raises(
+        DataError, match=r"gs://, which needs gcsfs \(not installed\): pip install gcsfs"
+    ) as info:
         url_filesystem("gs://bucket/corpus.jsonl")
     assert info.value.step == "load" and "\n" not in str(info.value)
 
