@@ -141,6 +141,11 @@ def remote_error(
             "check the credentials: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (or storage_options key / secret) "
             "and that they may read this object"
         )
+    elif "offline mode" in lowered:  # datasets refuses every URL, s3:// too, with HF_HUB_OFFLINE=1
+        fix = (
+            "datasets reads no URL while HF_HUB_OFFLINE (or HF_DATASETS_OFFLINE) is set: unset it for this run, "
+            "or copy the objects to a local folder"
+        )
     elif isinstance(error, FileNotFoundError) or "nosuchbucket" in lowered or "nosuchkey" in lowered:
         fix = "check the bucket and the key (and AWS_ENDPOINT_URL, or storage_options endpoint_url)"
     else:

@@ -29,9 +29,11 @@ from lightning_order.data.engine.storage import read_errors
 __all__ = [
     "MIN_RANGE_BYTES",
     "OBJECT_READ",
+    "PARQUET_READ",
     "RANGE_BYTES",
     "FileRange",
     "file_size",
+    "parquet_footer",
     "plan_ranges",
     "range_size",
     "worker_files",
@@ -47,6 +49,9 @@ _BOM = b"\xef\xbb\xbf"
 #: How a worker opens an object: requests of 256 KiB past what it asked for at most (s3fs reads
 #: 50 MiB ahead by default: a range's worker would fetch most of the next range too).
 OBJECT_READ = {"block_size": 256 << 10, "cache_type": "readahead"}
+#: How a worker opens a Parquet object: each of pyarrow's reads (the footer, the column's chunks,
+#: coalesced by pyarrow) is one request of exactly its bytes.
+PARQUET_READ = {"block_size": 256 << 10, "cache_type": "none"}
 
 
 @dataclass(frozen=True)
@@ -108,6 +113,8 @@ def worker_files(cfg: Any) -> list[Path | str] | None:
 
 def _plain(path: Path | str, dataset: str, storage_options: Any = None) -> bool:
     """Not compressed, and (JSON) lines rather than one array: a few leading bytes, never a document."""
+    if dataset == "parquet" and is_url(path):
+        return True  # an object that is not parquet is named by its footer's read: no request for its head
     errors = remote_errors("load", str(path), storage_options) if is_url(path) else read_errors("load", path)
     with errors, open_input(str(path), storage_options, block_size=4096, cache_type="none") as handle:
         head = handle.read(4096)
@@ -185,12 +192,39 @@ def _footer(path: Path | str, storage_options: Any) -> Any:
             return None
     with (
         remote_errors("load", str(path), storage_options),
-        open_input(str(path), storage_options, **OBJECT_READ) as f,
+        open_input(str(path), storage_options, **PARQUET_READ) as f,
     ):
         try:
-            return pq.read_metadata(f)
+            return parquet_footer(f)
         except pa.ArrowInvalid:
             return None
+
+
+def parquet_footer(handle: Any) -> Any:
+    """The Parquet metadata of an open object, read in two requests of exactly its footer.
+
+    pyarrow reads the last 64 KiB of a file for its footer, and again in each worker: on a store
+    that is 64 KiB per file and per work item fetched for a few hundred bytes. Here the footer's
+    length (its last 8 bytes) and then the footer itself are requested, and parsed as the footer of
+    an empty Parquet file (``PAR1``, the footer, its length, ``PAR1``).
+
+    Raises:
+        pyarrow.ArrowInvalid: not a Parquet file, or one with an encrypted footer.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    size = int(handle.size)
+    if size < 12:
+        raise pa.ArrowInvalid("too small to be a Parquet file")
+    handle.seek(size - 8)
+    tail = handle.read(8)
+    length = int.from_bytes(tail[:4], "little")
+    if tail[4:] != b"PAR1" or length > size - 12:
+        raise pa.ArrowInvalid("no Parquet footer at the end of the object")
+    handle.seek(size - 8 - length)
+    footer = handle.read(length)
+    return pq.read_metadata(pa.BufferReader(b"PAR1" + footer + tail))
 
 
 def _row_group_runs(path: Path | str, size: int, storage_options: Any = None) -> list[tuple[int, int]]:

@@ -36,7 +36,7 @@ from lightning_order.data.engine.object_store import is_url, open_input, remote_
 from lightning_order.data.engine.partitions import write_table
 from lightning_order.data.engine.reading import is_text_type, text_kind_error
 from lightning_order.data.engine.storage import read_errors
-from lightning_order.data.lm.file_ranges import OBJECT_READ, FileRange
+from lightning_order.data.lm.file_ranges import OBJECT_READ, PARQUET_READ, FileRange, parquet_footer
 from lightning_order.errors import DataError
 
 __all__ = ["range_bytes", "read_range", "read_texts"]
@@ -218,7 +218,7 @@ def _parquet_texts(fr: FileRange, storage_options: Mapping[str, Any] | None = No
     if not is_url(fr.path):
         return _parquet_column(fr, fr.path, storage_options)
     with _reading(fr.path, storage_options):
-        source = open_input(fr.path, storage_options, **OBJECT_READ)
+        source = open_input(fr.path, storage_options, **PARQUET_READ)
     with source:  # pyarrow reads the footer and the column's chunks by ranged requests
         return _parquet_column(fr, source, storage_options)
 
@@ -231,7 +231,9 @@ def _parquet_column(
     try:
         with _reading(fr.path, storage_options):
             try:
-                handle = pq.ParquetFile(source)
+                # an object's footer read exactly (two small requests), not pyarrow's last 64 KiB
+                metadata = parquet_footer(source) if is_url(fr.path) else None
+                handle = pq.ParquetFile(source, metadata=metadata)
             except pa.ArrowInvalid as err:  # not parquet (a store's failure is no ArrowInvalid)
                 raise _utf8_error(fr, err) from err
     except DataError:
