@@ -111,12 +111,17 @@ def worker_files(cfg: Any) -> list[Path | str] | None:
     return paths
 
 
+def _open(path: Path | str, storage_options: Any, **options: Any) -> Any:
+    """``path`` opened for binary reading: a local file by ``open``, an object through fsspec with ``options``."""
+    return open_input(str(path), storage_options, **options) if is_url(path) else open(path, "rb")
+
+
 def _plain(path: Path | str, dataset: str, storage_options: Any = None) -> bool:
     """Not compressed, and (JSON) lines rather than one array: a few leading bytes, never a document."""
     if dataset == "parquet" and is_url(path):
         return True  # an object that is not parquet is named by its footer's read: no request for its head
     errors = remote_errors("load", str(path), storage_options) if is_url(path) else read_errors("load", path)
-    with errors, open_input(str(path), storage_options, block_size=4096, cache_type="none") as handle:
+    with errors, _open(path, storage_options, block_size=4096, cache_type="none") as handle:
         head = handle.read(4096)
     if any(head.startswith(magic) for magic in _MAGIC):
         return False

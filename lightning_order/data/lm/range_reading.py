@@ -94,6 +94,11 @@ def _reading(
     return remote_errors("load", str(path), storage_options) if is_url(path) else read_errors("load", path)
 
 
+def _open(path: Path | str, storage_options: Mapping[str, Any] | None) -> Any:
+    """``path`` opened for binary reading: a local file by ``open``, an object's ranges through fsspec."""
+    return open_input(str(path), storage_options, **OBJECT_READ) if is_url(path) else open(path, "rb")
+
+
 def range_bytes(
     path: Path | str, start: int, stop: int, storage_options: Mapping[str, Any] | None = None
 ) -> bytes:
@@ -107,7 +112,7 @@ def range_bytes(
     Raises:
         DataError: the file cannot be opened or read (naming it).
     """
-    with _reading(path, storage_options), open_input(str(path), storage_options, **OBJECT_READ) as handle:
+    with _reading(path, storage_options), _open(path, storage_options) as handle:
         if start > 0:
             handle.seek(start - 1)
             handle.readline()  # through the first newline at or after start - 1: the next record is ours
