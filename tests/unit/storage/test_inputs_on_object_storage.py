@@ -114,3 +114,18 @@ def test_an_object_rewritten_while_it_is_read_is_refused(s3_bucket):
     with pytest.raises(DataError, match="a data file changed while it was read") as info:
         checked_read(cfg, read_while_rewritten)
     assert url in str(info.value) and info.value.step == "load"
+
+
+def test_a_mixture_source_on_the_store_is_identified_by_its_objects_and_read_by_workers(s3_bucket, tmp_path):
+    from lightning_order.data.lm.mixture import source_config
+
+    fs = fsspec.filesystem("s3")
+    fs.pipe(f"{s3_bucket}/web/a.jsonl", "".join(json.dumps({"text": d}) + "\n" for d in _docs()).encode())
+    local = tmp_path / "books.jsonl"
+    _write(local, "json", _docs()[:20])
+    sources = [{"path": f"s3://{s3_bucket}/web/*.jsonl", "weight": 0.7, "dataset": "json"},
+               {"path": str(local), "weight": 0.3, "dataset": "json"}]  # fmt: skip
+    cfg = OrderedLMDataModule(sources=sources, num_proc=1).config
+    web = cfg.mixture_identity[0]["files"]
+    assert web[0][0] == f"s3://{s3_bucket}/web/a.jsonl" and len(web[0][2]) == 32  # its ETag
+    assert worker_files(source_config(cfg, cfg.source_list[0])) == [f"s3://{s3_bucket}/web/a.jsonl"]
