@@ -48,10 +48,10 @@ _MAGIC = (b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00", b"\x28\xb5\x2f\xfd", b"PK\x03\x0
 _BOM = b"\xef\xbb\xbf"
 #: How a worker opens an object: requests of 256 KiB past what it asked for at most (s3fs reads
 #: 50 MiB ahead by default: a range's worker would fetch most of the next range too).
-OBJECT_READ = {"block_size": 256 << 10, "cache_type": "readahead"}
+OBJECT_READ = dict(block_size=256 << 10, cache_type="readahead")  # fsspec's block, not the LM's
 #: How a worker opens a Parquet object: each of pyarrow's reads (the footer, the column's chunks,
 #: coalesced by pyarrow) is one request of exactly its bytes.
-PARQUET_READ = {"block_size": 256 << 10, "cache_type": "none"}
+PARQUET_READ = dict(block_size=256 << 10, cache_type="none")
 
 
 @dataclass(frozen=True)
