@@ -12,6 +12,10 @@ write happened in between (the kernel sets ctime on every write, and no call set
 the bytes hashed are the bytes ``datasets`` read. A file whose ctime is within
 :data:`_RECENT_NS` of the first status is hashed before the read as well (two writes in one
 tick of a coarse clock can leave ctime as it was).
+
+An object in a store (``s3://``...) has no status: its identity (ETag, size, version: one
+``HEAD`` request) is checked before the read and again after it, so an object rewritten while it
+was read is refused as a local file is.
 """
 
 from __future__ import annotations
@@ -83,7 +87,7 @@ def _changed(files: list[Path | str], when: str) -> DataError:
 
 
 def _identity_now(cfg: Any) -> Any:
-    return files_identity(cfg.identified_files, cfg.input_hash, cfg.storage_options)
+    return files_identity(cfg.identified_files, cfg.input_hash, getattr(cfg, "storage_options", None))
 
 
 def _changed_files(cfg: Any, now: Any) -> list[Path | str]:
@@ -227,7 +231,7 @@ def load_files(cfg: Any, hf_cache: Path | None, **options: Any) -> datasets.Data
         # Row group by row group: with Arrow's pre-buffering, reads of earlier row groups stay
         # alive, and the memory of the load grows with the file (600 MB for 1 GB of text; 300 without).
         options["fragment_scan_options"] = ds.ParquetFragmentScanOptions(pre_buffer=False)
-    if object_files(cfg.input_files) and cfg.storage_options is not None:
+    if object_files(cfg.input_files) and getattr(cfg, "storage_options", None) is not None:
         options.setdefault("storage_options", dict(cfg.storage_options))
     try:
         data = datasets.load_dataset(
@@ -254,7 +258,10 @@ def load_files(cfg: Any, hf_cache: Path | None, **options: Any) -> datasets.Data
         objects = object_files(cfg.input_files)
         if objects:  # the store's error may quote a signed request: named, redacted, in one line
             raise remote_error(
-                err, objects[0] if len(objects) == 1 else str(cfg.data_files), "load", cfg.storage_options
+                err,
+                objects[0] if len(objects) == 1 else str(cfg.data_files),
+                "load",
+                getattr(cfg, "storage_options", None),
             ) from err
         raise DataError(
             f"could not load dataset={cfg.dataset!r} data_files={cfg.data_files!r}: "
