@@ -190,6 +190,7 @@ def test_the_server_stopped_mid_read_is_one_line_naming_the_object_and_a_rerun_c
     said = str(info.value)
     assert "\n" not in said and "reachable" in said and "Traceback" not in said
     assert not Path(dm.cache_path).exists()  # nothing published for a later run to trust
+    assert not list((tmp_path / "c").glob(".tmp-*"))  # and no half-written preparation left
     monkeypatch.setattr(range_reading, "read_range", real)
     own_s3_server.start()
     dm.prepare_data()
