@@ -136,7 +136,9 @@ def _count(value: Any) -> int | None:
     return None
 
 
-def mesh_misfit(data_parallel_size: Any, tensor_parallel_size: Any, devices: Any, num_nodes: Any = 1) -> str | None:
+def mesh_misfit(
+    data_parallel_size: Any, tensor_parallel_size: Any, devices: Any, num_nodes: Any = 1
+) -> str | None:
     """Why a ``ModelParallelStrategy`` mesh cannot fit the processes Lightning starts, or ``None``.
 
     Lightning starts ``devices × num_nodes`` processes and only then finds that the mesh

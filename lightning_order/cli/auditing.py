@@ -229,7 +229,9 @@ def _is_checkpoint(path: Path) -> bool:
 def _checkpoint_ledger(path: Path) -> StepLedger:
     """The ledger a checkpoint carries, read with ``weights_only=True`` (nothing in it runs)."""
     sharded = path.name == SHARDED_META and is_sharded_checkpoint(path.parent)
-    checkpoint = read_sharded_meta(path.parent) if sharded else load_checkpoint(path)  # the folder's shards too
+    checkpoint = (
+        read_sharded_meta(path.parent) if sharded else load_checkpoint(path)
+    )  # the folder's shards too
     state = (checkpoint.get(CHECKPOINT_KEY) or {}).get("ledger")
     if not state:
         raise ManifestError(

@@ -37,7 +37,7 @@ import torch
 from jsonargparse import Namespace
 from jsonargparse.typing import import_object
 from pytorch_lightning import Callback, LightningModule, Trainer
-from pytorch_lightning.cli import LightningArgumentParser, LightningCLI
+from pytorch_lightning.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
 from rich.text import Text
 
 from lightning_order.callbacks import OrderValidator, SymptomMonitor
@@ -79,6 +79,21 @@ class _SubcommandsParser(LightningArgumentParser):
         """As jsonargparse's; the action is kept as :attr:`subcommands_action`."""
         self.subcommands_action = super().add_subcommands(*args, **kwargs)
         return self.subcommands_action
+
+
+class _CredentialFreeConfig(SaveConfigCallback):
+    """LightningCLI's ``config.yaml`` in the log folder, with every ``storage_options`` left out.
+
+    ``storage_options`` holds credentials (an object store's key and secret), which are never
+    written; a run read again from this file gets the environment's (``AWS_*``) instead.
+    """
+
+    def __init__(self, parser: LightningArgumentParser, config: Namespace, *args: Any, **kwargs: Any) -> None:
+        config = config.clone()
+        for key in config.keys():
+            if key.rsplit(".", 1)[-1] == "storage_options" and config[key] is not None:
+                config[key] = None
+        super().__init__(parser, config, *args, **kwargs)
 
 
 class OrderCLI(LightningCLI):
@@ -126,6 +141,7 @@ class OrderCLI(LightningCLI):
         classes = [c for c in (datamodule_class, model_class) if isinstance(c, type)]
         self.spec = spec_for(name=name, classes=classes)
         kwargs.setdefault("parser_class", _SubcommandsParser)
+        kwargs.setdefault("save_config_callback", _CredentialFreeConfig)
         #: The model a config that names none gets (the spec's, unless one was given).
         self.default_model_class = model_class or self.spec.model_class()
         # In subclass mode `model.class_path` may name any LightningModule whose constructor takes

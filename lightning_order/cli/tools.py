@@ -65,7 +65,9 @@ def tool_parser(name: str) -> ArgumentParser:
         return parser
     if name == "export":
         parser = ArgumentParser(prog=prog, description=TOOLS[name], exit_on_error=False, **STRICT_PARSER)
-        parser.add_argument("checkpoint", type=str, help="A checkpoint file of an OrderedCausalLM fit (.ckpt).")
+        parser.add_argument(
+            "checkpoint", type=str, help="A checkpoint file of an OrderedCausalLM fit (.ckpt)."
+        )
         parser.add_argument(
             "out_dir",
             type=str,
@@ -131,7 +133,9 @@ def export_main(argv: list[str]) -> int:
     from lightning_order.models.export import export_causal_lm
 
     out = export_causal_lm(cfg.checkpoint, cfg.out_dir, cfg.tokenizer)
-    sys.stdout.write(f"exported: {out} (AutoModelForCausalLM.from_pretrained and AutoTokenizer.from_pretrained load it)\n")
+    sys.stdout.write(
+        f"exported: {out} (AutoModelForCausalLM.from_pretrained and AutoTokenizer.from_pretrained load it)\n"
+    )
     return 0
 
 

@@ -37,7 +37,9 @@ __all__ = ["export_causal_lm", "gpt2_state_dict"]
 _SHAPE = ("vocab_size", "padded_vocab_size", "block_size", "n_layer", "n_head", "n_embd")
 
 
-def gpt2_state_dict(weights: Mapping[str, torch.Tensor], n_layer: int, vocab_size: int) -> dict[str, torch.Tensor]:
+def gpt2_state_dict(
+    weights: Mapping[str, torch.Tensor], n_layer: int, vocab_size: int
+) -> dict[str, torch.Tensor]:
     """``OrderedCausalLM``'s weights under ``GPT2LMHeadModel``'s names and layouts.
 
     Args:
@@ -51,7 +53,10 @@ def gpt2_state_dict(weights: Mapping[str, torch.Tensor], n_layer: int, vocab_siz
 
     def linear(ours: str, theirs: str) -> dict[str, torch.Tensor]:
         # Conv1D computes x @ weight + bias, nn.Linear x @ weight.T + bias: the same map, transposed.
-        return {f"{theirs}.weight": weights[f"{ours}.weight"].t().contiguous(), f"{theirs}.bias": weights[f"{ours}.bias"]}
+        return {
+            f"{theirs}.weight": weights[f"{ours}.weight"].t().contiguous(),
+            f"{theirs}.bias": weights[f"{ours}.bias"],
+        }
 
     def norm(ours: str, theirs: str) -> dict[str, torch.Tensor]:
         return {f"{theirs}.weight": weights[f"{ours}.weight"], f"{theirs}.bias": weights[f"{ours}.bias"]}
@@ -74,7 +79,9 @@ def gpt2_state_dict(weights: Mapping[str, torch.Tensor], n_layer: int, vocab_siz
 
 
 def export_causal_lm(
-    checkpoint: str | os.PathLike[str], out_dir: str | os.PathLike[str], tokenizer: str | os.PathLike[str] | None = None
+    checkpoint: str | os.PathLike[str],
+    out_dir: str | os.PathLike[str],
+    tokenizer: str | os.PathLike[str] | None = None,
 ) -> Path:
     """Writes a trained ``OrderedCausalLM`` and its tokenizer as a ``transformers`` model folder.
 
@@ -147,7 +154,9 @@ def export_causal_lm(
     missing_keys, unexpected = model.load_state_dict(state, strict=False)
     # GPT-2 registers no weights beyond these; a key left over means the mapping is wrong.
     if unexpected or [k for k in missing_keys if not (tied and k == "lm_head.weight")]:
-        raise CheckpointError(f"export: the weights of {path} do not map onto GPT-2 ({missing_keys}, {unexpected})")
+        raise CheckpointError(
+            f"export: the weights of {path} do not map onto GPT-2 ({missing_keys}, {unexpected})"
+        )
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)

@@ -88,7 +88,9 @@ def positional_order(
         cursor += 1
     for name, anchor in moved.items():
         if name not in order or anchor not in order:
-            raise TypeError(f"{config.__name__}: moved {name!r} after {anchor!r}, but the arguments are {order}")
+            raise TypeError(
+                f"{config.__name__}: moved {name!r} after {anchor!r}, but the arguments are {order}"
+            )
         order.remove(name)
         order.insert(order.index(anchor) + 1, name)
     return tuple(order)
@@ -102,7 +104,8 @@ def config_constructor(
     """Decorates ``__init__(self, arguments)``: the ``__init__`` taking ``config``'s fields as keywords.
 
     The generated ``__init__`` calls Lightning's ``__init__`` and ``save_hyperparameters`` (the
-    arguments in ``extra`` are not hyperparameters: they are objects, not config values), then
+    arguments in ``extra`` are not hyperparameters: they are objects, not config values; nor is a
+    field declared ``repr=False``, a secret such as ``storage_options``), then
     ``build(self, {name: value})`` with every argument.
 
     Args:
@@ -181,7 +184,10 @@ def _generate(
     )
     namespace: dict[str, Any] = {}
     exec(compile(source, f"<{owner.__qualname__}.__init__ from {config.__name__}>", "exec"), {}, namespace)
-    init = namespace["__create__"](owner, defaults, build, list(extra))
+    # A field declared repr=False (storage_options: credentials) is no hyperparameter: Lightning
+    # would write it to hparams.yaml and into every checkpoint.
+    secret = [f.name for f in fields(config) if not f.repr and f.name in order]
+    init = namespace["__create__"](owner, defaults, build, [*extra, *secret])
     init.__qualname__ = f"{owner.__qualname__}.__init__"
     init.__module__ = owner.__module__
     init.__doc__ = build.__doc__

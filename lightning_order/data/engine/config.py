@@ -328,7 +328,8 @@ class BaseDataConfig(InputFiles):
             )
         check_optional_str("cache_dir", self.cache_dir, step="prepare_data")
         if self.storage_options is not None and not (
-            isinstance(self.storage_options, Mapping) and all(isinstance(k, str) for k in self.storage_options)
+            isinstance(self.storage_options, Mapping)
+            and all(isinstance(k, str) for k in self.storage_options)
         ):
             raise DataError(
                 f"prepare_data: storage_options must be a mapping of option names to values "

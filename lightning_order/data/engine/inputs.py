@@ -21,12 +21,13 @@ import fnmatch
 import glob
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
 
 from lightning_order.data.engine.input_digests import input_digest
+from lightning_order.data.engine.object_store import is_url, object_identity, remote_errors, url_filesystem
 from lightning_order.data.engine.storage import read_error
 from lightning_order.errors import DataError
 
@@ -38,6 +39,7 @@ __all__ = [
     "expand_data_files",
     "files_identity",
     "local_files",
+    "object_files",
 ]
 
 #: How input files are identified: by their bytes (``"content"``) or by size and mtime.
@@ -58,6 +60,15 @@ _UNSET_VARIABLE = re.compile(r"\$(\w+|\{[^}]*\})")
 
 def _is_remote(name: str) -> bool:
     return "://" in name
+
+
+def _is_object(name: str) -> bool:
+    """Whether ``name`` is an object in a store we read through fsspec (``s3://``, ``gs://``, ``memory://``...).
+
+    ``hf://`` and ``http(s)://`` names stay ``datasets``' to resolve (a hub revision, a web page):
+    they are identified by name, as before.
+    """
+    return is_url(name) and name.split("://", 1)[0].lower() not in ("hf", "http", "https")
 
 
 def _exists(name: str) -> bool:
@@ -171,8 +182,12 @@ def _unique(paths: Iterable[Path]) -> list[str]:
     return sorted({str(p.resolve()) for p in paths if p.is_file()})
 
 
-def _expand_one(name: str | os.PathLike[str], dataset: str | None) -> list[str]:
+def _expand_one(
+    name: str | os.PathLike[str], dataset: str | None, storage_options: Mapping[str, Any] | None = None
+) -> list[str]:
     text = os.fspath(name)
+    if _is_object(text):
+        return _expand_url(text, dataset, storage_options)
     if _is_remote(text):
         return [text]
     path = Path(expand_path(text, "data_files", "load"))
@@ -212,14 +227,19 @@ def _expand_one(name: str | os.PathLike[str], dataset: str | None) -> list[str]:
     return [str(path.resolve()) if path.exists() else text]
 
 
-def expand_data_files(data_files: Any, dataset: str | None = None) -> Any:
+def expand_data_files(
+    data_files: Any, dataset: str | None = None, storage_options: Mapping[str, Any] | None = None
+) -> Any:
     """``data_files`` with every glob and folder replaced by the sorted files it names.
 
     Args:
         data_files: a path, a list of paths, or a dict of split -> path(s) (as
-            :func:`datasets.load_dataset` takes them); remote paths (``scheme://``) are kept.
+            :func:`datasets.load_dataset` takes them); object-store URLs (``s3://``...) are
+            expanded through fsspec as local paths are; ``hf://`` and ``http(s)://`` are kept.
         dataset: the builder (``"csv"``, ``"json"``, ``"parquet"``, ``"text"``...): a folder
             contributes the files with its endings (every file for other builders).
+        storage_options: the fsspec filesystem's keyword arguments for URLs (``None``: the
+            environment's, e.g. ``AWS_ENDPOINT_URL``).
 
     Returns:
         ``None``, a list of paths, or a dict of split -> list of paths.
@@ -230,11 +250,49 @@ def expand_data_files(data_files: Any, dataset: str | None = None) -> Any:
     if data_files is None:
         return None
     if isinstance(data_files, dict):
-        return {str(k): expand_data_files(v, dataset) for k, v in sorted(data_files.items())}
+        return {str(k): expand_data_files(v, dataset, storage_options) for k, v in sorted(data_files.items())}
     if isinstance(data_files, (str, os.PathLike)):
         data_files = [data_files]
     # A file named twice (two overlapping globs) is read once, where it is first named.
-    return list(dict.fromkeys(f for name in data_files for f in _expand_one(name, dataset)))
+    return list(dict.fromkeys(f for name in data_files for f in _expand_one(name, dataset, storage_options)))
+
+
+def _expand_url(url: str, dataset: str | None, storage_options: Mapping[str, Any] | None) -> list[str]:
+    """The objects an object-store URL names: itself, every object under a prefix, or a glob's matches (sorted).
+
+    Raises:
+        DataError: the store cannot be listed (naming the URL), or a prefix or glob names no object.
+    """
+    fs, path = url_filesystem(url, storage_options)
+    suffixes = _SUFFIXES.get(dataset or "")
+    with remote_errors("load", url, storage_options):
+        if glob.has_magic(path):
+            found = fs.glob(path, detail=True)
+            kind = "pattern"
+        elif fs.isdir(path):
+            found = fs.find(path, detail=True)
+            found = {k: v for k, v in found.items() if suffixes is None or k.lower().endswith(suffixes)}
+            kind = "prefix"
+        else:
+            return [url]
+    objects = sorted(
+        name for name, info in found.items() if info.get("type") != "directory" and not _hidden(name, path)
+    )
+    if not objects:
+        wanted = f"{'/'.join(suffixes)} objects" if suffixes else "objects"
+        raise DataError(
+            f"the data_files {kind} {url!r} matches no {wanted}: expected at least one; check the bucket, "
+            "the prefix and the pattern",
+            step="load",
+        )
+    return [fs.unstrip_protocol(name) for name in objects]
+
+
+def _hidden(name: str, root: str) -> bool:
+    """Whether an object's key below the listed ``root`` has a part starting with ``.`` (skipped, as local files)."""
+    fixed = root.split("*", 1)[0].rsplit("/", 1)[0]
+    below = name[len(fixed) :] if name.startswith(fixed) else name
+    return any(part.startswith(".") for part in below.split("/") if part)
 
 
 def _glob_once(pattern: str) -> Iterable[str]:
@@ -283,19 +341,27 @@ def _flat(files: Any) -> list[str]:
     return list(files)
 
 
-def files_identity(files: Any, mode: InputHash = "content") -> Any:
+def files_identity(
+    files: Any, mode: InputHash = "content", storage_options: Mapping[str, Any] | None = None
+) -> Any:
     """The identity of expanded ``files``: ``[path, size, xxh3]`` each (``[path, size, mtime_ns]`` with ``"size_mtime"``).
 
-    Remote or missing paths are identified by their name only. A file this machine hashed before
-    and no process wrote since is not read again (:mod:`.input_digests`).
+    An object in a store is ``[url, size, content, version]`` from its metadata
+    (:func:`~.object_store.object_identity`: the ETag is the content's identity, whatever
+    ``mode``; no byte is read). ``hf://``, ``http(s)://`` or missing paths are identified by their
+    name only. A file this machine hashed before and no process wrote since is not read again
+    (:mod:`.input_digests`).
     """
     if files is None:
         return None
     if isinstance(files, dict):
-        return {k: files_identity(v, mode) for k, v in files.items()}
+        return {k: files_identity(v, mode, storage_options) for k, v in files.items()}
     out = []
     for name in files:
         path = Path(name)
+        if _is_object(name):
+            out.append(object_identity(name, storage_options))
+            continue
         if _is_remote(name) or not path.is_file():
             out.append([name])
             continue
@@ -307,6 +373,11 @@ def files_identity(files: Any, mode: InputHash = "content") -> Any:
 def local_files(files: Any) -> list[Path]:
     """The expanded files that exist on this machine."""
     return [Path(f) for f in _flat(files) if not _is_remote(f) and Path(f).is_file()]
+
+
+def object_files(files: Any) -> list[str]:
+    """The expanded files that are objects in a store (``s3://``, ``gs://``, ``memory://``...), as URLs."""
+    return [f for f in _flat(files) if _is_object(f)]
 
 
 def diagnose_files(files: Iterable[Path], dataset: str | None) -> DataError | None:
@@ -416,11 +487,12 @@ class InputFiles:
     dataset: str | None
     data_files: Any
     input_hash: InputHash
+    storage_options: Mapping[str, Any] | None
 
     @cached_property
     def input_files(self) -> Any:
         """``data_files`` with globs and folders expanded: the files ``load`` reads."""
-        return expand_data_files(self.data_files, self.dataset)
+        return expand_data_files(self.data_files, self.dataset, self.storage_options)
 
     @cached_property
     def identified_files(self) -> Any:
@@ -435,9 +507,19 @@ class InputFiles:
         return _unique(_folder_files(Path(self.dataset).expanduser()))
 
     @cached_property
+    def input_sizes(self) -> dict[str, int]:
+        """Each identified file's size in bytes, as identified (no second ``stat`` or request); by name."""
+        flat = (
+            [self.input_identity]
+            if not isinstance(self.input_identity, dict)
+            else self.input_identity.values()
+        )
+        return {str(e[0]): int(e[1]) for entries in flat for e in entries or [] if len(e) > 1}
+
+    @cached_property
     def input_identity(self) -> Any:
         """The identity of :attr:`identified_files` (content hashes, or size and mtime: ``input_hash``)."""
-        return files_identity(self.identified_files, self.input_hash)
+        return files_identity(self.identified_files, self.input_hash, self.storage_options)
 
 
 def _folder_files(path: Path) -> Iterable[Path]:

@@ -10,14 +10,27 @@ written: not to a manifest, a ledger, a log line or an error message.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+import typing
+from collections.abc import Iterator, Mapping
+from typing import IO, Any
 
-if TYPE_CHECKING:
-    from fsspec import AbstractFileSystem
+import xxhash
 
-__all__ = ["is_url"]
+from lightning_order.errors import DataError
+
+__all__ = [
+    "SECRET_VARIABLES",
+    "is_url",
+    "object_identity",
+    "open_input",
+    "redact",
+    "remote_error",
+    "remote_errors",
+    "url_filesystem",
+]
 
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
@@ -28,21 +41,176 @@ def is_url(path: object) -> bool:
     return bool(_URL.match(text)) and not text.startswith("file://")
 
 
-# -- Reaching a URL (a minimal version for the prepared cache, #46 items 2-4; the input side may extend it) --
-__all__ += ["url_filesystem"]
+#: Environment variables whose values are secrets wherever they appear.
+SECRET_VARIABLES = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
+#: Parts of a ``storage_options`` key (any nesting, e.g. ``client_kwargs``) that mark its value secret.
+_SECRET_WORDS = ("key", "secret", "token", "password", "credential", "sas", "signature")
+#: The fsspec package that reaches each common scheme, for the error when it is missing.
+_PACKAGES = {"s3": "s3fs", "s3a": "s3fs", "gs": "gcsfs", "gcs": "gcsfs", "az": "adlfs", "abfs": "adlfs"}
+#: Metadata keys that hold a digest of the object's content, by store: S3 (and MinIO, R2), GCS, Azure.
+_CONTENT_KEYS = ("ETag", "etag", "md5Hash", "crc32c", "content_md5")
+#: Bytes hashed per read where a store gives no content metadata (``memory://``, plain HTTP).
+_HASH_CHUNK = 1 << 22
 
 
-def url_filesystem(url: str, storage_options: Mapping[str, Any] | None = None) -> tuple[AbstractFileSystem, str]:
-    """The fsspec filesystem that serves ``url`` and the path on it.
+def url_filesystem(
+    url: str, storage_options: Mapping[str, Any] | None = None, *, step: str = "load"
+) -> tuple[Any, str]:
+    """The fsspec filesystem that reaches ``url`` and the path on it.
 
     Args:
-        url: ``s3://bucket/prefix`` (or any fsspec URL).
-        storage_options: the filesystem's keyword arguments (endpoint, credentials, retries);
-            ``None``: the environment's (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``...).
-    """
-    # Deferred for load time, not for a cycle: the config imports this module, and fsspec costs
-    # a fifth of a second to import where no URL is used.
-    from fsspec.core import url_to_fs
+        url: an fsspec URL (``s3://bucket/key``, ``gs://...``, ``memory://...``).
+        storage_options: the filesystem's keyword arguments (endpoint, credentials); ``None``: the
+            environment's (s3fs reads ``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``...).
+        step: the step named in the error.
 
-    fs, path = url_to_fs(str(url), **dict(storage_options or {}))
-    return fs, str(path).rstrip("/")
+    Raises:
+        DataError: the package that reaches the scheme is not installed (naming it), or fsspec
+            knows no such scheme.
+    """
+    import fsspec.core
+
+    scheme = url.split("://", 1)[0].lower()
+    try:
+        fs, path = fsspec.core.url_to_fs(url, **dict(storage_options or {}))
+    except ImportError as err:
+        package = _PACKAGES.get(scheme, f"the fsspec implementation of {scheme}://")
+        raise DataError(
+            f"{redact(url, storage_options)} is on {scheme}://, which needs {package} (not installed): "
+            f"pip install {package if scheme in _PACKAGES else 'it'} (or pip install 'lightning-order[s3]')",
+            step=step,
+        ) from err
+    except ValueError as err:  # fsspec: "Protocol not known"
+        raise DataError(
+            f"{redact(url, storage_options)} names the scheme {scheme}://, which fsspec does not know "
+            f"({redact(str(err), storage_options)}); give an s3://, gs://, az:// (or other fsspec) URL",
+            step=step,
+        ) from err
+    return fs, path
+
+
+def _is_secret_name(name: str) -> bool:
+    lowered = name.lower()
+    return any(word in lowered for word in _SECRET_WORDS) and not lowered.endswith(("_id_path", "region"))
+
+
+def _secret_values(options: Any) -> list[str]:
+    """Every string held under a secret-named key of ``options`` (nested mappings searched)."""
+    found: list[str] = []
+    if isinstance(options, Mapping):
+        for name, value in options.items():
+            if isinstance(value, Mapping):
+                found += _secret_values(value)
+            elif isinstance(value, str) and value and _is_secret_name(str(name)):
+                found.append(value)
+    return found
+
+
+def redact(text: str, storage_options: Mapping[str, Any] | None = None) -> str:
+    """``text`` with every known secret replaced by ``***``.
+
+    The secrets: the values of :data:`SECRET_VARIABLES` in the environment, and every string a
+    secret-named key of ``storage_options`` holds (``key``, ``secret``, ``token``, ``password``...,
+    in ``client_kwargs`` too). Applied where an error about a remote object is formatted: an
+    exception from a store may quote a signed request or a credential.
+    """
+    secrets = [os.environ.get(name, "") for name in SECRET_VARIABLES] + _secret_values(storage_options)
+    for secret in sorted({s for s in secrets if len(s) >= 4}, key=len, reverse=True):
+        text = text.replace(secret, "***")
+    return text
+
+
+def remote_error(
+    error: BaseException, url: str, step: str, storage_options: Mapping[str, Any] | None
+) -> DataError:
+    """What a store raised reading ``url``, as one line naming the object and the fix (secrets redacted).
+
+    Args:
+        error: what fsspec, the store's client or the connection raised.
+        url: the object being read.
+        step: the step that was reading.
+        storage_options: the options used (their secrets are redacted too).
+    """
+    said = " ".join(str(error).split()) or type(error).__name__
+    lowered = f"{type(error).__name__} {said}".lower()
+    if isinstance(error, PermissionError) or any(
+        word in lowered for word in ("accessdenied", "access denied", "forbidden", "invalidaccesskeyid",
+                                     "signaturedoesnotmatch", "expiredtoken", "credentials", "403")
+    ):  # fmt: skip
+        fix = (
+            "check the credentials: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (or storage_options key / secret) "
+            "and that they may read this object"
+        )
+    elif "offline mode" in lowered:  # datasets refuses every URL, s3:// too, with HF_HUB_OFFLINE=1
+        fix = (
+            "datasets reads no URL while HF_HUB_OFFLINE (or HF_DATASETS_OFFLINE) is set: unset it for this run, "
+            "or copy the objects to a local folder"
+        )
+    elif isinstance(error, FileNotFoundError) or "nosuchbucket" in lowered or "nosuchkey" in lowered:
+        fix = "check the bucket and the key (and AWS_ENDPOINT_URL, or storage_options endpoint_url)"
+    else:
+        fix = (
+            "check that the store is reachable (AWS_ENDPOINT_URL, or storage_options endpoint_url) and run "
+            "again: nothing was kept from this read"
+        )
+    return DataError(
+        redact(
+            f"data object {url} could not be read ({type(error).__name__}: {said[:300]}); {fix}",
+            storage_options,
+        ),
+        step=step,
+    )
+
+
+@contextlib.contextmanager
+def remote_errors(step: str, url: str, storage_options: Mapping[str, Any] | None) -> Iterator[None]:
+    """A block that reads object ``url``: anything the store raises becomes :func:`remote_error`.
+
+    A :class:`DataError` raised inside (already ours) passes unchanged.
+    """
+    try:
+        yield
+    except DataError:
+        raise
+    except Exception as err:  # s3fs, botocore, aiohttp and fsspec raise many kinds for one failed read
+        raise remote_error(err, url, step, storage_options) from err
+
+
+def object_identity(url: str, storage_options: Mapping[str, Any] | None = None) -> list[Any]:
+    """``[url, size, content, version]`` of one object: what its bytes are, from the store's metadata.
+
+    ``content`` is the store's digest of the bytes (S3's ETag, GCS's md5Hash...); a store that
+    keeps none (``memory://``, plain HTTP) has the bytes hashed instead (xxh3, as local files).
+    ``version`` is the object's VersionId where the bucket keeps versions, else ``None``. An
+    object overwritten with other bytes changes the identity; its name alone never names it.
+
+    Raises:
+        DataError: the object cannot be reached (naming it; secrets redacted).
+    """
+    fs, path = url_filesystem(url, storage_options)
+    with remote_errors("load", url, storage_options):
+        info = fs.info(path)
+        if info.get("type") == "directory":
+            raise FileNotFoundError(f"{url} is a folder (a prefix), not an object")
+        content = next((str(info[k]).strip('"') for k in _CONTENT_KEYS if info.get(k)), None)
+        if content is None:
+            digest = xxhash.xxh3_64()
+            with fs.open(path, "rb") as handle:
+                while chunk := handle.read(_HASH_CHUNK):
+                    digest.update(chunk)
+            content = f"xxh3:{digest.hexdigest()}"
+    return [url, int(info.get("size") or 0), content, info.get("VersionId")]
+
+
+def open_input(name: str, storage_options: Mapping[str, Any] | None = None, **options: Any) -> IO[bytes]:
+    """``name`` (a local path or an fsspec URL) opened for binary reading.
+
+    Args:
+        name: the file or object.
+        storage_options: the filesystem's keyword arguments, for a URL.
+        **options: passed to fsspec's ``open`` (``block_size``, ``cache_type``) for a URL.
+    """
+    if not is_url(name):
+        return open(name, "rb")
+    fs, path = url_filesystem(name, storage_options)
+    return typing.cast(IO[bytes], fs.open(path, "rb", **options))

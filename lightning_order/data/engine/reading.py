@@ -12,6 +12,10 @@ write happened in between (the kernel sets ctime on every write, and no call set
 the bytes hashed are the bytes ``datasets`` read. A file whose ctime is within
 :data:`_RECENT_NS` of the first status is hashed before the read as well (two writes in one
 tick of a coarse clock can leave ctime as it was).
+
+An object in a store (``s3://``...) has no status: its identity (ETag, size, version: one
+``HEAD`` request) is checked before the read and again after it, so an object rewritten while it
+was read is refused as a local file is.
 """
 
 from __future__ import annotations
@@ -22,7 +26,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from lightning_order.data.engine.inputs import diagnose_files, files_identity, local_files
+from lightning_order.data.engine.inputs import diagnose_files, files_identity, local_files, object_files
+from lightning_order.data.engine.object_store import remote_error
 from lightning_order.data.engine.storage import read_error, storage_error
 from lightning_order.errors import DataError
 
@@ -73,7 +78,7 @@ def _validate_text(table: Any) -> None:
             table.column(name).validate(full=True)
 
 
-def _changed(files: list[Path], when: str) -> DataError:
+def _changed(files: list[Path | str], when: str) -> DataError:
     return DataError(
         f"a data file changed {when} (the cache key names the old content): "
         f"{', '.join(map(str, files))}; build the DataModule again once the files stay as they are",
@@ -81,10 +86,34 @@ def _changed(files: list[Path], when: str) -> DataError:
     )
 
 
+def _identity_now(cfg: Any) -> Any:
+    return files_identity(cfg.identified_files, cfg.input_hash, getattr(cfg, "storage_options", None))
+
+
+def _changed_files(cfg: Any, now: Any) -> list[Path | str]:
+    """The identified files whose identity ``now`` differs from the config's (every file when the lists differ)."""
+    files: list[Path | str] = [*local_files(cfg.identified_files), *object_files(cfg.identified_files)]
+    old, new = _flat_identity(cfg.input_identity), _flat_identity(now)
+    if len(old) != len(new):
+        return files
+    moved = {str(a[0]) for a, b in zip(old, new) if a != b}
+    return [f for f in files if str(f) in moved] or files
+
+
+def _flat_identity(identity: Any) -> list[Any]:
+    if identity is None:
+        return []
+    if isinstance(identity, Mapping):
+        return [entry for value in identity.values() for entry in _flat_identity(value)]
+    return list(identity)
+
+
 def _check_identity(cfg: Any, when: str) -> None:
-    files = local_files(cfg.identified_files)
-    if files and files_identity(cfg.identified_files, cfg.input_hash) != cfg.input_identity:
-        raise _changed(files, when)
+    if not local_files(cfg.identified_files) and not object_files(cfg.identified_files):
+        return
+    now = _identity_now(cfg)
+    if now != cfg.input_identity:
+        raise _changed(_changed_files(cfg, now), when)
 
 
 def _statuses(files: list[Path]) -> list[tuple[int, ...]]:
@@ -109,7 +138,9 @@ def _check_before(cfg: Any) -> list[tuple[int, ...]]:
     files = local_files(cfg.identified_files)
     statuses = _statuses(files)
     now = time.time_ns()
-    if cfg.input_hash != "content" or any(not status or now - status[-1] < _RECENT_NS for status in statuses):
+    # An object's identity is its metadata (one HEAD request each): as cheap to check now as later.
+    recent = any(not status or now - status[-1] < _RECENT_NS for status in statuses)
+    if cfg.input_hash != "content" or recent or object_files(cfg.identified_files):
         _check_identity(cfg, "after the DataModule was built")
     return statuses
 
@@ -121,10 +152,16 @@ def _check_after(cfg: Any, before: list[tuple[int, ...]]) -> None:
     before the read and the one taken after the hash, so the bytes read are the bytes hashed.
     """
     files = local_files(cfg.identified_files)
-    same = files_identity(cfg.identified_files, cfg.input_hash) == cfg.input_identity
+    objects = object_files(cfg.identified_files)
+    if not files and not objects:
+        return
+    now = _identity_now(cfg)
     written = _statuses(files) != before
-    if files and (written or not same):
-        raise _changed(files, "while it was read" if written else "after the DataModule was built")
+    if written or now != cfg.input_identity:
+        # An object's identity was checked before the read: a different one now changed while it was read.
+        while_read = written or bool(objects)
+        changed = files if written else _changed_files(cfg, now)
+        raise _changed(changed, "while it was read" if while_read else "after the DataModule was built")
 
 
 def checked_read(cfg: Any, read: Callable[[], _T]) -> _T:
@@ -194,6 +231,8 @@ def load_files(cfg: Any, hf_cache: Path | None, **options: Any) -> datasets.Data
         # Row group by row group: with Arrow's pre-buffering, reads of earlier row groups stay
         # alive, and the memory of the load grows with the file (600 MB for 1 GB of text; 300 without).
         options["fragment_scan_options"] = ds.ParquetFragmentScanOptions(pre_buffer=False)
+    if object_files(cfg.input_files) and getattr(cfg, "storage_options", None) is not None:
+        options.setdefault("storage_options", dict(cfg.storage_options))
     try:
         data = datasets.load_dataset(
             cfg.dataset,
@@ -216,6 +255,14 @@ def load_files(cfg: Any, hf_cache: Path | None, **options: Any) -> datasets.Data
         diagnosis = diagnose_files(files, cfg.dataset)
         if diagnosis is not None:
             raise diagnosis from err
+        objects = object_files(cfg.input_files)
+        if objects:  # the store's error may quote a signed request: named, redacted, in one line
+            raise remote_error(
+                err,
+                objects[0] if len(objects) == 1 else str(cfg.data_files),
+                "load",
+                getattr(cfg, "storage_options", None),
+            ) from err
         raise DataError(
             f"could not load dataset={cfg.dataset!r} data_files={cfg.data_files!r}: "
             f"{type(err).__name__}: {err}; check the name, the files and load_split={cfg.load_split!r}",

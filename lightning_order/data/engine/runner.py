@@ -403,7 +403,9 @@ def map_kwargs(config: Any, fp: str, rows: int = POOL_ROWS) -> dict[str, Any]:
     return {"batched": True, "batch_size": 1000, "num_proc": procs, "new_fingerprint": fp[:32]}
 
 
-def apply_rowwise(config: Any, state: DataState, fp: str, function: Callable[..., Any], **kwargs: Any) -> DataState:
+def apply_rowwise(
+    config: Any, state: DataState, fp: str, function: Callable[..., Any], **kwargs: Any
+) -> DataState:
     """Applies a batched row-wise function to the whole data, or to each part (fingerprints per part)."""
     if state.parts:
         parts, part_fps = {}, {}

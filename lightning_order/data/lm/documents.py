@@ -191,8 +191,8 @@ def _chunks(total: int, **source: Any) -> tuple[ChunkSource, ...]:
 def read_input(cfg: Any, work: Path, engine: Any = None) -> tuple[Chunks, dict[str, Any]]:
     """The documents ``load`` reads, as chunks in corpus order, and what it found.
 
-    With an ``engine``, local JSON lines, Parquet and text files are read by its workers, range by
-    range (:func:`read_on_workers`); other inputs through ``datasets``.
+    With an ``engine``, JSON lines, Parquet and text files (local, or objects in a store) are read
+    by its workers, range by range (:func:`read_on_workers`); other inputs through ``datasets``.
 
     Returns:
         ``(chunks, info)``: ``info`` holds ``null_rows`` and, for the built-in corpus,
@@ -250,7 +250,9 @@ def read_input(cfg: Any, work: Path, engine: Any = None) -> tuple[Chunks, dict[s
     return chunks, {"null_rows": nulls}
 
 
-def read_on_workers(cfg: Any, work: Path, engine: Any, files: list[Path]) -> tuple[Chunks, dict[str, Any]]:
+def read_on_workers(
+    cfg: Any, work: Path, engine: Any, files: list[Path | str]
+) -> tuple[Chunks, dict[str, Any]]:
     """The input read by ``engine``'s workers, range by range, as :class:`Chunks` in corpus order.
 
     The driver plans the ranges, maps :func:`~.range_reading.read_range` over them between the
@@ -265,17 +267,19 @@ def read_on_workers(cfg: Any, work: Path, engine: Any, files: list[Path]) -> tup
             refused its range, the text column is absent, or every text value is null.
     """
     from lightning_order.data.engine.reading import checked_read
-    from lightning_order.data.lm.file_ranges import plan_ranges, range_size
+    from lightning_order.data.lm.file_ranges import file_size, plan_ranges, range_size
     from lightning_order.data.lm.range_reading import read_range
 
-    sizes = [path.stat().st_size for path in files]
+    sizes = [file_size(cfg, path) for path in files]
     if all(size == 0 for size in sizes):
         raise DataError(
             f"the dataset is empty: every data file is empty ({', '.join(map(str, files))})", step="load"
         )
     out = work / "ranges"
     size = range_size(sum(sizes), getattr(engine, "workers", 1))
-    items = [{"range": fr, "out": out} for fr in plan_ranges(cfg, files, size)]
+    # An object's worker reaches the store with the user's options (held in memory, never written).
+    options = dict(getattr(cfg, "storage_options", None) or {}) or None
+    items = [{"range": fr, "out": out, "storage_options": options} for fr in plan_ranges(cfg, files, size)]
     getattr(engine, "start", lambda weight: None)(sum(sizes))  # workers forked before any thread pool
     results = checked_read(cfg, lambda: engine.map(read_range, items, weight=sum(sizes), desc="load"))
     rows, nulls = sum(r["rows"] for r in results), sum(r["nulls"] for r in results)

@@ -12,14 +12,19 @@ The hostile-input checks of docs/reliability.md hold per file, here on the worke
 not UTF-8 and a broken JSON line name the file, offset and line (:func:`~.inputs.diagnose_files`);
 text values of another kind name the file and column (:func:`~.reading.text_kind_error`); a file
 that ``stat`` accepted and a read refuses (a permission, an ``EIO``) names the file
-(:func:`~.storage.read_error`). A JSON line longer than ``pyarrow.json``'s block is read with a
+(:func:`~.storage.read_error`); an object in a store (``s3://``...) is read the same way, its
+byte ranges and row groups requested from the store (:func:`~.object_store.open_input`), and a
+store that refuses or is gone names the object (:func:`~.object_store.remote_error`, secrets
+redacted). A JSON line longer than ``pyarrow.json``'s block is read with a
 block that holds the whole range (as ``datasets`` grows its block), never refused. The
 documents are written as an Arrow IPC file of one ``text`` column; the result holds counts only.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -27,10 +32,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lightning_order.data.engine.inputs import diagnose_files
+from lightning_order.data.engine.object_store import is_url, open_input, remote_errors
 from lightning_order.data.engine.partitions import write_table
 from lightning_order.data.engine.reading import is_text_type, text_kind_error
 from lightning_order.data.engine.storage import read_errors
-from lightning_order.data.lm.file_ranges import FileRange
+from lightning_order.data.lm.file_ranges import OBJECT_READ, PARQUET_READ, FileRange, parquet_footer
 from lightning_order.errors import DataError
 
 __all__ = ["range_bytes", "read_range", "read_texts"]
@@ -42,7 +48,8 @@ _MAX_JSON_BLOCK = (1 << 31) - 1
 def read_range(item: dict[str, Any]) -> dict[str, Any]:
     """Reads one file range, checks it, writes its text column to ``out/range-<index>.arrow``.
 
-    Item keys: ``range`` (a :class:`~.file_ranges.FileRange`), ``out`` (the folder).
+    Item keys: ``range`` (a :class:`~.file_ranges.FileRange`), ``out`` (the folder), and
+    ``storage_options`` (optional: the fsspec filesystem's keyword arguments of an object's store).
 
     Returns:
         ``path`` (the Arrow file), ``rows`` (including nulls), ``nulls``, ``text_bytes`` and
@@ -53,7 +60,7 @@ def read_range(item: dict[str, Any]) -> dict[str, Any]:
             strings; each naming the file (and the offset, line or column).
     """
     fr: FileRange = item["range"]
-    column, absent = read_texts(fr)
+    column, absent = read_texts(fr, item.get("storage_options"))
     out = Path(item["out"]) / f"range-{fr.index:06d}.arrow"
     write_table(pa.table({"text": column}), out)
     return {
@@ -65,23 +72,47 @@ def read_range(item: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def read_texts(fr: FileRange) -> tuple[pa.Array, bool]:
-    """The range's text values (``large_string``, nulls kept) and whether the column was absent from it."""
+def read_texts(fr: FileRange, storage_options: Mapping[str, Any] | None = None) -> tuple[pa.Array, bool]:
+    """The range's text values (``large_string``, nulls kept) and whether the column was absent from it.
+
+    Args:
+        fr: the range.
+        storage_options: the fsspec filesystem's keyword arguments, where ``fr.path`` is a URL.
+    """
     if fr.kind == "parquet":
-        return _parquet_texts(fr)
-    data = range_bytes(Path(fr.path), fr.start, fr.stop)
+        return _parquet_texts(fr, storage_options)
+    data = range_bytes(fr.path if is_url(fr.path) else Path(fr.path), fr.start, fr.stop, storage_options)
     if fr.kind == "json":
         return _json_texts(fr, data)
     return _text_texts(fr, data), False
 
 
-def range_bytes(path: Path, start: int, stop: int) -> bytes:
+def _reading(
+    path: Path | str, storage_options: Mapping[str, Any] | None
+) -> contextlib.AbstractContextManager[None]:
+    """The block that turns a failed read of ``path`` (a file, or an object in a store) into one error naming it."""
+    return remote_errors("load", str(path), storage_options) if is_url(path) else read_errors("load", path)
+
+
+def _open(path: Path | str, storage_options: Mapping[str, Any] | None) -> Any:
+    """``path`` opened for binary reading: a local file by ``open``, an object's ranges through fsspec."""
+    return open_input(str(path), storage_options, **OBJECT_READ) if is_url(path) else open(path, "rb")
+
+
+def range_bytes(
+    path: Path | str, start: int, stop: int, storage_options: Mapping[str, Any] | None = None
+) -> bytes:
     """The bytes of every record (a line ending in ``\\n``, or the file's last) whose first byte is in ``[start, stop)``.
+
+    Args:
+        path: a local file, or an object's URL (its bytes requested from the store, not downloaded whole).
+        start, stop: the range.
+        storage_options: the fsspec filesystem's keyword arguments, for a URL.
 
     Raises:
         DataError: the file cannot be opened or read (naming it).
     """
-    with read_errors("load", path), open(path, "rb") as handle:
+    with _reading(path, storage_options), _open(path, storage_options) as handle:
         if start > 0:
             handle.seek(start - 1)
             handle.readline()  # through the first newline at or after start - 1: the next record is ours
@@ -95,7 +126,8 @@ def range_bytes(path: Path, start: int, stop: int) -> bytes:
 
 
 def _utf8_error(fr: FileRange, err: Exception) -> DataError:
-    diagnosis = diagnose_files([Path(fr.path)], fr.kind)
+    # an object is not read again whole to be diagnosed: the range and the parser's message name it
+    diagnosis = None if is_url(fr.path) else diagnose_files([Path(fr.path)], fr.kind)
     if diagnosis is not None:
         return diagnosis
     return DataError(
@@ -187,12 +219,28 @@ def _json_kind(data: bytes, column: str) -> str | None:
     return None if kinds <= {"string"} else "/".join(sorted(kinds))
 
 
-def _parquet_texts(fr: FileRange) -> tuple[pa.Array, bool]:
+def _parquet_texts(fr: FileRange, storage_options: Mapping[str, Any] | None = None) -> tuple[pa.Array, bool]:
+    if not is_url(fr.path):
+        return _parquet_column(fr, fr.path, storage_options)
+    with _reading(fr.path, storage_options):
+        source = open_input(fr.path, storage_options, **PARQUET_READ)
+    with source:  # pyarrow reads the footer and the column's chunks by ranged requests
+        return _parquet_column(fr, source, storage_options)
+
+
+def _parquet_column(
+    fr: FileRange, source: Any, storage_options: Mapping[str, Any] | None
+) -> tuple[pa.Array, bool]:
     import pyarrow.parquet as pq
 
     try:
-        with read_errors("load", fr.path):
-            handle = pq.ParquetFile(fr.path)
+        with _reading(fr.path, storage_options):
+            try:
+                # an object's footer read exactly (two small requests), not pyarrow's last 64 KiB
+                metadata = parquet_footer(source) if is_url(fr.path) else None
+                handle = pq.ParquetFile(source, metadata=metadata)
+            except pa.ArrowInvalid as err:  # not parquet (a store's failure is no ArrowInvalid)
+                raise _utf8_error(fr, err) from err
     except DataError:
         raise
     except Exception as err:  # not parquet: diagnose_files names what is wrong
@@ -204,7 +252,7 @@ def _parquet_texts(fr: FileRange) -> tuple[pa.Array, bool]:
         return pa.nulls(rows, pa.large_string()), fr.column not in schema.names
     if not is_text_type(kind):
         raise text_kind_error(fr.column, {fr.path: str(kind)})
-    with read_errors("load", fr.path):
+    with _reading(fr.path, storage_options):
         table = handle.read_row_groups(list(range(fr.start, fr.stop)), columns=[fr.column])
     # a dictionary of strings (pandas categoricals, Spark) is decoded: datasets reads it as text
     column = table.column(fr.column).combine_chunks().cast(pa.large_string())

@@ -43,7 +43,9 @@ _ATTRIBUTES += ("dataset_config", "load_split", "num_proc")
 #: The constructor's positional order (the public contract; types, defaults and docs are DataConfig's).
 #: Read from the config's fields (:func:`~lightning_order.data.engine.arguments.positional_order`);
 #: two arguments keep the places this DataModule gave them before the base declared them.
-_POSITIONAL_ORDER = positional_order(DataConfig, ("pipeline",), moved={"shuffle": "demo_seed", "pipeline": "shuffle"})
+_POSITIONAL_ORDER = positional_order(
+    DataConfig, ("pipeline",), moved={"shuffle": "demo_seed", "pipeline": "shuffle"}
+)
 #: The one argument that is no config field: a Pipeline object (not a hyperparameter).
 _PIPELINE = inspect.Parameter(
     "pipeline", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None, annotation=Pipeline | None
@@ -175,7 +177,9 @@ class OrderedDataModule(OrderedDataModuleBase):
 
     def assign(self, state: DataState, ledger: StepLedger) -> None:
         if not isinstance(state, TextState):  # the text steps pass a TextState; anything else is a bug
-            raise TypeError(f"OrderedDataModule.assign takes the text pipeline's TextState, got {type(state).__name__}")
+            raise TypeError(
+                f"OrderedDataModule.assign takes the text pipeline's TextState, got {type(state).__name__}"
+            )
         stats = state.statistics
         # Statistics fitted after encode (per shard, a wrong order) are applied when batching.
         late = stats is not None and not state.standardised

@@ -8,11 +8,13 @@ config: tests/distributed/test_cli_ddp.py; audit: test_auditing.py.
 from __future__ import annotations
 
 import ast
+import json
 import re
 from pathlib import Path
 
 import pytest
 from helpers import DEMO, ROOT, TINY, leaky_ledger, private_names
+from pytorch_lightning.cli import SaveConfigCallback
 
 import lightning_order.cli
 from lightning_order import OrderedTextClassifier, OrderValidator, StepLedger, SymptomMonitor
@@ -106,6 +108,17 @@ def test_dims_are_linked_into_the_model(tmp_path: Path, prepared: Path) -> None:
     cli = _cli(tmp_path, prepared)
     for dim in ("vocab_size", "num_features", "num_classes", "max_length"):
         assert cli.model.hparams[dim] == cli.datamodule.dims[dim] == getattr(cli.datamodule, dim)
+
+
+def test_the_saved_config_holds_no_storage_options(tmp_path: Path, prepared: Path) -> None:
+    """Issue #46 item 5: LightningCLI wrote storage_options (an object store's secret) to config.yaml."""
+    secret = "not-for-the-log-folder"
+    cli = _cli(tmp_path, prepared, "--data.storage_options", json.dumps({"key": "id", "secret": secret}))
+    assert cli.datamodule.config.storage_options["secret"] == secret  # the run itself gets it
+    (saver,) = [cb for cb in cli.trainer.callbacks if isinstance(cb, SaveConfigCallback)]
+    saver.setup(cli.trainer, cli.model, stage="fit")
+    (written,) = Path(cli.trainer.log_dir).glob("config.yaml")
+    assert "data:" in written.read_text() and secret not in written.read_text()
 
 
 def test_dims_linked_without_subclass_mode(tmp_path: Path, prepared: Path) -> None:

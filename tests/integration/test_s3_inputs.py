@@ -1,0 +1,242 @@
+"""The corpus read from object storage (issue #46 items 1, 5 and their tests of item 6), prepare by prepare.
+
+Against the moto S3 server of ``tests/s3_server.py``, reached as users reach S3: the standard AWS
+variables, or ``storage_options``. The corpus is real text (standard library docstrings). Shown
+here: the prepared files of a corpus read from the server are byte for byte those of a local copy
+(JSON lines and Parquet through the LM workers' ranged reads, csv through ``datasets`` for the
+classification pipeline), with the bytes fetched counted; an object overwritten after a prepare
+gives a new key and is prepared again; the server stopped mid-read is one line naming the object,
+nothing is published, and the run after ``start()`` completes; wrong credentials are one line;
+the secret is in no file under the cache or the log folder, in no hyperparameter and in no error.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import fsspec
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import s3fs
+from corpus_shapes import split_texts
+from s3_server import SECRET_KEY
+
+from lightning_order import OrderedDataModule, OrderedLMDataModule
+from lightning_order.data.engine import reading
+from lightning_order.data.lm import range_reading
+from lightning_order.errors import DataError
+
+LM = {"vocab_size": 300, "block_size": 32, "batch_size": 8, "num_partitions": 2, "num_proc": 1}
+TEXT = {"vocab_size": 100, "max_length": 16}
+
+
+def _docs() -> list[str]:
+    train, val = split_texts()
+    return train + val
+
+
+def _write_corpus(folder: Path, dataset: str) -> list[Path]:
+    """Two files of the corpus (JSON lines, Parquet of several row groups, or labelled csv)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    docs = _docs()
+    halves = [docs[: len(docs) // 2], docs[len(docs) // 2 :]]
+    paths = []
+    for i, part in enumerate(halves):
+        path = folder / f"part-{i}.{ {'json': 'jsonl'}.get(dataset, dataset) }"
+        if dataset == "json":
+            path.write_text("".join(json.dumps({"text": d}) + "\n" for d in part))
+        elif dataset == "parquet":
+            pq.write_table(pa.table({"text": part}), path, row_group_size=64)
+        else:
+            with open(path, "w", newline="") as handle:
+                writer = csv.writer(handle)
+                writer.writerow(["text", "label"])
+                writer.writerows([d, len(d.split()) % 2] for d in part)
+        paths.append(path)
+    return paths
+
+
+def _upload(paths: list[Path], bucket: str) -> str:
+    fs = fsspec.filesystem("s3")
+    for path in paths:
+        fs.put(str(path), f"{bucket}/corpus/{path.name}")
+    return f"s3://{bucket}/corpus/*{paths[0].suffix}"
+
+
+def _prepared(dm: Any) -> dict[str, str]:
+    """sha256 of every prepared file but the manifest and the cache's own record (they name the key)."""
+    root = Path(dm.cache_path)
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and p.name not in ("manifest.json", ".lightning_order")
+    }
+
+
+@pytest.fixture
+def fetched(monkeypatch) -> list[int]:
+    """The bytes of every ranged GET s3fs makes (a worker's reads, a footer, a file's first bytes)."""
+    counts: list[int] = []
+    real = s3fs.core.S3File._fetch_range
+
+    def counted(self: Any, start: int, end: int) -> bytes:
+        data = real(self, start, end)
+        counts.append(len(data))
+        return data
+
+    monkeypatch.setattr(s3fs.core.S3File, "_fetch_range", counted)
+    return counts
+
+
+@pytest.mark.parametrize("dataset", ["json", "parquet"])
+def test_the_lm_corpus_read_from_the_server_prepares_the_files_a_local_copy_prepares(
+    s3_bucket, tmp_path, monkeypatch, fetched, dataset
+):
+    paths = _write_corpus(tmp_path / "local", dataset)
+    url = _upload(paths, s3_bucket)
+    local = OrderedLMDataModule(dataset, data_files=str(tmp_path / "local" / f"*{paths[0].suffix}"),
+                                cache_dir=str(tmp_path / "c-local"), **LM)  # fmt: skip
+    local.prepare_data()
+
+    def no_download(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("the driver loaded the corpus through datasets")
+
+    monkeypatch.setattr(reading, "load_files", no_download)  # the workers read their ranges themselves
+    remote = OrderedLMDataModule(dataset, data_files=url, cache_dir=str(tmp_path / "c-remote"), **LM)
+    remote.prepare_data()
+    assert _prepared(remote) == _prepared(local) and len(_prepared(local)) > 10
+    again = OrderedLMDataModule(dataset, data_files=url, cache_dir=str(tmp_path / "c-remote"), **LM)
+    assert again.cache_key == remote.cache_key  # the same objects: the same key, the cache reused
+    corpus = sum(p.stat().st_size for p in paths)
+    # each byte fetched once (no driver download); a Parquet footer twice: the plan's and the worker's
+    footers = sum(pq.read_metadata(p).serialized_size + 8 for p in paths) if dataset == "parquet" else 0
+    assert 0.9 * corpus <= sum(fetched) <= 1.1 * corpus + footers  # the target of #46: 1.1
+
+
+def test_the_classification_corpus_read_through_datasets_prepares_the_same_files(
+    s3_bucket, tmp_path, monkeypatch
+):
+    import datasets
+
+    # the suite runs with HF_HUB_OFFLINE=1 (no hub), and datasets then refuses every URL, s3:// too
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", False)
+    paths = _write_corpus(tmp_path / "local", "csv")
+    url = _upload(paths, s3_bucket)
+    local = OrderedDataModule(
+        "csv", data_files=str(tmp_path / "local" / "*.csv"), cache_dir=str(tmp_path / "a"), **TEXT
+    )
+    local.prepare_data()
+    remote = OrderedDataModule("csv", data_files=url, cache_dir=str(tmp_path / "b"), **TEXT)
+    remote.prepare_data()
+    assert remote.config.input_identity[0][2] != remote.config.input_identity[1][2]  # each object's ETag
+    # datasets' state.json holds its own fingerprint of the load (the files' names): not data
+    data = [
+        {k: v for k, v in _prepared(dm).items() if not k.endswith("state.json")} for dm in (local, remote)
+    ]
+    assert data[0] == data[1] and any(k.endswith(".arrow") for k in data[0])
+
+
+def test_an_object_overwritten_after_a_prepare_gives_a_new_key_and_is_prepared_again(s3_bucket, tmp_path):
+    paths = _write_corpus(tmp_path / "local", "json")
+    url = _upload(paths, s3_bucket)
+    first = OrderedLMDataModule("json", data_files=url, cache_dir=str(tmp_path / "c"), **LM)
+    first.prepare_data()
+    fs = fsspec.filesystem("s3")
+    docs = [json.loads(line)["text"] for line in paths[0].read_text().splitlines()]
+    fs.pipe(
+        f"{s3_bucket}/corpus/{paths[0].name}",
+        "".join(json.dumps({"text": d.upper()}) + "\n" for d in docs).encode(),
+    )
+    fs.invalidate_cache()
+    second = OrderedLMDataModule("json", data_files=url, cache_dir=str(tmp_path / "c"), **LM)
+    assert second.cache_key != first.cache_key
+    second.prepare_data()
+    assert Path(second.cache_path).is_dir() and _prepared(second) != _prepared(first)
+
+
+@pytest.fixture
+def short_retries(monkeypatch) -> None:
+    """A server that is gone is reported in a second or two, not after s3fs's and botocore's retries."""
+    monkeypatch.setattr(s3fs.S3FileSystem, "retries", 1)
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
+    monkeypatch.setenv("AWS_RETRY_MODE", "standard")
+    s3fs.S3FileSystem.clear_instance_cache()
+
+
+def test_the_server_stopped_mid_read_is_one_line_naming_the_object_and_a_rerun_completes(
+    own_s3_server, short_retries, tmp_path, monkeypatch
+):
+    from s3_server import make_bucket
+
+    bucket = make_bucket(own_s3_server.endpoint_url)
+    url = _upload(_write_corpus(tmp_path / "local", "json"), bucket)
+    dm = OrderedLMDataModule("json", data_files=url, cache_dir=str(tmp_path / "c"), **LM)
+    real = range_reading.read_range
+
+    def stop_then_read(item: dict[str, Any]) -> dict[str, Any]:
+        own_s3_server.stop()  # the listing and the identity were read; the workers' reads fail
+        return real(item)
+
+    monkeypatch.setattr(range_reading, "read_range", stop_then_read)
+    with pytest.raises(
+        DataError, match=r"data object s3://\S+/corpus/part-0\.jsonl could not be read"
+    ) as info:
+        dm.prepare_data()
+    said = str(info.value)
+    assert "\n" not in said and "reachable" in said and "Traceback" not in said
+    assert not Path(dm.cache_path).exists()  # nothing published for a later run to trust
+    assert not list((tmp_path / "c").glob(".tmp-*"))  # and no half-written preparation left
+    monkeypatch.setattr(range_reading, "read_range", real)
+    own_s3_server.start()
+    dm.prepare_data()
+    assert (Path(dm.cache_path) / "manifest.json").is_file()
+
+
+def test_wrong_credentials_are_one_line_naming_the_object_and_the_fix(s3_bucket, monkeypatch, short_retries):
+    from moto import settings
+
+    fsspec.filesystem("s3").pipe(f"{s3_bucket}/corpus.jsonl", b'{"text": "one document"}\n')
+    # moto's server checks signatures once this count of unauthenticated calls is spent: every key
+    # it has not issued (ours) is refused as S3 refuses an unknown key (InvalidAccessKeyId, 403).
+    monkeypatch.setattr(settings, "INITIAL_NO_AUTH_ACTION_COUNT", 0)
+    s3fs.S3FileSystem.clear_instance_cache()
+    with pytest.raises(DataError) as info:
+        OrderedLMDataModule("json", data_files=f"s3://{s3_bucket}/corpus.jsonl", num_proc=1)
+    said = str(info.value)
+    assert f"s3://{s3_bucket}/corpus.jsonl" in said and "check the credentials" in said and "\n" not in said
+    assert "InvalidAccessKeyId" in said or "Forbidden" in said or "PermissionError" in said
+    assert SECRET_KEY not in said
+
+
+def test_storage_options_reach_every_read_and_the_secret_is_written_nowhere(
+    s3_server, s3_bucket, tmp_path, monkeypatch, short_retries
+):
+    from pytorch_lightning.core.saving import save_hparams_to_yaml
+
+    url = _upload(_write_corpus(tmp_path / "local", "json"), s3_bucket)
+    options = {"key": "lightning-order-test-key", "secret": SECRET_KEY, "endpoint_url": s3_server}
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL"):  # only the options remain
+        monkeypatch.delenv(name)
+    s3fs.S3FileSystem.clear_instance_cache()
+    dm = OrderedLMDataModule(
+        "json", data_files=url, cache_dir=str(tmp_path / "cache"), storage_options=options, **LM
+    )
+    dm.prepare_data()
+    dm.setup("fit")
+    # Lightning writes dm.hparams to hparams.yaml and into every checkpoint (datamodule_hyper_parameters)
+    assert "storage_options" not in dm.hparams and SECRET_KEY not in repr(dm.config)
+    (tmp_path / "logs").mkdir()
+    save_hparams_to_yaml(tmp_path / "logs" / "hparams.yaml", dm.hparams)
+    for path in [*Path(tmp_path / "cache").rglob("*"), *Path(tmp_path / "logs").rglob("*")]:
+        if path.is_file():
+            assert SECRET_KEY.encode() not in path.read_bytes(), path
+    broken = {**options, "endpoint_url": "http://127.0.0.1:9"}  # nothing listens: the error quotes no secret
+    s3fs.S3FileSystem.clear_instance_cache()
+    with pytest.raises(DataError) as info:
+        OrderedLMDataModule("json", data_files=url, storage_options=broken, num_proc=1)
+    assert url.rsplit("/", 1)[0] in str(info.value) and SECRET_KEY not in str(info.value)

@@ -1,0 +1,131 @@
+"""Inputs read from object storage (issue #46 item 1), below a whole prepare: listing, identity, workers' reads.
+
+Against the moto S3 server of ``tests/s3_server.py`` (and ``memory://``): a glob or a prefix
+names the objects it matches (hidden ones and other endings left out, as for local folders); an
+object's identity follows its content (ETag, size, version), never its name alone; a worker reads
+its own byte ranges and row groups from the store and gets exactly the documents it gets from a
+local copy; an object rewritten while it is read is refused.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import fsspec
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from corpus_shapes import split_texts
+
+from lightning_order import OrderedLMDataModule
+from lightning_order.data.engine.inputs import expand_data_files, files_identity
+from lightning_order.data.engine.reading import checked_read
+from lightning_order.data.lm.file_ranges import plan_ranges, worker_files
+from lightning_order.data.lm.range_reading import read_texts
+from lightning_order.errors import DataError
+
+
+def _docs(count: int = 120) -> list[str]:
+    train, val = split_texts()  # real text: docstrings of the standard library
+    return (train + val)[:count]
+
+
+def test_a_glob_and_a_prefix_name_the_sorted_objects_they_match(s3_bucket):
+    fs = fsspec.filesystem("s3")
+    for key in ("b.jsonl", "a.jsonl", "sub/c.jsonl", ".hidden/d.jsonl", "notes.txt"):
+        fs.pipe(f"{s3_bucket}/corpus/{key}", b'{"text": "x"}\n')
+    root = f"s3://{s3_bucket}/corpus"
+    assert expand_data_files(f"{root}/*.jsonl", "json") == [f"{root}/a.jsonl", f"{root}/b.jsonl"]
+    assert expand_data_files(root, "json") == [f"{root}/a.jsonl", f"{root}/b.jsonl", f"{root}/sub/c.jsonl"]
+    assert expand_data_files({"train": f"{root}/**/*.txt"}, "text") == {"train": [f"{root}/notes.txt"]}
+    with pytest.raises(DataError, match=r"pattern .*\*\.parquet' matches no .parquet objects") as info:
+        expand_data_files(f"{root}/*.parquet", "parquet")
+    assert info.value.step == "load"
+
+
+def test_a_memory_url_expands_through_fsspec_too():
+    fs = fsspec.filesystem("memory")
+    fs.pipe("/glob-test/x-1.jsonl", b"{}\n")
+    fs.pipe("/glob-test/x-2.jsonl", b"{}\n")
+    # fsspec's own spelling of each match (memory's paths are rooted at "/")
+    assert expand_data_files("memory://glob-test/x-*.jsonl", "json") == [
+        "memory:///glob-test/x-1.jsonl",
+        "memory:///glob-test/x-2.jsonl",
+    ]
+
+
+def test_an_object_overwritten_with_other_documents_changes_its_identity_and_the_cache_key(s3_bucket):
+    fs = fsspec.filesystem("s3")
+    url = f"s3://{s3_bucket}/corpus.jsonl"
+    fs.pipe(url, "".join(json.dumps({"text": d}) + "\n" for d in _docs()).encode())
+    before = files_identity([url])
+    key = OrderedLMDataModule("json", data_files=url, num_proc=1).cache_key
+    fs.pipe(url, "".join(json.dumps({"text": d}) + "\n" for d in reversed(_docs())).encode())  # same size
+    fs.invalidate_cache()
+    after = files_identity([url])
+    assert before[0][1] == after[0][1] and before[0][2] != after[0][2]
+    assert OrderedLMDataModule("json", data_files=url, num_proc=1).cache_key != key
+
+
+def _cfg(url: str, dataset: str, **kwargs) -> SimpleNamespace:
+    base = {"dataset": dataset, "dataset_config": None, "max_documents": None, "text_column": "text",
+            "sample_by": "line", "load_split": "train", "input_files": [url], "storage_options": None}  # fmt: skip
+    return SimpleNamespace(**{**base, **kwargs})
+
+
+def _write(path: Path, dataset: str, docs: list[str]) -> None:
+    if dataset == "parquet":
+        pq.write_table(pa.table({"text": docs}), path, row_group_size=20)
+    elif dataset == "json":
+        path.write_text("".join(json.dumps({"text": d}) + "\n" for d in docs))
+    else:
+        path.write_text("\n".join(docs), newline="\r\n")
+
+
+@pytest.mark.parametrize("dataset", ["json", "parquet", "text"])
+def test_workers_read_their_ranges_from_the_store_as_from_a_local_copy(s3_bucket, tmp_path, dataset):
+    local = tmp_path / f"docs.{dataset}"
+    _write(local, dataset, _docs())
+    url = f"s3://{s3_bucket}/docs.{dataset}"
+    fsspec.filesystem("s3").put(str(local), url)
+    assert worker_files(_cfg(url, dataset)) == [url]  # the worker path: no driver download
+    size = 2000 if dataset != "parquet" else 1  # many ranges, cut anywhere; a run per row group
+    remote = plan_ranges(_cfg(url, dataset), [url], size)
+    near = plan_ranges(_cfg(str(local), dataset), [local], size)
+    assert len(remote) == len(near) >= 5
+    assert [(r.start, r.stop) for r in remote] == [(r.start, r.stop) for r in near]
+    texts = [v for r in remote for v in read_texts(r)[0].to_pylist()]
+    assert texts == [v for r in near for v in read_texts(r)[0].to_pylist()]
+    assert len(texts) >= 120
+
+
+def test_an_object_rewritten_while_it_is_read_is_refused(s3_bucket):
+    fs = fsspec.filesystem("s3")
+    url = f"s3://{s3_bucket}/corpus.jsonl"
+    fs.pipe(url, "".join(json.dumps({"text": d}) + "\n" for d in _docs()).encode())
+    cfg = OrderedLMDataModule("json", data_files=url, num_proc=1).config
+
+    def read_while_rewritten() -> None:
+        fs.pipe(url, b'{"text": "other documents"}\n')
+        fs.invalidate_cache()
+
+    with pytest.raises(DataError, match="a data file changed while it was read") as info:
+        checked_read(cfg, read_while_rewritten)
+    assert url in str(info.value) and info.value.step == "load"
+
+
+def test_a_mixture_source_on_the_store_is_identified_by_its_objects_and_read_by_workers(s3_bucket, tmp_path):
+    from lightning_order.data.lm.mixture import source_config
+
+    fs = fsspec.filesystem("s3")
+    fs.pipe(f"{s3_bucket}/web/a.jsonl", "".join(json.dumps({"text": d}) + "\n" for d in _docs()).encode())
+    local = tmp_path / "books.jsonl"
+    _write(local, "json", _docs()[:20])
+    sources = [{"path": f"s3://{s3_bucket}/web/*.jsonl", "weight": 0.7, "dataset": "json"},
+               {"path": str(local), "weight": 0.3, "dataset": "json"}]  # fmt: skip
+    cfg = OrderedLMDataModule(sources=sources, num_proc=1).config
+    web = cfg.mixture_identity[0]["files"]
+    assert web[0][0] == f"s3://{s3_bucket}/web/a.jsonl" and len(web[0][2]) == 32  # its ETag
+    assert worker_files(source_config(cfg, cfg.source_list[0])) == [f"s3://{s3_bucket}/web/a.jsonl"]
