@@ -9,7 +9,8 @@ Fixtures (registered in ``tests/conftest.py``):
 - ``s3_server``: one server for the session; its endpoint URL.
 - ``s3_bucket``: a fresh, empty bucket on it for one test, with the AWS variables set; its name.
 - ``own_s3_server``: a server of the test's own, which the test may stop (``.stop()``) and start
-  again (``.start()``) on the same port, for the faults of a server gone mid-read or mid-publish.
+  again (``.start()``) on the same port, for the faults of a server gone mid-read or mid-publish
+  (a client tries once: s3fs's and botocore's retries set to one).
 """
 
 from __future__ import annotations
@@ -103,7 +104,12 @@ def s3_bucket(s3_server: str, monkeypatch: pytest.MonkeyPatch) -> str:
 
 @pytest.fixture
 def own_s3_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[S3Server]:
+    import s3fs
+
     server = S3Server().start()
     s3_env(monkeypatch, server.endpoint_url)
+    # A server the test stops is reported after one try, not after s3fs's and botocore's retries.
+    monkeypatch.setattr(s3fs.S3FileSystem, "retries", 1)
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
     yield server
     server.stop()
