@@ -20,21 +20,21 @@ After step 1, ``guard.step()`` is a flag check that returns a shared no-op conte
 
 Trade-off: the checks that read a Lightning Trainer's own state (resuming from its checkpoints,
 the loader states it restores, the ledger it records into) do not run; a loop's resume is its
-own. The validator's core is imported at the first check, not with this module, so importing
-``lightning_order.guard`` costs nothing and imports neither ``transformers`` nor
-``lightning.fabric``.
+own. The validator's core imports no Lightning and no ``transformers``: a plain loop that is
+checked and trains loads neither ``pytorch_lightning``, ``lightning.fabric`` nor ``transformers``
+(``tests/integration/test_hf_trainer.py``).
 """
 
 from __future__ import annotations
 
 import contextlib
-import importlib
 import warnings
-from types import ModuleType, TracebackType
+from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
 from lightning_order.checks.report import merge_violations
 from lightning_order.errors import OrderWarning
+from lightning_order.loops import adapter
 from lightning_order.rules import Violation
 
 if TYPE_CHECKING:
@@ -46,12 +46,6 @@ __all__ = ["OrderGuard"]
 
 #: The no-op context every ``guard.step()`` after the first returns (one shared object: nothing allocated).
 _DONE = contextlib.nullcontext()
-
-
-def _adapter() -> ModuleType:
-    """The validator's core for loops (:mod:`lightning_order.loops.adapter`), imported at first use:
-    it brings the Lightning stack in, which a plain loop that never checks need not pay for."""
-    return importlib.import_module("lightning_order.loops.adapter")
 
 
 class OrderGuard:
@@ -168,7 +162,7 @@ class OrderGuard:
         self.check()
         if self.checked or self._observer is not None:
             return
-        self._observer = _adapter().step_one_observer(self.model, on_overflow=self._overflow)
+        self._observer = adapter.step_one_observer(self.model, on_overflow=self._overflow)
         self._observer.install()
 
     def judge_step(self) -> None:
@@ -184,10 +178,12 @@ class OrderGuard:
             return
         self.checked = True
         observer, self._observer = self._observer, None
-        core, pre = _adapter(), self._pre_step()
-        found, unproven = core.judge_first_step(self._view, observer, pre.facts, pre.guesses)
+        pre = self._pre_step()
+        view = self._view
+        assert view is not None  # set by _pre_step
+        found, unproven = adapter.judge_first_step(view, observer, pre.facts, pre.guesses)
         self.sampled_warnings = unproven
-        core.warn_unproven(self._view, unproven, "OrderGuard")
+        adapter.warn_unproven(view, unproven, "OrderGuard")
         self._act(found, "OrderGuard (step 1, before its optimizer step)")
 
     def stop_watching(self) -> None:
@@ -202,11 +198,10 @@ class OrderGuard:
         """What the checks before step 1 found (run on the first call; raises or warns then)."""
         if self._pre is not None:
             return self._pre
-        core = _adapter()
-        self._view = view = core.run_view(
+        self._view = view = adapter.run_view(
             self.model, self.train_loader, self.val_loader, self.datamodule, self.tokenizer
         )
-        pre: PreStep = core.checks_before_step_one(view, self.settings)
+        pre: PreStep = adapter.checks_before_step_one(view, self.settings)
         self._pre = pre
         self._act(pre.violations, "OrderGuard (before step 1)", fatal=pre.fatal)
         return pre
@@ -217,13 +212,14 @@ class OrderGuard:
         if not violations:
             return
         view = self._view
-        error = _adapter().report_error(
+        assert view is not None  # every finding comes after _pre_step built the view
+        error = adapter.report_error(
             violations, view, where, planned_hours=self.planned_hours, gpu_hour_price=self.gpu_hour_price
         )
         if self.on_violation == "raise" or fatal:
             self.stop_watching()  # stopped: nothing more to watch
             raise error
-        if view is None or view.is_global_zero:
+        if view.is_global_zero:
             warnings.warn(str(error), OrderWarning, stacklevel=3)
 
     def _overflow(self, step: Any) -> None:
@@ -231,7 +227,7 @@ class OrderGuard:
         forward, so no all-gather, as the callback's; every rank that sees it raises)."""
         self.stop_watching()
         where = "OrderGuard (step 1, entering the token embedding)"
-        self._act(_adapter().overflow_violations(step), where, fatal=True)
+        self._act(adapter.overflow_violations(step), where, fatal=True)
 
 
 class _FirstStep:

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 import torch
+from helpers import ROOT
 from lm_tokenizers import llama_style_tokenizer
 from plain_loop import documents
 from torch.utils.data import Dataset, Subset
@@ -138,4 +139,25 @@ def test_lightning_order_and_the_guard_import_neither_transformers_nor_fabric() 
         "assert not bad, bad\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:] + done.stdout
+
+
+def test_a_plain_loop_checked_and_trained_imports_neither_lightning_nor_transformers() -> None:
+    """The guard's checks are the validator's core, which imports no Lightning: a plain loop that is
+    checked (every phase before step 1, step 1 observed and judged) and trains never loads
+    ``pytorch_lightning``, ``lightning.fabric`` or ``transformers``."""
+    code = (
+        "import sys\n"
+        "sys.path.insert(0, 'examples')\n"
+        "import plain_loop\n"
+        "from lightning_order import OrderGuard\n"
+        "run = plain_loop.build()\n"
+        "guard = OrderGuard(run.model, run.train_loader, run.val_loader, tokenizer=run.tokenizer)\n"
+        "losses = plain_loop.train(run, steps=3, guard=guard)\n"
+        "assert len(losses) == 3 and guard.violations == [], guard.violations\n"
+        "heavy = ('transformers', 'lightning', 'pytorch_lightning', 'lightning_fabric', 'torchmetrics')\n"
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in heavy)\n"
+        "assert not bad, bad[:10]\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-2000:] + done.stdout

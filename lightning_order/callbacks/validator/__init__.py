@@ -14,8 +14,16 @@ Importing the package registers the built-in checks (each module registers its o
 process that can build an ``OrderValidator`` runs the same checks in the same order.
 """
 
-# Imported for what they register (callback.py imports the other modules that register checks).
-from lightning_order.callbacks.validator import content, overlap  # noqa: F401
-from lightning_order.callbacks.validator.callback import OrderValidator
+from typing import TYPE_CHECKING
+
+# Imported for what they register, in the order the checks were always registered; none of them
+# imports Lightning (the plain loops' OrderGuard runs them too). The callback is imported lazily.
+from lightning_order.callbacks.validator import content, lm, overlap, resume  # noqa: F401
+from lightning_order.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from lightning_order.callbacks.validator.callback import OrderValidator
 
 __all__ = ["OrderValidator"]
+
+__getattr__, __dir__ = lazy_exports(__name__, {"OrderValidator": "lightning_order.callbacks.validator.callback"})

@@ -86,6 +86,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -389,12 +390,18 @@ def lm_evidence(dm: Any, module: Any, batch: Any, setup_fp: str | None = None) -
     return evidence
 
 
+def _is_ordered_causal_lm(module: Any) -> bool:
+    """Whether ``module`` is an :class:`~lightning_order.OrderedCausalLM`, asked without importing it:
+    none exists unless its module was imported, and importing it would bring Lightning into the
+    plain loops' guard."""
+    loaded = sys.modules.get("lightning_order.models.causal_lm")
+    return loaded is not None and isinstance(module, loaded.OrderedCausalLM)
+
+
 def judges_labels(module: Any) -> bool:
     """Whether :func:`label_shift_violations` judges ``module``'s labels: a ``transformers`` causal LM
     (it shifts them itself) or an :class:`~lightning_order.OrderedCausalLM` (it does not)."""
-    from lightning_order.models.causal_lm import OrderedCausalLM
-
-    return hf_causal_lm(module) is not None or isinstance(module, OrderedCausalLM)
+    return hf_causal_lm(module) is not None or _is_ordered_causal_lm(module)
 
 
 def label_shift_violations(dm: Any, module: Any, sample_rows: int, batch: Any = _UNDRAWN) -> list[Violation]:
@@ -801,13 +808,11 @@ def _boundary(ids: torch.Tensor, eos_id: int) -> tuple[int, int] | None:
 
 
 def _logits(module: Any, inputs: dict[str, torch.Tensor]) -> torch.Tensor | None:
-    from lightning_order.models.causal_lm import OrderedCausalLM
-
     model = hf_causal_lm(module)
     if model is not None:
         logits: torch.Tensor = model(**inputs).logits
         return logits
-    if isinstance(module, OrderedCausalLM):
+    if _is_ordered_causal_lm(module):
         return torch.as_tensor(module(inputs))
     return None  # an unknown call form: no probe
 

@@ -54,7 +54,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from pytorch_lightning.utilities.rank_zero import rank_zero_info
 
 from lightning_order.callbacks.validator.reading import (
     StreamRead,
@@ -76,6 +75,7 @@ from lightning_order.checks.leakage import check_key_overlap, check_row_overlap,
 from lightning_order.checks.packed_split import check_packed_split, cut_windows
 from lightning_order.checks.registry import CheckEvidence, EvidenceKind, Phase, register_check
 from lightning_order.checks.windows import check_window_overlap, window_overlap
+from lightning_order.distributed import rank_zero_info
 from lightning_order.rules import Violation
 
 __all__ = [

@@ -34,7 +34,7 @@ would have without the validator (issue #37, item 9; issue #42, item 2). Every r
 
 - the global random number generators (``torch``, CUDA, ``numpy``, ``random``: a
   ``RandomSampler`` without a generator, nanoGPT's ``get_batch``, an augmentation in
-  ``__getitem__``), restored with Lightning's ``isolate_rng``;
+  ``__getitem__``), restored by :func:`isolated_rng`;
 - a dataset or sampler with ``state_dict()`` / ``load_state_dict(state)`` (torchtitan's stateful
   streams, ``datasets``' ``IterableDataset``): its state is saved before reading and loaded back;
 - everything else reachable from the dataset and the sampler through attributes and small
@@ -103,8 +103,8 @@ from typing import Any
 
 import numpy as np
 import torch
-from pytorch_lightning.utilities.rank_zero import rank_zero_info
-from pytorch_lightning.utilities.seed import isolate_rng
+
+from lightning_order.distributed import rank_zero_info
 
 __all__ = [
     "KEY_HASH",
@@ -119,6 +119,7 @@ __all__ = [
     "batch_field",
     "batch_inputs",
     "is_label",
+    "isolated_rng",
     "is_stream",
     "item_size",
     "item_tokens",
@@ -394,6 +395,26 @@ def _put_back(obj: Any, state: Any) -> None:
 
 
 @contextmanager
+def isolated_rng() -> Iterator[None]:
+    """Python's, NumPy's and torch's global random states (every CUDA device's too) put back on exit.
+
+    What a dataset or a collate function draws while it is read (an augmentation, a random crop)
+    must not move the run's own draws; Lightning's ``isolate_rng`` does the same, here without
+    Lightning so that the plain loops' guard can use it.
+    """
+    python_state, numpy_state, torch_state = random.getstate(), np.random.get_state(), torch.get_rng_state()
+    cuda_states = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
+    try:
+        yield
+    finally:
+        random.setstate(python_state)
+        np.random.set_state(numpy_state)
+        torch.set_rng_state(torch_state)
+        if cuda_states is not None:
+            torch.cuda.set_rng_state_all(cuda_states)
+
+
+@contextmanager
 def untouched(loader: Any, *others: Any) -> Iterator[str | None]:
     """Everything reading ``loader`` (and ``others``) can move, put back on exit.
 
@@ -424,7 +445,7 @@ def untouched(loader: Any, *others: Any) -> Iterator[str | None]:
     snap = _walk(walked)
     blocked = blocked or snap.blocked
     try:
-        with isolate_rng():
+        with isolated_rng():
             yield blocked
     finally:
         snap.restore()
