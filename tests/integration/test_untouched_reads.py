@@ -19,7 +19,6 @@ import pytest
 import pytorch_lightning as pl
 import torch
 from helpers import quiet_trainer
-from lightning_utilities.core import rank_zero as lightning_utilities_rank_zero
 from streams import VOCAB, FirstBatches, Rows, TinyModel, documents, tokenize
 from torch.utils.data import DataLoader, IterableDataset
 
@@ -197,16 +196,9 @@ def test_the_first_batches_trained_are_the_same_with_and_without_the_validator(n
 def test_a_dataset_that_cannot_be_read_untouched_is_skipped_with_a_one_line_note(
     name, tmp_path, caplog
 ) -> None:
-    # rank_zero_info logs through lightning_utilities' module logger, which the last Lightning
-    # namespace imported (pytorch_lightning or lightning.pytorch) replaces with its own, under a
-    # parent that may not propagate to the root where caplog listens: listen on that logger.
-    rank_zero = lightning_utilities_rank_zero.log
-    rank_zero.addHandler(caplog.handler)
-    try:
-        with caplog.at_level(logging.INFO, logger=rank_zero.name):
-            _first_batches(DATASETS[name], True, tmp_path)
-    finally:
-        rank_zero.removeHandler(caplog.handler)
+    # The note is logged on rank zero through lightning_order.distributed's logger (no Lightning).
+    with caplog.at_level(logging.INFO, logger="lightning_order.distributed"):
+        _first_batches(DATASETS[name], True, tmp_path)
     notes = [r.getMessage() for r in caplog.records if "not read" in r.getMessage()]
     assert notes and all("\n" not in note for note in notes)
     assert any(type(DATASETS[name]()).__name__ in note for note in notes)
