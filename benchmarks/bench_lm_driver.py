@@ -20,9 +20,11 @@ reported, not judged, here.
 Usage::
 
     python benchmarks/bench_lm_driver.py [--docs 1000000 2000000 4000000 8000000] [--num-proc 2]
-        [--duplicates] [--data-dir DIR] [--json out.json] [--stop-after STEP]
+        [--duplicates] [--data-dir DIR] [--json out.json] [--stop-after STEP] [--results]
 
-Prints one JSON line per size and a table.
+Prints one JSON line per size and a table. ``--results`` writes ``benchmarks/results/lm_driver.json``
+(``lm_driver_duplicates.json`` with ``--duplicates``; keys ``<documents>.<figure>``), the figures
+the docs quote.
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from figures import command_line, write_results
 
 #: The steps this benchmark judges: what issue #35 items 1 and 2 moved off the driver (``load``: workers read the input).
 JUDGED = ("load", "clean", "dedup", "split", "build_vocab")
@@ -239,6 +243,11 @@ def main() -> None:
     parser.add_argument("--data-dir", default=str(Path(tempfile.gettempdir()) / "bench-lm-driver"))
     parser.add_argument("--json", help="write every result here")
     parser.add_argument("--stop-after", default="", help="end each prepare after this step (e.g. clean)")
+    parser.add_argument(
+        "--results",
+        action="store_true",
+        help="write benchmarks/results/lm_driver.json (lm_driver_duplicates.json), the figures the docs quote",
+    )
     args = parser.parse_args()
     results = []
     for docs in args.docs:
@@ -266,6 +275,9 @@ def main() -> None:
             )
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
+    if args.results:
+        name = "lm_driver_duplicates" if args.duplicates else "lm_driver"
+        print(f"wrote {write_results(name, {str(r['docs']): r for r in results}, command_line())}")
 
 
 if __name__ == "__main__":

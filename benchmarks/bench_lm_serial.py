@@ -173,6 +173,11 @@ def main() -> None:
             shutil.rmtree(cache, ignore_errors=True)
         result = json.loads(out.strip().splitlines()[-1])
         result.update(size_mb=size, **implied(result, args.workers, args.num_proc))
+        # the disk the preparation needs, as a multiple of the text it prepares
+        result.update(
+            disk_peak_over_text=round(result["disk_peak_mb"] / result["text_mb"], 1),
+            cache_over_text=round(result["cache_mb"] / result["text_mb"], 1),
+        )
         print(json.dumps(result), flush=True)
         rows.append(result)
     print(

@@ -8,8 +8,8 @@ would, each in a fresh process with an empty cache, and writes what the docs quo
   steps, validation perplexity and loss, and its corpus (documents loaded, kept by ``dedup``,
   train and validation documents and blocks), read from the prepared cache's manifest;
 - ``benchmarks/results/lm_sharded.json``: the LM demo sharded over 2 CPU processes
-  (``configs/lm-sharded.yaml``, FSDP2): its steps, validation perplexity, wall time, and the train
-  blocks each data-parallel rank reads an epoch (docs/validator.md, "Sharded models").
+  (``configs/lm-sharded.yaml``, FSDP2): its steps, validation perplexity, wall time, its train
+  blocks and those each data-parallel rank reads an epoch (docs/validator.md, "Sharded models").
 
 Then ``python benchmarks/figures.py --write`` rewrites every quote of them in the docs.
 
@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import math
 import os
 import re
 import resource
@@ -110,17 +109,19 @@ def lm_demo_figures(run: dict[str, Any]) -> dict[str, Any]:
 
 
 def lm_sharded_figures(run: dict[str, Any]) -> dict[str, Any]:
-    # The data is split over the data-parallel ranks only (tensor-parallel ranks read the same batches).
     config = yaml.safe_load((ROOT / JOBS["lm_sharded"]).read_text())
+    # The data is split over the data-parallel ranks only (tensor-parallel ranks read the same batches).
     ranks = config["trainer"]["strategy"]["init_args"]["data_parallel_size"]
     stats = {r["step"]: r.get("stats") or {} for r in run["manifest"]["records"]}
-    train_blocks = stats["pack"]["train_blocks"]
+    # What a rank reads an epoch: its full batches (a rank's last, partial batch is dropped).
+    steps_per_epoch = run["steps"] // config["trainer"]["max_epochs"]
     return {
         "wall_seconds": round(run["wall_seconds"], 1),
         "steps": run["steps"],
         "val_ppl": round(run["metrics"]["val_ppl"], 2),
         "data_parallel_ranks": ranks,
-        "train_blocks_per_rank": math.ceil(train_blocks / ranks),
+        "train_blocks": stats["pack"]["train_blocks"],
+        "blocks_per_rank_epoch": steps_per_epoch * config["data"]["batch_size"],
     }
 
 
