@@ -230,6 +230,20 @@ def run(docs: int, args: argparse.Namespace) -> dict[str, Any]:
     return found
 
 
+def growth(first: dict[str, Any], last: dict[str, Any]) -> dict[str, float]:
+    """How the driver's judged cost grew from the smallest corpus to the largest: ratios, and
+    ``dedup``'s driver CPU per partition added (it grows per partition, not per document)."""
+    added = last["partitions"] - first["partitions"]
+    dedup = [r["steps"].get("dedup", {}).get("driver_cpu_s") for r in (first, last)]
+    found = {
+        "judged_driver_cpu": round(last["judged_driver_cpu_s"] / first["judged_driver_cpu_s"], 2),
+        "judged_driver_peak": round(last["judged_driver_peak_mb"] / first["judged_driver_peak_mb"], 2),
+    }
+    if added and None not in dedup:
+        found["dedup_driver_ms_per_partition"] = round((dedup[1] - dedup[0]) / added * 1000)
+    return found
+
+
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
         corpus, cache, num_proc, sample, stop_after = sys.argv[2:7]
@@ -277,7 +291,10 @@ def main() -> None:
         Path(args.json).write_text(json.dumps(results, indent=1))
     if args.results:
         name = "lm_driver_duplicates" if args.duplicates else "lm_driver"
-        print(f"wrote {write_results(name, {str(r['docs']): r for r in results}, command_line())}")
+        figures: dict[str, Any] = {str(r["docs"]): r for r in results}
+        if len(results) > 1:
+            figures["growth"] = growth(results[0], results[-1])
+        print(f"wrote {write_results(name, figures, command_line())}")
 
 
 if __name__ == "__main__":
