@@ -5,7 +5,7 @@ documentation), one of them with one extra document of ``--megabytes`` MB (real 
 one document). The document's cost is the difference of the two peaks (``ru_maxrss``), reported
 as a multiple of its size; the promise is at most 10x. Each step's own peak (over the memory held
 when it started, without and with the document) shows where the rest goes: ``load`` is
-``datasets.load_dataset`` (its JSON reader alone costs about 8x a one-line document). ``--whole`` adds the reference that was
+``datasets.load_dataset`` (its JSON reader alone holds several times a one-line document). ``--whole`` adds the reference that was
 fixed: ``tokenizers`` encoding the document in one call (about 190x before the fix).
 ``--format`` takes one format or both; ``--results`` writes the figures of every format run to
 ``benchmarks/results/long_document.json`` (keys ``<format>.<figure>``), which the docs quote.
