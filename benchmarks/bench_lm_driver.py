@@ -20,9 +20,11 @@ reported, not judged, here.
 Usage::
 
     python benchmarks/bench_lm_driver.py [--docs 1000000 2000000 4000000 8000000] [--num-proc 2]
-        [--duplicates] [--data-dir DIR] [--json out.json] [--stop-after STEP]
+        [--duplicates] [--data-dir DIR] [--json out.json] [--stop-after STEP] [--results]
 
-Prints one JSON line per size and a table.
+Prints one JSON line per size and a table. ``--results`` writes ``benchmarks/results/lm_driver.json``
+(``lm_driver_duplicates.json`` with ``--duplicates``; keys ``<documents>.<figure>``), the figures
+the docs quote.
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from figures import command_line, write_results
 
 #: The steps this benchmark judges: what issue #35 items 1 and 2 moved off the driver (``load``: workers read the input).
 JUDGED = ("load", "clean", "dedup", "split", "build_vocab")
@@ -226,6 +230,20 @@ def run(docs: int, args: argparse.Namespace) -> dict[str, Any]:
     return found
 
 
+def growth(first: dict[str, Any], last: dict[str, Any]) -> dict[str, float]:
+    """How the driver's judged cost grew from the smallest corpus to the largest: ratios, and
+    ``dedup``'s driver CPU per partition added (it grows per partition, not per document)."""
+    added = last["partitions"] - first["partitions"]
+    dedup = [r["steps"].get("dedup", {}).get("driver_cpu_s") for r in (first, last)]
+    found = {
+        "judged_driver_cpu": round(last["judged_driver_cpu_s"] / first["judged_driver_cpu_s"], 2),
+        "judged_driver_peak": round(last["judged_driver_peak_mb"] / first["judged_driver_peak_mb"], 2),
+    }
+    if added and None not in dedup:
+        found["dedup_driver_ms_per_partition"] = round((dedup[1] - dedup[0]) / added * 1000)
+    return found
+
+
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
         corpus, cache, num_proc, sample, stop_after = sys.argv[2:7]
@@ -239,6 +257,11 @@ def main() -> None:
     parser.add_argument("--data-dir", default=str(Path(tempfile.gettempdir()) / "bench-lm-driver"))
     parser.add_argument("--json", help="write every result here")
     parser.add_argument("--stop-after", default="", help="end each prepare after this step (e.g. clean)")
+    parser.add_argument(
+        "--results",
+        action="store_true",
+        help="write benchmarks/results/lm_driver.json (lm_driver_duplicates.json), the figures the docs quote",
+    )
     args = parser.parse_args()
     results = []
     for docs in args.docs:
@@ -266,6 +289,12 @@ def main() -> None:
             )
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
+    if args.results:
+        name = "lm_driver_duplicates" if args.duplicates else "lm_driver"
+        figures: dict[str, Any] = {str(r["docs"]): r for r in results}
+        if len(results) > 1:
+            figures["growth"] = growth(results[0], results[-1])
+        print(f"wrote {write_results(name, figures, command_line())}")
 
 
 if __name__ == "__main__":

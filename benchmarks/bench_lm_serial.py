@@ -22,7 +22,10 @@ documentation of ``bench_lm_prepare.py`` (Parquet), each size prepared in a fres
 
 Usage::
 
-    python benchmarks/bench_lm_serial.py [--sizes 40 200] [--num-proc 2] [--workers 100] [--json out.json]
+    python benchmarks/bench_lm_serial.py [--sizes 40 200] [--num-proc 2] [--workers 100] [--json out.json] [--results]
+
+``--results`` writes ``benchmarks/results/lm_serial.json`` (keys ``<size>.<figure>``: ``40.wall``,
+``200.serial.train_tokenizer``), the figures the docs quote.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from pathlib import Path
 sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
 
 from bench_lm_prepare import BLOCK_SIZE, VOCAB_SIZE, build_corpus
+from figures import command_line, write_results
 
 
 def _driver_cpu() -> float:
@@ -136,6 +140,9 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=100, help="the worker count to extrapolate to")
     parser.add_argument("--data-dir", type=Path, default=Path(tempfile.gettempdir()) / "lo-bench-lm")
     parser.add_argument("--json", type=Path)
+    parser.add_argument(
+        "--results", action="store_true", help="write benchmarks/results/lm_serial.json, the figures the docs quote"
+    )
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--cache", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -166,6 +173,11 @@ def main() -> None:
             shutil.rmtree(cache, ignore_errors=True)
         result = json.loads(out.strip().splitlines()[-1])
         result.update(size_mb=size, **implied(result, args.workers, args.num_proc))
+        # the disk the preparation needs, as a multiple of the text it prepares
+        result.update(
+            disk_peak_over_text=round(result["disk_peak_mb"] / result["text_mb"], 1),
+            cache_over_text=round(result["cache_mb"] / result["text_mb"], 1),
+        )
         print(json.dumps(result), flush=True)
         rows.append(result)
     print(
@@ -182,6 +194,9 @@ def main() -> None:
         )
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))
+    if args.results:
+        figures = {f"{r['size_mb']:g}": r for r in rows}
+        print(f"wrote {write_results('lm_serial', figures, command_line())}")
 
 
 if __name__ == "__main__":

@@ -5,10 +5,12 @@ documentation), one of them with one extra document of ``--megabytes`` MB (real 
 one document). The document's cost is the difference of the two peaks (``ru_maxrss``), reported
 as a multiple of its size; the promise is at most 10x. Each step's own peak (over the memory held
 when it started, without and with the document) shows where the rest goes: ``load`` is
-``datasets.load_dataset`` (its JSON reader alone costs about 8x a one-line document). ``--whole`` adds the reference that was
+``datasets.load_dataset`` (its JSON reader alone holds several times a one-line document). ``--whole`` adds the reference that was
 fixed: ``tokenizers`` encoding the document in one call (about 190x before the fix).
+``--format`` takes one format or both; ``--results`` writes the figures of every format run to
+``benchmarks/results/long_document.json`` (keys ``<format>.<figure>``), which the docs quote.
 
-    python benchmarks/bench_long_document.py --megabytes 30 [--format parquet] [--whole]
+    python benchmarks/bench_long_document.py --megabytes 30 [--format parquet jsonl] [--whole] [--results]
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from figures import command_line, write_results
 
 CHILD = """
 import json, os, resource, sys, threading, time
@@ -67,28 +71,12 @@ def _child(code: str, *args: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--megabytes", type=float, default=30.0)
-    parser.add_argument("--whole", action="store_true", help="also encode the document in one call")
-    parser.add_argument(
-        "--format", choices=("jsonl", "parquet"), default="jsonl", help="the input files' format"
-    )
-    args = parser.parse_args()
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from lightning_order.data.lm.corpus import stdlib_corpus
-
-    docs = stdlib_corpus(400)
-    size = int(args.megabytes * 1e6)
-    text, i = [], 0
-    while sum(map(len, text)) < size:
-        text.append(docs[i % len(docs)])
-        i += 1
-    huge = "\n\n".join(text)[:size]
+def _measure(docs: list[str], huge: str, fmt: str, whole: bool) -> dict:
+    """Both prepares (without and with the document ``huge``) from ``fmt`` files, in fresh processes."""
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        small, large = root / f"small.{args.format}", root / f"large.{args.format}"
-        if args.format == "parquet":
+        small, large = root / f"small.{fmt}", root / f"large.{fmt}"
+        if fmt == "parquet":
             import pyarrow as pa
             import pyarrow.parquet as pq
 
@@ -103,7 +91,7 @@ def main() -> None:
         with_doc = _child(CHILD, str(large), str(root / "b"))
         cost = with_doc["peak_mb"] - base["peak_mb"]
         result = {
-            "format": args.format,
+            "format": fmt,
             "document_mb": len(huge.encode()) / 1e6,
             "peak_without_mb": round(base["peak_mb"]),
             "peak_with_mb": round(with_doc["peak_mb"]),
@@ -113,12 +101,47 @@ def main() -> None:
                 name: [base["steps"].get(name), mb] for name, mb in with_doc["steps"].items()
             },
         }
-        if args.whole:
-            whole = _child(WHOLE, str(root / "huge.txt"))
+        if whole:
+            one_call = _child(WHOLE, str(root / "huge.txt"))
             result["one_call_encode_cost_over_size"] = round(
-                (whole["peak_mb"] - whole["before_mb"]) / (len(huge.encode()) / 1e6), 1
+                (one_call["peak_mb"] - one_call["before_mb"]) / (len(huge.encode()) / 1e6), 1
             )
-    print(json.dumps(result, indent=2))
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--megabytes", type=float, default=30.0)
+    parser.add_argument("--whole", action="store_true", help="also encode the document in one call")
+    parser.add_argument(
+        "--format",
+        nargs="+",
+        choices=("jsonl", "parquet"),
+        default=["jsonl"],
+        help="the input files' format; both run one after the other",
+    )
+    parser.add_argument(
+        "--results",
+        action="store_true",
+        help="write benchmarks/results/long_document.json, the figures the docs quote",
+    )
+    args = parser.parse_args()
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from lightning_order.data.lm.corpus import stdlib_corpus
+
+    docs = stdlib_corpus(400)
+    size = int(args.megabytes * 1e6)
+    text, i = [], 0
+    while sum(map(len, text)) < size:
+        text.append(docs[i % len(docs)])
+        i += 1
+    huge = "\n\n".join(text)[:size]
+    figures = {}
+    for fmt in args.format:
+        figures[fmt] = _measure(docs, huge, fmt, args.whole)
+        print(json.dumps(figures[fmt], indent=2), flush=True)
+    if args.results:
+        print(f"wrote {write_results('long_document', figures, command_line())}")
 
 
 if __name__ == "__main__":

@@ -6,13 +6,16 @@ would, each in a fresh process with an empty cache, and writes what the docs quo
 - ``benchmarks/results/demo.json``: the classification demo's steps, validation accuracy and time;
 - ``benchmarks/results/lm_demo.json``: the LM demo's CPU-seconds (user + system of the command),
   steps, validation perplexity and loss, and its corpus (documents loaded, kept by ``dedup``,
-  train and validation documents and blocks), read from the prepared cache's manifest.
+  train and validation documents and blocks), read from the prepared cache's manifest;
+- ``benchmarks/results/lm_sharded.json``: the LM demo sharded over 2 CPU processes
+  (``configs/lm-sharded.yaml``, FSDP2): its steps, validation perplexity, wall time, its train
+  blocks and those each data-parallel rank reads an epoch (docs/validator.md, "Sharded models").
 
 Then ``python benchmarks/figures.py --write`` rewrites every quote of them in the docs.
 
 Usage::
 
-    python benchmarks/demo_figures.py                  # both jobs as configured (about 3 min of CPU)
+    python benchmarks/demo_figures.py                  # every job as configured (about 6 min of CPU)
     python benchmarks/demo_figures.py --only demo      # one of them
 """
 
@@ -31,12 +34,17 @@ import time
 from pathlib import Path
 from typing import Any
 
+import yaml
 from figures import write_results
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
 #: The job of each results file, and the command a user types for it.
-JOBS = {"demo": "configs/demo.yaml", "lm_demo": "configs/lm-demo.yaml"}
+JOBS = {
+    "demo": "configs/demo.yaml",
+    "lm_demo": "configs/lm-demo.yaml",
+    "lm_sharded": "configs/lm-sharded.yaml",
+}
 
 
 def run_job(config: str, work: Path, extra: list[str]) -> dict[str, Any]:
@@ -100,7 +108,24 @@ def lm_demo_figures(run: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-FIGURES = {"demo": demo_figures, "lm_demo": lm_demo_figures}
+def lm_sharded_figures(run: dict[str, Any]) -> dict[str, Any]:
+    config = yaml.safe_load((ROOT / JOBS["lm_sharded"]).read_text())
+    # The data is split over the data-parallel ranks only (tensor-parallel ranks read the same batches).
+    ranks = config["trainer"]["strategy"]["init_args"]["data_parallel_size"]
+    stats = {r["step"]: r.get("stats") or {} for r in run["manifest"]["records"]}
+    # What a rank reads an epoch: its full batches (a rank's last, partial batch is dropped).
+    steps_per_epoch = run["steps"] // config["trainer"]["max_epochs"]
+    return {
+        "wall_seconds": round(run["wall_seconds"], 1),
+        "steps": run["steps"],
+        "val_ppl": round(run["metrics"]["val_ppl"], 2),
+        "data_parallel_ranks": ranks,
+        "train_blocks": stats["pack"]["train_blocks"],
+        "blocks_per_rank_epoch": steps_per_epoch * config["data"]["batch_size"],
+    }
+
+
+FIGURES = {"demo": demo_figures, "lm_demo": lm_demo_figures, "lm_sharded": lm_sharded_figures}
 
 
 def main(argv: list[str] | None = None) -> int:
