@@ -150,7 +150,7 @@ class RemoteCache:
         except (DataError, FileNotFoundError, FileExistsError):
             raise
         except Exception as err:  # botocore's connection errors are no OSError
-            raise object_error(err, action, url, step) from err
+            raise object_error(err, action, url, step, self.storage_options) from err
 
     def identity(self, step: str = "setup") -> str | None:
         """The published build's identity (the manifest's ETag and size); ``None``: no manifest, not a cache."""

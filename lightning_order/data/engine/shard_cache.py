@@ -31,7 +31,7 @@ from typing import Any
 import xxhash
 from filelock import FileLock
 
-from lightning_order.data.engine.object_store import url_filesystem
+from lightning_order.data.engine.object_store import redact, url_filesystem
 from lightning_order.errors import DataError
 
 __all__ = [
@@ -78,19 +78,22 @@ def fetched_bytes() -> int:
     return _FETCHED[0]
 
 
-def object_error(err: BaseException, action: str, url: str, step: str) -> DataError:
+def object_error(
+    err: BaseException, action: str, url: str, step: str, storage_options: Mapping[str, Any] | None = None
+) -> DataError:
     """A failed request to object storage as one :class:`DataError` naming the object and the fix.
 
-    The message holds the error's type and text (botocore's say what failed, never the secret
-    key) on one line.
+    The message holds the error's type and text on one line, passed through
+    :func:`~lightning_order.data.engine.object_store.redact` as the input side's errors are
+    (a client's message may quote a signed URL or a key).
     """
     what = " ".join(str(err).split()) or type(err).__name__
-    return DataError(
+    message = (
         f"could not {action} {url} on object storage ({type(err).__name__}: {what}); check that the "
         "store is reachable and the credentials (AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, storage_options), "
-        "then run again: nothing half-written is ever used",
-        step=step,
+        "then run again: nothing half-written is ever used"
     )
+    return DataError(redact(message, storage_options), step=step)
 
 
 class RemoteFiles:
@@ -218,7 +221,7 @@ class RemoteFiles:
                         f"${SHARD_CACHE_ENV}",
                         step="setup",
                     ) from err
-                raise object_error(err, "read", url, "setup") from err
+                raise object_error(err, "read", url, "setup", self.storage_options) from err
             finally:
                 _FETCHED[0] += count
             if count != int(record["size"]) or digest.hexdigest() != record.get("xxh3"):
