@@ -327,7 +327,8 @@ def main() -> None:
             text=True,
             check=True,
         ).stdout.strip()
-        print(f"wrote {write_results('datatrove', result, command_line(), datatrove=version)}")
+        result["datatrove_version"] = version
+        print(f"wrote {write_results('datatrove', result, command_line())}")
 
 
 if __name__ == "__main__":
