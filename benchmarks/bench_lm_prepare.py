@@ -25,7 +25,8 @@ Usage::
     python benchmarks/bench_lm_prepare.py [--sizes 250 1000] [--num-proc 2] [--repeats 3] [--json out.json] [--results]
 
 Prints one JSON line per size and a summary table. ``--results`` writes
-``benchmarks/results/lm_prepare.json`` (``lm_prepare_memory.json`` with ``--memory-only``; keys
+``benchmarks/results/lm_prepare.json`` (``lm_prepare_ray.json`` with ``--engines local ray``,
+``lm_prepare_memory.json`` with ``--memory-only``; keys
 ``<size MB>.<figure>``, and the load average before and after), the figures the docs quote.
 """
 
@@ -512,8 +513,8 @@ def main() -> None:
             )
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
-    if args.results:
-        _write("lm_prepare", results, load)
+    if args.results:  # another engine's comparison is another file: it never replaces the local one's
+        _write("_".join(["lm_prepare", *args.engines[1:]]), results, load)
 
 
 if __name__ == "__main__":
