@@ -378,6 +378,8 @@ def measure(
         "floor": floor,
         "same_tokenizer": same,
         "ours_over_floor": ours["seconds"] / floor["seconds"],
+        # each other engine's fastest run against the first engine's (``ray_over_local``)
+        **{f"{e}_over_{engines[0]}": fastest[e]["seconds"] / ours["seconds"] for e in engines[1:]},
         "ours_mb_s_per_core": mb / ours["cpu"],
         "floor_mb_s_per_core": mb / floor["cpu"],
     }
