@@ -8,6 +8,7 @@ tests/unit/storage/test_remote_cache.py; two DDP ranks in tests/distributed/test
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from pytorch_lightning.callbacks import ModelCheckpoint
 from resumes import BatchHashes, model
 from s3_server import make_bucket, s3_env
 
-from lightning_order import OrderedLMDataModule, OrderValidator
+from lightning_order import OrderedDataModule, OrderedLMDataModule, OrderValidator
 from lightning_order.data.engine import shard_cache
 from lightning_order.errors import DataError
 
@@ -162,11 +163,36 @@ def test_an_object_changed_after_publishing_is_refused(reader, own_cache, name):
     assert "\n" not in str(caught.value)
 
 
-def test_classification_refuses_a_cache_on_object_storage():
-    from lightning_order import OrderedDataModule
-
-    with pytest.raises(DataError, match="OrderedDataModule cannot publish its cache yet"):
-        OrderedDataModule(cache_dir="s3://bucket/prepared")
+def test_classification_publishes_to_the_server_and_reads_back_the_local_cache(
+    s3_bucket, own_cache, tmp_path, monkeypatch
+):
+    """``OrderedDataModule(cache_dir="s3://...")``: published with the manifest last, read on another
+    machine (a fresh user cache) with the local cache's key, files, dims and first-epoch batches."""
+    monkeypatch.chdir(tmp_path)
+    url = f"s3://{s3_bucket}/prepared"
+    small = {"demo_size": 300, "vocab_size": 120, "max_length": 12, "batch_size": 16}
+    local = OrderedDataModule(cache_dir=str(tmp_path / "local"), **small)
+    publisher = OrderedDataModule(cache_dir=url, **small)
+    assert publisher.cache_key == local.cache_key
+    local.prepare_data()
+    publisher.prepare_data()
+    fs = fsspec.filesystem("s3")
+    folder = f"{url}/{publisher.cache_key}"
+    assert fs.exists(f"{folder}/manifest.json") and not fs.exists(f"{folder}.lock")
+    published = json.loads(fs.cat_file(f"{folder}/manifest.json"))["info"]["files"]
+    # Same files, same per-file xxh3; but datasets' own state.json, whose "_fingerprint" datasets
+    # draws at random for a transform it cannot hash: it differs between two local preparations too.
+    assert published.keys() == local.ledger.info["files"].keys()
+    same = {n: r for n, r in published.items() if not n.endswith("/state.json")}
+    assert same == {n: r for n, r in local.ledger.info["files"].items() if n in same} and len(same) >= 6
+    monkeypatch.setenv("LIGHTNING_ORDER_CACHE", str(tmp_path / "another-machine"))
+    reader = OrderedDataModule(cache_dir=url, **small)
+    for dm in (local, reader):
+        dm.setup("fit")
+    assert reader.dims == local.dims and reader.data_fingerprints() == local.data_fingerprints()
+    _same(_epoch(reader), _epoch(local))
+    assert not (tmp_path / "another-machine" / "staging").exists()  # read, never prepared there
+    assert not list(tmp_path.rglob("s3:*"))
 
 
 @pytest.mark.slow  # two Trainer runs with loader workers: 7 s
