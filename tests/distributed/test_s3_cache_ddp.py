@@ -15,7 +15,7 @@ from s3_server import make_bucket, s3_env
 pytestmark = pytest.mark.slow
 
 #: s3_cache_ddp.py's EVERY: the s3 run is checkpointed every this many steps, resumed from the first.
-EVERY = 300
+EVERY = 360
 
 
 @pytest.fixture(scope="module")

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests/, for resumes.py
@@ -33,7 +34,7 @@ from lightning_order.distributed import release_process_group
 DATA = {"max_documents": 200, "vocab_size": 300, "block_size": 16, "batch_size": 4, "num_proc": 1}
 #: The ``s3`` run is checkpointed every this many steps (of its 381); ``resumed`` starts from the
 #: first, late in the epoch so that it runs few steps.
-EVERY = 300
+EVERY = 360
 
 
 def run(cache: str, checkpoints: str | None = None, ckpt_path: str | None = None) -> dict:
@@ -58,7 +59,7 @@ def run(cache: str, checkpoints: str | None = None, ckpt_path: str | None = None
         num_sanity_val_steps=0,
         limit_val_batches=0,  # the fetch figure counts the train split only
     )
-    before = fetched_bytes()
+    before, started = fetched_bytes(), time.perf_counter()
     trainer.fit(model("lm", dm), dm, ckpt_path=ckpt_path)
     train = dm.ledger.latest("train")
     rows = sum(len(batch) for batch in hashes.hashes())
@@ -68,6 +69,7 @@ def run(cache: str, checkpoints: str | None = None, ckpt_path: str | None = None
         "violations": [v.rule for v in validator.violations],
         "resumed_at": (train.stats or {}).get("resumed_at") if train is not None else None,
         "fetched": fetched_bytes() - before,
+        "seconds": time.perf_counter() - started,
         "served": rows * (DATA["block_size"] + 1) * 4,
         "published": {  # the block shards' bytes per split, as the manifest lists them
             split: sum(
