@@ -1,9 +1,12 @@
-"""#46 items 2-4: the prepared LM cache published to an S3 API server, and training from it.
+"""#46 items 2-4: the prepared LM cache published to an S3 API server, and training from it; the
+classification cache published there too.
 
 moto's server on 127.0.0.1 (``tests/s3_server.py``) stands for S3; the DataModules reach it as a
 user does, through the AWS variables the fixtures set. The publishing protocol's faults (the
 server stopped mid-publish, two preparers, a stale lock) are tested on a staged folder in
-tests/unit/storage/test_remote_cache.py; two DDP ranks in tests/distributed/test_s3_cache_ddp.py.
+tests/unit/storage/test_remote_cache.py, the server stopped while a work item uploads here; two
+DDP ranks (and their mid-epoch resume) in tests/distributed/test_s3_cache_ddp.py; a Ray
+preparation publishing to the server in tests/distributed/test_s3_inputs_ray.py.
 """
 
 from __future__ import annotations
@@ -193,6 +196,39 @@ def test_classification_publishes_to_the_server_and_reads_back_the_local_cache(
     _same(_epoch(reader), _epoch(local))
     assert not (tmp_path / "another-machine" / "staging").exists()  # read, never prepared there
     assert not list(tmp_path.rglob("s3:*"))
+
+
+def test_the_server_stopped_while_a_work_item_uploads_then_a_rerun_completes(
+    own_s3_server, own_cache, monkeypatch
+):
+    """A work item uploads the documents it placed: the server gone then is one line naming the
+    object, nothing is committed, and a rerun (the server back) publishes the whole cache."""
+    from lightning_order.data.engine import remote_cache
+
+    fast = {"config_kwargs": {"retries": {"max_attempts": 1}, "connect_timeout": 2}}
+    url = f"s3://{make_bucket(own_s3_server.endpoint_url)}/prepared"
+    real, failed = remote_cache.upload_file, []
+
+    def stop_at_the_documents(fs, local, target) -> None:
+        if "/documents/" in target and not failed:  # a work item's upload (the driver's come after)
+            failed.append(target)
+            own_s3_server.stop()
+        real(fs, local, target)
+
+    monkeypatch.setattr(remote_cache, "upload_file", stop_at_the_documents)
+    dm = OrderedLMDataModule(cache_dir=url, storage_options=fast, **SMALL)
+    with pytest.raises(
+        DataError, match=r"could not write .*/documents/part-00000\.arrow on object storage"
+    ) as caught:
+        dm.prepare_data()
+    assert "\n" not in str(caught.value) and failed
+    own_s3_server.start()
+    fs = fsspec.filesystem("s3", **fast)
+    fs.invalidate_cache()
+    assert not fs.exists(f"{url}/{dm.cache_key}/manifest.json")  # nothing committed
+    OrderedLMDataModule(cache_dir=url, storage_options=fast, lock_timeout=10, **SMALL).prepare_data()
+    assert dm.remote_cache is not None and dm.remote_cache.problems() == []
+    assert not fs.exists(dm.remote_cache.lock_url)
 
 
 @pytest.mark.slow  # two Trainer runs with loader workers: 7 s
