@@ -194,6 +194,11 @@ def test_classification_publishes_to_the_server_and_reads_back_the_local_cache(
         dm.setup("fit")
     assert reader.dims == local.dims and reader.data_fingerprints() == local.data_fingerprints()
     _same(_epoch(reader), _epoch(local))
+    validator = OrderValidator()  # its proofs read the mirror's manifest and statistics
+    quiet_trainer(tmp_path, [validator], max_steps=2, limit_val_batches=1).fit(
+        model("standard", reader), reader
+    )
+    assert validator.violations == []
     assert not (tmp_path / "another-machine" / "staging").exists()  # read, never prepared there
     assert not list(tmp_path.rglob("s3:*"))
 
