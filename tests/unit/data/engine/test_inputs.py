@@ -10,6 +10,7 @@ import pytest
 
 from lightning_order import DataError, OrderedDataModule
 from lightning_order.data.engine.inputs import check_dataset_name, expand_data_files, files_identity
+from lightning_order.data.engine.storage import file_digest
 from lightning_order.data.text.config import DataConfig
 
 SMALL = {"vocab_size": 100, "max_length": 16}
@@ -93,9 +94,9 @@ def test_identity_of_each_kind_of_data_files(tmp_path):
     }
     assert expand_data_files("hf://datasets/x/y/*.csv", "csv") == ["hf://datasets/x/y/*.csv"]
     assert expand_data_files("data/*.csv", "user/hub-dataset") == ["data/*.csv"]  # resolved in the repo
-    ident = files_identity([str(a)])
-    assert ident[0][:2] == [str(a), a.stat().st_size] and len(ident[0][2]) == 32
-    assert files_identity([str(a)], "size_mtime")[0][2] == a.stat().st_mtime_ns
+    # by content: the size and the 128-bit xxh3 of the bytes, and no path (issue #46)
+    assert files_identity([str(a)]) == [[a.stat().st_size, f"xxh3:{file_digest(a)}"]]
+    assert files_identity([str(a)], "size_mtime") == [[a.stat().st_size, a.stat().st_mtime_ns]]
 
 
 @pytest.mark.parametrize(
