@@ -36,6 +36,7 @@ from lightning_order.data.engine.storage import read_error
 from lightning_order.errors import DataError
 
 __all__ = [
+    "LOCAL_DATASET",
     "OBJECT_THREADS",
     "InputHash",
     "check_dataset_name",
@@ -59,6 +60,8 @@ _SUFFIXES = {
     "arrow": (".arrow",),
 }
 _TEXT_BUILDERS = ("csv", "json", "text")
+#: What the cache key holds for ``dataset`` when it is a local path: its files (and their names in it) identify it.
+LOCAL_DATASET = "<local dataset folder>"
 #: Objects identified at once (their reads and ``HEAD`` requests wait on the network).
 OBJECT_THREADS = 8
 _CHUNK = 1 << 22
@@ -582,6 +585,11 @@ class InputFiles:
         return [
             [_inside(name, root), *entry] for name, entry in zip(file_names(self.identified_files), identity)
         ]
+
+    @property
+    def dataset_identity(self) -> str | None:
+        """``dataset`` as the cache key holds it: a local dataset folder's path is left out (its files name it)."""
+        return LOCAL_DATASET if self._from_folder else self.dataset
 
     @property
     def _from_folder(self) -> bool:

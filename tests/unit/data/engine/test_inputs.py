@@ -267,3 +267,20 @@ def test_a_pipe_in_data_files_is_refused_not_identified_by_its_name(tmp_path):
     with pytest.raises(DataError) as info:
         DataConfig(dataset="text", data_files=str(pipe))
     assert info.value.step == "load" and f"{pipe}, which is not a regular file" in str(info.value)
+
+
+def test_a_dataset_folder_is_identified_by_the_names_inside_it_not_by_where_it_is(tmp_path):
+    import shutil
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    folder = tmp_path / "here" / "my_dataset"
+    folder.mkdir(parents=True)
+    table = pa.table({"text": [f"document {i}" for i in range(20)], "label": [i % 2 for i in range(20)]})
+    pq.write_table(table, folder / "train.parquet")
+    first = OrderedDataModule(dataset=str(folder), **SMALL)
+    copy = shutil.copytree(folder, tmp_path / "there" / "my_dataset")
+    assert OrderedDataModule(dataset=str(copy), **SMALL).cache_key == first.cache_key  # issue #46
+    (copy / "train.parquet").rename(copy / "test.parquet")  # datasets reads the split from the name
+    assert OrderedDataModule(dataset=str(copy), **SMALL).cache_key != first.cache_key
