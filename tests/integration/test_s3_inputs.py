@@ -129,11 +129,11 @@ def test_one_lm_corpus_in_two_folders_and_on_the_server_has_one_key_and_prepares
 
     monkeypatch.setattr(reading, "load_files", no_download)  # the workers read their ranges themselves
     remote = OrderedLMDataModule(dataset, data_files=url, cache_dir=str(tmp_path / "c-remote"), **LM)
+    # the location (folder, bucket) is not in the key: one key, and the same prepared files
+    assert remote.cache_key == local[0].cache_key == local[1].cache_key
     corpus = sum(p.stat().st_size for p in paths)
     assert sum(fetched) == corpus  # each object read once, to identify it by its bytes
     remote.prepare_data()
-    # the location (folder, bucket) is not in the key: one key, and the same prepared files
-    assert remote.cache_key == local[0].cache_key == local[1].cache_key
     assert _prepared(remote) == _prepared(local[0]) == _prepared(local[1]) and len(_prepared(local[0])) > 10
     # the workers' reads: each byte fetched once (no driver download); a Parquet footer twice (the plan's and the worker's)
     footers = sum(pq.read_metadata(p).serialized_size + 8 for p in paths) if dataset == "parquet" else 0

@@ -277,6 +277,7 @@ def _expand_url(url: str, dataset: str | None, storage_options: Mapping[str, Any
     fs, path = url_filesystem(url, storage_options)
     suffixes = _SUFFIXES.get(dataset or "")
     with remote_errors("load", url, storage_options):
+        fs.invalidate_cache()  # listings fsspec cached earlier in this process miss objects written since
         if glob.has_magic(path):
             found = fs.glob(path, detail=True)
             kind = "pattern"

@@ -183,13 +183,18 @@ def object_identity(url: str, storage_options: Mapping[str, Any] | None = None) 
     ``content`` is the store's digest of the bytes (S3's ETag, GCS's md5Hash...); a store that
     keeps none (``memory://``, plain HTTP) has the bytes hashed instead (xxh3, as local files).
     ``version`` is the object's VersionId where the bucket keeps versions, else ``None``. An
-    object overwritten with other bytes changes the identity; its name alone never names it.
+    object overwritten with other bytes changes the identity; its name alone never names it. The
+    metadata is asked of the store each time (one ``HEAD``), never taken from a listing fsspec
+    cached earlier in the process.
 
     Raises:
         DataError: the object cannot be reached (naming it; secrets redacted).
     """
     fs, path = url_filesystem(url, storage_options)
     with remote_errors("load", url, storage_options):
+        # fsspec serves info from listings it cached (per process, per filesystem): an object another
+        # client overwrote since would keep its old ETag, and the old key would serve stale data
+        fs.invalidate_cache(path)
         info = fs.info(path)
         if info.get("type") == "directory":
             raise FileNotFoundError(f"{url} is a folder (a prefix), not an object")
@@ -223,7 +228,6 @@ def hash_object(url: str, identity: list[Any], storage_options: Mapping[str, Any
         with fs.open(path, "rb", block_size=_HASH_CHUNK, cache_type="none") as handle:
             while chunk := handle.read(_HASH_CHUNK):
                 digest.update(chunk)
-        fs.invalidate_cache(path)
     if object_identity(url, storage_options) != list(identity):
         raise DataError(
             f"data object {redact(url, storage_options)} changed while it was read to identify it (its ETag, "

@@ -237,3 +237,25 @@ def test_the_object_that_changed_after_the_datamodule_was_built_is_the_one_named
         checked_read(cfg, lambda: None)
     # identities name no file: the entries are matched to the files by their place
     assert urls[1] in str(info.value) and urls[0] not in str(info.value)
+
+
+def test_an_object_another_client_wrote_is_seen_though_this_process_listed_the_store_before(
+    s3_server, s3_bucket
+):
+    """fsspec caches listings per process: the old ETag (so the old key) and the old list were served."""
+    import boto3
+    from s3_server import ACCESS_KEY, REGION, SECRET_KEY
+
+    fs = fsspec.filesystem("s3")
+    fs.pipe(f"{s3_bucket}/corpus/a.jsonl", b'{"text": "one document"}\n')
+    pattern = f"s3://{s3_bucket}/corpus/*.jsonl"
+    before = files_identity(expand_data_files(pattern, "json"))
+    fs.glob(f"{s3_bucket}/corpus/*.jsonl", detail=True)  # the listing, with its ETags, cached
+    client = boto3.client("s3", endpoint_url=s3_server, aws_access_key_id=ACCESS_KEY,
+                          aws_secret_access_key=SECRET_KEY, region_name=REGION)  # fmt: skip
+    client.put_object(Bucket=s3_bucket, Key="corpus/a.jsonl", Body=b'{"text": "two document"}\n')  # same size
+    client.put_object(Bucket=s3_bucket, Key="corpus/b.jsonl", Body=b'{"text": "three"}\n')
+    files = expand_data_files(pattern, "json")
+    assert files == [f"s3://{s3_bucket}/corpus/a.jsonl", f"s3://{s3_bucket}/corpus/b.jsonl"]
+    after = files_identity(files)
+    assert after[0][0] == before[0][0] and after[0][1] != before[0][1]  # its new bytes, not the listed ETag's
