@@ -26,7 +26,7 @@ import re
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from functools import cached_property
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
 from lightning_order.data.engine.input_digests import input_digest, object_digest
@@ -38,6 +38,7 @@ from lightning_order.errors import DataError
 __all__ = [
     "LOCAL_DATASET",
     "OBJECT_THREADS",
+    "READ_BY_NAME",
     "InputHash",
     "check_dataset_name",
     "check_files_named",
@@ -60,6 +61,10 @@ _SUFFIXES = {
     "arrow": (".arrow",),
 }
 _TEXT_BUILDERS = ("csv", "json", "text")
+#: Name endings that decide how a file's bytes are read (``datasets`` decompresses by the name; a
+#: csv dataset's ``.tsv`` files are cut at tabs, :func:`~.reading.csv_delimiter`): with the location
+#: out of the key, a file's identity keeps such an ending, so ``a.tsv`` and ``a.csv`` of the same bytes differ.
+READ_BY_NAME = frozenset({".tsv", ".gz", ".bz2", ".xz", ".zst", ".lz4", ".zip"})
 #: What the cache key holds for ``dataset`` when it is a local path: its files (and their names in it) identify it.
 LOCAL_DATASET = "<local dataset folder>"
 #: Objects identified at once (their reads and ``HEAD`` requests wait on the network).
@@ -370,6 +375,8 @@ def files_identity(
     changes the ETag): a local copy and the objects then have different identities, so different
     cache keys.
 
+    An entry ends with the file's name ending where that ending decides how its bytes are read
+    (:data:`READ_BY_NAME`: ``.tsv``, ``.gz``...), e.g. ``[size, "xxh3:...", ".tsv"]``.
     ``hf://``, ``http(s)://`` or missing paths are identified by their name only (``[name]``).
     The structure of ``files`` is kept: a list in its order, a dict by split name.
     """
@@ -386,14 +393,16 @@ def _identity(files: Any, mode: InputHash, objects: Mapping[str, list[Any]]) -> 
     for name in files:
         path = Path(name)
         if name in objects:
-            out.append(objects[name])
+            entry = objects[name]
         elif _is_remote(name) or not path.is_file():
-            out.append([name])
+            entry = [name]
         elif mode == "content":
-            out.append([path.stat().st_size, f"xxh3:{input_digest(path)}"])
+            entry = [path.stat().st_size, f"xxh3:{input_digest(path)}"]
         else:
             info = path.stat()
-            out.append([info.st_size, info.st_mtime_ns])
+            entry = [info.st_size, info.st_mtime_ns]
+        ending = PurePosixPath(name).suffix.lower()
+        out.append([*entry, ending] if ending in READ_BY_NAME and len(entry) > 1 else entry)
     return out
 
 

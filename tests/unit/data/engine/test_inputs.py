@@ -284,3 +284,16 @@ def test_a_dataset_folder_is_identified_by_the_names_inside_it_not_by_where_it_i
     assert OrderedDataModule(dataset=str(copy), **SMALL).cache_key == first.cache_key  # issue #46
     (copy / "train.parquet").rename(copy / "test.parquet")  # datasets reads the split from the name
     assert OrderedDataModule(dataset=str(copy), **SMALL).cache_key != first.cache_key
+
+
+def test_the_same_bytes_in_two_folders_have_one_key_unless_the_name_says_how_to_read_them(tmp_path):
+    """Issue #46: the location leaves the key; a name ending that decides the read (``.tsv``: at tabs) stays."""
+    (tmp_path / "one").mkdir()
+    (tmp_path / "two").mkdir()
+    rows = "text\tlabel\nthe first row says good\t1\nthe second row says bad\t0\n" * 20
+    for path in (tmp_path / "one" / "a.csv", tmp_path / "two" / "a.csv", tmp_path / "two" / "a.tsv"):
+        path.write_text(rows)
+    keys = {name: OrderedDataModule("csv", data_files=str(tmp_path / name), **SMALL).cache_key
+            for name in ("one/a.csv", "two/a.csv", "two/a.tsv")}  # fmt: skip
+    assert keys["one/a.csv"] == keys["two/a.csv"] != keys["two/a.tsv"]  # one column vs two
+    assert files_identity([str(tmp_path / "two" / "a.tsv")])[0][2:] == [".tsv"]
