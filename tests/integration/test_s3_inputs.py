@@ -176,7 +176,8 @@ def test_one_classification_corpus_in_two_folders_and_on_the_server_has_one_key_
     for dm in dms:
         dm.prepare_data()
     assert len({dm.cache_key for dm in dms}) == 1
-    # datasets' state.json holds its own fingerprint of the load (the files' names): not data
+    # datasets' state.json holds its fingerprint of our scratch files' random names (two prepares of one
+    # local file differ there too): not data
     data = [{k: v for k, v in _prepared(dm).items() if not k.endswith("state.json")} for dm in dms]
     assert data[0] == data[1] == data[2] and any(k.endswith(".arrow") for k in data[0])
 
