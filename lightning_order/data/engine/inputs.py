@@ -371,9 +371,10 @@ def files_identity(
     identifications ask its metadata only. Objects are identified :data:`OBJECT_THREADS` at a time.
 
     With ``"size_mtime"`` (metadata only, for very large corpora) a local file is
-    ``[size, mtime_ns]`` and an object ``[size, ETag, VersionId]`` (no byte read; an overwrite
-    changes the ETag): a local copy and the objects then have different identities, so different
-    cache keys.
+    ``[size, mtime_ns, path]`` (without its bytes, its place still tells two files apart) and an
+    object ``[size, ETag, VersionId]`` (no byte read; an overwrite changes the ETag, which the
+    store derives from the content): a local copy and the objects then have different identities,
+    so different cache keys.
 
     An entry ends with the file's name ending where that ending decides how its bytes are read
     (:data:`READ_BY_NAME`: ``.tsv``, ``.gz``...), e.g. ``[size, "xxh3:...", ".tsv"]``.
@@ -400,7 +401,9 @@ def _identity(files: Any, mode: InputHash, objects: Mapping[str, list[Any]]) -> 
             entry = [path.stat().st_size, f"xxh3:{input_digest(path)}"]
         else:
             info = path.stat()
-            entry = [info.st_size, info.st_mtime_ns]
+            # no byte is seen: the path still tells apart two folders whose files share size and mtime
+            # (a reproducible archive's fixed mtime), as it did before the key came to be content-only
+            entry = [info.st_size, info.st_mtime_ns, name]
         ending = PurePosixPath(name).suffix.lower()
         out.append([*entry, ending] if ending in READ_BY_NAME and len(entry) > 1 else entry)
     return out
