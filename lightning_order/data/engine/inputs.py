@@ -383,7 +383,7 @@ def files_identity(
     """
     if files is None:
         return None
-    objects = _objects_identity(object_files(files), mode, storage_options)
+    objects = _objects_identity(list(dict.fromkeys(object_files(files))), mode, storage_options)
     return _identity(files, mode, objects)
 
 

@@ -13,9 +13,11 @@ the bytes hashed are the bytes ``datasets`` read. A file whose ctime is within
 :data:`_RECENT_NS` of the first status is hashed before the read as well (two writes in one
 tick of a coarse clock can leave ctime as it was).
 
-An object in a store (``s3://``...) has no status: its identity (ETag, size, version: one
-``HEAD`` request) is checked before the read and again after it, so an object rewritten while it
-was read is refused as a local file is.
+An object in a store (``s3://``...) has no status: its identity is checked before the read and
+again after it, so an object rewritten while it was read is refused as a local file is. Each
+check asks the store for its metadata (ETag, size, version: one ``HEAD``), which names the digest
+recorded when it was identified (:func:`~.input_digests.object_digest`): no byte is read again
+unless the object changed, and then its new bytes are hashed and differ.
 """
 
 from __future__ import annotations
