@@ -23,6 +23,7 @@ from lightning_order.errors import DataError
 
 __all__ = [
     "SECRET_VARIABLES",
+    "hash_object",
     "is_url",
     "object_identity",
     "open_input",
@@ -182,13 +183,18 @@ def object_identity(url: str, storage_options: Mapping[str, Any] | None = None) 
     ``content`` is the store's digest of the bytes (S3's ETag, GCS's md5Hash...); a store that
     keeps none (``memory://``, plain HTTP) has the bytes hashed instead (xxh3, as local files).
     ``version`` is the object's VersionId where the bucket keeps versions, else ``None``. An
-    object overwritten with other bytes changes the identity; its name alone never names it.
+    object overwritten with other bytes changes the identity; its name alone never names it. The
+    metadata is asked of the store each time (one ``HEAD``), never taken from a listing fsspec
+    cached earlier in the process.
 
     Raises:
         DataError: the object cannot be reached (naming it; secrets redacted).
     """
     fs, path = url_filesystem(url, storage_options)
     with remote_errors("load", url, storage_options):
+        # fsspec serves info from listings it cached (per process, per filesystem): an object another
+        # client overwrote since would keep its old ETag, and the old key would serve stale data
+        fs.invalidate_cache(path)
         info = fs.info(path)
         if info.get("type") == "directory":
             raise FileNotFoundError(f"{url} is a folder (a prefix), not an object")
@@ -200,6 +206,36 @@ def object_identity(url: str, storage_options: Mapping[str, Any] | None = None) 
                     digest.update(chunk)
             content = f"xxh3:{digest.hexdigest()}"
     return [url, int(info.get("size") or 0), content, info.get("VersionId")]
+
+
+def hash_object(url: str, identity: list[Any], storage_options: Mapping[str, Any] | None = None) -> str:
+    """The xxh3 (128-bit, hex) of the object's bytes, as :func:`~.storage.file_digest` gives for a local file.
+
+    The object is read once, in :data:`_HASH_CHUNK` ranges; its identity is asked again after the
+    last byte (past any listing fsspec cached), so bytes of two versions never make one digest.
+
+    Args:
+        url: the object.
+        identity: its :func:`object_identity`, taken before the read.
+        storage_options: the filesystem's keyword arguments.
+
+    Raises:
+        DataError: the object cannot be read, or it changed while it was read (naming it).
+    """
+    fs, path = url_filesystem(url, storage_options)
+    digest = xxhash.xxh3_128()
+    with remote_errors("load", url, storage_options):
+        with fs.open(path, "rb", block_size=_HASH_CHUNK, cache_type="none") as handle:
+            while chunk := handle.read(_HASH_CHUNK):
+                digest.update(chunk)
+    if object_identity(url, storage_options) != list(identity):
+        raise DataError(
+            f"data object {redact(url, storage_options)} changed while it was read to identify it (its ETag, "
+            "size or version is not the one it had before the read); build the DataModule again once it stays "
+            "as it is",
+            step="load",
+        )
+    return digest.hexdigest()
 
 
 def open_input(name: str, storage_options: Mapping[str, Any] | None = None, **options: Any) -> IO[bytes]:
