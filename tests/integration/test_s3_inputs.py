@@ -245,7 +245,7 @@ def test_the_server_stopped_mid_read_is_one_line_naming_the_object_and_a_rerun_c
 
     monkeypatch.setattr(range_reading, "read_range", stop_then_read)
     with pytest.raises(
-        DataError, match=r"data object s3://\S+/corpus/part-0\.jsonl could not be read"
+        DataError, match=r"could not read s3://\S+/corpus/part-0\.jsonl on object storage"
     ) as info:
         dm.prepare_data()
     said = str(info.value)

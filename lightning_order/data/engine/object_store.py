@@ -25,10 +25,10 @@ __all__ = [
     "SECRET_VARIABLES",
     "hash_object",
     "is_url",
+    "object_error",
     "object_identity",
     "open_input",
     "redact",
-    "remote_error",
     "remote_errors",
     "url_filesystem",
 ]
@@ -121,16 +121,26 @@ def redact(text: str, storage_options: Mapping[str, Any] | None = None) -> str:
     return text
 
 
-def remote_error(
-    error: BaseException, url: str, step: str, storage_options: Mapping[str, Any] | None
+def object_error(
+    error: BaseException,
+    url: str,
+    step: str,
+    storage_options: Mapping[str, Any] | None = None,
+    action: str = "read",
 ) -> DataError:
-    """What a store raised reading ``url``, as one line naming the object and the fix (secrets redacted).
+    """A failed request to object storage as one line naming the request, the object and the fix.
+
+    Every error about an object goes through here (reading an input, publishing or fetching a
+    cache): the fix follows what the store said (credentials, a missing bucket or key, the offline
+    switch, an unreachable store), and the line passes through :func:`redact`, as a client's
+    message may quote a signed URL or a key.
 
     Args:
         error: what fsspec, the store's client or the connection raised.
-        url: the object being read.
-        step: the step that was reading.
+        url: the object (or the folder) the request was for.
+        step: the step that made the request.
         storage_options: the options used (their secrets are redacted too).
+        action: the request, as a verb: ``"read"``, ``"write"``, ``"list"``, ``"delete"``...
     """
     said = " ".join(str(error).split()) or type(error).__name__
     lowered = f"{type(error).__name__} {said}".lower()
@@ -140,7 +150,7 @@ def remote_error(
     ):  # fmt: skip
         fix = (
             "check the credentials: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (or storage_options key / secret) "
-            "and that they may read this object"
+            f"and that they may {action} this object"
         )
     elif "offline mode" in lowered:  # datasets refuses every URL, s3:// too, with HF_HUB_OFFLINE=1
         fix = (
@@ -152,11 +162,11 @@ def remote_error(
     else:
         fix = (
             "check that the store is reachable (AWS_ENDPOINT_URL, or storage_options endpoint_url) and run "
-            "again: nothing was kept from this read"
+            "again: nothing half-written is ever used"
         )
     return DataError(
         redact(
-            f"data object {url} could not be read ({type(error).__name__}: {said[:300]}); {fix}",
+            f"could not {action} {url} on object storage ({type(error).__name__}: {said[:300]}); {fix}",
             storage_options,
         ),
         step=step,
@@ -165,7 +175,7 @@ def remote_error(
 
 @contextlib.contextmanager
 def remote_errors(step: str, url: str, storage_options: Mapping[str, Any] | None) -> Iterator[None]:
-    """A block that reads object ``url``: anything the store raises becomes :func:`remote_error`.
+    """A block that reads object ``url``: anything the store raises becomes :func:`object_error`.
 
     A :class:`DataError` raised inside (already ours) passes unchanged.
     """
@@ -174,7 +184,7 @@ def remote_errors(step: str, url: str, storage_options: Mapping[str, Any] | None
     except DataError:
         raise
     except Exception as err:  # s3fs, botocore, aiohttp and fsspec raise many kinds for one failed read
-        raise remote_error(err, url, step, storage_options) from err
+        raise object_error(err, url, step, storage_options) from err
 
 
 def object_identity(url: str, storage_options: Mapping[str, Any] | None = None) -> list[Any]:

@@ -34,7 +34,7 @@ from lightning_order.data.engine.inputs import (
     local_files,
     object_files,
 )
-from lightning_order.data.engine.object_store import remote_error
+from lightning_order.data.engine.object_store import object_error
 from lightning_order.data.engine.storage import read_error, storage_error
 from lightning_order.errors import DataError
 
@@ -273,7 +273,7 @@ def load_files(cfg: Any, hf_cache: Path | None, **options: Any) -> datasets.Data
             raise diagnosis from err
         objects = object_files(cfg.input_files)
         if objects:  # the store's error may quote a signed request: named, redacted, in one line
-            raise remote_error(
+            raise object_error(
                 err,
                 objects[0] if len(objects) == 1 else str(cfg.data_files),
                 "load",

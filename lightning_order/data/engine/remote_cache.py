@@ -55,8 +55,8 @@ from typing import Any
 import xxhash
 
 from lightning_order.data.engine.cache import LOCK_NOTICE_S, default_cache_dir
-from lightning_order.data.engine.object_store import url_filesystem
-from lightning_order.data.engine.shard_cache import RemoteFiles, object_error
+from lightning_order.data.engine.object_store import object_error, url_filesystem
+from lightning_order.data.engine.shard_cache import RemoteFiles
 from lightning_order.data.engine.storage import file_digest, replace_file
 from lightning_order.errors import CacheWarning, DataError, ManifestError
 from lightning_order.ledger import MANIFEST_NAME, StepLedger
@@ -153,7 +153,7 @@ class RemoteCache:
         except (DataError, FileNotFoundError, FileExistsError):
             raise
         except Exception as err:  # botocore's connection errors are no OSError
-            raise object_error(err, action, url, step, self.storage_options) from err
+            raise object_error(err, url, step, self.storage_options, action) from err
 
     def identity(self, step: str = "setup") -> str | None:
         """The published build's identity (the manifest's ETag and size); ``None``: no manifest, not a cache."""
