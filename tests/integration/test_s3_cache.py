@@ -1,13 +1,17 @@
-"""#46 items 2-4: the prepared LM cache published to an S3 API server, and training from it.
+"""#46 items 2-4: the prepared LM cache published to an S3 API server, and training from it; the
+classification cache published there too.
 
 moto's server on 127.0.0.1 (``tests/s3_server.py``) stands for S3; the DataModules reach it as a
 user does, through the AWS variables the fixtures set. The publishing protocol's faults (the
 server stopped mid-publish, two preparers, a stale lock) are tested on a staged folder in
-tests/unit/storage/test_remote_cache.py; two DDP ranks in tests/distributed/test_s3_cache_ddp.py.
+tests/unit/storage/test_remote_cache.py, the server stopped while a work item uploads here; two
+DDP ranks (and their mid-epoch resume) in tests/distributed/test_s3_cache_ddp.py; a Ray
+preparation publishing to the server in tests/distributed/test_s3_inputs_ray.py.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,7 +24,7 @@ from pytorch_lightning.callbacks import ModelCheckpoint
 from resumes import BatchHashes, model
 from s3_server import make_bucket, s3_env
 
-from lightning_order import OrderedLMDataModule, OrderValidator
+from lightning_order import OrderedDataModule, OrderedLMDataModule, OrderValidator
 from lightning_order.data.engine import shard_cache
 from lightning_order.errors import DataError
 
@@ -162,11 +166,74 @@ def test_an_object_changed_after_publishing_is_refused(reader, own_cache, name):
     assert "\n" not in str(caught.value)
 
 
-def test_classification_refuses_a_cache_on_object_storage():
-    from lightning_order import OrderedDataModule
+def test_classification_publishes_to_the_server_and_reads_back_the_local_cache(
+    s3_bucket, own_cache, tmp_path, monkeypatch
+):
+    """``OrderedDataModule(cache_dir="s3://...")``: published with the manifest last, read on another
+    machine (a fresh user cache) with the local cache's key, files, dims and first-epoch batches."""
+    monkeypatch.chdir(tmp_path)
+    url = f"s3://{s3_bucket}/prepared"
+    small = {"demo_size": 300, "vocab_size": 120, "max_length": 12, "batch_size": 16}
+    local = OrderedDataModule(cache_dir=str(tmp_path / "local"), **small)
+    publisher = OrderedDataModule(cache_dir=url, **small)
+    assert publisher.cache_key == local.cache_key
+    local.prepare_data()
+    publisher.prepare_data()
+    fs = fsspec.filesystem("s3")
+    folder = f"{url}/{publisher.cache_key}"
+    assert fs.exists(f"{folder}/manifest.json") and not fs.exists(f"{folder}.lock")
+    published = json.loads(fs.cat_file(f"{folder}/manifest.json"))["info"]["files"]
+    # Same files, same per-file xxh3; but datasets' own state.json, whose "_fingerprint" datasets
+    # draws at random for a transform it cannot hash: it differs between two local preparations too.
+    assert published.keys() == local.ledger.info["files"].keys()
+    same = {n: r for n, r in published.items() if not n.endswith("/state.json")}
+    assert same == {n: r for n, r in local.ledger.info["files"].items() if n in same} and len(same) >= 6
+    monkeypatch.setenv("LIGHTNING_ORDER_CACHE", str(tmp_path / "another-machine"))
+    reader = OrderedDataModule(cache_dir=url, **small)
+    for dm in (local, reader):
+        dm.setup("fit")
+    assert reader.dims == local.dims and reader.data_fingerprints() == local.data_fingerprints()
+    _same(_epoch(reader), _epoch(local))
+    validator = OrderValidator()  # its proofs read the mirror's manifest and statistics
+    quiet_trainer(tmp_path, [validator], max_steps=2, limit_val_batches=1).fit(
+        model("standard", reader), reader
+    )
+    assert validator.violations == []
+    assert not (tmp_path / "another-machine" / "staging").exists()  # read, never prepared there
+    assert not list(tmp_path.rglob("s3:*"))
 
-    with pytest.raises(DataError, match="OrderedDataModule cannot publish its cache yet"):
-        OrderedDataModule(cache_dir="s3://bucket/prepared")
+
+def test_the_server_stopped_while_a_work_item_uploads_then_a_rerun_completes(
+    own_s3_server, own_cache, monkeypatch
+):
+    """A work item uploads the documents it placed: the server gone then is one line naming the
+    object, nothing is committed, and a rerun (the server back) publishes the whole cache."""
+    from lightning_order.data.engine import remote_cache
+
+    fast = {"config_kwargs": {"retries": {"max_attempts": 1}, "connect_timeout": 2}}
+    url = f"s3://{make_bucket(own_s3_server.endpoint_url)}/prepared"
+    real, failed = remote_cache.upload_file, []
+
+    def stop_at_the_documents(fs, local, target) -> None:
+        if "/documents/" in target and not failed:  # a work item's upload (the driver's come after)
+            failed.append(target)
+            own_s3_server.stop()
+        real(fs, local, target)
+
+    monkeypatch.setattr(remote_cache, "upload_file", stop_at_the_documents)
+    dm = OrderedLMDataModule(cache_dir=url, storage_options=fast, **SMALL)
+    with pytest.raises(
+        DataError, match=r"could not write .*/documents/part-00000\.arrow on object storage"
+    ) as caught:
+        dm.prepare_data()
+    assert "\n" not in str(caught.value) and failed
+    own_s3_server.start()
+    fs = fsspec.filesystem("s3", **fast)
+    fs.invalidate_cache()
+    assert not fs.exists(f"{url}/{dm.cache_key}/manifest.json")  # nothing committed
+    OrderedLMDataModule(cache_dir=url, storage_options=fast, lock_timeout=10, **SMALL).prepare_data()
+    assert dm.remote_cache is not None and dm.remote_cache.problems() == []
+    assert not fs.exists(dm.remote_cache.lock_url)
 
 
 @pytest.mark.slow  # two Trainer runs with loader workers: 7 s

@@ -222,7 +222,7 @@ def _check_data_files(value: Any) -> None:
 class BaseDataConfig(InputFiles):
     """The fields every ordered DataModule takes (see each field's docstring)."""
 
-    dataset: str | None = None
+    dataset: str | None = field(default=None, metadata=shapes(value=lambda config: config.dataset_identity))
     """anything :func:`datasets.load_dataset` takes (``"csv"``, ``"json"``, ``"parquet"``, ``"text"`` with ``data_files``, a local dataset folder, or a hub name already in the local cache; any other name is refused before anything is loaded); ``None`` for the pipeline's built-in corpus."""
     data_files: str | list[str] | dict[str, str | list[str]] | None = field(
         default=None, metadata=shapes(value=lambda config: config.input_identity)
@@ -364,7 +364,7 @@ class BaseDataConfig(InputFiles):
     def source_identity(self) -> dict[str, Any]:
         """Where the data comes from, as plain data: part of every pipeline's cache identity."""
         return {
-            "dataset": self.dataset,
+            "dataset": self.dataset_identity,
             "dataset_config": self.dataset_config,
             "load_split": self.load_split,
             "data_files": self.input_identity,

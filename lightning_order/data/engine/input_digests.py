@@ -26,6 +26,16 @@ by the file's device) get no record and are hashed by every process: what that g
 one-read-per-machine saving for them, at memory speed since their bytes are in RAM. Where the
 file system cannot be told (no ``/proc``: not Linux; a device ``mountinfo`` does not list, as a
 ``btrfs`` subvolume's) the status is trusted, as before.
+
+An object in a store (``s3://``...) has no status, but every version of it has metadata that
+names it: its URL, size, ETag (or the store's other digest) and VersionId. Its digest, the same
+xxh3 of its bytes a local copy gives, is computed by reading it once per version and kept in an
+*object digest record* beside the file records (``identified-objects/``, named by the URL and
+the host) under those four values, and in this process's memory; a later identification asks the
+store for the metadata only (one ``HEAD``) and reads no byte while they are the recorded ones. An
+object overwritten gets a new ETag, so it is read and hashed again. What this trusts: that a
+store gives another ETag (or size, or version) to other bytes under one URL, as S3, GCS, Azure,
+MinIO and R2 do on every write.
 """
 
 from __future__ import annotations
@@ -35,15 +45,29 @@ import functools
 import json
 import os
 import re
+import threading
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
+import xxhash
 from filelock import FileLock
 
+from lightning_order.data.engine.cache import default_cache_dir
+from lightning_order.data.engine.object_store import hash_object
 from lightning_order.data.engine.storage import file_digest, read_errors, replace_file
 from lightning_order.data.engine.verification import host_name, machine_record
 
-__all__ = ["RACY_WINDOW_NS", "UNRECORDED_FILE_SYSTEMS", "file_system", "input_digest", "record_path"]
+__all__ = [
+    "RACY_WINDOW_NS",
+    "UNRECORDED_FILE_SYSTEMS",
+    "file_system",
+    "input_digest",
+    "object_digest",
+    "object_record_path",
+    "record_path",
+]
 
 #: A file changed this close to its hash (ns) is never recorded: a coarse clock could hide a later write.
 RACY_WINDOW_NS = 2_000_000_000
@@ -51,6 +75,10 @@ _FORMAT = "lightning_order.input-digest"
 #: File systems where a write can leave a file's status unchanged (through a shared mmap): never recorded.
 UNRECORDED_FILE_SYSTEMS = frozenset({"tmpfs", "ramfs", "devtmpfs", "hugetlbfs"})
 _MOUNTINFO = Path("/proc/self/mountinfo")
+_OBJECT_FORMAT = "lightning_order.object-digest"
+#: This process's object digests by ``(url, size, content, version)``: a check after a read asks no record.
+_OBJECT_DIGESTS: dict[tuple[Any, ...], str] = {}
+_OBJECT_DIGESTS_LOCK = threading.Lock()
 
 
 def file_system(path: Path) -> str | None:
@@ -143,8 +171,6 @@ def input_digest(path: Path, records: Path | None = None) -> str:
     if file_system(path) in UNRECORDED_FILE_SYSTEMS:
         return _hashed(path)  # a write through a shared mmap keeps the status there: always hashed
     if records is None:
-        from lightning_order.data.engine.cache import default_cache_dir
-
         records = default_cache_dir()
     record = record_path(path, records)
     found = _recorded(path, record)
@@ -159,5 +185,73 @@ def input_digest(path: Path, records: Path | None = None) -> str:
     try:
         found = _recorded(path, record)  # another process of this machine hashed it meanwhile
         return found if found is not None else _hash_and_record(path, record)
+    finally:
+        lock.release()
+
+
+def object_record_path(url: str, records: Path) -> Path:
+    """This machine's digest record of the object ``url``, in ``records/identified-objects/``."""
+    return records / "identified-objects" / f"{xxhash.xxh3_64_hexdigest(url.encode())}-{host_name()}.json"
+
+
+def _recorded_object(record: Path, version: list[Any]) -> str | None:
+    """The recorded digest when ``record`` names this ``[url, size, content, version]``, else ``None``."""
+    try:
+        data = json.loads(record.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("format") != _OBJECT_FORMAT or data.get("object") != version:
+        return None
+    return str(data["xxh3"]) if isinstance(data.get("xxh3"), str) else None
+
+
+def _remember(version: list[Any], digest: str) -> str:
+    with _OBJECT_DIGESTS_LOCK:
+        _OBJECT_DIGESTS[tuple(version)] = digest
+    return digest
+
+
+def object_digest(
+    identity: Sequence[Any], storage_options: Mapping[str, Any] | None = None, records: Path | None = None
+) -> str:
+    """The xxh3 of an object's bytes (what :func:`input_digest` gives a local copy), read once per version.
+
+    Args:
+        identity: the object's :func:`~.object_store.object_identity`, ``[url, size, content, version]``.
+        storage_options: the filesystem's keyword arguments, for the read.
+        records: the user's own cache folder (``None``: :func:`~.cache.default_cache_dir`).
+
+    Returns:
+        the digest recorded for this version on this machine (or in this process), else the one
+        :func:`~.object_store.hash_object` reads and records.
+
+    Raises:
+        DataError: the object cannot be read, or it changed while it was read (naming it).
+    """
+    version = [str(identity[0]), int(identity[1]), identity[2], identity[3]]
+    with _OBJECT_DIGESTS_LOCK:
+        known = _OBJECT_DIGESTS.get(tuple(version))
+    if known is not None:
+        return known
+    if records is None:
+        records = default_cache_dir()
+    record = object_record_path(version[0], records)
+    found = _recorded_object(record, version)
+    if found is not None:
+        return _remember(version, found)
+    try:
+        record.parent.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(str(record.with_suffix(".lock")))
+        lock.acquire()
+    except OSError:  # no writable record folder: read without a record
+        return _remember(version, hash_object(version[0], list(identity), storage_options))
+    try:  # the ranks of a machine read one at a time: the others find the first one's record
+        found = _recorded_object(record, version)
+        if found is None:
+            found = hash_object(version[0], list(identity), storage_options)
+            data = {"format": _OBJECT_FORMAT, "object": version, "host": host_name(), "xxh3": found}
+            with contextlib.suppress(OSError):
+                replace_file(record, json.dumps(data).encode())
+        return _remember(version, found)
     finally:
         lock.release()

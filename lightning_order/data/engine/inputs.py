@@ -5,10 +5,12 @@ the files it names, so the files ``load`` reads are exactly the files that were 
 regular file once (resolved; a ``**`` walks every folder once, so a link loop is cut), ``~`` and
 ``$VAR`` expanded (an unset variable refused, never kept as a literal folder name), and nothing
 read that was not named (a file builder without ``data_files`` is refused).
-:func:`files_identity` identifies each of them by its content (xxh3 of the bytes, the default:
-a file rewritten with the same size and mtime still changes the cache key) or, with
-``input_hash="size_mtime"``, by size and modification time (for very large inputs, where
-hashing every run costs too much; a rewrite that keeps both is then not seen).
+:func:`files_identity` identifies each of them by its content, never by its location (size and
+xxh3 of the bytes, the default: a file rewritten with the same size and mtime still changes the
+cache key, and one corpus in two folders or in a store has one key; an object is read once per
+version on a machine) or, with ``input_hash="size_mtime"``, by metadata only (size and
+modification time, an object's size, ETag and version: for very large inputs, where reading
+every byte costs too much; a local rewrite that keeps size and mtime is then not seen).
 :func:`diagnose_files` explains, when ``datasets`` cannot read them, which file is wrong and how:
 a parquet file with no rows, a csv with a header only, a text file that is not UTF-8 or unreadable.
 """
@@ -22,21 +24,27 @@ import glob
 import os
 import re
 from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from functools import cached_property
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
-from lightning_order.data.engine.input_digests import input_digest
+from lightning_order.data.engine.input_digests import input_digest, object_digest
 from lightning_order.data.engine.object_store import is_url, object_identity, remote_errors, url_filesystem
+from lightning_order.data.engine.progress import track
 from lightning_order.data.engine.storage import read_error
 from lightning_order.errors import DataError
 
 __all__ = [
+    "LOCAL_DATASET",
+    "OBJECT_THREADS",
+    "READ_BY_NAME",
     "InputHash",
     "check_dataset_name",
     "check_files_named",
     "diagnose_files",
     "expand_data_files",
+    "file_names",
     "files_identity",
     "local_files",
     "object_files",
@@ -53,6 +61,14 @@ _SUFFIXES = {
     "arrow": (".arrow",),
 }
 _TEXT_BUILDERS = ("csv", "json", "text")
+#: Name endings that decide how a file's bytes are read (``datasets`` decompresses by the name; a
+#: csv dataset's ``.tsv`` files are cut at tabs, :func:`~.reading.csv_delimiter`): with the location
+#: out of the key, a file's identity keeps such an ending, so ``a.tsv`` and ``a.csv`` of the same bytes differ.
+READ_BY_NAME = frozenset({".tsv", ".gz", ".bz2", ".xz", ".zst", ".lz4", ".zip"})
+#: What the cache key holds for ``dataset`` when it is a local path: its files (and their names in it) identify it.
+LOCAL_DATASET = "<local dataset folder>"
+#: Objects identified at once (their reads and ``HEAD`` requests wait on the network).
+OBJECT_THREADS = 8
 _CHUNK = 1 << 22
 #: A ``$NAME`` or ``${NAME}`` left in a path after :func:`os.path.expandvars`: a variable that is not set.
 _UNSET_VARIABLE = re.compile(r"\$(\w+|\{[^}]*\})")
@@ -266,6 +282,7 @@ def _expand_url(url: str, dataset: str | None, storage_options: Mapping[str, Any
     fs, path = url_filesystem(url, storage_options)
     suffixes = _SUFFIXES.get(dataset or "")
     with remote_errors("load", url, storage_options):
+        fs.invalidate_cache()  # listings fsspec cached earlier in this process miss objects written since
         if glob.has_magic(path):
             found = fs.glob(path, detail=True)
             kind = "pattern"
@@ -344,30 +361,80 @@ def _flat(files: Any) -> list[str]:
 def files_identity(
     files: Any, mode: InputHash = "content", storage_options: Mapping[str, Any] | None = None
 ) -> Any:
-    """The identity of expanded ``files``: ``[path, size, xxh3]`` each (``[path, size, mtime_ns]`` with ``"size_mtime"``).
+    """The identity of expanded ``files``, by what they hold and never by where they are.
 
-    An object in a store is ``[url, size, content, version]`` from its metadata
-    (:func:`~.object_store.object_identity`: the ETag is the content's identity, whatever
-    ``mode``; no byte is read). ``hf://``, ``http(s)://`` or missing paths are identified by their
-    name only. A file this machine hashed before and no process wrote since is not read again
-    (:mod:`.input_digests`).
+    With ``"content"`` (the default) each file or object is ``[size, "xxh3:<128-bit hex>"]``, the
+    xxh3 of its bytes: a corpus read from two local folders or from a store (``s3://``...) has one
+    identity, so one cache key. A local file this machine hashed before and no process wrote since
+    is not read again (:func:`~.input_digests.input_digest`); an object is read once per version
+    (URL, ETag, size, VersionId) on a machine (:func:`~.input_digests.object_digest`), later
+    identifications ask its metadata only. Objects are identified :data:`OBJECT_THREADS` at a time.
+
+    With ``"size_mtime"`` (metadata only, for very large corpora) a local file is
+    ``[size, mtime_ns, path]`` (without its bytes, its place still tells two files apart) and an
+    object ``[size, ETag, VersionId]`` (no byte read; an overwrite changes the ETag, which the
+    store derives from the content): a local copy and the objects then have different identities,
+    so different cache keys.
+
+    An entry ends with the file's name ending where that ending decides how its bytes are read
+    (:data:`READ_BY_NAME`: ``.tsv``, ``.gz``...), e.g. ``[size, "xxh3:...", ".tsv"]``.
+    ``hf://``, ``http(s)://`` or missing paths are identified by their name only (``[name]``).
+    The structure of ``files`` is kept: a list in its order, a dict by split name.
     """
     if files is None:
         return None
+    objects = _objects_identity(list(dict.fromkeys(object_files(files))), mode, storage_options)
+    return _identity(files, mode, objects)
+
+
+def _identity(files: Any, mode: InputHash, objects: Mapping[str, list[Any]]) -> Any:
     if isinstance(files, dict):
-        return {k: files_identity(v, mode, storage_options) for k, v in files.items()}
+        return {k: _identity(v, mode, objects) for k, v in files.items()}
     out = []
     for name in files:
         path = Path(name)
-        if _is_object(name):
-            out.append(object_identity(name, storage_options))
-            continue
-        if _is_remote(name) or not path.is_file():
-            out.append([name])
-            continue
-        size = path.stat().st_size
-        out.append([name, size, input_digest(path) if mode == "content" else path.stat().st_mtime_ns])
+        if name in objects:
+            entry = objects[name]
+        elif _is_remote(name) or not path.is_file():
+            entry = [name]
+        elif mode == "content":
+            entry = [path.stat().st_size, f"xxh3:{input_digest(path)}"]
+        else:
+            info = path.stat()
+            # no byte is seen: the path still tells apart two folders whose files share size and mtime
+            # (a reproducible archive's fixed mtime), as it did before the key came to be content-only
+            entry = [info.st_size, info.st_mtime_ns, name]
+        ending = PurePosixPath(name).suffix.lower()
+        out.append([*entry, ending] if ending in READ_BY_NAME and len(entry) > 1 else entry)
     return out
+
+
+def _object_entry(url: str, mode: InputHash, storage_options: Mapping[str, Any] | None) -> list[Any]:
+    identity = object_identity(url, storage_options)  # [url, size, content, version]: one HEAD
+    if mode == "size_mtime":
+        return identity[1:]
+    return [identity[1], f"xxh3:{object_digest(identity, storage_options)}"]
+
+
+def _objects_identity(
+    urls: list[str], mode: InputHash, storage_options: Mapping[str, Any] | None
+) -> dict[str, list[Any]]:
+    """Each object's identity entry; several at once, since each waits on the store, not on this machine."""
+    if len(urls) <= 1:
+        return {url: _object_entry(url, mode, storage_options) for url in urls}
+    pool = ThreadPoolExecutor(min(OBJECT_THREADS, len(urls)), thread_name_prefix="lightning_order-identify")
+    try:
+        futures = {pool.submit(_object_entry, url, mode, storage_options): url for url in urls}
+        for done in track(as_completed(futures), desc="identifying input objects", total=len(futures)):
+            done.result()  # the first object that fails is named at once
+        return {url: future.result() for future, url in futures.items()}
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)  # a failed object stops the ones not started
+
+
+def file_names(files: Any) -> list[str]:
+    """The expanded ``files`` as one list of names, in the order :func:`files_identity` lists their entries."""
+    return [str(f) for f in _flat(files)]
 
 
 def local_files(files: Any) -> list[Path]:
@@ -509,17 +576,45 @@ class InputFiles:
     @cached_property
     def input_sizes(self) -> dict[str, int]:
         """Each identified file's size in bytes, as identified (no second ``stat`` or request); by name."""
-        flat = (
-            [self.input_identity]
-            if not isinstance(self.input_identity, dict)
-            else self.input_identity.values()
-        )
-        return {str(e[0]): int(e[1]) for entries in flat for e in entries or [] if len(e) > 1}
+        first = 1 if self._from_folder else 0  # a folder's entries start with the name inside it
+        sized = zip(file_names(self.identified_files), _flat(self.input_identity))
+        return {name: int(e[first]) for name, e in sized if len(e) > first + 1}
 
     @cached_property
     def input_identity(self) -> Any:
-        """The identity of :attr:`identified_files` (content hashes, or size and mtime: ``input_hash``)."""
-        return files_identity(self.identified_files, self.input_hash, self.storage_options)
+        """The identity of :attr:`identified_files` when the config was built (see :meth:`identify_inputs`)."""
+        return self.identify_inputs()
+
+    def identify_inputs(self) -> Any:
+        """The identity of :attr:`identified_files` now (content hashes, or metadata: ``input_hash``).
+
+        The files of a ``dataset`` folder are each also named by their path inside it:
+        ``datasets`` reads the splits from their names there.
+        """
+        identity = files_identity(self.identified_files, self.input_hash, self.storage_options)
+        if not self._from_folder:
+            return identity
+        root = Path(self.dataset or "").expanduser().resolve()
+        return [
+            [_inside(name, root), *entry] for name, entry in zip(file_names(self.identified_files), identity)
+        ]
+
+    @property
+    def dataset_identity(self) -> str | None:
+        """``dataset`` as the cache key holds it: a local dataset folder's path is left out (its files name it)."""
+        return LOCAL_DATASET if self._from_folder else self.dataset
+
+    @property
+    def _from_folder(self) -> bool:
+        """Whether :attr:`identified_files` are a ``dataset`` folder's (no ``data_files``)."""
+        return self.identified_files is not self.input_files
+
+
+def _inside(name: str, root: Path) -> str:
+    try:
+        return Path(name).relative_to(root).as_posix()
+    except ValueError:  # the dataset names one file: its own name
+        return Path(name).name
 
 
 def _folder_files(path: Path) -> Iterable[Path]:

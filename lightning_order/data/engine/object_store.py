@@ -23,11 +23,12 @@ from lightning_order.errors import DataError
 
 __all__ = [
     "SECRET_VARIABLES",
+    "hash_object",
     "is_url",
+    "object_error",
     "object_identity",
     "open_input",
     "redact",
-    "remote_error",
     "remote_errors",
     "url_filesystem",
 ]
@@ -120,16 +121,26 @@ def redact(text: str, storage_options: Mapping[str, Any] | None = None) -> str:
     return text
 
 
-def remote_error(
-    error: BaseException, url: str, step: str, storage_options: Mapping[str, Any] | None
+def object_error(
+    error: BaseException,
+    url: str,
+    step: str,
+    storage_options: Mapping[str, Any] | None = None,
+    action: str = "read",
 ) -> DataError:
-    """What a store raised reading ``url``, as one line naming the object and the fix (secrets redacted).
+    """A failed request to object storage as one line naming the request, the object and the fix.
+
+    Every error about an object goes through here (reading an input, publishing or fetching a
+    cache): the fix follows what the store said (credentials, a missing bucket or key, the offline
+    switch, an unreachable store), and the line passes through :func:`redact`, as a client's
+    message may quote a signed URL or a key.
 
     Args:
         error: what fsspec, the store's client or the connection raised.
-        url: the object being read.
-        step: the step that was reading.
+        url: the object (or the folder) the request was for.
+        step: the step that made the request.
         storage_options: the options used (their secrets are redacted too).
+        action: the request, as a verb: ``"read"``, ``"write"``, ``"list"``, ``"delete"``...
     """
     said = " ".join(str(error).split()) or type(error).__name__
     lowered = f"{type(error).__name__} {said}".lower()
@@ -139,7 +150,7 @@ def remote_error(
     ):  # fmt: skip
         fix = (
             "check the credentials: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (or storage_options key / secret) "
-            "and that they may read this object"
+            f"and that they may {action} this object"
         )
     elif "offline mode" in lowered:  # datasets refuses every URL, s3:// too, with HF_HUB_OFFLINE=1
         fix = (
@@ -151,11 +162,11 @@ def remote_error(
     else:
         fix = (
             "check that the store is reachable (AWS_ENDPOINT_URL, or storage_options endpoint_url) and run "
-            "again: nothing was kept from this read"
+            "again: nothing half-written is ever used"
         )
     return DataError(
         redact(
-            f"data object {url} could not be read ({type(error).__name__}: {said[:300]}); {fix}",
+            f"could not {action} {url} on object storage ({type(error).__name__}: {said[:300]}); {fix}",
             storage_options,
         ),
         step=step,
@@ -164,7 +175,7 @@ def remote_error(
 
 @contextlib.contextmanager
 def remote_errors(step: str, url: str, storage_options: Mapping[str, Any] | None) -> Iterator[None]:
-    """A block that reads object ``url``: anything the store raises becomes :func:`remote_error`.
+    """A block that reads object ``url``: anything the store raises becomes :func:`object_error`.
 
     A :class:`DataError` raised inside (already ours) passes unchanged.
     """
@@ -173,7 +184,7 @@ def remote_errors(step: str, url: str, storage_options: Mapping[str, Any] | None
     except DataError:
         raise
     except Exception as err:  # s3fs, botocore, aiohttp and fsspec raise many kinds for one failed read
-        raise remote_error(err, url, step, storage_options) from err
+        raise object_error(err, url, step, storage_options) from err
 
 
 def object_identity(url: str, storage_options: Mapping[str, Any] | None = None) -> list[Any]:
@@ -182,13 +193,18 @@ def object_identity(url: str, storage_options: Mapping[str, Any] | None = None) 
     ``content`` is the store's digest of the bytes (S3's ETag, GCS's md5Hash...); a store that
     keeps none (``memory://``, plain HTTP) has the bytes hashed instead (xxh3, as local files).
     ``version`` is the object's VersionId where the bucket keeps versions, else ``None``. An
-    object overwritten with other bytes changes the identity; its name alone never names it.
+    object overwritten with other bytes changes the identity; its name alone never names it. The
+    metadata is asked of the store each time (one ``HEAD``), never taken from a listing fsspec
+    cached earlier in the process.
 
     Raises:
         DataError: the object cannot be reached (naming it; secrets redacted).
     """
     fs, path = url_filesystem(url, storage_options)
     with remote_errors("load", url, storage_options):
+        # fsspec serves info from listings it cached (per process, per filesystem): an object another
+        # client overwrote since would keep its old ETag, and the old key would serve stale data
+        fs.invalidate_cache(path)
         info = fs.info(path)
         if info.get("type") == "directory":
             raise FileNotFoundError(f"{url} is a folder (a prefix), not an object")
@@ -200,6 +216,36 @@ def object_identity(url: str, storage_options: Mapping[str, Any] | None = None) 
                     digest.update(chunk)
             content = f"xxh3:{digest.hexdigest()}"
     return [url, int(info.get("size") or 0), content, info.get("VersionId")]
+
+
+def hash_object(url: str, identity: list[Any], storage_options: Mapping[str, Any] | None = None) -> str:
+    """The xxh3 (128-bit, hex) of the object's bytes, as :func:`~.storage.file_digest` gives for a local file.
+
+    The object is read once, in :data:`_HASH_CHUNK` ranges; its identity is asked again after the
+    last byte (past any listing fsspec cached), so bytes of two versions never make one digest.
+
+    Args:
+        url: the object.
+        identity: its :func:`object_identity`, taken before the read.
+        storage_options: the filesystem's keyword arguments.
+
+    Raises:
+        DataError: the object cannot be read, or it changed while it was read (naming it).
+    """
+    fs, path = url_filesystem(url, storage_options)
+    digest = xxhash.xxh3_128()
+    with remote_errors("load", url, storage_options):
+        with fs.open(path, "rb", block_size=_HASH_CHUNK, cache_type="none") as handle:
+            while chunk := handle.read(_HASH_CHUNK):
+                digest.update(chunk)
+    if object_identity(url, storage_options) != list(identity):
+        raise DataError(
+            f"data object {redact(url, storage_options)} changed while it was read to identify it (its ETag, "
+            "size or version is not the one it had before the read); build the DataModule again once it stays "
+            "as it is",
+            step="load",
+        )
+    return digest.hexdigest()
 
 
 def open_input(name: str, storage_options: Mapping[str, Any] | None = None, **options: Any) -> IO[bytes]:

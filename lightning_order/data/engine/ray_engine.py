@@ -16,7 +16,9 @@ its value and the fix, and so is a ``ray.init`` that fails or does not return in
 cache lock is never held while Ray waits forever.
 
 The work items name files; on a cluster the cache folder must be on storage every node sees (a
-shared file system path), as the prepared data itself is (docs/scale.md). A task whose worker
+shared file system path), as the prepared data itself is (docs/scale.md); for a ``cache_dir`` on
+object storage that is the staging folder, and the tasks upload the large files they write
+straight to the store (:mod:`lightning_order.data.lm.publishing`). A task whose worker
 dies is retried by Ray (``max_retries``); every task writes its own files under fixed names, so a
 retry rewrites them whole.
 """

@@ -13,9 +13,11 @@ the bytes hashed are the bytes ``datasets`` read. A file whose ctime is within
 :data:`_RECENT_NS` of the first status is hashed before the read as well (two writes in one
 tick of a coarse clock can leave ctime as it was).
 
-An object in a store (``s3://``...) has no status: its identity (ETag, size, version: one
-``HEAD`` request) is checked before the read and again after it, so an object rewritten while it
-was read is refused as a local file is.
+An object in a store (``s3://``...) has no status: its identity is checked before the read and
+again after it, so an object rewritten while it was read is refused as a local file is. Each
+check asks the store for its metadata (ETag, size, version: one ``HEAD``), which names the digest
+recorded when it was identified (:func:`~.input_digests.object_digest`): no byte is read again
+unless the object changed, and then its new bytes are hashed and differ.
 """
 
 from __future__ import annotations
@@ -26,8 +28,13 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from lightning_order.data.engine.inputs import diagnose_files, files_identity, local_files, object_files
-from lightning_order.data.engine.object_store import remote_error
+from lightning_order.data.engine.inputs import (
+    diagnose_files,
+    file_names,
+    local_files,
+    object_files,
+)
+from lightning_order.data.engine.object_store import object_error
 from lightning_order.data.engine.storage import read_error, storage_error
 from lightning_order.errors import DataError
 
@@ -87,16 +94,25 @@ def _changed(files: list[Path | str], when: str) -> DataError:
 
 
 def _identity_now(cfg: Any) -> Any:
-    return files_identity(cfg.identified_files, cfg.input_hash, getattr(cfg, "storage_options", None))
+    """The config's input identity computed again (a recorded digest where nothing was written; objects: metadata)."""
+    return cfg.identify_inputs()
 
 
 def _changed_files(cfg: Any, now: Any) -> list[Path | str]:
-    """The identified files whose identity ``now`` differs from the config's (every file when the lists differ)."""
+    """The identified files whose identity ``now`` differs from the config's (every file when the lists differ).
+
+    An identity names no file (it is the content's), so the entries are matched to the files by
+    their place in the list.
+    """
     files: list[Path | str] = [*local_files(cfg.identified_files), *object_files(cfg.identified_files)]
-    old, new = _flat_identity(cfg.input_identity), _flat_identity(now)
-    if len(old) != len(new):
+    names, old, new = (
+        file_names(cfg.identified_files),
+        _flat_identity(cfg.input_identity),
+        _flat_identity(now),
+    )
+    if not len(names) == len(old) == len(new):
         return files
-    moved = {str(a[0]) for a, b in zip(old, new) if a != b}
+    moved = {name for name, a, b in zip(names, old, new) if a != b}
     return [f for f in files if str(f) in moved] or files
 
 
@@ -257,7 +273,7 @@ def load_files(cfg: Any, hf_cache: Path | None, **options: Any) -> datasets.Data
             raise diagnosis from err
         objects = object_files(cfg.input_files)
         if objects:  # the store's error may quote a signed request: named, redacted, in one line
-            raise remote_error(
+            raise object_error(
                 err,
                 objects[0] if len(objects) == 1 else str(cfg.data_files),
                 "load",

@@ -8,7 +8,10 @@ with a conditional write (``If-None-Match: *``). The manifest is the commit: a f
 store without one is not a cache and is never read; the leftovers of a publish that failed
 (the store gone mid-way, the process killed) are deleted by the next publish before it uploads.
 The staging folder is deleted once the manifest is on the store; after a failed upload it is
-kept, so the rerun uploads without preparing again.
+kept, so the rerun uploads without preparing again. The LM preparation's work items upload the
+large files they write (documents, block shards: :meth:`RemoteCache.put`) as they write them, on
+whichever worker runs them; the publisher then uploads only what the store does not hold yet (the
+tokenizer, the indexes, the document hashes) and the manifest.
 
 **One preparer per key.** Before preparing, a process creates the lock object
 ``<cache_dir>/<key>.lock`` with a conditional write: one create wins, the others wait (polling,
@@ -52,8 +55,8 @@ from typing import Any
 import xxhash
 
 from lightning_order.data.engine.cache import LOCK_NOTICE_S, default_cache_dir
-from lightning_order.data.engine.object_store import url_filesystem
-from lightning_order.data.engine.shard_cache import RemoteFiles, object_error
+from lightning_order.data.engine.object_store import object_error, url_filesystem
+from lightning_order.data.engine.shard_cache import RemoteFiles
 from lightning_order.data.engine.storage import file_digest, replace_file
 from lightning_order.errors import CacheWarning, DataError, ManifestError
 from lightning_order.ledger import MANIFEST_NAME, StepLedger
@@ -150,7 +153,7 @@ class RemoteCache:
         except (DataError, FileNotFoundError, FileExistsError):
             raise
         except Exception as err:  # botocore's connection errors are no OSError
-            raise object_error(err, action, url, step, self.storage_options) from err
+            raise object_error(err, url, step, self.storage_options, action) from err
 
     def identity(self, step: str = "setup") -> str | None:
         """The published build's identity (the manifest's ETag and size); ``None``: no manifest, not a cache."""
@@ -186,10 +189,7 @@ class RemoteCache:
             return [f"{MANIFEST_NAME}: {err}"]
         if ledger.info.get("cache_key") != self.key:
             return [f"{MANIFEST_NAME}: of cache key {ledger.info.get('cache_key')!r}, not {self.key!r}"]
-        prefix = self.fs._strip_protocol(self.url).rstrip("/") + "/"
-        self.fs.invalidate_cache(self.url)  # another process may have published since the last listing
-        listing = self._call("list", self.url, step, lambda: self.fs.find(self.url, detail=True))
-        sizes = {name[len(prefix) :]: int(info.get("size") or 0) for name, info in listing.items()}
+        sizes = self.sizes(step)
         out = [
             f"{name}: missing"
             for name in required
@@ -204,6 +204,13 @@ class RemoteCache:
             elif sizes[name] != int(record.get("size", -1)):
                 out.append(f"{name}: {sizes[name]} bytes, expected {int(record.get('size', -1))}")
         return out
+
+    def sizes(self, step: str = "prepare_data") -> dict[str, int]:
+        """What the store holds under this key now, by relative path: its size in bytes (one listing)."""
+        prefix = self.fs._strip_protocol(self.url).rstrip("/") + "/"
+        self.fs.invalidate_cache(self.url)  # another process may have written since the last listing
+        listing = self._call("list", self.url, step, lambda: self.fs.find(self.url, detail=True))
+        return {name[len(prefix) :]: int(info.get("size") or 0) for name, info in listing.items()}
 
     def files(self, ledger: StepLedger) -> RemoteFiles:
         """The fetcher of this cache's large files into the bounded local cache (``<user cache>/shards``)."""
@@ -298,17 +305,30 @@ class RemoteCache:
         finally:
             self._release(token)
 
-    def _upload(self, folder: Path, step: str) -> None:
-        """Every file the staged manifest lists, then the manifest (conditional: the commit)."""
-        ledger = StepLedger.load(folder)
-        names = sorted(ledger.info.get("files") or {})
+    def put(self, local: Path, name: str, step: str = "prepare_data") -> None:
+        """Uploads the staged file ``local`` as ``<url>/<name>`` (no commit: only the manifest commits).
 
-        def put(name: str) -> None:
-            url = f"{self.url}/{name}"
-            self._call("write", url, step, lambda: upload_file(self.fs, folder / name, url))
+        What the publisher runs for each file, and a work item for the file it wrote (an LM
+        preparation's documents and block shards), so that the driver does not upload them.
+
+        Raises:
+            DataError: the store cannot be written (the object named).
+        """
+        url = f"{self.url}/{name}"
+        self._call("write", url, step, lambda: upload_file(self.fs, Path(local), url))
+
+    def _upload(self, folder: Path, step: str) -> None:
+        """Every file the staged manifest lists that is not on the store yet, then the manifest (conditional: the commit).
+
+        A file the store holds with its recorded size was uploaded by a work item of this very
+        publish (:meth:`put`): the leftovers of earlier attempts were deleted before the build.
+        """
+        records = StepLedger.load(folder).info.get("files") or {}
+        there = self.sizes(step)
+        names = [name for name in sorted(records) if there.get(name) != int(records[name]["size"])]
 
         with ThreadPoolExecutor(_THREADS) as pool:
-            list(pool.map(put, names))
+            list(pool.map(lambda name: self.put(folder / name, name, step), names))
         url = f"{self.url}/{MANIFEST_NAME}"
         data = (folder / MANIFEST_NAME).read_bytes()
         try:

@@ -31,7 +31,7 @@ from typing import Any
 import xxhash
 from filelock import FileLock
 
-from lightning_order.data.engine.object_store import redact, url_filesystem
+from lightning_order.data.engine.object_store import object_error, url_filesystem
 from lightning_order.errors import DataError
 
 __all__ = [
@@ -39,7 +39,6 @@ __all__ = [
     "SHARD_CACHE_ENV",
     "RemoteFiles",
     "fetched_bytes",
-    "object_error",
     "shard_cache_limit",
 ]
 
@@ -76,24 +75,6 @@ def shard_cache_limit() -> int:
 def fetched_bytes() -> int:
     """The bytes this process has fetched from object storage into local caches so far."""
     return _FETCHED[0]
-
-
-def object_error(
-    err: BaseException, action: str, url: str, step: str, storage_options: Mapping[str, Any] | None = None
-) -> DataError:
-    """A failed request to object storage as one :class:`DataError` naming the object and the fix.
-
-    The message holds the error's type and text on one line, passed through
-    :func:`~lightning_order.data.engine.object_store.redact` as the input side's errors are
-    (a client's message may quote a signed URL or a key).
-    """
-    what = " ".join(str(err).split()) or type(err).__name__
-    message = (
-        f"could not {action} {url} on object storage ({type(err).__name__}: {what}); check that the "
-        "store is reachable and the credentials (AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, storage_options), "
-        "then run again: nothing half-written is ever used"
-    )
-    return DataError(redact(message, storage_options), step=step)
 
 
 class RemoteFiles:
@@ -221,7 +202,7 @@ class RemoteFiles:
                         f"${SHARD_CACHE_ENV}",
                         step="setup",
                     ) from err
-                raise object_error(err, "read", url, "setup", self.storage_options) from err
+                raise object_error(err, url, "setup", self.storage_options) from err
             finally:
                 _FETCHED[0] += count
             if count != int(record["size"]) or digest.hexdigest() != record.get("xxh3"):

@@ -27,7 +27,9 @@ import numpy as np
 
 from lightning_order.data.engine.cache import TEMP_MARKER
 from lightning_order.data.engine.engines import LocalEngine
+from lightning_order.data.engine.object_store import is_url
 from lightning_order.data.engine.partitions import DocumentSet, PartitionedTexts
+from lightning_order.data.engine.remote_cache import RemoteCache
 from lightning_order.data.engine.runner import DataState
 from lightning_order.data.engine.storage import concatenate_arrays, storage_errors
 from lightning_order.data.lm.block_shards import INDEX_NAME, ShardedBlocks
@@ -59,13 +61,22 @@ def write_lm_prepared(
     counts: dict[str, list[int]] = {}
     records: dict[str, dict[str, Any]] = {}
     engine = engine if engine is not None else LocalEngine(1)
+    # A cache_dir on object storage: this folder is the staging of its publish, and the workers
+    # upload the large files they place or hash (remote_cache uploads the rest, then the manifest).
+    store = (
+        RemoteCache(str(config.cache_dir), str(ledger.info["cache_key"]), config.storage_options)
+        if config.cache_dir is not None and is_url(str(config.cache_dir))
+        else None
+    )
     with storage_errors("save", folder):
         for name in SPLITS:
             (folder / name).mkdir()
-            counts[name], placed = _place_documents(engine, documents[name], folder / name, folder / "work")
+            counts[name], placed = _place_documents(
+                engine, documents[name], folder / name, folder / "work", store
+            )
             records.update(placed)
             _move_blocks(state.parts[name], folder / name / "blocks")
-            records.update(_hash_files(engine, folder, state.parts[name].files, name))
+            records.update(_hash_files(engine, folder, state.parts[name].files, name, store))
         state.tokenizer.save(str(folder / "tokenizer.json"))
     size = state.tokenizer.get_vocab_size(with_added_tokens=True)
     multiple = config.pad_vocab_multiple
@@ -101,9 +112,11 @@ def _move_blocks(blocks: ShardedBlocks, dest: Path) -> None:
 
 
 def _place_documents(
-    engine: Any, docs: DocumentSet, split_folder: Path, work: Path
+    engine: Any, docs: DocumentSet, split_folder: Path, work: Path, store: RemoteCache | None = None
 ) -> tuple[list[int], dict[str, dict[str, Any]]]:
     """Each partition's documents placed and hashed by a worker, then ``doc_hashes.npy`` joined a part at a time.
+
+    With ``store`` (a cache on object storage), each worker also uploads the file it placed.
 
     Returns:
         the rows per partition, and the manifest records of the files placed (by their names
@@ -113,27 +126,36 @@ def _place_documents(
     dest.mkdir(parents=True)
     scratch = work / "publish" / split_folder.name
     scratch.mkdir(parents=True, exist_ok=True)
+    prefix = f"{split_folder.name}/documents"
     items = [
         {
             "documents": docs,
             "partition": p,
             "dest": str(dest / f"part-{p:05d}.arrow"),
             "hashes": str(scratch / f"hashes-{p:05d}.npy"),
+            **_upload_to(store, f"{prefix}/part-{p:05d}.arrow"),
         }
         for p in range(docs.count)
     ]
     placed = engine.map(place_documents, items, desc=f"publish {split_folder.name} documents")
     concatenate_arrays(split_folder / "doc_hashes.npy", [item["hashes"] for item in items], np.int64)
-    prefix = f"{split_folder.name}/documents"
     records = {f"{prefix}/part-{p:05d}.arrow": result["record"] for p, result in enumerate(placed)}
     return [int(result["rows"]) for result in placed], records
 
 
-def _hash_files(engine: Any, folder: Path, names: Any, split: str) -> dict[str, dict[str, Any]]:
-    """The manifest records of a split's block shards, each hashed by a worker."""
+def _hash_files(
+    engine: Any, folder: Path, names: Any, split: str, store: RemoteCache | None = None
+) -> dict[str, dict[str, Any]]:
+    """The manifest records of a split's block shards, each hashed (and uploaded to ``store``) by a worker."""
     paths = [folder / split / "blocks" / name for name in names]
-    hashed = engine.map(hash_file, [{"path": str(path)} for path in paths], desc=f"hash {split} blocks")
+    items = [{"path": str(path), **_upload_to(store, path.relative_to(folder).as_posix())} for path in paths]
+    hashed = engine.map(hash_file, items, desc=f"hash {split} blocks")
     return {path.relative_to(folder).as_posix(): result["record"] for path, result in zip(paths, hashed)}
+
+
+def _upload_to(store: RemoteCache | None, name: str) -> dict[str, Any]:
+    """The item keys that make a worker upload its file as ``name`` (none without a store)."""
+    return {} if store is None else {"store": store, "name": name}
 
 
 def _records(folder: Path, known: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:

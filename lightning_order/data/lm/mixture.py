@@ -224,13 +224,17 @@ def source_column(cfg: Any, source: LMSource) -> str:
 
 
 def sources_identity(cfg: Any) -> list[dict[str, Any]]:
-    """Each source's name, builder, normalised weight, text column and files' identity (content hashes): the mixture's cache identity."""
+    """Each source's name, builder, normalised weight, text column and files' identity (content hashes): the mixture's cache identity.
+
+    A name taken from the source's path (none given) is left out: the path is where the files
+    are, and one mixture read from two places (or from object storage) has one key.
+    """
     out = []
     for source in cfg.source_list:
         sub = source_config(cfg, source)
         out.append(
             {
-                "name": source.name,
+                "name": None if source.name == source.path else source.name,
                 "dataset": source.dataset,
                 "weight": source.weight,
                 "text_column": sub.text_column,

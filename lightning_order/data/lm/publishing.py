@@ -8,6 +8,13 @@ scratch file, or hashes one block shard; the driver joins the hash files into ``
 a part at a time (:func:`~lightning_order.data.engine.storage.concatenate_arrays`) and keeps
 only the records (size and xxh3 per file) the manifest lists, exactly as
 :func:`~lightning_order.data.engine.storage.file_records` would list them.
+
+For a cache published to object storage, an item that carries the ``store`` (the
+:class:`~lightning_order.data.engine.remote_cache.RemoteCache` of the key, its storage options
+held in memory) also uploads the file it placed or hashed, under its ``name`` in the cache folder:
+the documents and block shards go from the workers straight to the store, and the publisher
+uploads the rest (:meth:`~lightning_order.data.engine.remote_cache.RemoteCache.put`). The upload
+runs after the file is final, so a task Ray retries uploads it whole again.
 """
 
 from __future__ import annotations
@@ -21,16 +28,18 @@ import pyarrow as pa
 
 from lightning_order.data.engine.keys import key_hash_array
 from lightning_order.data.engine.partitions import DocumentSet, write_table
+from lightning_order.data.engine.remote_cache import RemoteCache
 from lightning_order.data.engine.storage import file_digest, save_array
 
-__all__ = ["hash_file", "place_documents", "record_of"]
+__all__ = ["hash_file", "place_documents", "record_of", "upload"]
 
 
 def place_documents(item: dict[str, Any]) -> dict[str, Any]:
     """Puts one partition's documents in the cache and writes their hashes to scratch (one work item).
 
     Item keys: ``documents`` (the split's :class:`DocumentSet`), ``partition``, ``dest`` (the
-    file in the cache), ``hashes`` (the scratch ``.npy`` of the partition's ``doc_hash``).
+    file in the cache), ``hashes`` (the scratch ``.npy`` of the partition's ``doc_hash``); for a
+    cache on object storage, ``store`` and ``name`` (the file's relative path there).
 
     Returns:
         ``rows`` and ``record`` (``{"size", "xxh3"}`` of the placed file).
@@ -49,12 +58,27 @@ def place_documents(item: dict[str, Any]) -> dict[str, Any]:
             )
         write_table(table, target)
     save_array(item["hashes"], table.column("doc_hash").to_numpy().astype(np.int64))
-    return {"rows": table.num_rows, "record": record_of(target)}
+    record = record_of(target)
+    upload(item, target)
+    return {"rows": table.num_rows, "record": record}
 
 
 def hash_file(item: dict[str, Any]) -> dict[str, Any]:
-    """The manifest record of one file (item key ``path``): ``{"record": {"size", "xxh3"}}``."""
-    return {"record": record_of(Path(item["path"]))}
+    """The manifest record of one file (item key ``path``): ``{"record": {"size", "xxh3"}}``.
+
+    With ``store`` and ``name`` (a cache on object storage), the file is also uploaded there.
+    """
+    path = Path(item["path"])
+    record = record_of(path)
+    upload(item, path)
+    return {"record": record}
+
+
+def upload(item: dict[str, Any], path: Path) -> None:
+    """Uploads ``path`` to the item's ``store`` as its ``name`` (nothing for an item without a store)."""
+    store: RemoteCache | None = item.get("store")
+    if store is not None:
+        store.put(path, str(item["name"]))
 
 
 def record_of(path: Path) -> dict[str, Any]:

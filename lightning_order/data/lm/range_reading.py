@@ -14,7 +14,7 @@ text values of another kind name the file and column (:func:`~.reading.text_kind
 that ``stat`` accepted and a read refuses (a permission, an ``EIO``) names the file
 (:func:`~.storage.read_error`); an object in a store (``s3://``...) is read the same way, its
 byte ranges and row groups requested from the store (:func:`~.object_store.open_input`), and a
-store that refuses or is gone names the object (:func:`~.object_store.remote_error`, secrets
+store that refuses or is gone names the object (:func:`~.object_store.object_error`, secrets
 redacted). A JSON line longer than ``pyarrow.json``'s block is read with a
 block that holds the whole range (as ``datasets`` grows its block), never refused. The
 documents are written as an Arrow IPC file of one ``text`` column; the result holds counts only.

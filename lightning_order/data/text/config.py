@@ -22,7 +22,6 @@ from lightning_order.data.engine.config import (
     check_optional_str,
     shapes,
 )
-from lightning_order.data.engine.object_store import is_url
 from lightning_order.data.text.demo import DEMO_NUMERIC_COLUMNS
 from lightning_order.data.text.vocab import check_vocab_size
 from lightning_order.errors import DataError
@@ -77,13 +76,6 @@ class DataConfig(BaseDataConfig):
     def validate(self) -> None:
         """The shared checks (:meth:`BaseDataConfig.validate`), then the classification fields."""
         super().validate()
-        if self.cache_dir is not None and is_url(self.cache_dir):
-            # Only the LM pipeline publishes its cache to object storage (remote_cache) so far.
-            raise DataError(
-                f"cache_dir={self.cache_dir!r} is on object storage, where OrderedDataModule cannot publish its "
-                "cache yet (OrderedLMDataModule can); give a local or shared folder",
-                step="prepare_data",
-            )
         numeric = tuple(self.numeric_columns)
         if any(not isinstance(c, str) for c in numeric):
             raise DataError(

@@ -17,6 +17,7 @@ import fsspec
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+import xxhash
 from corpus_shapes import split_texts
 
 from lightning_order import OrderedLMDataModule
@@ -65,7 +66,7 @@ def test_an_object_overwritten_with_other_documents_changes_its_identity_and_the
     fs.pipe(url, "".join(json.dumps({"text": d}) + "\n" for d in reversed(_docs())).encode())  # same size
     fs.invalidate_cache()
     after = files_identity([url])
-    assert before[0][1] == after[0][1] and before[0][2] != after[0][2]
+    assert before[0][0] == after[0][0] and before[0][1] != after[0][1]  # the same size, other bytes
     assert OrderedLMDataModule("json", data_files=url, num_proc=1).cache_key != key
 
 
@@ -127,5 +128,134 @@ def test_a_mixture_source_on_the_store_is_identified_by_its_objects_and_read_by_
                {"path": str(local), "weight": 0.3, "dataset": "json"}]  # fmt: skip
     cfg = OrderedLMDataModule(sources=sources, num_proc=1).config
     web = cfg.mixture_identity[0]["files"]
-    assert web[0][0] == f"s3://{s3_bucket}/web/a.jsonl" and len(web[0][2]) == 32  # its ETag
+    body = "".join(json.dumps({"text": d}) + "\n" for d in _docs()).encode()
+    assert web == [[len(body), f"xxh3:{xxhash.xxh3_128_hexdigest(body)}"]]  # its bytes, not its URL
     assert worker_files(source_config(cfg, cfg.source_list[0])) == [f"s3://{s3_bucket}/web/a.jsonl"]
+    # a mixture named by paths (path -> weight: each source's default name is its path): a local copy
+    # of the web source gives the same key, the name taken from where the files are left out
+    (tmp_path / "web").mkdir()
+    (tmp_path / "web" / "a.jsonl").write_bytes(body)
+    keys = {
+        OrderedLMDataModule(sources={web_path: 0.7, str(local): 0.3}, num_proc=1).cache_key
+        for web_path in (f"s3://{s3_bucket}/web/*.jsonl", str(tmp_path / "web" / "*.jsonl"))
+    }
+    assert len(keys) == 1
+
+
+# -- the content identity (issue #46: one key for a corpus read locally and from the server) ---------
+
+
+@pytest.fixture
+def hashed_objects(monkeypatch) -> list[str]:
+    """The URL of every object read to identify it; this process's memory of digests emptied (a new process)."""
+    from lightning_order.data.engine import input_digests
+
+    seen: list[str] = []
+    real = input_digests.hash_object
+    monkeypatch.setattr(input_digests, "hash_object", lambda url, *a: seen.append(url) or real(url, *a))
+    monkeypatch.setattr(input_digests, "_OBJECT_DIGESTS", {})
+    return seen
+
+
+def test_an_object_is_identified_by_the_digest_of_a_local_copy_read_once_per_version(
+    s3_bucket, tmp_path, hashed_objects, monkeypatch
+):
+    from lightning_order.data.engine import input_digests
+    from lightning_order.data.engine.cache import default_cache_dir
+    from lightning_order.data.engine.input_digests import object_record_path
+
+    local = tmp_path / "docs.jsonl"
+    _write(local, "json", _docs())
+    url = f"s3://{s3_bucket}/docs.jsonl"
+    fsspec.filesystem("s3").put(str(local), url)
+    assert files_identity([url]) == files_identity([str(local)])  # [size, "xxh3:..."]: no URL, no path
+    assert hashed_objects == [url] and object_record_path(url, default_cache_dir()).is_file()
+    monkeypatch.setattr(input_digests, "_OBJECT_DIGESTS", {})  # another process of this machine
+    assert files_identity([url]) == files_identity([str(local)]) and hashed_objects == [url]  # its record
+
+
+def test_objects_are_read_several_at_once_to_identify_them(s3_bucket, hashed_objects, monkeypatch):
+    import threading
+    import time
+
+    from lightning_order.data.engine import input_digests
+
+    fs = fsspec.filesystem("s3")
+    urls = [f"s3://{s3_bucket}/part-{i}.jsonl" for i in range(6)]
+    for i, url in enumerate(urls):
+        fs.pipe(url, json.dumps({"text": _docs()[i]}).encode() + b"\n")
+    running, most, lock = [0], [0], threading.Lock()
+    real = input_digests.hash_object
+
+    def slow(url: str, *args) -> str:
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        time.sleep(0.2)  # a read that waits on the network
+        with lock:
+            running[0] -= 1
+        return real(url, *args)
+
+    monkeypatch.setattr(input_digests, "hash_object", slow)
+    identity = files_identity(urls)
+    assert most[0] > 1 and len(identity) == 6  # not one after the other
+    assert identity == [
+        [len(fs.cat(u)), f"xxh3:{xxhash.xxh3_128_hexdigest(fs.cat(u))}"] for u in urls
+    ]  # in order
+
+
+def test_an_object_rewritten_while_it_is_read_to_identify_it_is_refused(
+    s3_bucket, hashed_objects, monkeypatch
+):
+    import s3fs
+
+    fs = fsspec.filesystem("s3")
+    url = f"s3://{s3_bucket}/corpus.jsonl"
+    fs.pipe(url, "".join(json.dumps({"text": d}) + "\n" for d in _docs()).encode())
+    real = s3fs.core.S3File._fetch_range
+
+    def rewritten_meanwhile(self, start: int, end: int) -> bytes:
+        data = real(self, start, end)
+        fs.pipe(url, b'{"text": "other documents"}\n')
+        return data
+
+    monkeypatch.setattr(s3fs.core.S3File, "_fetch_range", rewritten_meanwhile)
+    with pytest.raises(DataError, match="changed while it was read to identify it") as info:
+        files_identity([url])
+    assert url in str(info.value) and info.value.step == "load" and "\n" not in str(info.value)
+
+
+def test_the_object_that_changed_after_the_datamodule_was_built_is_the_one_named(s3_bucket):
+    fs = fsspec.filesystem("s3")
+    urls = [f"s3://{s3_bucket}/corpus/part-{i}.jsonl" for i in range(2)]
+    for i, url in enumerate(urls):
+        fs.pipe(url, "".join(json.dumps({"text": d}) + "\n" for d in _docs()[i * 20 : i * 20 + 20]).encode())
+    cfg = OrderedLMDataModule("json", data_files=f"s3://{s3_bucket}/corpus/*.jsonl", num_proc=1).config
+    fs.pipe(urls[1], b'{"text": "other documents"}\n')
+    fs.invalidate_cache()
+    with pytest.raises(DataError, match="changed after the DataModule was built") as info:
+        checked_read(cfg, lambda: None)
+    # identities name no file: the entries are matched to the files by their place
+    assert urls[1] in str(info.value) and urls[0] not in str(info.value)
+
+
+def test_an_object_another_client_wrote_is_seen_though_this_process_listed_the_store_before(
+    s3_server, s3_bucket
+):
+    """fsspec caches listings per process: the old ETag (so the old key) and the old list were served."""
+    import boto3
+    from s3_server import ACCESS_KEY, REGION, SECRET_KEY
+
+    fs = fsspec.filesystem("s3")
+    fs.pipe(f"{s3_bucket}/corpus/a.jsonl", b'{"text": "one document"}\n')
+    pattern = f"s3://{s3_bucket}/corpus/*.jsonl"
+    before = files_identity(expand_data_files(pattern, "json"))
+    fs.glob(f"{s3_bucket}/corpus/*.jsonl", detail=True)  # the listing, with its ETags, cached
+    client = boto3.client("s3", endpoint_url=s3_server, aws_access_key_id=ACCESS_KEY,
+                          aws_secret_access_key=SECRET_KEY, region_name=REGION)  # fmt: skip
+    client.put_object(Bucket=s3_bucket, Key="corpus/a.jsonl", Body=b'{"text": "two document"}\n')  # same size
+    client.put_object(Bucket=s3_bucket, Key="corpus/b.jsonl", Body=b'{"text": "three"}\n')
+    files = expand_data_files(pattern, "json")
+    assert files == [f"s3://{s3_bucket}/corpus/a.jsonl", f"s3://{s3_bucket}/corpus/b.jsonl"]
+    after = files_identity(files)
+    assert after[0][0] == before[0][0] and after[0][1] != before[0][1]  # its new bytes, not the listed ETag's

@@ -7,6 +7,7 @@ import pytest
 from lightning_order import OrderedLMDataModule
 from lightning_order.data.engine.object_store import (
     is_url,
+    object_error,
     object_identity,
     redact,
     remote_errors,
@@ -84,3 +85,18 @@ def test_an_s3_object_is_identified_by_etag_size_and_version(s3_bucket) -> None:
     fs.pipe(f"{s3_bucket}/a.jsonl", b'{"text": "two"}\n')
     fs.invalidate_cache()
     assert object_identity(url)[2] != first[2]
+
+
+@pytest.mark.parametrize("action", ["read", "write"])
+def test_an_object_error_names_the_request_and_the_object_and_redacts_the_secrets(action) -> None:
+    options = {"key": "AKIDEXAMPLE", "secret": "wJalrXUtnFEMI-secret"}
+    error = object_error(
+        ConnectionError("refused: https://store/b/k?X-Amz-Credential=AKIDEXAMPLE&sig=wJalrXUtnFEMI-secret"),
+        "s3://b/k", "setup", options, action,
+    )  # fmt: skip
+    text = str(error)
+    assert f"could not {action} s3://b/k on object storage" in text and "\n" not in text
+    assert error.step == "setup" and "check that the store is reachable" in text
+    assert "AKIDEXAMPLE" not in text and "wJalrXUtnFEMI-secret" not in text and "***" in text
+    denied = object_error(PermissionError("Access Denied"), "s3://b/k", "save", None, action)
+    assert f"that they may {action} this object" in str(denied)

@@ -114,15 +114,3 @@ def test_a_store_gone_mid_read_is_one_line_naming_the_object(tmp_path):
     assert "\n" not in str(caught.value) and "lightning-order-test-secret" not in str(caught.value)
     assert [p for p in (tmp_path / "shards").iterdir() if p.is_file()] == []
 
-
-def test_an_object_error_names_the_object_and_redacts_the_secrets():
-    from lightning_order.data.engine.shard_cache import object_error
-
-    options = {"key": "AKIDEXAMPLE", "secret": "wJalrXUtnFEMI-secret"}
-    error = object_error(
-        ConnectionError("refused: https://store/b/k?X-Amz-Credential=AKIDEXAMPLE&sig=wJalrXUtnFEMI-secret"),
-        "read", "s3://b/k", "setup", options,
-    )  # fmt: skip
-    text = str(error)
-    assert "could not read s3://b/k on object storage" in text and "\n" not in text
-    assert "AKIDEXAMPLE" not in text and "wJalrXUtnFEMI-secret" not in text and "***" in text

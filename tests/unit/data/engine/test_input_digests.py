@@ -148,7 +148,7 @@ def test_a_write_through_a_shared_mmap_on_tmpfs_is_seen(tmp_path, hashed, monkey
         assert hashed == [data, data]  # never served from a record on tmpfs
         assert not record_path(data, tmp_path / "records").exists()
         dm = lightning_order.OrderedLMDataModule("text", data_files=str(data), cache_dir=str(tmp_path / "c"))
-        assert dm.config.input_identity[0][2] == new and hashed[2:] == [data]  # a new DataModule re-hashes
+        assert dm.config.input_identity[0][1] == f"xxh3:{new}" and hashed[2:] == [data]  # a new DataModule re-hashes
         assert input_digests.file_system(data) == "tmpfs"
     finally:
         shutil.rmtree(folder, ignore_errors=True)

@@ -10,6 +10,7 @@ import pytest
 
 from lightning_order import DataError, OrderedDataModule
 from lightning_order.data.engine.inputs import check_dataset_name, expand_data_files, files_identity
+from lightning_order.data.engine.storage import file_digest
 from lightning_order.data.text.config import DataConfig
 
 SMALL = {"vocab_size": 100, "max_length": 16}
@@ -93,9 +94,10 @@ def test_identity_of_each_kind_of_data_files(tmp_path):
     }
     assert expand_data_files("hf://datasets/x/y/*.csv", "csv") == ["hf://datasets/x/y/*.csv"]
     assert expand_data_files("data/*.csv", "user/hub-dataset") == ["data/*.csv"]  # resolved in the repo
-    ident = files_identity([str(a)])
-    assert ident[0][:2] == [str(a), a.stat().st_size] and len(ident[0][2]) == 32
-    assert files_identity([str(a)], "size_mtime")[0][2] == a.stat().st_mtime_ns
+    # by content: the size and the 128-bit xxh3 of the bytes, and no path (issue #46)
+    assert files_identity([str(a)]) == [[a.stat().st_size, f"xxh3:{file_digest(a)}"]]
+    # by metadata: no byte seen, so the path still tells two folders' files of one size and mtime apart
+    assert files_identity([str(a)], "size_mtime") == [[a.stat().st_size, a.stat().st_mtime_ns, str(a)]]
 
 
 @pytest.mark.parametrize(
@@ -266,3 +268,33 @@ def test_a_pipe_in_data_files_is_refused_not_identified_by_its_name(tmp_path):
     with pytest.raises(DataError) as info:
         DataConfig(dataset="text", data_files=str(pipe))
     assert info.value.step == "load" and f"{pipe}, which is not a regular file" in str(info.value)
+
+
+def test_a_dataset_folder_is_identified_by_the_names_inside_it_not_by_where_it_is(tmp_path):
+    import shutil
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    folder = tmp_path / "here" / "my_dataset"
+    folder.mkdir(parents=True)
+    table = pa.table({"text": [f"document {i}" for i in range(20)], "label": [i % 2 for i in range(20)]})
+    pq.write_table(table, folder / "train.parquet")
+    first = OrderedDataModule(dataset=str(folder), **SMALL)
+    copy = shutil.copytree(folder, tmp_path / "there" / "my_dataset")
+    assert OrderedDataModule(dataset=str(copy), **SMALL).cache_key == first.cache_key  # issue #46
+    (copy / "train.parquet").rename(copy / "test.parquet")  # datasets reads the split from the name
+    assert OrderedDataModule(dataset=str(copy), **SMALL).cache_key != first.cache_key
+
+
+def test_the_same_bytes_in_two_folders_have_one_key_unless_the_name_says_how_to_read_them(tmp_path):
+    """Issue #46: the location leaves the key; a name ending that decides the read (``.tsv``: at tabs) stays."""
+    (tmp_path / "one").mkdir()
+    (tmp_path / "two").mkdir()
+    rows = "text\tlabel\nthe first row says good\t1\nthe second row says bad\t0\n" * 20
+    for path in (tmp_path / "one" / "a.csv", tmp_path / "two" / "a.csv", tmp_path / "two" / "a.tsv"):
+        path.write_text(rows)
+    keys = {name: OrderedDataModule("csv", data_files=str(tmp_path / name), **SMALL).cache_key
+            for name in ("one/a.csv", "two/a.csv", "two/a.tsv")}  # fmt: skip
+    assert keys["one/a.csv"] == keys["two/a.csv"] != keys["two/a.tsv"]  # one column vs two
+    assert files_identity([str(tmp_path / "two" / "a.tsv")])[0][2:] == [".tsv"]
