@@ -22,9 +22,12 @@ ones.
 
 Usage::
 
-    python benchmarks/bench_lm_prepare.py [--sizes 250 1000] [--num-proc 2] [--repeats 3] [--json out.json]
+    python benchmarks/bench_lm_prepare.py [--sizes 250 1000] [--num-proc 2] [--repeats 3] [--json out.json] [--results]
 
-Prints one JSON line per size and a summary table.
+Prints one JSON line per size and a summary table. ``--results`` writes
+``benchmarks/results/lm_prepare.json`` (``lm_prepare_ray.json`` with ``--engines local ray``,
+``lm_prepare_memory.json`` with ``--memory-only``; keys
+``<size MB>.<figure>``, and the load average before and after), the figures the docs quote.
 """
 
 from __future__ import annotations
@@ -44,6 +47,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
+
+from figures import command_line, write_results
 
 VOCAB_SIZE = 8000
 BLOCK_SIZE = 256
@@ -373,6 +378,8 @@ def measure(
         "floor": floor,
         "same_tokenizer": same,
         "ours_over_floor": ours["seconds"] / floor["seconds"],
+        # each other engine's fastest run against the first engine's (``ray_over_local``)
+        **{f"{e}_over_{engines[0]}": fastest[e]["seconds"] / ours["seconds"] for e in engines[1:]},
         "ours_mb_s_per_core": mb / ours["cpu"],
         "floor_mb_s_per_core": mb / floor["cpu"],
     }
@@ -380,6 +387,7 @@ def measure(
 
 def memory(args: argparse.Namespace) -> None:
     """Ours alone at each size: seconds, peak RSS (tree, main) and PSS, each against the first size."""
+    load = os.getloadavg()[0]
     rows = []
     for size in args.sizes:
         corpus = build_corpus(args.data_dir, size)
@@ -411,6 +419,23 @@ def memory(args: argparse.Namespace) -> None:
         )
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))
+    if args.results:
+        _write("lm_prepare_memory", rows, load)
+
+
+def _write(name: str, rows: list[dict], load: float) -> None:
+    """``benchmarks/results/<name>.json``: each size's figures, its peak or the first size's, and the load."""
+    figures: dict = {f"{r['megabytes']:g}": r for r in rows}
+    if "peak_pss_mb" in rows[0]:  # --memory-only: the growth against the first size
+        figures["growth"] = {
+            f"{r['megabytes']:g}": {
+                "peak_rss_mb": r["peak_rss_mb"] / rows[0]["peak_rss_mb"],
+                "peak_pss_mb": r["peak_pss_mb"] / rows[0]["peak_pss_mb"],
+            }
+            for r in rows[1:]
+        }
+    figures["load"] = {"before": load, "after": os.getloadavg()[0]}
+    print(f"wrote {write_results(name, figures, command_line())}")
 
 
 def main() -> None:
@@ -442,6 +467,11 @@ def main() -> None:
         action="store_true",
         help="ours alone at each size (no floor): peak memory and its growth against the first size",
     )
+    parser.add_argument(
+        "--results",
+        action="store_true",
+        help="write benchmarks/results/lm_prepare.json (lm_prepare_memory.json), the figures the docs quote",
+    )
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--data", help=argparse.SUPPRESS)
     parser.add_argument("--cache", help=argparse.SUPPRESS)
@@ -457,6 +487,7 @@ def main() -> None:
     if args.memory_only:
         memory(args)
         return
+    load = os.getloadavg()[0]
     results = []
     for size in args.sizes:
         result = measure(size, args.data_dir, args.num_proc, tuple(args.engines), args.repeats)
@@ -484,6 +515,8 @@ def main() -> None:
             )
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
+    if args.results:  # another engine's comparison is another file: it never replaces the local one's
+        _write("_".join(["lm_prepare", *args.engines[1:]]), results, load)
 
 
 if __name__ == "__main__":

@@ -21,14 +21,15 @@ ledger gives the time of each step (``stats.seconds``).
 
 Usage::
 
-    python benchmarks/bench_prepare.py --sizes-mb 50 200 [--repeats 2] [--num-proc N] [--workdir DIR]
+    python benchmarks/bench_prepare.py --sizes-mb 50 200 [--repeats 2] [--num-proc N] [--workdir DIR] [--results]
 
 Prints one JSON line per size and a summary: ours/floor (target <= 1.5), ours/reference (target
 <= 0.7), the cached run's time (target <= 1 s), peak anonymous memory of each side, the load
 average (``os.getloadavg``) before each size, ours' per-step times, and each side's CPU seconds
 (user + system, all threads: steadier than wall time on a shared machine); besides the fastest of
 each side, ours / floor of each repeat's pair (wall and CPU: median and range) and the time of
-ours' ``load`` step in every run.
+ours' ``load`` step in every run. ``--results`` writes ``benchmarks/results/prepare.json`` (keys
+``<size MB>.<figure>``: ``50.ours_over_floor``, ``50.ours_steps_s.encode``), the figures the docs quote.
 """
 
 from __future__ import annotations
@@ -46,6 +47,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from figures import command_line, write_results
 
 _BYTES_PER_ROW = 187  # mean text length of the demo corpus, measured
 _WORD = re.compile(r"\w+")
@@ -361,6 +364,9 @@ def main() -> None:
         default=2,
         help="alternate floor/reference/ours runs this many times; keep the fastest",
     )
+    parser.add_argument(
+        "--results", action="store_true", help="write benchmarks/results/prepare.json, the figures the docs quote"
+    )
     parser.add_argument("--worker", choices=["ours", "reference", "floor"], help=argparse.SUPPRESS)
     parser.add_argument("--data", help=argparse.SUPPRESS)
     parser.add_argument("--cache", help=argparse.SUPPRESS)
@@ -436,6 +442,9 @@ def main() -> None:
     for r in rows:
         steps = ", ".join(f"{k} {v:.2f}" for k, v in (r["ours_steps_s"] or {}).items())
         print(f"{r['size_mb']:g} MB, ours per step (s): {steps}")
+    if args.results:
+        figures = {f"{r['size_mb']:g}": r for r in rows}
+        print(f"wrote {write_results('prepare', figures, command_line())}")
     if not math.isfinite(sum(r["ours_over_floor"] for r in rows)):
         sys.exit(1)
 

@@ -31,12 +31,19 @@ Example:
         --budget-shares 0.1 0.25 0.5 1 --shares 0 0.05 0.2 0.5 --seeds 3 --json /tmp/bench_stream_overlap.json
     PYTHONPATH=$PWD python benchmarks/bench_stream_overlap.py --shares --served-repeats 7
     PYTHONPATH=$PWD python benchmarks/bench_stream_overlap.py --shares --seam-seeds 4
+
+``--results`` writes ``benchmarks/results/stream_overlap.json``, the figures the docs quote: each
+cell as ``read_<budget %>.planted_<share %>.<figure>`` (``read_25.planted_5.found``), the cost
+ratio's median, least and most over the cells (``ratio``), the false alarms of the correct runs,
+``served.*`` and ``seams.<seed>.*`` when measured, and the machine's load average before and after
+(the timings move with it; the ratios much less).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -47,6 +54,7 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 from bench_window_overlap import EOS, WINDOW, corpus
+from figures import command_line, write_results
 
 from lightning_order.callbacks.validator.content import rows_served_twice
 from lightning_order.callbacks.validator.reading import read_split_tokens
@@ -182,8 +190,12 @@ def main() -> None:
     parser.add_argument("--served-repeats", type=int, default=0)
     parser.add_argument("--seam-seeds", type=int, default=0)
     parser.add_argument("--json", type=Path)
+    parser.add_argument(
+        "--results", action="store_true", help="write benchmarks/results/stream_overlap.json, the figures the docs quote"
+    )
     args = parser.parse_args()
 
+    load_before = os.getloadavg()[0]
     rows: list[dict] = []
     if args.served_repeats:
         served = served_cost(args.served_repeats)
@@ -235,6 +247,42 @@ def main() -> None:
             )
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))
+    if args.results:
+        figures = summary(rows, args)
+        figures["load"] = {"before": load_before, "after": os.getloadavg()[0]}
+        print(f"wrote {write_results('stream_overlap', figures, command_line())}")
+
+
+def _percent(share: float) -> str:
+    return f"{share * 100:g}".replace(".", "_")
+
+
+def summary(rows: list[dict], args: argparse.Namespace) -> dict:
+    """The figures the docs quote, from the printed rows: each cell by its budget and planted share
+    (both in per cent of the command's arguments), and the cost ratio over all cells."""
+    cells = [r for r in rows if "budget" in r]
+    found: dict = {
+        "train_tokens": args.train_tokens,
+        "val_tokens": args.val_tokens,
+        "seeds": args.seeds,
+        "threshold": args.threshold,
+    }
+    for row, (share, budget_share) in zip(
+        cells, [(s, b) for s in args.shares for b in args.budget_shares], strict=True
+    ):
+        found[f"read_{_percent(budget_share)}.planted_{_percent(share)}"] = row
+    if cells:
+        ratios = [r["ratio"] for r in cells]
+        found["ratio"] = {"median": statistics.median(ratios), "min": min(ratios), "max": max(ratios)}
+        correct = [r for r in cells if r["planted"] == 0]
+        found["correct_runs"] = len(correct) * args.seeds
+        found["false_alarms"] = round(sum(r["detected"] for r in correct) * args.seeds)
+    for row in rows:
+        if "served" in row:
+            found["served"] = row["served"]
+        if "seams" in row:
+            found.setdefault("seams", {})[str(row["seams"]["seed"])] = row["seams"]
+    return found
 
 
 if __name__ == "__main__":

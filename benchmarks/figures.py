@@ -21,6 +21,9 @@ Usage::
 
     python benchmarks/figures.py           # lists the quotes that differ; exit code 1 if any
     python benchmarks/figures.py --write   # rewrites them from benchmarks/results/
+
+``--write`` first runs ``benchmarks/derived.py``, which computes the figures derived from measured
+ones (docs/scale.md's estimates) into their own results files.
 """
 
 from __future__ import annotations
@@ -229,15 +232,19 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--write", action="store_true", help="rewrite stale quotes from benchmarks/results/")
     args = parser.parse_args(argv)
+    import derived  # the figures computed from measured ones; it imports this module
+
     if args.write:
+        for path in derived.write():
+            print(f"derived: {path.relative_to(ROOT)}")
         for quote in write():
             print(f"rewritten: {quote}")
     found = check()
     stale = [q for q in found if q.stale]
-    for quote in stale:
-        print(quote)
+    for line in [*derived.stale(), *map(str, stale)]:
+        print(line)
     print(f"{len(found)} quoted figures, {len(stale)} stale", file=sys.stderr)
-    return 1 if stale else 0
+    return 1 if stale or derived.stale() else 0
 
 
 if __name__ == "__main__":

@@ -88,3 +88,37 @@ def test_the_command_recorded_is_the_one_a_user_types() -> None:
         "python benchmarks/bench_verify.py --mb 300 --results"
     )
     assert figures.command_line(["bench_x.py", "a b"]) == "python benchmarks/bench_x.py 'a b'"
+
+
+derived = load_benchmark("derived")
+
+
+def test_every_derived_results_file_equals_what_its_inputs_give() -> None:
+    assert not derived.stale(), "re-derive: python benchmarks/figures.py --write"
+
+
+@pytest.mark.parametrize(
+    ("text_bytes", "partitions"),
+    [(40e6, 4), (1e12, 16_384), (1e13, 131_072)],  # past the default's cap: near 64 MB each
+)
+def test_the_worked_partitions_are_the_default_until_a_partition_grows_too_large(text_bytes: float, partitions: int) -> None:
+    assert derived.partitions_for(text_bytes) == partitions
+
+
+def test_a_derived_file_takes_its_inputs_machine_and_date_and_moves_with_them(tmp_path: Path) -> None:
+    src = figures.RESULTS
+    for name in ("lm_serial", "lm_driver"):
+        (tmp_path / f"{name}.json").write_text((src / f"{name}.json").read_text())
+    first = derived.derive("scale", tmp_path)
+    serial = json.loads((src / "lm_serial.json").read_text())
+    assert first["machine"] == serial["machine"] and first["date"] >= serial["date"]
+    assert first["command"].startswith("python benchmarks/derived.py")
+    derived.write(tmp_path)
+    assert not derived.stale(tmp_path)
+
+    serial["figures"]["200.serial.train_tokenizer"] += 60.0  # a slower tokenizer: more serial time
+    (tmp_path / "lm_serial.json").write_text(json.dumps(serial))
+    assert derived.stale(tmp_path) == ["scale.json differs from lm_serial, lm_driver (python benchmarks/derived.py)"]
+    again = derived.derive("scale", tmp_path)["figures"]
+    assert again["unit.tokenizer_s"] == first["figures"]["unit.tokenizer_s"] + 60.0
+    assert again["1tb.serial_min"] > first["figures"]["1tb.serial_min"]
