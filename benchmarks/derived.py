@@ -42,7 +42,7 @@ from typing import Any
 
 sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
 
-from figures import RESULTS, flatten
+from results_file import RESULTS, flatten
 
 from lightning_order.data.engine.partitions import MAX_PARTITIONS, TARGET_PARTITION_BYTES, partition_count
 

@@ -29,19 +29,19 @@ ones (docs/scale.md's estimates) into their own results files.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
-import os
 import re
-import shlex
 import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "benchmarks" / "results"
+import derived  # the figures computed from measured ones (docs/scale.md's estimates)
+
+# Re-exported: every benchmark writes its results through ``from figures import write_results``.
+from results_file import RESULTS, ROOT, command_line, flatten, machine, write_results  # noqa: F401
+
 #: The texts that quote figures: the README, the docs, the benchmarks' own page.
 QUOTING = ("README.md", "docs/**/*.md", "benchmarks/README.md")
 #: Labs that write their own results files (with their command inside): source name -> file.
@@ -124,59 +124,6 @@ def load_results(folder: Path = RESULTS, labs: dict[str, Path] | None = None) ->
     return Figures(figures, read)
 
 
-def machine() -> str:
-    """The machine in words: CPU count, system, Python, torch (what a figure depends on)."""
-    import platform
-
-    import torch  # only where a benchmark writes its results: checking the docs needs no torch
-
-    return (
-        f"{os.cpu_count()} CPUs, {platform.system()} {platform.machine()}, Python {platform.python_version()}, "
-        f"torch {torch.__version__}"
-    )
-
-
-def flatten(figures: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """``figures`` with nested mappings and lists flattened into dotted keys (``checks.1000000.total_ms``,
-    ``interval.0``), so a benchmark hands over the results it already builds and a page names each
-    figure by its path."""
-    flat: dict[str, Any] = {}
-    for key, value in figures.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, (list, tuple)):
-            value = {str(i): v for i, v in enumerate(value)}
-        if isinstance(value, Mapping):
-            flat.update(flatten(value, f"{name}."))
-        else:
-            flat[name] = value
-    return flat
-
-
-def command_line(argv: list[str] | None = None) -> str:
-    """The command that ran this benchmark (``sys.argv``), as a user types it from the repository's root."""
-    args = sys.argv if argv is None else argv
-    return " ".join(["python", f"benchmarks/{Path(args[0]).name}", *map(shlex.quote, args[1:])])
-
-
-def write_results(name: str, figures: Mapping[str, Any], command: str, folder: Path = RESULTS, **more: Any) -> Path:
-    """Writes ``folder/<name>.json``: the figures a benchmark measured, with its command, machine and date.
-
-    Args:
-        name: the source name the docs quote (``<!--fig name.key-->``).
-        figures: the figures (key -> number or text); nested mappings and lists are flattened
-            into dotted keys (:func:`flatten`).
-        command: the command that measured them, as a user types it.
-        folder: where results files live.
-        **more: anything else worth keeping beside them (``job=...``).
-    """
-    folder.mkdir(parents=True, exist_ok=True)
-    result = {"command": command, **more, "machine": machine(), "date": datetime.date.today().isoformat(),
-              "figures": flatten(figures)}  # fmt: skip
-    path = folder / f"{name}.json"
-    path.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    return path
-
-
 def render(value: Any, spec: str | None) -> str:
     """``value`` as the docs write it: Python's format ``spec``, a comma written as a space (the
     thousands separator), a space before a percent sign."""
@@ -232,8 +179,6 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--write", action="store_true", help="rewrite stale quotes from benchmarks/results/")
     args = parser.parse_args(argv)
-    import derived  # the figures computed from measured ones; it imports this module
-
     if args.write:
         for path in derived.write():
             print(f"derived: {path.relative_to(ROOT)}")
