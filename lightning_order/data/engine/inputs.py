@@ -46,6 +46,7 @@ __all__ = [
     "expand_data_files",
     "file_names",
     "files_identity",
+    "flat_entries",
     "local_files",
     "object_files",
 ]
@@ -350,11 +351,12 @@ def _matches(pattern: tuple[str, ...], path: tuple[str, ...]) -> bool:
     return fnmatch.fnmatchcase(path[0], head) and _matches(rest, path[1:])
 
 
-def _flat(files: Any) -> list[str]:
+def flat_entries(files: Any) -> list[Any]:
+    """``files`` (or their identity: a list, or a dict of lists by split) as one list, in order."""
     if files is None:
         return []
     if isinstance(files, dict):
-        return [f for v in files.values() for f in _flat(v)]
+        return [f for v in files.values() for f in flat_entries(v)]
     return list(files)
 
 
@@ -434,17 +436,17 @@ def _objects_identity(
 
 def file_names(files: Any) -> list[str]:
     """The expanded ``files`` as one list of names, in the order :func:`files_identity` lists their entries."""
-    return [str(f) for f in _flat(files)]
+    return [str(f) for f in flat_entries(files)]
 
 
 def local_files(files: Any) -> list[Path]:
     """The expanded files that exist on this machine."""
-    return [Path(f) for f in _flat(files) if not _is_remote(f) and Path(f).is_file()]
+    return [Path(f) for f in flat_entries(files) if not _is_remote(f) and Path(f).is_file()]
 
 
 def object_files(files: Any) -> list[str]:
     """The expanded files that are objects in a store (``s3://``, ``gs://``, ``memory://``...), as URLs."""
-    return [f for f in _flat(files) if _is_object(f)]
+    return [f for f in flat_entries(files) if _is_object(f)]
 
 
 def diagnose_files(files: Iterable[Path], dataset: str | None) -> DataError | None:
@@ -577,7 +579,7 @@ class InputFiles:
     def input_sizes(self) -> dict[str, int]:
         """Each identified file's size in bytes, as identified (no second ``stat`` or request); by name."""
         first = 1 if self._from_folder else 0  # a folder's entries start with the name inside it
-        sized = zip(file_names(self.identified_files), _flat(self.input_identity))
+        sized = zip(file_names(self.identified_files), flat_entries(self.input_identity))
         return {name: int(e[first]) for name, e in sized if len(e) > first + 1}
 
     @cached_property

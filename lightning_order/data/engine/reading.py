@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from lightning_order.data.engine.inputs import (
     diagnose_files,
     file_names,
+    flat_entries,
     local_files,
     object_files,
 )
@@ -107,21 +108,13 @@ def _changed_files(cfg: Any, now: Any) -> list[Path | str]:
     files: list[Path | str] = [*local_files(cfg.identified_files), *object_files(cfg.identified_files)]
     names, old, new = (
         file_names(cfg.identified_files),
-        _flat_identity(cfg.input_identity),
-        _flat_identity(now),
+        flat_entries(cfg.input_identity),
+        flat_entries(now),
     )
     if not len(names) == len(old) == len(new):
         return files
     moved = {name for name, a, b in zip(names, old, new) if a != b}
     return [f for f in files if str(f) in moved] or files
-
-
-def _flat_identity(identity: Any) -> list[Any]:
-    if identity is None:
-        return []
-    if isinstance(identity, Mapping):
-        return [entry for value in identity.values() for entry in _flat_identity(value)]
-    return list(identity)
 
 
 def _check_identity(cfg: Any, when: str) -> None:
