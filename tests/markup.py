@@ -54,3 +54,14 @@ def prepare_fit(folder: Path, fit_on: str, *, documents: int = DOCUMENTS, seed: 
     dtype = np.uint16
     write_bin(folder / "train.bin", encode(tokenizer, train), dtype)
     write_bin(folder / "val.bin", encode(tokenizer, val), dtype)
+
+
+#: The three tokenizers :func:`prepare_fit` can train: two correct, the planted bug (``"raw"``).
+FITS = ("clean", "raw", "elsewhere")
+
+
+def prepare_fits(root: Path) -> dict[str, Path]:
+    """One :func:`prepare_fit` folder per way of fitting the tokenizer, under ``root``, by :data:`FITS` name."""
+    for fit_on in FITS:
+        prepare_fit(root / fit_on, fit_on)
+    return {fit_on: root / fit_on for fit_on in FITS}

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from helpers import quiet_trainer
-from markup import prepare_fit
+from markup import prepare_fits
 from nanogpt import BinData, TinyGPT
 
 from lightning_order import OrderError, OrderValidator
@@ -20,10 +20,7 @@ from lightning_order import OrderError, OrderValidator
 
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("tokenizer_fit_glue")
-    for fit_on in ("clean", "raw", "elsewhere"):
-        prepare_fit(root / fit_on, fit_on)
-    return {fit_on: root / fit_on for fit_on in ("clean", "raw", "elsewhere")}
+    return prepare_fits(tmp_path_factory.mktemp("tokenizer_fit_glue"))
 
 
 def _fit(folder: Path) -> tuple[OrderError | None, int]:

@@ -26,7 +26,7 @@ import pytest
 import torch
 from helpers import lm_violations
 from llama_style import llama_tokenizer
-from markup import prepare_fit
+from markup import prepare_fits
 from nanogpt import EOS, BinData, corpus, split, train_tokenizer
 from run_clm import train_bpe
 
@@ -266,10 +266,7 @@ def test_rows_padded_in_their_labels_only_are_read_as_padded_rows():
 
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("tokenizer_fit")
-    for fit_on in ("clean", "raw", "elsewhere"):
-        prepare_fit(root / fit_on, fit_on)
-    return {fit_on: root / fit_on for fit_on in ("clean", "raw", "elsewhere")}
+    return prepare_fits(tmp_path_factory.mktemp("tokenizer_fit"))
 
 
 def _data(folder: Path) -> BinData:
